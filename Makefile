@@ -1,0 +1,22 @@
+# The two set-up commands of the README. Each creates or reuses .venv (scripts/bootstrap.sh).
+PY := .venv/bin/python
+
+.PHONY: run test validate bench bootstrap
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+# Main job: 2PL on the embedded ChemBench data (analyses/demo.toml) -> outputs/demo/
+# --force because rerunning the demo is the point of this target; the CLI never overwrites without it.
+run: bootstrap
+	$(PY) -m bayesirt run analyses/demo.toml --force
+
+test: bootstrap
+	$(PY) -m pytest -q tests
+
+# Checks against the real data in ../shared/data (skipped cleanly when that folder is absent).
+validate: bootstrap
+	$(PY) -m pytest -q benchmarks/validation
+
+bench: bootstrap
+	$(PY) benchmarks/nuts_2pl.py
