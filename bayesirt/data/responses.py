@@ -1,0 +1,337 @@
+"""The response Dataset: one binary item x model matrix with its ids and metadata.
+
+Every reader in :mod:`bayesirt.data.io` ends in :func:`make_responses`, so all validation of
+response data lives here. The layout is
+
+- data variable ``responses`` with dims ``("item", "model")``, dtype ``int8``: 1 = correct,
+  0 = incorrect, ``MISSING`` (-1) = not observed; ``responses.attrs["missing_code"] == -1``;
+- index coordinates ``item`` and ``model`` (string ids), so ``ds.sel(model="GPT-4o")`` works and
+  posterior draws with coords ``{"item": ids, "model": ids}`` align by coordinate;
+- non-index coordinates ``item_id`` (item), ``model_id`` (model) mirroring the indexes,
+  ``item_group`` (item), ``family`` (model) and ``owner`` (model);
+- Dataset attrs ``name`` and ``source`` when known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.data.populations import derive_family, derive_owner
+from bayesirt.errors import DataError
+
+__all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask"]
+
+MISSING = -1
+"""Code of a missing (unobserved) cell in the int8 ``responses`` variable."""
+
+_DEFAULT_GROUP = "all"
+
+
+def _fmt(value: Any) -> str:
+    """Short display of one offending cell value."""
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):g}"
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)
+
+
+def _as_matrix(matrix: Any) -> np.ndarray:
+    """Array-like -> ndarray with shape checks (empty, not 2-D, one item, one model)."""
+    if isinstance(matrix, (xr.DataArray, pd.DataFrame)):
+        matrix = matrix.to_numpy()
+    try:
+        arr = np.asarray(matrix)
+    except ValueError:  # ragged nested lists
+        raise DataError(
+            "responses matrix has rows of different lengths; pass a rectangular items x models matrix"
+        ) from None
+    if arr.size == 0:
+        raise DataError(f"responses matrix is empty (shape {arr.shape}); pass at least 2 items and 2 models")
+    if arr.ndim != 2:
+        raise DataError(
+            f"responses must be a 2-D items x models matrix, got {arr.ndim} dimension(s) (shape {arr.shape}); "
+            "pass one matrix with items as rows and models as columns"
+        )
+    n_items, n_models = arr.shape
+    if n_items < 2:
+        raise DataError(
+            f"responses have only one item (shape {arr.shape}); IRT needs at least 2 items "
+            "(if items are columns, transpose the matrix)"
+        )
+    if n_models < 2:
+        raise DataError(
+            f"responses have only one model (shape {arr.shape}); IRT needs at least 2 models "
+            "(if models are rows, transpose the matrix)"
+        )
+    return arr
+
+
+def _as_ids(values: Any, n: int, what: str, noun: str) -> np.ndarray:
+    """Ids as a unicode array of length ``n``: checked for length, blanks and duplicates."""
+    if values is None:
+        return np.array([str(i) for i in range(n)], dtype=str)
+    arr = np.asarray(values, dtype=object)
+    if arr.ndim != 1:
+        raise DataError(f"{what} must be one-dimensional, got shape {arr.shape}; pass one id per {noun}")
+    if len(arr) != n:
+        raise DataError(
+            f"{what} has {len(arr)} entries but the matrix has {n} {noun}s; pass exactly one id per {noun}"
+        )
+    ids = []
+    for pos, value in enumerate(arr):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        if value is None or (not isinstance(value, str) and pd.isna(value)) or not str(value).strip():
+            raise DataError(f"{what} has a missing or blank id at position {pos}; give every {noun} a non-empty id")
+        ids.append(str(value))
+    out = np.array(ids, dtype=str)
+    dup = pd.Index(out).duplicated()
+    if dup.any():
+        pos = int(np.flatnonzero(dup)[0])
+        raise DataError(f"duplicate {noun} id {str(out[pos])!r} (repeated at position {pos}); make {noun} ids unique")
+    return out
+
+
+def _as_labels(values: Any, ids: np.ndarray, what: str, noun: str) -> np.ndarray:
+    """Per-item or per-model labels (scalar broadcast), checked for length and blanks."""
+    n = len(ids)
+    if isinstance(values, (str, bytes)):
+        values = [values] * n
+    arr = np.asarray(values, dtype=object)
+    if arr.ndim != 1 or len(arr) != n:
+        got = len(arr) if arr.ndim == 1 else f"shape {arr.shape}"
+        raise DataError(f"{what} has {got} entries but the matrix has {n} {noun}s; pass one {what} per {noun}")
+    out = []
+    for pos, value in enumerate(arr):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        if value is None or (not isinstance(value, str) and pd.isna(value)) or not str(value).strip():
+            raise DataError(
+                f"{what} is missing or blank for {noun} {str(ids[pos])!r}; fill it in or leave {what} unset"
+            )
+        out.append(str(value))
+    return np.array(out, dtype=str)
+
+
+def _cell_values(arr: np.ndarray, items: np.ndarray, models: np.ndarray) -> np.ndarray:
+    """Raw cells -> int8 with ``MISSING``; raises on anything but 0, 1 or missing."""
+
+    def where(i: int, m: int) -> str:
+        return f"at item {str(items[i])!r}, model {str(models[m])!r}"
+
+    fix = "recode to 0/1 and leave missing cells empty"
+    if arr.dtype.kind == "b":
+        return arr.astype(np.int8)
+    if arr.dtype.kind in "iu":
+        missing = arr == MISSING if arr.dtype == np.int8 else np.zeros(arr.shape, dtype=bool)
+        values = arr.astype(np.float64)
+    elif arr.dtype.kind == "f":
+        missing = np.isnan(arr)
+        values = arr.astype(np.float64)
+    else:
+        obj = arr.astype(object)
+        missing = np.asarray(pd.isna(obj), dtype=bool)
+        values = np.full(arr.shape, np.nan)
+        try:
+            values[~missing] = obj[~missing].astype(np.float64)
+        except (TypeError, ValueError):
+            for i, m in zip(*np.nonzero(~missing), strict=True):
+                try:
+                    float(obj[i, m])
+                except (TypeError, ValueError):
+                    raise DataError(
+                        f"responses contain a non-numeric value (found {_fmt(obj[i, m])} {where(i, m)}); {fix}"
+                    ) from None
+            raise  # pragma: no cover - every element converted one by one
+    bad = ~missing & (values != 0) & (values != 1)
+    if bad.any():
+        i, m = (int(k[0]) for k in np.nonzero(bad))
+        raw = arr[i, m]
+        hint = " (-1 means missing only in int8 arrays)" if raw == -1 else ""
+        raise DataError(
+            f"responses contain values other than 0, 1 or missing (found {_fmt(raw)} {where(i, m)}){hint}; {fix}"
+        )
+    return np.where(missing, MISSING, values).astype(np.int8)
+
+
+def _check_observed(y: np.ndarray, ids: np.ndarray, axis: int, noun: str) -> None:
+    """Every item (axis=1 reduction) / model (axis=0) needs at least one observed cell."""
+    empty = np.flatnonzero(~(y != MISSING).any(axis=axis))
+    if empty.size:
+        others = f" (and {empty.size - 1} other {noun}s)" if empty.size > 1 else ""
+        raise DataError(
+            f"{noun} {str(ids[empty[0]])!r}{others} has no observed responses; "
+            "drop it from the data before fitting (or pass drop_empty=True)"
+        )
+
+
+def make_responses(
+    matrix: Any,
+    *,
+    item_id: Sequence[Any] | None = None,
+    model_id: Sequence[Any] | None = None,
+    item_group: Sequence[Any] | str | None = None,
+    family: Sequence[Any] | str | None = None,
+    owner: Sequence[Any] | str | None = None,
+    name: str | None = None,
+    source: str | None = None,
+    drop_empty: bool = False,
+) -> xr.Dataset:
+    """Build and validate a response Dataset from an items x models matrix.
+
+    Parameters
+    ----------
+    matrix : array-like, shape (items, models)
+        Cells 0, 1 or missing. Missing is NaN, ``None`` or ``pandas.NA``; the code ``-1`` is
+        read as missing only when the array is already ``int8`` (the stored layout). A
+        ``pandas.DataFrame`` supplies its index and columns as default item and model ids.
+    item_id, model_id : sequence, optional
+        Ids, converted to ``str``. Default ``"0" .. "n-1"``. Must be unique and non-blank.
+    item_group : sequence or str, optional
+        One label per item (a string applies to all). Default ``"all"``.
+    family, owner : sequence or str, optional
+        One label per model. Default: derived from the model ids by
+        :func:`~bayesirt.data.populations.derive_family` / ``derive_owner``.
+    name, source : str, optional
+        Stored as Dataset attrs (``source`` = where the data was read from).
+    drop_empty : bool
+        Drop items and models without any observed response (their number is stored in the
+        attrs ``n_dropped_items`` / ``n_dropped_models``) instead of raising. Default False.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``responses`` (item, model) int8 with ``MISSING`` = -1, and the coordinates described
+        in the module docstring.
+
+    Raises
+    ------
+    DataError
+        Empty or non-2-D matrix, a single item or model, values other than 0/1/missing,
+        duplicate or blank ids, metadata of the wrong length, or an item or model with no
+        observed response.
+    """
+    if isinstance(matrix, pd.DataFrame):
+        item_id = matrix.index.to_numpy() if item_id is None else item_id
+        model_id = matrix.columns.to_numpy() if model_id is None else model_id
+    arr = _as_matrix(matrix)
+    n_items, n_models = arr.shape
+    items = _as_ids(item_id, n_items, "item_id", "item")
+    models = _as_ids(model_id, n_models, "model_id", "model")
+    groups = _as_labels(_DEFAULT_GROUP if item_group is None else item_group, items, "item_group", "item")
+    fams = _as_labels(derive_family(models) if family is None else family, models, "family", "model")
+    owners = _as_labels(derive_owner(models) if owner is None else owner, models, "owner", "model")
+    y = _cell_values(arr, items, models)
+    attrs: dict[str, Any] = {k: str(v) for k, v in (("name", name), ("source", source)) if v is not None}
+    if drop_empty:
+        obs = y != MISSING
+        keep_i, keep_m = obs.any(axis=1), obs.any(axis=0)
+        if not (keep_i.all() and keep_m.all()):
+            attrs.update(n_dropped_items=int((~keep_i).sum()), n_dropped_models=int((~keep_m).sum()))
+            y, items, groups = y[keep_i][:, keep_m], items[keep_i], groups[keep_i]
+            models, fams, owners = models[keep_m], fams[keep_m], owners[keep_m]
+            if len(items) < 2 or len(models) < 2:
+                raise DataError(
+                    f"only {len(items)} item(s) x {len(models)} model(s) have observed responses; "
+                    "IRT needs at least 2 of each"
+                )
+    _check_observed(y, models, 0, "model")
+    _check_observed(y, items, 1, "item")
+    return xr.Dataset(
+        {
+            "responses": (
+                ("item", "model"),
+                y,
+                {"missing_code": MISSING, "description": "1 = correct, 0 = incorrect, -1 = missing"},
+            )
+        },
+        coords={
+            "item": items,
+            "model": models,
+            "item_id": ("item", items.copy()),
+            "model_id": ("model", models.copy()),
+            "item_group": ("item", groups),
+            "family": ("model", fams),
+            "owner": ("model", owners),
+        },
+        attrs=attrs,
+    )
+
+
+def validate_responses(ds: xr.Dataset) -> xr.Dataset:
+    """Re-validate a Dataset that claims to be a response Dataset (e.g. one read from NetCDF).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Needs a ``responses`` variable with dims ``item`` and ``model`` (either order).
+        ``item_group``, ``family``, ``owner`` coordinates are kept when present.
+
+    Returns
+    -------
+    xarray.Dataset
+        A fresh Dataset built by :func:`make_responses` (same ids, metadata, name, source).
+    """
+    if not isinstance(ds, xr.Dataset) or "responses" not in ds.data_vars:
+        raise DataError("not a response Dataset: no 'responses' variable; build one with bayesirt.data.make_responses")
+    da = ds["responses"]
+    if set(da.dims) != {"item", "model"}:
+        raise DataError(
+            f"'responses' has dims {da.dims}, expected ('item', 'model'); rebuild it with bayesirt.data.make_responses"
+        )
+    da = da.transpose("item", "model")
+
+    def coord(key: str) -> Any:
+        return da[key].values if key in da.coords else None
+
+    return make_responses(
+        da.values,
+        item_id=coord("item"),
+        model_id=coord("model"),
+        item_group=coord("item_group"),
+        family=coord("family"),
+        owner=coord("owner"),
+        name=ds.attrs.get("name"),
+        source=ds.attrs.get("source"),
+    ).assign_attrs({k: v for k, v in ds.attrs.items() if k not in ("name", "source")})
+
+
+def observed_mask(ds: xr.Dataset | xr.DataArray) -> np.ndarray:
+    """Boolean (items, models) array, True where a response was observed.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or xarray.DataArray
+        A response Dataset or its ``responses`` variable.
+    """
+    da = ds["responses"] if isinstance(ds, xr.Dataset) else ds
+    return np.asarray(da.values != MISSING)
+
+
+def summarize(ds: xr.Dataset) -> dict[str, Any]:
+    """Headline numbers of a response Dataset, for messages and reports.
+
+    Returns
+    -------
+    dict
+        ``name`` (or None), ``n_items``, ``n_models``, ``n_observed``, ``missing_fraction``
+        (share of cells missing) and ``mean_accuracy`` (mean over observed cells), as plain
+        Python ints and floats.
+    """
+    y = ds["responses"].values
+    obs = y != MISSING
+    n_observed = int(obs.sum())
+    return {
+        "name": ds.attrs.get("name"),
+        "n_items": int(ds.sizes["item"]),
+        "n_models": int(ds.sizes["model"]),
+        "n_observed": n_observed,
+        "missing_fraction": float(1.0 - n_observed / y.size),
+        "mean_accuracy": float(y[obs].mean()) if n_observed else float("nan"),
+    }

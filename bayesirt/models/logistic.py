@@ -1,0 +1,165 @@
+"""PyMC builder for the unidimensional logistic family (1PL-4PL) from an ``IRTSpec``.
+
+    P(y_im = 1) = c_i + (1 - c_i - s_i) * sigmoid(a_i * theta_m + d_i),   b_i = -d_i / a_i
+
+The likelihood runs over observed cells only (missing cells carry zero weight; nothing is imputed).
+It is written as one fused ``pm.Potential`` over the dense item x model matrix instead of a
+``pm.Bernoulli`` per cell: the two have the same log-density (``tests/test_logistic.py`` checks
+value and gradient against ``pm.Bernoulli`` and a SciPy reference), but the fused form evaluates
+about twice as fast (see ``benchmarks/nuts_2pl.py``). Pointwise log-likelihoods for LOO are
+computed from the posterior by :func:`pointwise_log_likelihood`, chunked, in long format.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+from scipy.special import expit, log_expit
+
+from bayesirt.data.responses import MISSING
+from bayesirt.specs import IRTSpec, Prior
+
+__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "ITEM_PARAMETERS"]
+
+#: Item parameters a fitted logistic spec may report, in display order.
+ITEM_PARAMETERS = ("discrimination", "difficulty", "intercept", "guessing", "slip")
+
+
+def _prior_rv(name: str, prior: Prior, dims=None):
+    p = prior.params
+    match prior.distribution:
+        case "normal":
+            return pm.Normal(name, mu=p["mu"], sigma=p["sigma"], dims=dims)
+        case "lognormal":
+            return pm.LogNormal(name, mu=p["mu"], sigma=p["sigma"], dims=dims)
+        case "halfnormal":
+            return pm.HalfNormal(name, sigma=p["sigma"], dims=dims)
+        case "beta":
+            return pm.Beta(name, alpha=p["alpha"], beta=p["beta"], dims=dims)
+    raise AssertionError(f"unvalidated distribution {prior.distribution!r}")  # specs.py validates
+
+
+def build_logistic(responses: xr.Dataset, spec: IRTSpec) -> pm.Model:
+    """Build the ``pm.Model`` of a 1PL-4PL spec for a response Dataset.
+
+    Parameters
+    ----------
+    responses : xarray.Dataset
+        The response data (``bayesirt.data``): ``responses`` (item, model) int8, missing = -1.
+    spec : IRTSpec
+        From :func:`bayesirt.specs.load_spec`.
+
+    Returns
+    -------
+    pymc.Model
+        Free variables ``theta`` (model), ``discrimination`` (item, or scalar for a common slope),
+        ``intercept`` or ``difficulty`` (item), and ``guessing``/``slip`` (item) when declared;
+        the other location form is a Deterministic, so both (a, b) and (a, d) are reported.
+    """
+    y = responses["responses"].values
+    observed = y != MISSING
+    y_obs = (y == 1).astype("float64")
+    coords = {"item": responses["item"].values, "model": responses["model"].values}
+    with pm.Model(coords=coords) as pm_model:
+        theta = _prior_rv("theta", spec.priors["theta"], dims="model")
+        if spec.discrimination_structure == "item":
+            a = _prior_rv("discrimination", spec.priors["discrimination"], dims="item")
+            a_col = a[:, None]
+        elif spec.discrimination_structure == "common":
+            a = _prior_rv("discrimination", spec.priors["discrimination"])
+            a_col = a
+        else:
+            a = a_col = pt.constant(spec.discrimination_value)
+        if spec.location == "intercept":
+            d = _prior_rv("intercept", spec.priors["intercept"], dims="item")
+            pm.Deterministic("difficulty", -d / a, dims="item")
+        else:
+            b = _prior_rv("difficulty", spec.priors["difficulty"], dims="item")
+            d = pm.Deterministic("intercept", -a * b, dims="item")
+        c = _prior_rv("guessing", spec.priors["guessing"], dims="item") if spec.has_guessing else None
+        s = _prior_rv("slip", spec.priors["slip"], dims="item") if spec.has_slip else None
+
+        eta = a_col * theta[None, :] + d[:, None]
+        pm.Potential("response_loglik", _fused_loglik(eta, c, s, y_obs, observed))
+    return pm_model
+
+
+def _fused_loglik(eta, c, s, y_obs: np.ndarray, observed: np.ndarray):
+    """Sum of Bernoulli log-likelihoods over observed cells, as one PyTensor expression."""
+    weight = None if observed.all() else observed.astype("float64")
+    y_miss = y_obs if weight is None else weight - y_obs  # 1 where an observed response is 0
+    if c is None and s is None:
+        # log p = eta - softplus(eta), log(1 - p) = -softplus(eta)
+        sp = pt.softplus(eta)
+        return pt.sum(y_obs * eta) - (pt.sum(sp) if weight is None else pt.sum(weight * sp))
+    scale = 1.0 - (c if s is None else s if c is None else c + s)  # an item vector here
+    log_scale = pt.log(scale)[:, None]
+    log_p = log_scale - pt.softplus(-eta)  # log((1 - c - s) * sigmoid(eta))
+    log_q = log_scale - pt.softplus(eta)  # log((1 - c - s) * sigmoid(-eta))
+    if c is not None:
+        log_p = pt.logaddexp(pt.log(c)[:, None], log_p)
+    if s is not None:
+        log_q = pt.logaddexp(pt.log(s)[:, None], log_q)
+    return pt.sum(y_obs * log_p) + pt.sum(y_miss * log_q)
+
+
+def response_probability(theta, discrimination, intercept, guessing=0.0, slip=0.0):
+    """P(correct) for every (item, model) pair, NumPy broadcasting over leading sample dims.
+
+    Parameters are arrays whose last axis is ``item`` (or ``model`` for theta); a scalar
+    discrimination is a common slope. Returns an array with trailing axes (item, model).
+    """
+    a = np.asarray(discrimination)[..., None] if np.ndim(discrimination) else discrimination
+    eta = a * np.asarray(theta)[..., None, :] + np.asarray(intercept)[..., None]
+    c = np.asarray(guessing)[..., None] if np.ndim(guessing) else guessing
+    s = np.asarray(slip)[..., None] if np.ndim(slip) else slip
+    return c + (1.0 - c - s) * expit(eta)
+
+
+def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, chunk_cells: int = 2_000_000) -> xr.DataArray:
+    """Log-likelihood of every observed response under every posterior draw.
+
+    Returns a DataArray with dims (chain, draw, cell): one ``cell`` per observed response, with
+    coordinates ``item`` and ``model`` on it, so LOO can group cells by model. Draws are processed
+    in chunks of about ``chunk_cells`` draw-cells so memory stays bounded on large matrices.
+    """
+    y = responses["responses"].values
+    items, models = np.nonzero(y != MISSING)
+    y_cell = y[items, models].astype(bool)
+    n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
+
+    def draws(name, default):
+        if name not in posterior:
+            return np.full((n_chain * n_draw, 1), default)
+        v = posterior[name].values.reshape(n_chain * n_draw, -1)
+        return v
+
+    theta = draws("theta", 0.0)
+    a, d = draws("discrimination", 1.0), draws("intercept", 0.0)
+    c, s = draws("guessing", 0.0), draws("slip", 0.0)
+    pick = lambda v, idx: v[:, idx] if v.shape[1] > 1 else v  # noqa: E731 (common slope / absent)
+    out = np.empty((n_chain * n_draw, items.size))
+    step = max(1, chunk_cells // max(1, n_chain * n_draw))
+    for start in range(0, items.size, step):
+        sl = slice(start, start + step)
+        ii, mm = items[sl], models[sl]
+        eta = pick(a, ii) * theta[:, mm] + pick(d, ii)
+        ci, si = pick(c, ii), pick(s, ii)
+        scale = 1.0 - ci - si
+        with np.errstate(divide="ignore"):
+            log_p = np.logaddexp(np.log(ci), np.log(scale) + log_expit(eta))
+            log_q = np.logaddexp(np.log(si), np.log(scale) + log_expit(-eta))
+        out[:, sl] = np.where(y_cell[sl], log_p, log_q)
+    return xr.DataArray(
+        out.reshape(n_chain, n_draw, -1),
+        dims=("chain", "draw", "cell"),
+        coords={
+            "chain": posterior["chain"].values,
+            "draw": posterior["draw"].values,
+            "item": ("cell", responses["item"].values[items]),
+            "model": ("cell", responses["model"].values[models]),
+        },
+        name="responses",
+    )

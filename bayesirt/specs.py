@@ -1,0 +1,231 @@
+"""Model specs: the declarative TOML files in ``models/`` read into typed, validated objects.
+
+A spec knows nothing of PyMC: it declares the link, the parameterization and every prior.
+``bayesirt.models.logistic`` builds the ``pm.Model`` from it. Users change a prior by editing
+or copying a spec file, never by editing code.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bayesirt.errors import SpecError
+
+__all__ = ["Prior", "IRTSpec", "load_spec", "builtin_specs", "BUILTIN_DIR"]
+
+
+def _builtin_dir() -> Path:
+    """Top-level ``models/`` of a source checkout, else the copy packaged inside the wheel."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "models", here / "builtin_specs"):
+        if candidate.is_dir():
+            return candidate
+    return here.parent / "models"
+
+
+BUILTIN_DIR = _builtin_dir()
+_ALIASES = {"1pl": "rasch"}
+
+# Allowed distributions and their required hyperparameters, per parameter.
+_DISTRIBUTIONS = {
+    "normal": {"mu": float, "sigma": float},
+    "lognormal": {"mu": float, "sigma": float},
+    "halfnormal": {"sigma": float},
+    "beta": {"alpha": float, "beta": float},
+}
+_ALLOWED = {
+    "theta": ("normal",),
+    "discrimination": ("lognormal", "halfnormal"),
+    "intercept": ("normal",),
+    "difficulty": ("normal",),
+    "guessing": ("beta",),
+    "slip": ("beta",),
+}
+_PARAMETERIZATIONS = {"slope-intercept": "intercept", "difficulty": "difficulty"}
+_STRUCTURES = ("item", "common", "fixed")
+_TOP_KEYS = {"name", "title", "link", "parameterization", "priors", "description"}
+
+
+@dataclass(frozen=True)
+class Prior:
+    """One prior: a distribution name and its hyperparameters (``{"mu": 0.0, "sigma": 1.0}``)."""
+
+    distribution: str
+    params: dict[str, float]
+
+    def describe(self) -> str:
+        """Readable form, e.g. ``LogNormal(mu=0, sigma=0.5)``."""
+        names = {"normal": "Normal", "lognormal": "LogNormal", "halfnormal": "HalfNormal", "beta": "Beta"}
+        args = ", ".join(f"{k}={v:g}" for k, v in self.params.items())
+        return f"{names[self.distribution]}({args})"
+
+
+@dataclass(frozen=True)
+class IRTSpec:
+    """A validated unidimensional logistic IRT spec (1PL-4PL).
+
+    Attributes
+    ----------
+    name, title : str
+    parameterization : {"slope-intercept", "difficulty"}
+        Which location parameter carries the prior (``intercept`` d or ``difficulty`` b).
+    discrimination_structure : {"item", "common", "fixed"}
+    discrimination_value : float or None
+        The constant slope when the structure is ``"fixed"``.
+    priors : dict of str to Prior
+        Keys among theta, discrimination, intercept/difficulty, guessing, slip.
+    text : str
+        The spec file's full text, stored in every output's attributes.
+    source : str
+        Where the spec was read from.
+    """
+
+    name: str
+    title: str
+    parameterization: str
+    discrimination_structure: str
+    discrimination_value: float | None
+    priors: dict[str, Prior] = field(repr=False)
+    text: str = field(repr=False)
+    source: str = ""
+
+    @property
+    def location(self) -> str:
+        """The location parameter that carries the prior: ``"intercept"`` or ``"difficulty"``."""
+        return _PARAMETERIZATIONS[self.parameterization]
+
+    @property
+    def has_guessing(self) -> bool:
+        return "guessing" in self.priors
+
+    @property
+    def has_slip(self) -> bool:
+        return "slip" in self.priors
+
+    @property
+    def kind(self) -> str:
+        """``"1pl"``, ``"2pl"``, ``"3pl"`` or ``"4pl"`` (common or fixed slope counts as 1PL)."""
+        if self.has_slip:
+            return "4pl"
+        if self.has_guessing:
+            return "3pl"
+        return "2pl" if self.discrimination_structure == "item" else "1pl"
+
+
+def builtin_specs() -> list[str]:
+    """Names of the built-in spec files in ``models/`` (aliases such as ``1pl`` not listed)."""
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
+
+
+def load_spec(name_or_path: str | Path) -> IRTSpec:
+    """Read and validate a spec: a built-in name (``"2pl"``, ``"rasch"``/``"1pl"``, ``"3pl"``,
+    ``"4pl"``) or the path of a TOML file.
+
+    Raises
+    ------
+    SpecError
+        When the file is missing or malformed; the message names the key and the allowed values.
+    """
+    text_name = str(name_or_path)
+    key = _ALIASES.get(text_name.lower(), text_name.lower())
+    builtin = BUILTIN_DIR / f"{key}.toml"
+    path = builtin if (not text_name.endswith(".toml") and builtin.is_file()) else Path(name_or_path)
+    if not path.is_file():
+        raise SpecError(
+            f"unknown model spec {text_name!r}: give one of {builtin_specs() + sorted(_ALIASES)} "
+            "or the path of a .toml spec file"
+        )
+    text = path.read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{path}: not valid TOML ({err}); fix the syntax") from None
+    return _parse(raw, text=text, where=str(path))
+
+
+def _choice(where: str, key: str, value, allowed) -> str:
+    if value not in allowed:
+        raise SpecError(f"{where}: {key!r} must be one of {list(allowed)}; got {value!r}")
+    return value
+
+
+def _number(where: str, key: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where}: {key!r} must be a number; got {value!r}")
+    return float(value)
+
+
+def _prior(where: str, name: str, table) -> Prior:
+    ctx = f"{where} [priors.{name}]"
+    if not isinstance(table, dict):
+        raise SpecError(f"{ctx}: must be a table with 'distribution' and its parameters")
+    dist = _choice(ctx, "distribution", table.get("distribution"), _ALLOWED[name])
+    needed = _DISTRIBUTIONS[dist]
+    extra = set(table) - set(needed) - {"distribution"} - ({"structure"} if name == "discrimination" else set())
+    if extra:
+        raise SpecError(f"{ctx}: unknown key(s) {sorted(extra)}; a {dist} prior takes {sorted(needed)}")
+    params = {}
+    for key in needed:
+        if key not in table:
+            raise SpecError(f"{ctx}: missing {key!r}; a {dist} prior takes {sorted(needed)}")
+        params[key] = _number(ctx, key, table[key])
+    positive = [k for k in ("sigma", "alpha", "beta") if k in params and params[k] <= 0]
+    if positive:
+        raise SpecError(f"{ctx}: {positive[0]!r} must be > 0; got {params[positive[0]]}")
+    return Prior(dist, params)
+
+
+def _parse(raw: dict, *, text: str, where: str) -> IRTSpec:
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise SpecError(f"{where}: unknown top-level key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
+    _choice(where, "link", raw.get("link", "logit"), ("logit",))
+    parameterization = _choice(
+        where, "parameterization", raw.get("parameterization", "slope-intercept"), tuple(_PARAMETERIZATIONS)
+    )
+    location = _PARAMETERIZATIONS[parameterization]
+    priors_raw = raw.get("priors")
+    if not isinstance(priors_raw, dict):
+        raise SpecError(f"{where}: missing the [priors] tables (theta, discrimination, {location})")
+    allowed_names = ("theta", "discrimination", location, "guessing", "slip")
+    for name in priors_raw:
+        if name not in allowed_names:
+            raise SpecError(
+                f"{where}: unknown prior [priors.{name}]; with parameterization {parameterization!r} "
+                f"the allowed priors are {list(allowed_names)}"
+            )
+    for name in ("theta", "discrimination", location):
+        if name not in priors_raw:
+            raise SpecError(f"{where}: missing [priors.{name}]; every spec declares theta, discrimination and {location}")
+
+    disc = priors_raw["discrimination"]
+    if not isinstance(disc, dict):
+        raise SpecError(f"{where} [priors.discrimination]: must be a table")
+    structure = _choice(f"{where} [priors.discrimination]", "structure", disc.get("structure", "item"), _STRUCTURES)
+    value = None
+    priors: dict[str, Prior] = {}
+    if structure == "fixed":
+        if "value" not in disc:
+            raise SpecError(f"{where} [priors.discrimination]: structure 'fixed' needs 'value' (e.g. value = 1.0)")
+        value = _number(f"{where} [priors.discrimination]", "value", disc["value"])
+        if value <= 0:
+            raise SpecError(f"{where} [priors.discrimination]: 'value' must be > 0; got {value}")
+    else:
+        priors["discrimination"] = _prior(where, "discrimination", disc)
+    for name in ("theta", location, "guessing", "slip"):
+        if name in priors_raw:
+            priors[name] = _prior(where, name, priors_raw[name])
+
+    name = raw.get("name", Path(where).stem)
+    return IRTSpec(
+        name=str(name),
+        title=str(raw.get("title", name)),
+        parameterization=parameterization,
+        discrimination_structure=structure,
+        discrimination_value=value,
+        priors=priors,
+        text=text,
+        source=where,
+    )
