@@ -71,7 +71,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec) -> pm.Model:
             a = _prior_rv("discrimination", spec.priors["discrimination"])
             a_col = a
         else:
-            a = a_col = pt.constant(spec.discrimination_value)
+            a = a_col = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value))
         if spec.location == "intercept":
             d = _prior_rv("intercept", spec.priors["intercept"], dims="item")
             pm.Deterministic("difficulty", -d / a, dims="item")

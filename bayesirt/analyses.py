@@ -1,0 +1,109 @@
+"""Analyses run end to end: the fit job (data -> spec -> fit -> posterior.nc, tables, report,
+figures in one output folder) and declared analyses (``analyses/*.toml``)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import xarray as xr
+
+from bayesirt.data import load
+from bayesirt.diagnostics import diagnose
+from bayesirt.errors import SpecError
+from bayesirt.inference import fit
+from bayesirt.outputs import check_output, staged_output
+from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
+from bayesirt.specs import IRTSpec, load_spec
+from bayesirt.summaries import DEFAULT_CI, item_table, model_table
+
+__all__ = ["run_fit_job", "load_analysis", "run_analysis", "ANALYSIS_KINDS"]
+
+ANALYSIS_KINDS = ("fit",)
+_FIT_OPTIONS = {
+    "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int,
+    "advi_iterations": int, "advi_tolerance": float, "advi_learning_rate": float,
+    "log_likelihood": bool, "ci": float,
+}
+
+
+def run_fit_job(
+    data: str | Path | xr.Dataset, model: str | Path | IRTSpec, out: str | Path, *, force: bool = False,
+    ci: float = DEFAULT_CI, progress: bool = True, **fit_options,
+) -> Path:
+    """Fit ``model`` to ``data`` and write the output folder ``out``.
+
+    Writes ``posterior.nc`` (the DataTree), ``items.csv``, ``models.csv``, ``summary.json``,
+    ``report.md`` and two PNG figures. ``out`` must not exist unless ``force`` is True; the folder
+    appears only when everything is written. Returns the output folder.
+    """
+    check_output(out, force=force)  # before the fit, not after minutes of sampling
+    if not 0 < ci < 1:
+        raise SpecError(f"'ci' must be a probability between 0 and 1; got {ci!r}")
+    responses = data if isinstance(data, xr.Dataset) else load(data)
+    spec = model if isinstance(model, IRTSpec) else load_spec(model)
+    tree = fit(responses, spec, progress=progress, **fit_options)
+    warnings = diagnose(tree)
+    items, models = item_table(tree, ci=ci), model_table(tree, ci=ci)
+    with staged_output(out, force=force) as folder:
+        tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
+        items.to_csv(folder / "items.csv", index=False)
+        models.to_csv(folder / "models.csv", index=False)
+        figures = {
+            "Item characteristic curves": plot_item_curves(tree, items, folder / "item_curves.png", ci=ci).name,
+            "Model abilities": plot_ability_forest(models, folder / "abilities.png", ci=ci).name,
+        }
+        summary = {
+            "data": responses.attrs.get("name", ""),
+            "spec": spec.name,
+            "settings": json.loads(tree.attrs["bayesirt_settings"]),
+            "timings": json.loads(tree.attrs["bayesirt_timings"]),
+            "versions": json.loads(tree.attrs["bayesirt_versions"]),
+            "warnings": warnings,
+            "ci": ci,
+        }
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+        (folder / "report.md").write_text(fit_report(tree, spec, responses, items, models, warnings, figures, ci=ci))
+    return Path(out)
+
+
+def load_analysis(path: str | Path) -> dict:
+    """Read and validate an analysis spec (``analyses/*.toml``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"no analysis spec at {path}; give the path of a .toml file such as analyses/demo.toml")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{path}: not valid TOML ({err}); fix the syntax") from None
+    head = raw.get("analysis")
+    if not isinstance(head, dict):
+        raise SpecError(f"{path}: missing the [analysis] table (kind, data, model, out)")
+    kind = head.get("kind")
+    if kind not in ANALYSIS_KINDS:
+        raise SpecError(f"{path}: [analysis] 'kind' must be one of {list(ANALYSIS_KINDS)}; got {kind!r}")
+    for key in ("data", "model", "out"):
+        if not isinstance(head.get(key), str) or not head[key]:
+            raise SpecError(f"{path}: [analysis] needs {key!r} (a name or path)")
+    unknown = set(raw) - {"analysis", "fit"}
+    if unknown:
+        raise SpecError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: ['analysis', 'fit']")
+    options = raw.get("fit", {})
+    for key, value in options.items():
+        if key not in _FIT_OPTIONS:
+            raise SpecError(f"{path}: [fit] unknown option {key!r}; allowed: {sorted(_FIT_OPTIONS)}")
+        want = _FIT_OPTIONS[key]
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            if not (want is float and isinstance(value, int) and not isinstance(value, bool)):
+                raise SpecError(f"{path}: [fit] {key!r} must be of type {want.__name__}; got {value!r}")
+    return {"path": path, **head, "fit": options}
+
+
+def run_analysis(path: str | Path, *, force: bool = False, progress: bool = True) -> Path:
+    """Run a declared analysis end to end; returns its output folder."""
+    analysis = load_analysis(path)
+    options = dict(analysis["fit"])
+    ci = float(options.pop("ci", DEFAULT_CI))
+    return run_fit_job(analysis["data"], analysis["model"], analysis["out"], force=force, ci=ci,
+                       progress=progress, **options)

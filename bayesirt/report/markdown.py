@@ -1,0 +1,132 @@
+"""The Markdown report of a fit: data, spec and priors, inference settings, diagnostics in plain
+language, the model ranking with credible intervals and the most informative items."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.diagnostics import convergence_table
+from bayesirt.specs import IRTSpec
+
+__all__ = ["fit_report", "markdown_table"]
+
+MAX_RANKED_ROWS = 50
+N_INFORMATIVE = 10
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table; floats with 3 significant decimals."""
+    def cell(v):
+        if isinstance(v, (float, np.floating)):
+            return "" if np.isnan(v) else f"{v:.3f}"
+        return str(v).replace("|", "\\|")
+
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def _interval(frame: pd.DataFrame, prefix: str) -> pd.Series:
+    lo, hi = [c for c in frame.columns if c.startswith(f"{prefix}_q")][:2]
+    return frame.apply(lambda r: f"{r[f'{prefix}_mean']:.2f} [{r[lo]:.2f}, {r[hi]:.2f}]", axis=1)
+
+
+def _diagnostics_section(tree: xr.DataTree, warnings: list[str]) -> list[str]:
+    settings = json.loads(tree.attrs["bayesirt_settings"])
+    lines = ["## Diagnostics", ""]
+    if settings["method"] == "nuts":
+        table = convergence_table(tree)
+        stats = tree["sample_stats"].to_dataset()
+        n_div = int(stats["diverging"].sum()) if "diverging" in stats else 0
+        lines.append(
+            f"Worst R-hat {table['r_hat'].max():.3f}; smallest bulk ESS {table['ess_bulk'].min():.0f}; "
+            f"smallest tail ESS {table['ess_tail'].min():.0f}; {n_div} divergent transitions."
+        )
+        lines.append("")
+    if warnings:
+        lines += [f"- **Warning.** {w}" for w in warnings]
+    else:
+        lines.append("All convergence checks passed (R-hat < 1.01, bulk and tail ESS >= 100 per chain, "
+                     "no divergences, E-BFMI >= 0.3).")
+    return lines + [""]
+
+
+def fit_report(
+    tree: xr.DataTree, spec: IRTSpec, responses: xr.Dataset, items: pd.DataFrame, models: pd.DataFrame,
+    warnings: list[str], figures: dict[str, str], *, ci: float,
+) -> str:
+    """Compose the report of one fit. ``figures`` maps captions to file names in the output folder."""
+    settings = json.loads(tree.attrs["bayesirt_settings"])
+    timings = json.loads(tree.attrs["bayesirt_timings"])
+    y = responses["responses"].values
+    observed = y >= 0
+    name = responses.attrs.get("name", "responses")
+    lines = [
+        f"# {spec.title} on {name}",
+        "",
+        "## Data",
+        "",
+        f"{y.shape[0]:,} items x {y.shape[1]:,} models; {observed.sum():,} observed responses "
+        f"({1 - observed.mean():.1%} missing, excluded from the likelihood); mean accuracy {(y == 1).sum() / observed.sum():.3f}.",
+        f"Source: {responses.attrs.get('source', 'in-memory data')}.",
+    ]
+    if responses.attrs.get("citation"):
+        lines.append(f"Attribution: {responses.attrs['citation']}.")
+    lines += ["", "## Model and priors", "", f"Spec `{spec.name}` ({spec.source}), {spec.parameterization} parameterization:", ""]
+    lines += [f"- `{k}` ~ {p.describe()}" for k, p in spec.priors.items()]
+    if spec.discrimination_structure == "fixed":
+        lines.append(f"- `discrimination` fixed at {spec.discrimination_value:g}")
+    elif spec.discrimination_structure == "common":
+        lines.append("- one discrimination shared by every item (1PL)")
+    lines += ["", "## Inference", ""]
+    lines.append(", ".join(f"{k} = {v}" for k, v in settings.items()) + ".")
+    lines.append("Timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in timings.items()) + ".")
+    lines.append("")
+    lines += _diagnostics_section(tree, warnings)
+
+    ranked = models.head(MAX_RANKED_ROWS)
+    rank_lo, rank_hi = [c for c in models.columns if c.startswith("rank_q")][:2]
+    lines += ["## Model ranking", ""]
+    if len(models) > MAX_RANKED_ROWS:
+        lines += [f"Top {MAX_RANKED_ROWS} of {len(models):,} models (all are in `models.csv`).", ""]
+    lines += [
+        f"Ordered by posterior mean ability; θ with its {ci:.0%} credible interval; the rank interval is the "
+        f"{ci:.0%} interval of the model's rank across posterior draws (1 = best).",
+        "",
+        markdown_table(pd.DataFrame({
+            "rank": np.arange(1, len(ranked) + 1),
+            "model": ranked["model_id"],
+            "family": ranked["family"],
+            "θ": _interval(ranked, "theta"),
+            "rank interval": [f"{a}-{b}" for a, b in zip(ranked[rank_lo], ranked[rank_hi])],
+            "accuracy": ranked["accuracy"],
+        })),
+        "",
+        "## Most informative items",
+        "",
+        "Fisher information averaged over the fitted models' abilities (posterior mean): the items that "
+        "best separate the models in this cohort.",
+        "",
+    ]
+    top = items.sort_values("information", ascending=False, kind="stable").head(N_INFORMATIVE)
+    lines += [markdown_table(pd.DataFrame({
+        "item": top["item_id"],
+        "group": top["item_group"],
+        "information": top["information"],
+        "a (discrimination)": _interval(top, "discrimination"),
+        "b (difficulty)": _interval(top, "difficulty"),
+        "proportion correct": top["proportion_correct"],
+    })), "", "## Figures", ""]
+    lines += [f"![{caption}]({file})" for caption, file in figures.items()]
+    lines += ["", "## Files", "",
+              "- `posterior.nc`: the full ArviZ DataTree (posterior, sample_stats, observed_data, constant_data; "
+              "spec text, seed, settings, versions and timings in its attributes); open with `xarray.open_datatree`.",
+              "- `items.csv`: one row per item, every parameter in both (a, b) and (a, d) forms.",
+              "- `models.csv`: one row per model: ability, rank interval, accuracy.",
+              "- `summary.json`: settings, timings, diagnostics and warnings, machine-readable.", ""]
+    return "\n".join(lines)

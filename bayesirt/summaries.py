@@ -1,0 +1,115 @@
+"""Posterior summaries of a fitted logistic spec as tables: one row per item, one row per model."""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.stats import rankdata
+
+from bayesirt.data.responses import MISSING
+from bayesirt.information import item_information
+from bayesirt.models.logistic import ITEM_PARAMETERS
+
+__all__ = ["item_table", "model_table", "posterior_ranks", "DEFAULT_CI"]
+
+#: Default credible-interval probability of the tables (equal-tailed).
+DEFAULT_CI = 0.90
+_SAMPLE = ("chain", "draw")
+
+
+def _interval_columns(ci: float) -> tuple[str, str, float, float]:
+    lo, hi = (1.0 - ci) / 2.0, (1.0 + ci) / 2.0
+    return f"q{100 * lo:g}", f"q{100 * hi:g}", lo, hi
+
+
+def _describe(da: xr.DataArray, ci: float, *, with_diagnostics: bool) -> dict[str, np.ndarray]:
+    lo_name, hi_name, lo, hi = _interval_columns(ci)
+    out = {
+        "mean": da.mean(_SAMPLE).values,
+        "sd": da.std(_SAMPLE, ddof=1).values if da.sizes["chain"] * da.sizes["draw"] > 1 else np.full(da.shape[2:], np.nan),
+        lo_name: da.quantile(lo, _SAMPLE).values,
+        hi_name: da.quantile(hi, _SAMPLE).values,
+    }
+    if with_diagnostics:
+        ds = da.to_dataset(name="x")
+        out["r_hat"] = az.rhat(ds)["x"].values
+        out["ess_bulk"] = az.ess(ds, method="bulk")["x"].values
+    return out
+
+
+def _is_sampled(posterior: xr.Dataset) -> bool:
+    return posterior.sizes["chain"] > 1 and posterior.sizes["draw"] >= 4
+
+
+def item_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI) -> pd.DataFrame:
+    """One row per item: mean, sd, equal-tailed ``ci`` interval (and R-hat, bulk ESS when sampled
+    with several chains) of every item parameter in both forms (a, b) and (a, d), plus observed
+    proportion correct and the posterior-mean Fisher information averaged over the fitted models.
+
+    A common (1PL) or fixed slope is repeated on every row.
+    """
+    post = tree["posterior"].to_dataset()
+    diag = _is_sampled(post)
+    n_items = post.sizes["item"]
+    frame = {"item_id": post["item"].values, "item_group": post["item_group"].values}
+    for name in ITEM_PARAMETERS:
+        if name not in post:
+            continue
+        stats = _describe(post[name], ci, with_diagnostics=diag)
+        for key, values in stats.items():
+            frame[f"{name}_{key}"] = np.broadcast_to(values, (n_items,))
+    y = tree["observed_data"]["responses"].values
+    observed = y != MISSING
+    frame["n_observed"] = observed.sum(axis=1)
+    frame["proportion_correct"] = (y == 1).sum(axis=1) / frame["n_observed"]
+    frame["information"] = _mean_information(post)
+    return pd.DataFrame(frame)
+
+
+def _mean_information(post: xr.Dataset) -> np.ndarray:
+    """Posterior mean of each item's information averaged over the fitted models' abilities."""
+    stacked = post.stack(sample=_SAMPLE).transpose("sample", ...)
+    take = stacked.isel(sample=slice(None, None, max(1, stacked.sizes["sample"] // 200)))  # <= ~200 draws
+
+    def arr(name, default):
+        return take[name].values if name in take else default
+
+    info = item_information(
+        arr("theta", 0.0), np.asarray(arr("discrimination", 1.0)).reshape(take.sizes["sample"], -1),
+        arr("intercept", 0.0), arr("guessing", 0.0), arr("slip", 0.0),
+    )
+    return info.mean(axis=(0, 2))
+
+
+def posterior_ranks(theta: xr.DataArray) -> xr.DataArray:
+    """Rank of each model's ability in every draw (1 = highest ability)."""
+    return xr.apply_ufunc(
+        lambda x: rankdata(-x, axis=-1, method="min").astype(int), theta,
+        input_core_dims=[["model"]], output_core_dims=[["model"]],
+    )
+
+
+def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI) -> pd.DataFrame:
+    """One row per model: ability (theta) summary, posterior rank (mean and ``ci`` interval;
+    1 = best), observed accuracy and count, family and owner; sorted by posterior mean ability."""
+    post = tree["posterior"].to_dataset()
+    theta = post["theta"]
+    stats = _describe(theta, ci, with_diagnostics=_is_sampled(post))
+    ranks = posterior_ranks(theta)
+    lo_name, hi_name, lo, hi = _interval_columns(ci)
+    y = tree["observed_data"]["responses"].values
+    n_obs = (y != MISSING).sum(axis=0)
+    frame = pd.DataFrame({
+        "model_id": post["model"].values,
+        "family": post["family"].values,
+        "owner": post["owner"].values,
+        **{f"theta_{k}": v for k, v in stats.items()},
+        "rank_mean": ranks.mean(_SAMPLE).values,
+        f"rank_{lo_name}": ranks.quantile(lo, _SAMPLE, method="lower").values.astype(int),
+        f"rank_{hi_name}": ranks.quantile(hi, _SAMPLE, method="higher").values.astype(int),
+        "n_observed": n_obs,
+        "accuracy": (y == 1).sum(axis=0) / n_obs,
+    })
+    return frame.sort_values("theta_mean", ascending=False, kind="stable").reset_index(drop=True)

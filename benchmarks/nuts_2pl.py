@@ -1,0 +1,422 @@
+"""Side-by-side benchmark: bayesirt's 2PL vs the naive PyMC 2PL (documentation style).
+
+Runs in one process, on one simulated 2PL data set (``simulate_pl``):
+
+NUTS rows
+  * ``bayesirt``          -- ``fit(responses, "2pl", method="nuts")`` (nutpie, fused-Potential likelihood)
+  * ``naive + nutpie``    -- the naive model compiled and sampled by nutpie (isolates the sampler)
+  * ``naive + PyMC NUTS`` -- the naive model with ``pm.NUTS`` / ``pm.sample`` (the baseline)
+
+The naive model is ``pm.Bernoulli("y", logit_p=a[:, None] * theta[None, :] + d[:, None])``
+over the dense item x model matrix with the same priors as ``models/2pl.toml``
+(theta ~ N(0, 1), a ~ LogNormal(0, 0.5), d ~ N(0, 2)).
+
+For each: compile time, sampling time (tuning + draws), minimum bulk ESS over every element of
+theta, discrimination and intercept, min bulk ESS per second of sampling, max R-hat,
+divergences, and correlation of posterior means with the truth. ``ratio`` is
+ESS/s divided by the naive PyMC ESS/s.
+
+ADVI rows
+  * ``bayesirt ADVI`` -- ``fit(..., method="advi")`` (Adam 0.01, loss-plateau stop)
+  * ``naive ADVI``    -- ``pm.fit(method="advi")`` on the naive model, PyMC defaults
+                         (adagrad_window) + ``CheckParametersConvergence()``, n cap 50,000
+Reported: time to fit, iterations, converged, and correlation / RMSE of the ADVI posterior means
+against bayesirt's NUTS posterior means, plus the median ratio ADVI sd / NUTS sd.
+
+Usage::
+
+    python benchmarks/nuts_2pl.py                # 300 models x 1,000 items (slow: tens of minutes)
+    python benchmarks/nuts_2pl.py --quick        # 60 x 200, 200 draws / 200 tune (smoke run)
+
+Writes ``--out`` (JSON) and the same stem with ``.md`` (Markdown table), and prints the table.
+Every run is wrapped in try/except: a failing run is reported as failed, never dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+AXES_NUTS = ("theta", "discrimination", "intercept")  # the free parameters: ESS / R-hat over these
+AXES_TRUTH = ("theta", "discrimination", "difficulty")  # compared with the truth / NUTS reference
+PACKAGES = ("bayesirt", "pymc", "pytensor", "nutpie", "arviz", "arviz-stats", "numpy", "xarray", "numba")
+
+
+# --------------------------------------------------------------------------------------- helpers
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = version(pkg)
+        except Exception:  # noqa: BLE001
+            out[pkg] = "not installed"
+    return out
+
+
+def _posterior(tree):
+    """The posterior group as an xarray Dataset (DataTree or InferenceData)."""
+    post = tree["posterior"]
+    return post.to_dataset() if hasattr(post, "to_dataset") else post
+
+
+def _with_difficulty(post):
+    """Add difficulty = -d / a when the posterior lacks it (the naive model has no Deterministic)."""
+    if "difficulty" not in post:
+        post = post.assign(difficulty=-post["intercept"] / post["discrimination"])
+    return post
+
+
+def _rename_naive(post):
+    return post.rename({k: v for k, v in {"a": "discrimination", "d": "intercept"}.items() if k in post})
+
+
+def _min_over(ds) -> float:
+    return float(min(np.nanmin(np.asarray(ds[v].values)) for v in ds.data_vars))
+
+
+def _max_over(ds) -> float:
+    return float(max(np.nanmax(np.asarray(ds[v].values)) for v in ds.data_vars))
+
+
+def _as_dataset(x):
+    return x.to_dataset() if hasattr(x, "to_dataset") else x
+
+
+def nuts_diagnostics(post, sample_stats, sample_s: float, truth) -> dict:
+    """ESS, R-hat, divergences and recovery of the truth from a NUTS posterior Dataset."""
+    import arviz as az
+
+    post = _with_difficulty(post)
+    free = post[list(AXES_NUTS)]
+    ess = _as_dataset(az.ess(free, method="bulk"))
+    rhat = _as_dataset(az.rhat(free))
+    min_ess = _min_over(ess)
+    out = {
+        "min_bulk_ess": min_ess,
+        "min_bulk_ess_by_var": {v: float(np.nanmin(ess[v].values)) for v in AXES_NUTS},
+        "ess_per_s": min_ess / sample_s,
+        "max_rhat": _max_over(rhat),
+        "max_rhat_by_var": {v: float(np.nanmax(rhat[v].values)) for v in AXES_NUTS},
+        "divergences": int(np.asarray(sample_stats["diverging"].values).sum()) if sample_stats is not None else None,
+    }
+    if sample_stats is not None and "tree_depth" in sample_stats:
+        out["mean_tree_depth"] = float(np.asarray(sample_stats["tree_depth"].values).mean())
+    elif sample_stats is not None and "depth" in sample_stats:
+        out["mean_tree_depth"] = float(np.asarray(sample_stats["depth"].values).mean())
+    if sample_stats is not None and "n_steps" in sample_stats:
+        out["mean_leapfrog_steps"] = float(np.asarray(sample_stats["n_steps"].values).mean())
+    out["corr_truth"] = {v: float(np.corrcoef(post[v].mean(("chain", "draw")).values, truth[v].values)[0, 1]) for v in AXES_TRUTH}
+    return out
+
+
+def _stats(tree):
+    try:
+        return _as_dataset(tree["sample_stats"])
+    except KeyError:
+        return None
+
+
+# ----------------------------------------------------------------------------------- naive model
+def naive_model(responses):
+    """The 2PL as PyMC's documentation writes it: a dense Bernoulli over the item x model matrix."""
+    import pymc as pm
+
+    y = responses["responses"].values
+    if (y < 0).any():
+        raise ValueError("the naive model takes a complete matrix; this data set has missing cells")
+    coords = {"item": responses["item"].values, "model": responses["model"].values}
+    with pm.Model(coords=coords) as model:
+        theta = pm.Normal("theta", 0.0, 1.0, dims="model")
+        a = pm.LogNormal("a", 0.0, 0.5, dims="item")
+        d = pm.Normal("d", 0.0, 2.0, dims="item")
+        pm.Bernoulli("y", logit_p=a[:, None] * theta[None, :] + d[:, None], observed=y, dims=("item", "model"))
+    return model
+
+
+# -------------------------------------------------------------------------------------- the runs
+def run_bayesirt_nuts(responses, truth, args, ref):
+    from bayesirt.inference import fit
+
+    t0 = time.perf_counter()
+    tree = fit(responses, "2pl", method="nuts", draws=args.draws, tune=args.tune, chains=args.chains,
+               seed=args.seed, progress=False)
+    wall = time.perf_counter() - t0
+    timings = json.loads(tree.attrs["bayesirt_timings"])
+    post = _posterior(tree)
+    ref["bayesirt NUTS"] = post
+    out = {"compile_s": timings["compile_s"], "sample_s": timings["sample_s"], "build_s": timings["build_s"],
+           "wall_s": wall}
+    out |= nuts_diagnostics(post, _stats(tree), timings["sample_s"], truth)
+    return out
+
+
+def run_naive_nutpie(responses, truth, args, ref):
+    import nutpie
+
+    t0 = time.perf_counter()
+    model = naive_model(responses)
+    build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = nutpie.compile_pymc_model(model)
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tree = nutpie.sample(compiled, draws=args.draws, tune=args.tune, chains=args.chains, cores=args.chains,
+                         seed=args.seed, save_warmup=False, progress_bar=False)
+    sample_s = time.perf_counter() - t0
+    post = _rename_naive(_posterior(tree))
+    ref["naive nutpie"] = post
+    out = {"compile_s": compile_s, "sample_s": sample_s, "build_s": build, "wall_s": build + compile_s + sample_s}
+    out |= nuts_diagnostics(post, _stats(tree), sample_s, truth)
+    return out
+
+
+def run_naive_pymc(responses, truth, args, ref):
+    import pymc as pm
+
+    t0 = time.perf_counter()
+    model = naive_model(responses)
+    build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with model:
+        step = pm.NUTS()  # compiles logp + gradient
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with model:
+        # compute_convergence_checks=False so the timed span is sampling only (ESS/R-hat are computed
+        # below for every row the same way).
+        tree = pm.sample(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.chains,
+                         random_seed=args.seed, step=step, progressbar=False, compute_convergence_checks=False)
+    sample_s = time.perf_counter() - t0
+    post = _rename_naive(_posterior(tree))
+    ref["naive PyMC"] = post
+    out = {"compile_s": compile_s, "sample_s": sample_s, "build_s": build, "wall_s": build + compile_s + sample_s}
+    out |= nuts_diagnostics(post, _stats(tree), sample_s, truth)
+    return out
+
+
+def advi_agreement(post, nuts_post) -> dict:
+    post, nuts_post = _with_difficulty(post), _with_difficulty(nuts_post)
+    out = {"corr_nuts": {}, "rmse_nuts": {}, "sd_ratio_median": {}}
+    for v in AXES_TRUTH:
+        m_a = post[v].mean(("chain", "draw")).values
+        m_n = nuts_post[v].mean(("chain", "draw")).values
+        s_a = post[v].std(("chain", "draw")).values
+        s_n = nuts_post[v].std(("chain", "draw")).values
+        out["corr_nuts"][v] = float(np.corrcoef(m_a, m_n)[0, 1])
+        out["rmse_nuts"][v] = float(np.sqrt(np.mean((m_a - m_n) ** 2)))
+        out["sd_ratio_median"][v] = float(np.median(s_a / s_n))
+    return out
+
+
+def run_bayesirt_advi(responses, truth, args, ref):
+    from bayesirt.inference import fit
+
+    t0 = time.perf_counter()
+    tree = fit(responses, "2pl", method="advi", draws=args.draws, seed=args.seed, advi_iterations=args.advi_cap,
+               progress=False)
+    wall = time.perf_counter() - t0
+    timings = json.loads(tree.attrs["bayesirt_timings"])
+    post = _posterior(tree)
+    ref["bayesirt ADVI"] = post
+    return {"fit_s": timings["fit_s"], "build_s": timings["build_s"], "wall_s": wall,
+            "iterations": int(tree.attrs["advi_iterations_run"]), "converged": bool(tree.attrs["advi_converged"]),
+            "final_loss": float(tree.attrs.get("advi_final_loss", np.nan))}
+
+
+def run_naive_advi(responses, truth, args, ref):
+    import pymc as pm
+    from pymc.variational.callbacks import CheckParametersConvergence
+
+    class _Recording(CheckParametersConvergence):
+        stopped_at = None
+
+        def __call__(self, approx, loss, i):
+            try:
+                super().__call__(approx, loss, i)
+            except StopIteration:
+                self.stopped_at = i
+                raise
+
+    t0 = time.perf_counter()
+    model = naive_model(responses)
+    build = time.perf_counter() - t0
+    cb = _Recording()
+    t0 = time.perf_counter()
+    with model:
+        approx = pm.fit(n=args.advi_cap, method="advi", random_seed=args.seed, progressbar=False, callbacks=[cb])
+    fit_s = time.perf_counter() - t0
+    hist = np.asarray(approx.hist)
+    tree = approx.sample(args.draws, random_seed=args.seed)
+    post = _rename_naive(_posterior(tree))
+    ref["naive ADVI"] = post
+    return {"fit_s": fit_s, "build_s": build, "wall_s": build + fit_s, "iterations": int(hist.size),
+            "converged": cb.stopped_at is not None,
+            "final_loss": float(np.mean(hist[-500:])) if hist.size else float("nan")}
+
+
+# ------------------------------------------------------------------------------------- reporting
+def _f(x, fmt="{:.1f}"):
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "—"
+    return fmt.format(x)
+
+
+def markdown(result: dict) -> str:
+    cfg, nuts, advi = result["config"], result["nuts"], result["advi"]
+    lines = [
+        f"# 2PL benchmark: bayesirt vs naive PyMC ({cfg['models']} models x {cfg['items']} items)",
+        "",
+        f"{cfg['chains']} chains x ({cfg['tune']} tune + {cfg['draws']} draws), seed {cfg['seed']}; "
+        f"{result['machine']['platform']}, {result['machine']['cpu_count']} CPUs; {result['date']}. "
+        f"Total wall time {result['total_wall_s']:.0f} s.",
+        "",
+        "## NUTS",
+        "",
+        "| run | compile s | sample s | min bulk ESS | ESS/s | ratio vs naive PyMC | max R-hat | divergences "
+        "| mean tree depth | r(theta) | r(a) | r(b) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in nuts.items():
+        if r.get("status") != "ok":
+            lines.append(f"| {name} | FAILED: {r.get('error', '?')} |" + " |" * 11)
+            continue
+        c = r["corr_truth"]
+        lines.append(
+            f"| {name} | {_f(r['compile_s'])} | {_f(r['sample_s'])} | {_f(r['min_bulk_ess'], '{:.0f}')} "
+            f"| {_f(r['ess_per_s'], '{:.2f}')} | {_f(r.get('ratio_vs_naive_pymc'), '{:.2f}x')} "
+            f"| {_f(r['max_rhat'], '{:.3f}')} | {r['divergences']} | {_f(r.get('mean_tree_depth'), '{:.2f}')} "
+            f"| {c['theta']:.3f} | {c['discrimination']:.3f} | {c['difficulty']:.3f} |"
+        )
+    headline = result.get("headline_ratio")
+    lines += [
+        "",
+        "ESS/s = min bulk ESS over all elements of theta, discrimination and intercept / sampling seconds "
+        "(tuning + draws, both chains in parallel). r(.) = correlation of posterior means with the simulated truth "
+        "(b = difficulty = -d/a).",
+        "",
+        f"**Headline: bayesirt ESS/s / naive PyMC ESS/s = {_f(headline, '{:.2f}x')}** (target >= 2x: "
+        f"{'met' if headline is not None and headline >= 2 else 'NOT met' if headline is not None else 'n/a'}).",
+        "",
+        f"## ADVI (agreement with the {result.get('advi_reference', '?')} posterior)",
+        "",
+        "| run | fit s | iterations | converged | r(theta) | r(a) | r(b) | RMSE theta | RMSE a | RMSE b "
+        "| sd ratio theta | sd ratio a | sd ratio b |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in advi.items():
+        if r.get("status") != "ok":
+            lines.append(f"| {name} | FAILED: {r.get('error', '?')} |" + " |" * 12)
+            continue
+        agree = r.get("agreement")
+        if agree is None:
+            cells = "| — " * 9
+        else:
+            cells = "".join(f"| {agree['corr_nuts'][v]:.3f} " for v in AXES_TRUTH)
+            cells += "".join(f"| {agree['rmse_nuts'][v]:.3f} " for v in AXES_TRUTH)
+            cells += "".join(f"| {agree['sd_ratio_median'][v]:.2f} " for v in AXES_TRUTH)
+        lines.append(f"| {name} | {_f(r['fit_s'])} | {r['iterations']} | {'yes' if r['converged'] else 'no'} {cells}|")
+    lines += [
+        "",
+        "fit s = time inside pm.fit (includes compiling the ELBO). sd ratio = median over elements of "
+        "ADVI posterior sd / NUTS posterior sd.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--items", type=int, default=1000)
+    p.add_argument("--models", type=int, default=300)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--tune", type=int, default=1000)
+    p.add_argument("--chains", type=int, default=2)
+    p.add_argument("--seed", type=int, default=20261129)
+    p.add_argument("--advi-cap", type=int, default=50_000, help="iteration cap for both ADVI runs")
+    p.add_argument("--quick", action="store_true", help="60 models x 200 items, 200 draws / 200 tune")
+    p.add_argument("--skip", nargs="*", default=[], help="run names to skip (e.g. 'naive PyMC')")
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/nuts_2pl.json"))
+    args = p.parse_args(argv)
+    if args.quick:
+        args.items, args.models, args.draws, args.tune = 200, 60, 200, 200
+
+    import pymc  # noqa: F401  (import before timing anything)
+    from bayesirt.data import simulate_pl
+
+    t_start = time.perf_counter()
+    responses, truth = simulate_pl("2pl", n_items=args.items, n_models=args.models, seed=args.seed)
+    print(f"data: {args.items} items x {args.models} models, mean response {float((responses['responses'].values == 1).mean()):.3f}",
+          flush=True)
+
+    ref: dict = {}
+
+    def attempt(name, fn):
+        if name in args.skip:
+            return {"status": "skipped"}
+        print(f"--- {name} ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            r = {"status": "ok"} | fn(responses, truth, args, ref)
+        except Exception as e:  # noqa: BLE001  (a failing peer is reported, never dropped)
+            traceback.print_exc()
+            r = {"status": "failed", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+        print(f"--- {name} done in {time.perf_counter() - t0:.1f} s: "
+              f"{ {k: v for k, v in r.items() if not isinstance(v, dict)} }", flush=True)
+        return r
+
+    nuts = {
+        "bayesirt (nutpie, fused likelihood)": attempt("bayesirt", run_bayesirt_nuts),
+        "naive model + nutpie": attempt("naive nutpie", run_naive_nutpie),
+        "naive model + PyMC NUTS (baseline)": attempt("naive PyMC", run_naive_pymc),
+    }
+    base = nuts["naive model + PyMC NUTS (baseline)"]
+    for r in nuts.values():
+        if r.get("status") == "ok" and base.get("status") == "ok":
+            r["ratio_vs_naive_pymc"] = r["ess_per_s"] / base["ess_per_s"]
+    bay = nuts["bayesirt (nutpie, fused likelihood)"]
+    headline = bay.get("ratio_vs_naive_pymc")
+
+    advi = {
+        "bayesirt ADVI (Adam 0.01, loss plateau)": attempt("bayesirt ADVI", run_bayesirt_advi),
+        "naive ADVI (PyMC defaults, CheckParametersConvergence)": attempt("naive ADVI", run_naive_advi),
+    }
+    reference = next((k for k in ("bayesirt NUTS", "naive nutpie", "naive PyMC") if k in ref), None)
+    for key, name in zip(advi, ("bayesirt ADVI", "naive ADVI")):
+        if advi[key].get("status") == "ok" and reference is not None:
+            try:
+                advi[key]["agreement"] = advi_agreement(ref[name], ref[reference])
+            except Exception as e:  # noqa: BLE001
+                advi[key]["agreement_error"] = f"{type(e).__name__}: {e}"
+
+    result = {
+        "config": {k: getattr(args, k) for k in ("items", "models", "draws", "tune", "chains", "seed", "advi_cap", "quick")},
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "processor": platform.processor()},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "versions": _versions(),
+        "nuts": nuts,
+        "headline_ratio": headline,
+        "advi_reference": reference,
+        "advi": advi,
+        "total_wall_s": time.perf_counter() - t_start,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
+    md = markdown(result)
+    args.out.with_suffix(".md").write_text(md)
+    print(md)
+    print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
