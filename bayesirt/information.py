@@ -34,7 +34,10 @@ def item_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -
     d = np.asarray(intercept, dtype=float)[..., None]
     c = np.asarray(guessing, dtype=float)[..., None]
     u = 1.0 - np.asarray(slip, dtype=float)[..., None]
-    sig = expit(a * np.asarray(theta, dtype=float)[..., None, :] + d)
-    p = c + (u - c) * sig
-    # (P - c)(u - P) / (u - c)^2 = sig * (1 - sig), which keeps the formula stable in the tails.
-    return a**2 * (u - c) ** 2 * (sig * (1.0 - sig)) ** 2 / (p * (1.0 - p))
+    eta = a * np.asarray(theta, dtype=float)[..., None, :] + d
+    sig, sig_minus = expit(eta), expit(-eta)
+    p = c + (u - c) * sig  # P
+    q = (1.0 - u) + (u - c) * sig_minus  # 1 - P, without cancellation
+    # (P - c)(u - P) / (u - c)^2 = sig * (1 - sig); far in the tails both sides underflow to 0.
+    num = a**2 * (u - c) ** 2 * (sig * sig_minus) ** 2
+    return np.divide(num, p * q, out=np.zeros(np.broadcast_shapes(num.shape, p.shape)), where=num > 0)

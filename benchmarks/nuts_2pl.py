@@ -363,12 +363,14 @@ def main(argv=None) -> int:
         if name in args.skip:
             return {"status": "skipped"}
         print(f"--- {name} ...", flush=True)
+        load0 = list(os.getloadavg())
         t0 = time.perf_counter()
         try:
             r = {"status": "ok"} | fn(responses, truth, args, ref)
         except Exception as e:  # noqa: BLE001  (a failing peer is reported, never dropped)
             traceback.print_exc()
             r = {"status": "failed", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+        r["loadavg_before_after"] = [load0, list(os.getloadavg())]  # other processes on the machine skew timings
         print(f"--- {name} done in {time.perf_counter() - t0:.1f} s: "
               f"{ {k: v for k, v in r.items() if not isinstance(v, dict)} }", flush=True)
         return r

@@ -89,7 +89,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec) -> pm.Model:
 def _fused_loglik(eta, c, s, y_obs: np.ndarray, observed: np.ndarray):
     """Sum of Bernoulli log-likelihoods over observed cells, as one PyTensor expression."""
     weight = None if observed.all() else observed.astype("float64")
-    y_miss = y_obs if weight is None else weight - y_obs  # 1 where an observed response is 0
+    y_miss = (1.0 - y_obs) if weight is None else weight - y_obs  # 1 where an observed response is 0
     if c is None and s is None:
         # log p = eta - softplus(eta), log(1 - p) = -softplus(eta)
         sp = pt.softplus(eta)

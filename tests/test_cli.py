@@ -1,0 +1,108 @@
+"""The command-line tool: outputs written completely or not at all, never overwritten without
+--force, one-line errors instead of tracebacks, declared analyses."""
+
+import json
+
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bayesirt.analyses import load_analysis
+from bayesirt.cli import main
+from bayesirt.errors import SpecError
+
+FAST = ["--method", "map", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def lsat7_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "lsat7"
+    assert main(["fit", "lsat7", "--model", "2pl", *FAST, "--out", str(out)]) == 0
+    return out
+
+
+def test_fit_writes_every_output(lsat7_out):
+    names = {p.name for p in lsat7_out.iterdir()}
+    assert names == {"posterior.nc", "items.csv", "models.csv", "summary.json", "report.md",
+                     "item_curves.png", "abilities.png"}
+    items = pd.read_csv(lsat7_out / "items.csv")
+    assert list(items["item_id"]) == ["Q1", "Q2", "Q3", "Q4", "Q5"]
+    for col in ("discrimination_mean", "difficulty_mean", "intercept_mean", "difficulty_q5", "difficulty_q95"):
+        assert col in items
+    models = pd.read_csv(lsat7_out / "models.csv")
+    assert len(models) == 1000 and models["theta_mean"].is_monotonic_decreasing
+    report = (lsat7_out / "report.md").read_text()
+    assert "## Model ranking" in report and "## Most informative items" in report and "MAP gives a point" in report
+    tree = xr.open_datatree(lsat7_out / "posterior.nc", engine="h5netcdf")
+    assert tree.posterior["discrimination"].sizes["item"] == 5
+    assert json.loads((lsat7_out / "summary.json").read_text())["spec"] == "2pl"
+    assert not [p for p in lsat7_out.parent.iterdir() if p.name.startswith(".")]  # no staging left
+
+
+def test_existing_output_is_not_overwritten_without_force(lsat7_out, capsys):
+    before = (lsat7_out / "report.md").read_text()
+    assert main(["fit", "lsat7", *FAST, "--out", str(lsat7_out)]) == 2
+    err = capsys.readouterr().err
+    assert "already exists; pass --force to replace it" in err and "Traceback" not in err
+    assert (lsat7_out / "report.md").read_text() == before
+
+
+def test_failed_run_leaves_earlier_result_untouched(lsat7_out, capsys):
+    before = (lsat7_out / "items.csv").read_text()
+    assert main(["fit", "lsat7", "--model", "no_such_spec", *FAST, "--out", str(lsat7_out), "--force"]) == 2
+    assert "unknown model spec 'no_such_spec'" in capsys.readouterr().err
+    assert (lsat7_out / "items.csv").read_text() == before
+
+
+def test_force_replaces(tmp_path):
+    out = tmp_path / "o"
+    assert main(["fit", "lsat6", *FAST, "--out", str(out)]) == 0
+    (out / "marker").write_text("old")
+    assert main(["fit", "lsat6", *FAST, "--out", str(out), "--force"]) == 0
+    assert not (out / "marker").exists()
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [("no_such_file.csv", "no such file"), ("chembnch", "no such file")],
+)
+def test_bad_data_is_one_line(tmp_path, capsys, data, message):
+    assert main(["fit", data, *FAST, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert message in err.lower() and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_datasets_lists_embedded(capsys):
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "chembench" in out and "lsat6" in out and "MIT" in out
+
+
+def test_run_declared_analysis(tmp_path):
+    spec = tmp_path / "a.toml"
+    spec.write_text(f'[analysis]\nkind = "fit"\ndata = "lsat6"\nmodel = "rasch"\nout = "{tmp_path / "res"}"\n'
+                    '[fit]\nmethod = "map"\nseed = 3\n')
+    assert main(["run", str(spec), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "res" / "summary.json").read_text())["settings"]["seed"] == 3
+
+
+def test_demo_analysis_is_valid():
+    demo = load_analysis("analyses/demo.toml")
+    assert demo["data"] == "chembench" and demo["model"] == "2pl" and demo["fit"]["method"] == "nuts"
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('[analysis]\nkind = "audit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n', r"'kind' must be one of \['fit'\]"),
+        ('[analysis]\nkind = "fit"\nmodel = "2pl"\nout = "o"\n', r"needs 'data'"),
+        ('[analysis]\nkind = "fit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n[fit]\ndraw = 5\n', r"unknown option 'draw'"),
+        ('[analysis]\nkind = "fit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n[fit]\ndraws = "5"\n', r"'draws' must be of type int"),
+        ("[analysis\n", "not valid TOML"),
+    ],
+)
+def test_malformed_analysis(tmp_path, body, message):
+    (tmp_path / "a.toml").write_text(body)
+    with pytest.raises(SpecError, match=message):
+        load_analysis(tmp_path / "a.toml")

@@ -1,0 +1,86 @@
+"""Spec files: the built-ins declare every prior explicitly; malformed specs name key and fix."""
+
+import pytest
+
+from bayesirt.errors import SpecError
+from bayesirt.specs import Prior, builtin_specs, load_spec
+
+
+def test_builtin_specs_declare_safe_regularization():
+    assert builtin_specs() == ["2pl", "3pl", "4pl", "rasch"]
+    kinds = {name: load_spec(name).kind for name in builtin_specs()}
+    assert kinds == {"2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "rasch": "1pl"}
+    two = load_spec("2pl")
+    assert two.priors["discrimination"] == Prior("lognormal", {"mu": 0.0, "sigma": 0.5})
+    assert two.priors["intercept"] == Prior("normal", {"mu": 0.0, "sigma": 2.0})
+    assert two.priors["theta"] == Prior("normal", {"mu": 0.0, "sigma": 1.0})
+    assert load_spec("3pl").priors["guessing"] == Prior("beta", {"alpha": 5.0, "beta": 17.0})
+    assert load_spec("4pl").priors["slip"] == Prior("beta", {"alpha": 2.0, "beta": 18.0})
+    assert load_spec("rasch").discrimination_structure == "common"
+    assert "[priors.discrimination]" in two.text  # the full text travels with every fit
+
+
+def test_alias_and_case():
+    assert load_spec("1PL").name == "rasch"
+
+
+def test_user_spec_with_difficulty_prior(tmp_path):
+    path = tmp_path / "weak.toml"
+    path.write_text(
+        'name = "weak"\nparameterization = "difficulty"\n'
+        '[priors.theta]\ndistribution = "normal"\nmu = 0\nsigma = 1\n'
+        '[priors.discrimination]\ndistribution = "lognormal"\nmu = 0\nsigma = 1\n'
+        '[priors.difficulty]\ndistribution = "normal"\nmu = 0\nsigma = 5\n'
+    )
+    spec = load_spec(path)
+    assert spec.location == "difficulty" and spec.kind == "2pl"
+    assert spec.priors["difficulty"].describe() == "Normal(mu=0, sigma=5)"
+
+
+def _write(tmp_path, body):
+    path = tmp_path / "bad.toml"
+    path.write_text(body)
+    return path
+
+
+GOOD = (
+    '[priors.theta]\ndistribution = "normal"\nmu = 0\nsigma = 1\n'
+    '[priors.discrimination]\ndistribution = "lognormal"\nmu = 0\nsigma = 0.5\n'
+    '[priors.intercept]\ndistribution = "normal"\nmu = 0\nsigma = 2\n'
+)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (GOOD.replace('"lognormal"', '"gamma"'), r"\[priors.discrimination\]: 'distribution' must be one of \['lognormal', 'halfnormal'\]; got 'gamma'"),
+        (GOOD.replace("sigma = 2\n", ""), r"\[priors.intercept\]: missing 'sigma'"),
+        (GOOD.replace("sigma = 2", "sigma = -2"), r"'sigma' must be > 0; got -2.0"),
+        (GOOD.replace("sigma = 2", 'sigma = "two"'), r"'sigma' must be a number; got 'two'"),
+        (GOOD.replace("mu = 0\nsigma = 2", "mu = 0\nsigma = 2\nscale = 3"), r"unknown key\(s\) \['scale'\]"),
+        ('parameterization = "centered"\n' + GOOD, r"'parameterization' must be one of \['slope-intercept', 'difficulty'\]"),
+        ('link = "probit"\n' + GOOD, r"'link' must be one of \['logit'\]; got 'probit'"),
+        ('priorz = 1\n' + GOOD, r"unknown top-level key\(s\) \['priorz'\]"),
+        (GOOD + '[priors.ability]\ndistribution = "normal"\nmu = 0\nsigma = 1\n', r"unknown prior \[priors.ability\]"),
+        (GOOD.replace("[priors.intercept]", "[priors.difficulty]"), r"unknown prior \[priors.difficulty\]; with parameterization 'slope-intercept'"),
+        (GOOD.split("[priors.intercept]")[0], r"missing \[priors.intercept\]"),
+        (GOOD.replace('distribution = "lognormal"', 'structure = "fixed"'), r"structure 'fixed' needs 'value'"),
+        (GOOD.replace('distribution = "lognormal"', 'structure = "shared"\ndistribution = "lognormal"'), r"'structure' must be one of \['item', 'common', 'fixed'\]"),
+        (GOOD + '[priors.guessing]\ndistribution = "beta"\nalpha = 5\n', r"\[priors.guessing\]: missing 'beta'"),
+        ("[priors\n", r"not valid TOML"),
+    ],
+)
+def test_malformed_spec_names_key_and_allowed_values(tmp_path, body, message):
+    with pytest.raises(SpecError, match=message):
+        load_spec(_write(tmp_path, body))
+
+
+def test_unknown_spec_name_lists_builtins():
+    with pytest.raises(SpecError, match=r"unknown model spec '5pl': give one of \['2pl', '3pl', '4pl', 'rasch', '1pl'\]"):
+        load_spec("5pl")
+
+
+def test_fixed_slope(tmp_path):
+    spec = load_spec(_write(tmp_path, GOOD.replace('distribution = "lognormal"\nmu = 0\nsigma = 0.5', 'structure = "fixed"\nvalue = 1.7')))
+    assert spec.discrimination_structure == "fixed" and spec.discrimination_value == 1.7
+    assert "discrimination" not in spec.priors and spec.kind == "1pl"
