@@ -19,6 +19,7 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 
+from bayesirt.data.responses import validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
 from bayesirt.specs import IRTSpec, load_spec
@@ -98,6 +99,7 @@ def fit(
         _check_positive(name, value)
     if not isinstance(spec, IRTSpec):
         spec = load_spec(spec)
+    responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
     timings = {}
     t0 = time.perf_counter()

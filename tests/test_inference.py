@@ -76,9 +76,8 @@ def test_missing_cells_excluded_and_truth_recovered():
     responses, truth = simulate_pl("2pl", n_items=100, n_models=200, seed=11, missing=0.2)
     tree = fit(responses, "2pl", draws=500, tune=500, chains=2, seed=1, progress=False)
     post = tree.posterior
-    # With 80% of the data the thresholds of the complete-data test still hold here (theta .965,
-    # b .970, a .930
-    # seen), because the design is well above the point where 2PL estimates degrade.
+    # With 80% of the data the complete-data thresholds still hold (seen here: theta .965,
+    # difficulty .970, discrimination .930): the design is far above where 2PL estimates degrade.
     assert _corr(post, truth, "difficulty") >= 0.95
     assert _corr(post, truth, "theta") >= 0.95
     assert _corr(post, truth, "discrimination") >= 0.80
@@ -172,3 +171,9 @@ def test_pymc_sampler_path():
 def test_bad_arguments(sim2pl, kwargs, message):
     with pytest.raises(BayesIRTError, match=message):
         fit(sim2pl[0], "2pl", **kwargs)
+
+
+def test_hand_made_dataset_is_validated():
+    bad = xr.Dataset({"responses": (("item", "model"), np.array([[0, 1], [2, 1]], dtype="int8"))})
+    with pytest.raises(BayesIRTError, match="values other than 0, 1 or missing"):
+        fit(bad, "2pl")
