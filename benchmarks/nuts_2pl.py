@@ -52,6 +52,41 @@ PACKAGES = ("bayesirt", "pymc", "pytensor", "nutpie", "arviz", "arviz-stats", "n
 
 
 # --------------------------------------------------------------------------------------- helpers
+def _cpu() -> float:
+    """CPU seconds used so far by this process (all threads) and its finished, waited-for children
+    (PyMC's chain processes). Unlike wall time, it is not inflated by other jobs on the machine."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class _CpuTimed:
+    """Wrap ``module.attr`` (e.g. ``nutpie.sample``, ``pymc.fit``) for the duration of a ``fit``
+    call to record the CPU time of that step (fit only reports wall time). Only the benchmark
+    process is affected; bayesirt is not edited."""
+
+    def __init__(self, module, attr: str):
+        self.module, self.attr, self.cpu_s = module, attr, None
+
+    def __enter__(self):
+        self._orig = orig = getattr(self.module, self.attr)
+
+        def timed(*a, **k):
+            c0 = _cpu()
+            try:
+                return orig(*a, **k)
+            finally:
+                self.cpu_s = _cpu() - c0
+
+        setattr(self.module, self.attr, timed)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.module, self.attr, self._orig)
+        return False
+
+
 def _versions() -> dict:
     out = {"python": platform.python_version()}
     for pkg in PACKAGES:
@@ -91,7 +126,7 @@ def _as_dataset(x):
     return x.to_dataset() if hasattr(x, "to_dataset") else x
 
 
-def nuts_diagnostics(post, sample_stats, sample_s: float, truth) -> dict:
+def nuts_diagnostics(post, sample_stats, sample_s: float, truth, sample_cpu_s=None) -> dict:
     """ESS, R-hat, divergences and recovery of the truth from a NUTS posterior Dataset."""
     import arviz as az
 
@@ -104,6 +139,8 @@ def nuts_diagnostics(post, sample_stats, sample_s: float, truth) -> dict:
         "min_bulk_ess": min_ess,
         "min_bulk_ess_by_var": {v: float(np.nanmin(ess[v].values)) for v in AXES_NUTS},
         "ess_per_s": min_ess / sample_s,
+        "sample_cpu_s": sample_cpu_s,
+        "ess_per_cpu_s": min_ess / sample_cpu_s if sample_cpu_s else None,
         "max_rhat": _max_over(rhat),
         "max_rhat_by_var": {v: float(np.nanmax(rhat[v].values)) for v in AXES_NUTS},
         "divergences": int(np.asarray(sample_stats["diverging"].values).sum()) if sample_stats is not None else None,
@@ -144,18 +181,21 @@ def naive_model(responses):
 
 # -------------------------------------------------------------------------------------- the runs
 def run_bayesirt_nuts(responses, truth, args, ref):
+    import nutpie
+
     from bayesirt.inference import fit
 
     t0 = time.perf_counter()
-    tree = fit(responses, "2pl", method="nuts", draws=args.draws, tune=args.tune, chains=args.chains,
-               seed=args.seed, progress=False)
+    with _CpuTimed(nutpie, "sample") as cpu:
+        tree = fit(responses, "2pl", method="nuts", draws=args.draws, tune=args.tune, chains=args.chains,
+                   seed=args.seed, progress=False)
     wall = time.perf_counter() - t0
     timings = json.loads(tree.attrs["bayesirt_timings"])
     post = _posterior(tree)
     ref["bayesirt NUTS"] = post
     out = {"compile_s": timings["compile_s"], "sample_s": timings["sample_s"], "build_s": timings["build_s"],
            "wall_s": wall}
-    out |= nuts_diagnostics(post, _stats(tree), timings["sample_s"], truth)
+    out |= nuts_diagnostics(post, _stats(tree), timings["sample_s"], truth, cpu.cpu_s)
     return out
 
 
@@ -168,14 +208,14 @@ def run_naive_nutpie(responses, truth, args, ref):
     t0 = time.perf_counter()
     compiled = nutpie.compile_pymc_model(model)
     compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     tree = nutpie.sample(compiled, draws=args.draws, tune=args.tune, chains=args.chains, cores=args.chains,
                          seed=args.seed, save_warmup=False, progress_bar=False)
-    sample_s = time.perf_counter() - t0
+    sample_s, sample_cpu = time.perf_counter() - t0, _cpu() - c0
     post = _rename_naive(_posterior(tree))
     ref["naive nutpie"] = post
     out = {"compile_s": compile_s, "sample_s": sample_s, "build_s": build, "wall_s": build + compile_s + sample_s}
-    out |= nuts_diagnostics(post, _stats(tree), sample_s, truth)
+    out |= nuts_diagnostics(post, _stats(tree), sample_s, truth, sample_cpu)
     return out
 
 
@@ -189,17 +229,17 @@ def run_naive_pymc(responses, truth, args, ref):
     with model:
         step = pm.NUTS()  # compiles logp + gradient
     compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     with model:
         # compute_convergence_checks=False so the timed span is sampling only (ESS/R-hat are computed
         # below for every row the same way).
         tree = pm.sample(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.chains,
                          random_seed=args.seed, step=step, progressbar=False, compute_convergence_checks=False)
-    sample_s = time.perf_counter() - t0
+    sample_s, sample_cpu = time.perf_counter() - t0, _cpu() - c0
     post = _rename_naive(_posterior(tree))
     ref["naive PyMC"] = post
     out = {"compile_s": compile_s, "sample_s": sample_s, "build_s": build, "wall_s": build + compile_s + sample_s}
-    out |= nuts_diagnostics(post, _stats(tree), sample_s, truth)
+    out |= nuts_diagnostics(post, _stats(tree), sample_s, truth, sample_cpu)
     return out
 
 
@@ -218,16 +258,19 @@ def advi_agreement(post, nuts_post) -> dict:
 
 
 def run_bayesirt_advi(responses, truth, args, ref):
+    import pymc as pm
+
     from bayesirt.inference import fit
 
     t0 = time.perf_counter()
-    tree = fit(responses, "2pl", method="advi", draws=args.draws, seed=args.seed, advi_iterations=args.advi_cap,
-               progress=False)
+    with _CpuTimed(pm, "fit") as cpu:
+        tree = fit(responses, "2pl", method="advi", draws=args.draws, seed=args.seed, advi_iterations=args.advi_cap,
+                   progress=False)
     wall = time.perf_counter() - t0
     timings = json.loads(tree.attrs["bayesirt_timings"])
     post = _posterior(tree)
     ref["bayesirt ADVI"] = post
-    return {"fit_s": timings["fit_s"], "build_s": timings["build_s"], "wall_s": wall,
+    return {"fit_s": timings["fit_s"], "fit_cpu_s": cpu.cpu_s, "build_s": timings["build_s"], "wall_s": wall,
             "iterations": int(tree.attrs["advi_iterations_run"]), "converged": bool(tree.attrs["advi_converged"]),
             "final_loss": float(tree.attrs.get("advi_final_loss", np.nan))}
 
@@ -250,15 +293,15 @@ def run_naive_advi(responses, truth, args, ref):
     model = naive_model(responses)
     build = time.perf_counter() - t0
     cb = _Recording()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     with model:
         approx = pm.fit(n=args.advi_cap, method="advi", random_seed=args.seed, progressbar=False, callbacks=[cb])
-    fit_s = time.perf_counter() - t0
+    fit_s, fit_cpu = time.perf_counter() - t0, _cpu() - c0
     hist = np.asarray(approx.hist)
     tree = approx.sample(args.draws, random_seed=args.seed)
     post = _rename_naive(_posterior(tree))
     ref["naive ADVI"] = post
-    return {"fit_s": fit_s, "build_s": build, "wall_s": build + fit_s, "iterations": int(hist.size),
+    return {"fit_s": fit_s, "fit_cpu_s": fit_cpu, "build_s": build, "wall_s": build + fit_s, "iterations": int(hist.size),
             "converged": cb.stopped_at is not None,
             "final_loss": float(np.mean(hist[-500:])) if hist.size else float("nan")}
 
@@ -281,18 +324,20 @@ def markdown(result: dict) -> str:
         "",
         "## NUTS",
         "",
-        "| run | compile s | sample s | min bulk ESS | ESS/s | ratio vs naive PyMC | max R-hat | divergences "
-        "| mean tree depth | r(theta) | r(a) | r(b) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | compile s | sample s | min bulk ESS | ESS/s | ratio vs naive PyMC | sample CPU s | ESS/CPU-s "
+        "| CPU ratio | max R-hat | divergences | mean tree depth | r(theta) | r(a) | r(b) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in nuts.items():
         if r.get("status") != "ok":
-            lines.append(f"| {name} | FAILED: {r.get('error', '?')} |" + " |" * 11)
+            lines.append(f"| {name} | {r.get('status', '?').upper()}: {r.get('error', '')} |" + " |" * 14)
             continue
         c = r["corr_truth"]
         lines.append(
             f"| {name} | {_f(r['compile_s'])} | {_f(r['sample_s'])} | {_f(r['min_bulk_ess'], '{:.0f}')} "
             f"| {_f(r['ess_per_s'], '{:.2f}')} | {_f(r.get('ratio_vs_naive_pymc'), '{:.2f}x')} "
+            f"| {_f(r.get('sample_cpu_s'))} | {_f(r.get('ess_per_cpu_s'), '{:.2f}')} "
+            f"| {_f(r.get('cpu_ratio_vs_naive_pymc'), '{:.2f}x')} "
             f"| {_f(r['max_rhat'], '{:.3f}')} | {r['divergences']} | {_f(r.get('mean_tree_depth'), '{:.2f}')} "
             f"| {c['theta']:.3f} | {c['discrimination']:.3f} | {c['difficulty']:.3f} |"
         )
@@ -300,21 +345,23 @@ def markdown(result: dict) -> str:
     lines += [
         "",
         "ESS/s = min bulk ESS over all elements of theta, discrimination and intercept / sampling seconds "
-        "(tuning + draws, both chains in parallel). r(.) = correlation of posterior means with the simulated truth "
+        "(tuning + draws, both chains in parallel, wall clock). ESS/CPU-s divides by the CPU seconds of the same span "
+        "(all threads and chain processes), which other jobs on a shared machine do not inflate. r(.) = correlation of posterior means with the simulated truth "
         "(b = difficulty = -d/a).",
         "",
         f"**Headline: bayesirt ESS/s / naive PyMC ESS/s = {_f(headline, '{:.2f}x')}** (target >= 2x: "
-        f"{'met' if headline is not None and headline >= 2 else 'NOT met' if headline is not None else 'n/a'}).",
+        f"{'met' if headline is not None and headline >= 2 else 'NOT met' if headline is not None else 'n/a'}); "
+        f"by CPU time: {_f(result.get('headline_ratio_cpu'), '{:.2f}x')}.",
         "",
         f"## ADVI (agreement with the {result.get('advi_reference', '?')} posterior)",
         "",
-        "| run | fit s | iterations | converged | r(theta) | r(a) | r(b) | RMSE theta | RMSE a | RMSE b "
+        "| run | fit s | fit CPU s | iterations | converged | r(theta) | r(a) | r(b) | RMSE theta | RMSE a | RMSE b "
         "| sd ratio theta | sd ratio a | sd ratio b |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in advi.items():
         if r.get("status") != "ok":
-            lines.append(f"| {name} | FAILED: {r.get('error', '?')} |" + " |" * 12)
+            lines.append(f"| {name} | {r.get('status', '?').upper()}: {r.get('error', '')} |" + " |" * 13)
             continue
         agree = r.get("agreement")
         if agree is None:
@@ -323,7 +370,7 @@ def markdown(result: dict) -> str:
             cells = "".join(f"| {agree['corr_nuts'][v]:.3f} " for v in AXES_TRUTH)
             cells += "".join(f"| {agree['rmse_nuts'][v]:.3f} " for v in AXES_TRUTH)
             cells += "".join(f"| {agree['sd_ratio_median'][v]:.2f} " for v in AXES_TRUTH)
-        lines.append(f"| {name} | {_f(r['fit_s'])} | {r['iterations']} | {'yes' if r['converged'] else 'no'} {cells}|")
+        lines.append(f"| {name} | {_f(r['fit_s'])} | {_f(r.get('fit_cpu_s'))} | {r['iterations']} | {'yes' if r['converged'] else 'no'} {cells}|")
     lines += [
         "",
         "fit s = time inside pm.fit (includes compiling the ELBO). sd ratio = median over elements of "
@@ -384,8 +431,11 @@ def main(argv=None) -> int:
     for r in nuts.values():
         if r.get("status") == "ok" and base.get("status") == "ok":
             r["ratio_vs_naive_pymc"] = r["ess_per_s"] / base["ess_per_s"]
+            if r.get("ess_per_cpu_s") and base.get("ess_per_cpu_s"):
+                r["cpu_ratio_vs_naive_pymc"] = r["ess_per_cpu_s"] / base["ess_per_cpu_s"]
     bay = nuts["bayesirt (nutpie, fused likelihood)"]
     headline = bay.get("ratio_vs_naive_pymc")
+    headline_cpu = bay.get("cpu_ratio_vs_naive_pymc")
 
     advi = {
         "bayesirt ADVI (Adam 0.01, loss plateau)": attempt("bayesirt ADVI", run_bayesirt_advi),
@@ -407,6 +457,7 @@ def main(argv=None) -> int:
         "versions": _versions(),
         "nuts": nuts,
         "headline_ratio": headline,
+        "headline_ratio_cpu": headline_cpu,
         "advi_reference": reference,
         "advi": advi,
         "total_wall_s": time.perf_counter() - t_start,
