@@ -141,20 +141,36 @@ def test_3pl_4pl_recover_truth(kind, n_models, thresholds, error_ratio):
         assert error < ratio * prior_error, name
 
 
-@pytest.mark.parametrize("method", ["advi", "fullrank_advi", "map"])
+@pytest.mark.parametrize("method", ["advi", "map"])
 def test_approximate_methods(sim2pl, nuts2pl, method):
     tree = fit(sim2pl[0], "2pl", method=method, draws=200, seed=1, progress=False)
     post, truth = tree.posterior, sim2pl[1]
     assert post.sizes["chain"] == 1 and post.sizes["draw"] == (1 if method == "map" else 200)
     assert _corr(post, truth, "theta") >= 0.95
     assert _corr(post, truth, "difficulty") >= 0.95
-    nuts_mean = nuts2pl.posterior["difficulty"].mean(SAMPLE)
-    assert float(np.abs(post["difficulty"].mean(SAMPLE) - nuts_mean).max()) < 0.5
+    # Compared in slope-intercept form: b = -d/a of extreme items is skewed, and a joint mode
+    # is not a posterior mean (seen: max |d - d_NUTS| .17 for ADVI, .36 for MAP).
+    nuts_mean = nuts2pl.posterior["intercept"].mean(SAMPLE)
+    assert float(np.abs(post["intercept"].mean(SAMPLE) - nuts_mean).max()) < 0.5
     warnings = diagnose(tree)
     assert warnings and ("MAP" in warnings[0] or "ADVI" in warnings[0])
     if method != "map":
         assert tree.attrs["advi_converged"] == 1
         assert tree["variational_fit"]["advi_loss"].size == tree.attrs["advi_iterations_run"]
+
+
+def test_fullrank_advi_matches_nuts_on_small_design():
+    # Full-rank ADVI captures posterior correlations, so its sds should be close to NUTS's
+    # (seen: median sd ratio .99 for intercepts, 1.01 for abilities; means within .07).
+    responses, _ = simulate_pl("2pl", n_items=20, n_models=60, seed=11)
+    nuts = fit(responses, "2pl", draws=500, tune=500, chains=2, seed=1, progress=False).posterior
+    tree = fit(responses, "2pl", method="fullrank_advi", draws=500, seed=1, progress=False)
+    post = tree.posterior
+    assert tree.attrs["advi_converged"] == 1
+    for name in ("intercept", "theta"):
+        assert float(np.abs(post[name].mean(SAMPLE) - nuts[name].mean(SAMPLE)).max()) < 0.2, name
+        ratio = float((post[name].std(SAMPLE) / nuts[name].std(SAMPLE)).median())
+        assert 0.8 < ratio < 1.25, name
 
 
 def test_pymc_sampler_path():
