@@ -69,9 +69,8 @@ def fit(
         NUTS is the reference; ADVI is faster and under-disperses; MAP gives a point estimate
         (one draw, no uncertainty).
     sampler : {"nutpie", "pymc"}, default "nutpie"
-        NUTS implementation. nutpie is the default: on the quick benchmark (60 x 200) it gave
-        2.4x the minimum bulk ESS per second of PyMC's sampler on the same model
-        (``benchmarks/results/nuts_2pl_quick.md``).
+        NUTS implementation. nutpie is the default: on the same naive model it gave 2.4x-5x the
+        minimum bulk ESS per second of PyMC's sampler across runs (``benchmarks/results/``).
     draws, tune, chains : int, defaults 1000, 1000, 4
         Per chain for NUTS (PyMC's and nutpie's conventions). For ADVI, ``draws`` is the number of
         draws taken from the fitted approximation (reported as one chain).

@@ -138,6 +138,7 @@ def nuts_diagnostics(post, sample_stats, sample_s: float, truth, sample_cpu_s=No
     out = {
         "min_bulk_ess": min_ess,
         "min_bulk_ess_by_var": {v: float(np.nanmin(ess[v].values)) for v in AXES_NUTS},
+        "median_bulk_ess_by_var": {v: float(np.nanmedian(ess[v].values)) for v in AXES_NUTS},
         "ess_per_s": min_ess / sample_s,
         "sample_cpu_s": sample_cpu_s,
         "ess_per_cpu_s": min_ess / sample_cpu_s if sample_cpu_s else None,
@@ -306,6 +307,82 @@ def run_naive_advi(responses, truth, args, ref):
             "final_loss": float(np.mean(hist[-500:])) if hist.size else float("nan")}
 
 
+def gradient_cost(responses, args) -> dict:
+    """Time one logp + gradient evaluation of each formulation, in PyMC's C backend (what
+    ``pm.NUTS`` calls) and in the Numba function nutpie samples with, at one random point.
+    This isolates the cost of the model formulation from the sampler and from MCMC noise."""
+    import nutpie
+    import pymc as pm  # noqa: F401
+
+    from bayesirt.models.logistic import build_logistic
+    from bayesirt.specs import load_spec
+
+    rng = np.random.default_rng(args.seed)
+    models = {"bayesirt (fused Potential)": build_logistic(responses, load_spec("2pl")),
+              "naive (dense Bernoulli)": naive_model(responses)}
+    x = None
+    out: dict = {"evals": args.grad_evals, "rows": {}}
+    values, fns = {}, {}
+    for name, model in models.items():
+        ip = model.initial_point()
+        n = sum(int(np.size(ip[v.name])) for v in model.value_vars)
+        x = rng.normal(0.0, 0.3, n) if x is None else x  # same point (theta, log a, d) for both
+        c_fn = model.logp_dlogp_function(ravel_inputs=True)
+        c_fn.set_extra_values({})
+        compiled = nutpie.compile_pymc_model(model)
+        fns[(name, "PyMC C")] = lambda f=c_fn: f(x)
+        fns[(name, "nutpie Numba")] = lambda c=compiled: c.logp_func(x)
+    for key, fn in fns.items():
+        logp, grad = fn()
+        values[key] = (float(logp), np.asarray(grad))
+        for _ in range(3):
+            fn()
+    # Round-robin: every repetition evaluates all four functions, so drift in machine speed
+    # (shared host, frequency changes) hits them alike.
+    wall = {k: [] for k in fns}
+    cpu = {k: [] for k in fns}
+    for _ in range(args.grad_evals):
+        for key, fn in fns.items():
+            t0, c0 = time.perf_counter(), time.thread_time()
+            fn()
+            wall[key].append(time.perf_counter() - t0)
+            cpu[key].append(time.thread_time() - c0)
+    for (name, backend) in fns:
+        out["rows"][f"{name} / {backend}"] = {
+            "model": name, "backend": backend,
+            "median_ms": 1e3 * float(np.median(wall[(name, backend)])),
+            "median_cpu_ms": 1e3 * float(np.median(cpu[(name, backend)])),
+            "min_cpu_ms": 1e3 * float(np.min(cpu[(name, backend)])),
+            "q10_q90_cpu_ms": [1e3 * float(q) for q in np.quantile(cpu[(name, backend)], [0.1, 0.9])],
+        }
+    ref_logp, ref_grad = values[("naive (dense Bernoulli)", "PyMC C")]
+    out["max_abs_logp_diff"] = max(abs(lp - ref_logp) for lp, _ in values.values())
+    out["max_abs_grad_diff"] = max(float(np.abs(g - ref_grad).max()) for _, g in values.values())
+    return out
+
+
+def gradient_markdown(grad) -> list:
+    if not grad:
+        return []
+    if grad.get("status") != "ok":
+        return ["## Cost of one logp + gradient evaluation", "", f"{grad.get('status', '?').upper()}: "
+                f"{grad.get('error', '')}", ""]
+    rows = grad["rows"]
+    lines = ["## Cost of one logp + gradient evaluation", "",
+             "| model | backend | median ms | median CPU ms | CPU ms 10%-90% | naive / this (same backend, median CPU) |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in rows.values():
+        naive = rows.get(f"naive (dense Bernoulli) / {r['backend']}")
+        speed = naive["median_cpu_ms"] / r["median_cpu_ms"] if naive else None
+        q = r.get("q10_q90_cpu_ms")
+        spread = f"{q[0]:.1f}-{q[1]:.1f}" if q else "—"
+        lines.append(f"| {r['model']} | {r['backend']} | {r['median_ms']:.2f} | {r['median_cpu_ms']:.2f} | {spread} "
+                     f"| {_f(speed, '{:.2f}x')} |")
+    lines += ["", f"{grad['evals']} round-robin evaluations of each at one random point, single thread. All four functions "
+              f"agree: max |logp diff| = {grad['max_abs_logp_diff']:.2e}, max |grad diff| = {grad['max_abs_grad_diff']:.2e}.", ""]
+    return lines
+
+
 # ------------------------------------------------------------------------------------- reporting
 def _f(x, fmt="{:.1f}"):
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
@@ -324,28 +401,32 @@ def markdown(result: dict) -> str:
         "",
         "## NUTS",
         "",
-        "| run | compile s | sample s | min bulk ESS | ESS/s | ratio vs naive PyMC | sample CPU s | ESS/CPU-s "
-        "| CPU ratio | max R-hat | divergences | mean tree depth | r(theta) | r(a) | r(b) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | compile s | sample s | sample CPU s | CPU s / draw | min bulk ESS (theta / a / d) | ESS/s "
+        "| ratio vs naive PyMC | ESS/CPU-s | CPU ratio | max R-hat | divergences | mean leapfrog steps "
+        "| r(theta) | r(a) | r(b) |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    n_iter = cfg["chains"] * (cfg["tune"] + cfg["draws"])
     for name, r in nuts.items():
         if r.get("status") != "ok":
             lines.append(f"| {name} | {r.get('status', '?').upper()}: {r.get('error', '')} |" + " |" * 14)
             continue
-        c = r["corr_truth"]
+        c, by = r["corr_truth"], r["min_bulk_ess_by_var"]
+        cpu = r.get("sample_cpu_s")
         lines.append(
-            f"| {name} | {_f(r['compile_s'])} | {_f(r['sample_s'])} | {_f(r['min_bulk_ess'], '{:.0f}')} "
-            f"| {_f(r['ess_per_s'], '{:.2f}')} | {_f(r.get('ratio_vs_naive_pymc'), '{:.2f}x')} "
-            f"| {_f(r.get('sample_cpu_s'))} | {_f(r.get('ess_per_cpu_s'), '{:.2f}')} "
-            f"| {_f(r.get('cpu_ratio_vs_naive_pymc'), '{:.2f}x')} "
-            f"| {_f(r['max_rhat'], '{:.3f}')} | {r['divergences']} | {_f(r.get('mean_tree_depth'), '{:.2f}')} "
+            f"| {name} | {_f(r['compile_s'])} | {_f(r['sample_s'], '{:.0f}')} | {_f(cpu, '{:.0f}')} "
+            f"| {_f(cpu / n_iter if cpu else None, '{:.3f}')} "
+            f"| **{r['min_bulk_ess']:.0f}** ({by['theta']:.0f} / {by['discrimination']:.0f} / {by['intercept']:.0f}) "
+            f"| {_f(r['ess_per_s'], '{:.4f}')} | {_f(r.get('ratio_vs_naive_pymc'), '{:.2f}x')} "
+            f"| {_f(r.get('ess_per_cpu_s'), '{:.4f}')} | {_f(r.get('cpu_ratio_vs_naive_pymc'), '{:.2f}x')} "
+            f"| {_f(r['max_rhat'], '{:.3f}')} | {r['divergences']} | {_f(r.get('mean_leapfrog_steps'), '{:.1f}')} "
             f"| {c['theta']:.3f} | {c['discrimination']:.3f} | {c['difficulty']:.3f} |"
         )
     headline = result.get("headline_ratio")
     lines += [
         "",
         "ESS/s = min bulk ESS over all elements of theta, discrimination and intercept / sampling seconds "
-        "(tuning + draws, both chains in parallel, wall clock). ESS/CPU-s divides by the CPU seconds of the same span "
+        "(tuning + draws, both chains in parallel, wall clock). CPU s / draw counts tuning iterations too. ESS/CPU-s divides by the CPU seconds of the same span "
         "(all threads and chain processes), which other jobs on a shared machine do not inflate. r(.) = correlation of posterior means with the simulated truth "
         "(b = difficulty = -d/a).",
         "",
@@ -353,6 +434,7 @@ def markdown(result: dict) -> str:
         f"{'met' if headline is not None and headline >= 2 else 'NOT met' if headline is not None else 'n/a'}); "
         f"by CPU time: {_f(result.get('headline_ratio_cpu'), '{:.2f}x')}.",
         "",
+        *gradient_markdown(result.get("gradient")),
         f"## ADVI (agreement with the {result.get('advi_reference', '?')} posterior)",
         "",
         "| run | fit s | fit CPU s | iterations | converged | r(theta) | r(a) | r(b) | RMSE theta | RMSE a | RMSE b "
@@ -390,6 +472,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=20261129)
     p.add_argument("--advi-cap", type=int, default=50_000, help="iteration cap for both ADVI runs")
     p.add_argument("--quick", action="store_true", help="60 models x 200 items, 200 draws / 200 tune")
+    p.add_argument("--grad-evals", type=int, default=30, help="evaluations per logp+gradient timing")
+    p.add_argument("--grad-only", action="store_true",
+                   help="only time logp+gradient; merge into an existing --out JSON and re-render its table")
     p.add_argument("--skip", nargs="*", default=[], help="run names to skip (e.g. 'naive PyMC')")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/nuts_2pl.json"))
     args = p.parse_args(argv)
@@ -405,6 +490,32 @@ def main(argv=None) -> int:
           flush=True)
 
     ref: dict = {}
+
+    def gradient_section():
+        print("--- gradient cost ...", flush=True)
+        try:
+            g = {"status": "ok"} | gradient_cost(responses, args)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            g = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:200]}
+        g["loadavg"] = list(os.getloadavg())
+        return g
+
+    if args.grad_only:
+        gradient = gradient_section()
+        result = json.loads(args.out.read_text()) if args.out.exists() else None
+        if result is None or result["config"]["items"] != args.items or result["config"]["models"] != args.models:
+            print(json.dumps(gradient, indent=2))
+            print(f"(no matching {args.out} to merge into)")
+            return 0
+        result["gradient"] = gradient | {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "merged_later": True}
+        args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
+        md = markdown(result)
+        args.out.with_suffix(".md").write_text(md)
+        print(md)
+        return 0
+
+    gradient = gradient_section() if "gradient" not in args.skip else {"status": "skipped"}
 
     def attempt(name, fn):
         if name in args.skip:
@@ -456,6 +567,7 @@ def main(argv=None) -> int:
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": _versions(),
         "nuts": nuts,
+        "gradient": gradient,
         "headline_ratio": headline,
         "headline_ratio_cpu": headline_cpu,
         "advi_reference": reference,

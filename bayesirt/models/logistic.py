@@ -5,9 +5,9 @@
 The likelihood runs over observed cells only (missing cells carry zero weight; nothing is imputed).
 It is written as one fused ``pm.Potential`` over the dense item x model matrix instead of a
 ``pm.Bernoulli`` per cell: the two have the same log-density (``tests/test_logistic.py`` checks
-value and gradient against ``pm.Bernoulli`` and a SciPy reference). In PyTensor's C backend the
-fused form evaluates about twice as fast (11.8 vs 21.6 ms per logp+gradient at 1,000 x 300); under
-nutpie's numba backend the two cost about the same (``benchmarks/results/nuts_2pl_partial.log``). Pointwise log-likelihoods for LOO are
+value and gradient against ``pm.Bernoulli`` and a SciPy reference). One logp + gradient
+evaluation costs about half as much (14.8 vs 29.3 ms at 1,000 x 300, in both PyTensor's C backend
+and nutpie's numba backend; ``benchmarks/results/nuts_2pl.md``). Pointwise log-likelihoods for LOO are
 computed from the posterior by :func:`pointwise_log_likelihood`, chunked, in long format.
 """
 
