@@ -320,13 +320,12 @@ def gradient_cost(responses, args) -> dict:
     rng = np.random.default_rng(args.seed)
     models = {"bayesirt (fused Potential)": build_logistic(responses, load_spec("2pl")),
               "naive (dense Bernoulli)": naive_model(responses)}
-    x = None
     out: dict = {"evals": args.grad_evals, "rows": {}}
     values, fns = {}, {}
     for name, model in models.items():
         ip = model.initial_point()
         n = sum(int(np.size(ip[v.name])) for v in model.value_vars)
-        x = rng.normal(0.0, 0.3, n) if x is None else x  # same point (theta, log a, d) for both
+        x = rng.normal(0.0, 0.3, n)  # a point in each model's own (unconstrained) coordinates
         c_fn = model.logp_dlogp_function(ravel_inputs=True)
         c_fn.set_extra_values({})
         compiled = nutpie.compile_pymc_model(model)
@@ -355,9 +354,12 @@ def gradient_cost(responses, args) -> dict:
             "min_cpu_ms": 1e3 * float(np.min(cpu[(name, backend)])),
             "q10_q90_cpu_ms": [1e3 * float(q) for q in np.quantile(cpu[(name, backend)], [0.1, 0.9])],
         }
-    ref_logp, ref_grad = values[("naive (dense Bernoulli)", "PyMC C")]
-    out["max_abs_logp_diff"] = max(abs(lp - ref_logp) for lp, _ in values.values())
-    out["max_abs_grad_diff"] = max(float(np.abs(g - ref_grad).max()) for _, g in values.values())
+    # The two backends of one model must agree; the two models are parameterized differently
+    # (bayesirt samples theta as mean + zero-sum deviation), so their equivalence is a test
+    # (tests/test_logistic.py), not a number here.
+    pairs = [(values[(m, "PyMC C")], values[(m, "nutpie Numba")]) for m in models]
+    out["max_abs_logp_diff"] = max(abs(c[0] - n[0]) for c, n in pairs)
+    out["max_abs_grad_diff"] = max(float(np.abs(c[1] - n[1]).max()) for c, n in pairs)
     return out
 
 
@@ -378,8 +380,8 @@ def gradient_markdown(grad) -> list:
         spread = f"{q[0]:.1f}-{q[1]:.1f}" if q else "—"
         lines.append(f"| {r['model']} | {r['backend']} | {r['median_ms']:.2f} | {r['median_cpu_ms']:.2f} | {spread} "
                      f"| {_f(speed, '{:.2f}x')} |")
-    lines += ["", f"{grad['evals']} round-robin evaluations of each at one random point, single thread. All four functions "
-              f"agree: max |logp diff| = {grad['max_abs_logp_diff']:.2e}, max |grad diff| = {grad['max_abs_grad_diff']:.2e}.", ""]
+    lines += ["", f"{grad['evals']} round-robin evaluations of each at one random point, single thread. The PyMC C and nutpie "
+              f"functions of each model agree: max |logp diff| = {grad['max_abs_logp_diff']:.2e}, max |grad diff| = {grad['max_abs_grad_diff']:.2e}.", ""]
     return lines
 
 

@@ -1,8 +1,10 @@
-"""The fused likelihood of the 1PL-4PL builder against two references: ``pm.Bernoulli`` over the
-observed cells (value and gradient of the whole model logp) and SciPy's Bernoulli pmf."""
+"""The 1PL-4PL builder against two references: the same spec written naively (iid abilities,
+one ``pm.Bernoulli`` over the observed cells), which must have the same log-density up to a
+constant under the builder's reparameterization, and SciPy's Bernoulli pmf."""
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 import xarray as xr
 from scipy import stats
@@ -13,38 +15,122 @@ from bayesirt.information import item_information
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood, response_probability
 from bayesirt.specs import load_spec
 
-KINDS = {"rasch": "1pl", "2pl": "2pl", "3pl": "3pl", "4pl": "4pl"}
+KINDS = {"rasch": "1pl", "2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "difficulty-2pl": "2pl"}
+
+DIFFICULTY_2PL = """name = "difficulty-2pl"
+parameterization = "difficulty"
+[priors.theta]
+distribution = "normal"
+mu = 0.3
+sigma = 1.4
+[priors.discrimination]
+distribution = "lognormal"
+mu = 0.0
+sigma = 0.5
+[priors.difficulty]
+distribution = "normal"
+mu = -0.5
+sigma = 2.0
+"""
+
+
+def _spec(name, tmp_path):
+    if name != "difficulty-2pl":
+        return load_spec(name)
+    path = tmp_path / "difficulty.toml"
+    path.write_text(DIFFICULTY_2PL)
+    return load_spec(path)
 
 
 def _reference_model(responses, spec):
-    """The same spec written naively: one pm.Bernoulli over the observed cells (long format)."""
+    """The same spec written naively: iid abilities and one pm.Bernoulli over the observed cells."""
     y = responses["responses"].values
     ii, mm = np.nonzero(y != MISSING)
+    pri = {k: v.params for k, v in spec.priors.items()}
     with pm.Model(coords={"item": responses["item"].values, "model": responses["model"].values}) as ref:
-        theta = pm.Normal("theta", 0, 1, dims="model")
+        theta = pm.Normal("theta", pri["theta"]["mu"], pri["theta"]["sigma"], dims="model")
         if spec.discrimination_structure == "item":
-            a = pm.LogNormal("discrimination", 0, 0.5, dims="item")[ii]
+            a = pm.LogNormal("discrimination", 0, 0.5, dims="item")
+            a_cell = a[ii]
+        elif spec.discrimination_structure == "common":
+            a = a_cell = pm.LogNormal("discrimination", 0, 0.5)
         else:
-            a = pm.LogNormal("discrimination", 0, 0.5)
-        d = pm.Normal("intercept", 0, 2, dims="item")
+            a = a_cell = spec.discrimination_value
+        loc = pri[spec.location]
+        if spec.location == "intercept":
+            d = pm.Normal("intercept", loc["mu"], loc["sigma"], dims="item")
+        else:
+            d = -a * pm.Normal("difficulty", loc["mu"], loc["sigma"], dims="item")
         c = pm.Beta("guessing", 5, 17, dims="item")[ii] if spec.has_guessing else 0.0
         s = pm.Beta("slip", 2, 18, dims="item")[ii] if spec.has_slip else 0.0
-        p = c + (1 - c - s) * pm.math.sigmoid(a * theta[mm] + d[ii])
+        p = c + (1 - c - s) * pm.math.sigmoid(a_cell * theta[mm] + d[ii])
         pm.Bernoulli("y", p=p, observed=y[ii, mm])
     return ref
 
 
+def _value_point(model, constrained):
+    """Map constrained values {rv name: array} to the model's value variables."""
+    point = {}
+    for rv in model.free_RVs:
+        value = np.asarray(constrained[rv.name], dtype="float64")
+        transform = model.rvs_to_transforms.get(rv)
+        if transform is not None:
+            value = transform.forward(pt.as_tensor_variable(value), *rv.owner.inputs).eval()
+        point[model.rvs_to_values[rv].name] = value
+    return point
+
+
+def _random_parameters(rng, spec, n_items, n_models):
+    theta = rng.normal(0.5, 1.0, n_models)
+    a = {"item": rng.lognormal(0, 0.4, n_items), "common": rng.lognormal(0, 0.4), "fixed": spec.discrimination_value}
+    out = {"theta": theta, "discrimination": a[spec.discrimination_structure], "intercept": rng.normal(0, 1.5, n_items),
+           "guessing": rng.beta(5, 17, n_items), "slip": rng.beta(2, 18, n_items)}
+    out["difficulty"] = -out["intercept"] / out["discrimination"]
+    return out
+
+
+def _as_builder_point(params, spec):
+    """The builder's coordinates of (theta, a, d): theta = mean + zero-sum deviation, location shifted."""
+    m = params["theta"].mean()
+    return {**params, "theta_mean": m, "theta_deviation": params["theta"] - m,
+            "intercept_centered": params["intercept"] + params["discrimination"] * m,
+            "difficulty_centered": params["difficulty"] - m}
+
+
 @pytest.mark.parametrize("name", list(KINDS))
 @pytest.mark.parametrize("missing", [0.0, 0.25])
-def test_fused_logp_and_gradient_match_bernoulli_reference(name, missing):
-    spec = load_spec(name)
+def test_builder_logp_equals_naive_iid_model_up_to_a_constant(name, missing, tmp_path):
+    """Exactness of the reparameterization: log-density differences between random parameter
+    points agree with the naive model to 1e-9, and the Deterministics return (theta, a, b, d)."""
+    spec = _spec(name, tmp_path)
     responses, _ = simulate_pl(KINDS[name], n_items=7, n_models=11, seed=5, missing=missing)
     ours, ref = build_logistic(responses, spec), _reference_model(responses, spec)
+    ours_logp, ref_logp = ours.compile_logp(jacobian=False), ref.compile_logp(jacobian=False)
     rng = np.random.default_rng(0)
-    point = {k: v + rng.normal(scale=0.3, size=np.shape(v)) for k, v in ours.initial_point().items()}
-    assert set(point) == set(ref.initial_point())
-    np.testing.assert_allclose(ours.compile_logp()(point), ref.compile_logp()(point), rtol=1e-10)
-    np.testing.assert_allclose(ours.compile_dlogp()(point), ref.compile_dlogp()(point), rtol=1e-8, atol=1e-10)
+    points = [_random_parameters(rng, spec, 7, 11) for _ in range(4)]
+    ours_vals = [ours_logp(_value_point(ours, _as_builder_point(p, spec))) for p in points]
+    ref_vals = [ref_logp(_value_point(ref, p)) for p in points]
+    assert np.ptp(np.diff(ref_vals)) > 1.0  # the points differ enough for the check to bite
+    np.testing.assert_allclose(np.diff(ours_vals), np.diff(ref_vals), rtol=1e-9, atol=1e-9)
+    names = ("theta", "discrimination", "intercept", "difficulty")
+    det = ours.compile_fn(ours.replace_rvs_by_values([ours[v] for v in names]), inputs=ours.value_vars, on_unused_input="ignore")
+    for got, want in zip(det(_value_point(ours, _as_builder_point(points[0], spec))),
+                         [points[0][v] for v in names]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:The effect of Potentials:UserWarning")
+def test_builder_prior_matches_the_spec():
+    """Prior draws of theta and intercept follow the spec's iid priors (mean, sd), although the
+    builder samples a mean, a zero-sum deviation and shifted intercepts."""
+    responses, _ = simulate_pl("2pl", n_items=5, n_models=40, seed=1)
+    with build_logistic(responses, load_spec("2pl")):
+        prior = pm.sample_prior_predictive(draws=4000, random_seed=3, var_names=["theta", "intercept"]).prior
+    theta, d = prior["theta"].values.ravel(), prior["intercept"].values.ravel()
+    assert abs(theta.mean()) < 0.03 and abs(theta.std() - 1.0) < 0.02
+    assert abs(d.mean()) < 0.06 and abs(d.std() - 2.0) < 0.04
+    corr = np.corrcoef(prior["theta"].values.reshape(-1, 40).T)
+    assert np.abs(corr[np.triu_indices(40, 1)]).max() < 0.1  # independent across models
 
 
 def _posterior_from_truth(truth, names):
