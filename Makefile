@@ -1,7 +1,7 @@
 # The two set-up commands of the README. Each creates or reuses .venv (scripts/bootstrap.sh).
 PY := .venv/bin/python
 
-.PHONY: run test validate bench bootstrap
+.PHONY: run test validate bench bench-mml bootstrap
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -20,3 +20,8 @@ validate: bootstrap
 
 bench: bootstrap
 	$(PY) benchmarks/nuts_2pl.py
+
+# MML side by side with the PyPI package mirt (optional extra "bench", installed like bootstrap installs ".[test]").
+bench-mml: bootstrap
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e ".[bench]"
+	$(PY) benchmarks/mml_mirt.py
