@@ -3,6 +3,10 @@
     bayesirt fit DATA --model 2pl --method nuts --out outputs/NAME
     bayesirt datasets
     bayesirt run analyses/NAME.toml
+    bayesirt mml DATA --model 2pl --out DIR          (marginal ML / MAP-EM)
+    bayesirt ladder DATA --out DIR                   (1PL-4PL ladder, SAFE App. E)
+    bayesirt check DATA --model 2pl --out DIR        (Bayes versus MML agreement)
+    bayesirt splithalf DATA --out DIR                (split-half regularization check)
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -22,26 +26,75 @@ from bayesirt.inference import METHODS, SAMPLERS
 __all__ = ["main"]
 
 
+_DATA_HELP = "a data file (wide/long CSV, Parquet, NPZ, NT folder, .nc) or an embedded dataset name"
+
+
+def _data_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", help=_DATA_HELP)
+    p.add_argument("--model", default="2pl", help="built-in spec (rasch/1pl, 2pl, 3pl, 4pl) or a spec file path [2pl]")
+
+
+def _sampling(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", default="nuts", choices=METHODS, help="inference method [nuts]")
+    p.add_argument("--sampler", default="nutpie", choices=SAMPLERS, help="NUTS implementation [nutpie]")
+    p.add_argument("--draws", type=int, default=1000, help="draws per chain (ADVI: from the approximation) [1000]")
+    p.add_argument("--tune", type=int, default=1000, help="tuning steps per chain [1000]")
+    p.add_argument("--chains", type=int, default=4, help="chains [4]")
+    p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same arrays [0]")
+    p.add_argument("--advi-iterations", type=int, default=50_000, help="ADVI iteration cap [50000]")
+
+
+def _output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
+    p.add_argument("--force", action="store_true", help="replace an existing output folder")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _sampling_options(args) -> dict:
+    return {"method": args.method, "sampler": args.sampler, "draws": args.draws, "tune": args.tune,
+            "chains": args.chains, "seed": args.seed, "advi_iterations": args.advi_iterations}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bayesirt", description="Bayesian item response theory for auditing AI benchmarks.")
     parser.add_argument("--version", action="version", version=f"bayesirt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("fit", help="fit an IRT spec to response data and write posterior, tables, report, figures")
-    f.add_argument("data", help="a data file (wide/long CSV, Parquet, NPZ, NT folder, .nc) or an embedded dataset name")
-    f.add_argument("--model", default="2pl", help="built-in spec (rasch/1pl, 2pl, 3pl, 4pl) or a spec file path [2pl]")
-    f.add_argument("--method", default="nuts", choices=METHODS, help="inference method [nuts]")
-    f.add_argument("--sampler", default="nutpie", choices=SAMPLERS, help="NUTS implementation [nutpie]")
-    f.add_argument("--draws", type=int, default=1000, help="draws per chain (ADVI: from the approximation) [1000]")
-    f.add_argument("--tune", type=int, default=1000, help="tuning steps per chain [1000]")
-    f.add_argument("--chains", type=int, default=4, help="chains [4]")
-    f.add_argument("--seed", type=int, default=0, help="random seed; same seed, same arrays [0]")
-    f.add_argument("--advi-iterations", type=int, default=50_000, help="ADVI iteration cap [50000]")
+    _data_model(f)
+    _sampling(f)
     f.add_argument("--ci", type=float, default=0.9, help="credible-interval probability of tables [0.9]")
     f.add_argument("--log-likelihood", action="store_true", help="store pointwise log-likelihood (for LOO)")
-    f.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
-    f.add_argument("--force", action="store_true", help="replace an existing output folder")
-    f.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _output(f)
+
+    m = sub.add_parser("mml", help="fit a spec by marginal maximum likelihood (Bock-Aitkin EM)")
+    _data_model(m)
+    m.add_argument("--priors", action="store_true", help="add the spec's item priors (MAP-EM)")
+    m.add_argument("--no-se", action="store_true", help="skip standard errors (faster on large item banks)")
+    m.add_argument("--quadrature", type=int, default=61, help="Gauss-Hermite nodes [61]")
+    m.add_argument("--max-iter", type=int, default=500, help="EM iteration cap [500]")
+    _output(m)
+
+    lad = sub.add_parser("ladder", help="fit 1PL, 2PL, 3PL, 4PL by MML and compare (AIC, BIC, LRT)")
+    lad.add_argument("data", help=_DATA_HELP)
+    lad.add_argument("--quadrature", type=int, default=61, help="Gauss-Hermite nodes [61]")
+    lad.add_argument("--max-iter", type=int, default=500, help="EM iteration cap [500]")
+    _output(lad)
+
+    c = sub.add_parser("check", help="fit a spec by NUTS/ADVI and by MML/MAP-EM and report their agreement")
+    _data_model(c)
+    _sampling(c)
+    c.add_argument("--quadrature", type=int, default=61, help="Gauss-Hermite nodes of the MML fits [61]")
+    c.add_argument("--threshold-sd", type=float, default=1.0, help="prior-shrinkage flag threshold [1.0]")
+    _output(c)
+
+    sh = sub.add_parser("splithalf", help="split-half retention of top discriminations, with and without priors")
+    _data_model(sh)
+    sh.add_argument("--splits", type=int, default=10, help="random splits of the models [10]")
+    sh.add_argument("--top", type=int, default=25, help="items selected by half-one discrimination [25]")
+    sh.add_argument("--seed", type=int, default=0, help="seed of the splits [0]")
+    sh.add_argument("--quadrature", type=int, default=61, help="Gauss-Hermite nodes [61]")
+    _output(sh)
 
     sub.add_parser("datasets", help="list the embedded datasets")
 
@@ -56,6 +109,7 @@ def _quiet_libraries() -> None:
     """Keep PyMC/PyTensor chatter (deprecation notes, compile logs) off the user's terminal."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.formatwarning = lambda message, *args, **kwargs: f"bayesirt: warning: {message}\n"
     for name in ("pymc", "pytensor"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
@@ -70,23 +124,36 @@ def main(argv: list[str] | None = None) -> int:
 
             print(markdown_table(list_datasets()))
             return 0
-        from bayesirt.analyses import run_analysis, run_fit_job
+        from bayesirt import analyses, checks
 
-        if args.command == "fit":
-            out = run_fit_job(
-                args.data, args.model, args.out, force=args.force, ci=args.ci, progress=not args.no_progress,
-                method=args.method, sampler=args.sampler, draws=args.draws, tune=args.tune, chains=args.chains,
-                seed=args.seed, advi_iterations=args.advi_iterations, log_likelihood=args.log_likelihood,
-            )
-        else:
-            out = run_analysis(args.analysis, force=args.force, progress=not args.no_progress)
+        progress = not args.no_progress
+        match args.command:
+            case "fit":
+                out = analyses.run_fit_job(args.data, args.model, args.out, force=args.force, ci=args.ci,
+                                           progress=progress, log_likelihood=args.log_likelihood, **_sampling_options(args))
+            case "run":
+                out = analyses.run_analysis(args.analysis, force=args.force, progress=progress)
+            case "mml":
+                out = checks.run_mml_job(args.data, args.model, args.out, force=args.force, quadrature=args.quadrature,
+                                         priors=args.priors, se=not args.no_se, max_iter=args.max_iter)
+            case "ladder":
+                out = checks.run_ladder_job(args.data, args.out, force=args.force, quadrature=args.quadrature,
+                                            max_iter=args.max_iter)
+            case "check":
+                out = checks.run_check_job(args.data, args.model, args.out, force=args.force, progress=progress,
+                                           quadrature=args.quadrature, threshold_sd=args.threshold_sd,
+                                           **_sampling_options(args))
+            case "splithalf":
+                out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
+                                               splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)
     except BayesIRTError as err:
         print(f"bayesirt: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("bayesirt: interrupted; no output was written (an earlier result, if any, is untouched)", file=sys.stderr)
         return 130
-    print(f"bayesirt: wrote {out}/ (report.md, posterior.nc, items.csv, models.csv, figures)")
+    files = sorted(p.name for p in out.iterdir())
+    print(f"bayesirt: wrote {out}/ ({', '.join(files)})")
     return 0
 
 

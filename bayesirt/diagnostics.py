@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.models.logistic import SAMPLER_VARIABLES
+
 __all__ = ["convergence_table", "diagnose", "RHAT_MAX", "ESS_PER_CHAIN_MIN", "EBFMI_MIN"]
 
 RHAT_MAX = 1.01
@@ -22,11 +24,15 @@ EBFMI_MIN = 0.3
 
 
 def convergence_table(tree: xr.DataTree) -> pd.DataFrame:
-    """Per posterior variable: worst R-hat, smallest bulk and tail ESS, and where they occur."""
+    """Per reported posterior variable: worst R-hat, smallest bulk and tail ESS, and where they
+    occur. The builder's sampling coordinates (``SAMPLER_VARIABLES``) are left out: their
+    problems show in the reported variables they determine."""
     post = tree["posterior"].to_dataset()
     rhat, ess_bulk, ess_tail = az.rhat(tree), az.ess(tree, method="bulk"), az.ess(tree, method="tail")
     rows = []
     for name in post.data_vars:
+        if name in SAMPLER_VARIABLES:
+            continue
         row = {"variable": name}
         for label, ds, worst in (("r_hat", rhat, np.nanargmax), ("ess_bulk", ess_bulk, np.nanargmin),
                                  ("ess_tail", ess_tail, np.nanargmin)):

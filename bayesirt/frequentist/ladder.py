@@ -19,7 +19,7 @@ from scipy import stats
 
 from bayesirt.frequentist.mml import fit_mml
 
-__all__ = ["RUNGS", "BOUNDARY_CAVEAT", "pl_ladder"]
+__all__ = ["RUNGS", "BOUNDARY_CAVEAT", "pl_ladder", "information_criteria"]
 
 RUNGS = (("1pl", "rasch"), ("2pl", "2pl"), ("3pl", "3pl"), ("4pl", "4pl"))
 """(model label, built-in spec name) of each rung, simplest first."""
@@ -29,6 +29,11 @@ BOUNDARY_CAVEAT = (
     "reference is conservative and approximate"
 )
 _REGULAR = "regular nested test (the common slope is interior to the 2PL); chi-square reference applies"
+
+
+def information_criteria(loglik: float, n_parameters: int, n_models: int) -> dict[str, float]:
+    """AIC = -2 LL + 2k and BIC = -2 LL + k log(n), n = number of models (respondents)."""
+    return {"aic": -2 * loglik + 2 * n_parameters, "bic": -2 * loglik + n_parameters * np.log(n_models)}
 
 
 def pl_ladder(
@@ -78,7 +83,7 @@ def pl_ladder(
         k = fit.n_parameters
         rows.append({
             "model": label, "spec": spec, "loglik": fit.loglik, "n_parameters": k,
-            "aic": -2 * fit.loglik + 2 * k, "bic": -2 * fit.loglik + k * np.log(n),
+            **information_criteria(fit.loglik, k, n),
             "iterations": fit.iterations, "converged": fit.converged,
             "map_asymptotes": bool(fit.attrs["map_asymptotes"]),
         })

@@ -24,10 +24,14 @@ from scipy.special import expit, log_expit
 from bayesirt.data.responses import MISSING
 from bayesirt.specs import IRTSpec, Prior
 
-__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "ITEM_PARAMETERS"]
+__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "ITEM_PARAMETERS",
+           "SAMPLER_VARIABLES"]
 
 #: Item parameters a fitted logistic spec may report, in display order.
 ITEM_PARAMETERS = ("discrimination", "difficulty", "intercept", "guessing", "slip")
+
+#: Coordinates NUTS samples in place of theta and the item location (see build_logistic).
+SAMPLER_VARIABLES = ("theta_mean", "theta_deviation", "intercept_centered", "difficulty_centered")
 
 
 def _prior_rv(name: str, prior: Prior, dims=None):

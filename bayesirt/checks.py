@@ -1,0 +1,155 @@
+"""The frequentist reference jobs, each writing one output folder: an MML fit, the PL ladder,
+the Bayes-versus-MML agreement check and the split-half regularization check."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from bayesirt.data import load
+from bayesirt.diagnostics import diagnose
+from bayesirt.frequentist import (
+    DEFAULT_THRESHOLD_SD, compare_estimates, fit_mml, information_criteria, pl_ladder, split_half_retention,
+)
+from bayesirt.inference import fit
+from bayesirt.outputs import check_output, staged_output
+from bayesirt.report.checks import (
+    agreement_section, ladder_section, mml_section, plot_agreement, plot_splithalf, splithalf_section,
+)
+from bayesirt.specs import IRTSpec, load_spec
+
+__all__ = ["run_mml_job", "run_ladder_job", "run_check_job", "run_splithalf_job"]
+
+
+def _inputs(data, model=None):
+    responses = data if isinstance(data, xr.Dataset) else load(data)
+    spec = None if model is None else model if isinstance(model, IRTSpec) else load_spec(model)
+    return responses, spec
+
+
+def _caught(fn, *args, **kwargs):
+    """Run ``fn`` recording its warnings, so they reach the report as well as the terminal."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(*args, **kwargs)
+    messages = [str(w.message) for w in caught if issubclass(w.category, (RuntimeWarning, UserWarning))]
+    for m in messages:
+        warnings.warn(m, RuntimeWarning, stacklevel=3)
+    return result, messages
+
+
+def _header(title: str, responses: xr.Dataset) -> list[str]:
+    y = responses["responses"].values
+    return [f"# {title} on {responses.attrs.get('name', 'responses')}", "",
+            f"{y.shape[0]:,} items x {y.shape[1]:,} models; {(y < 0).mean():.1%} missing cells.", ""]
+
+
+def _warnings_section(messages: list[str]) -> list[str]:
+    if not messages:
+        return []
+    return ["## Warnings", "", *[f"- {m}" for m in messages], ""]
+
+
+def _mml_tables(result) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``items.csv`` (every parameter with its SE, (a, b) and (a, d) forms) and ``models.csv``."""
+    absent = [v for v, has in (("guessing", result.spec.has_guessing), ("slip", result.spec.has_slip)) if not has]
+    items = result.items.drop_vars(absent + [f"{v}_se" for v in absent]).to_dataframe().reset_index()
+    models = result.abilities[["eap", "eap_sd", "map", "map_se"]].to_dataframe().reset_index()
+    return items, models
+
+
+def _mml_summary(result, n_models: int) -> dict:
+    return {"spec": result.spec.name, "loglik": result.loglik, "log_prior": result.log_prior,
+            "objective": result.objective, "n_parameters": result.n_parameters,
+            **information_criteria(result.loglik, result.n_parameters, n_models), "n_models": n_models,
+            "iterations": result.iterations, "converged": result.converged,
+            "priors": bool(result.attrs.get("priors")), "quadrature": result.attrs.get("quadrature")}
+
+
+def run_mml_job(data, model, out, *, force: bool = False, quadrature: int = 61, priors: bool = False,
+                se: bool = True, max_iter: int = 500) -> Path:
+    """Fit ``model`` by MML (or MAP-EM with ``priors``); write items.csv, models.csv, summary.json,
+    mml.nc and report.md to ``out``."""
+    check_output(out, force=force)
+    responses, spec = _inputs(data, model)
+    result, messages = _caught(fit_mml, responses, spec, quadrature=quadrature, priors=priors, se=se, max_iter=max_iter)
+    items, models = _mml_tables(result)
+    summary = _mml_summary(result, responses.sizes["model"]) | {"warnings": messages}
+    with staged_output(out, force=force) as folder:
+        items.to_csv(folder / "items.csv", index=False)
+        models.to_csv(folder / "models.csv", index=False)
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+        result.to_datatree().to_netcdf(folder / "mml.nc", engine="h5netcdf")
+        lines = _header(f"MML {spec.title}", responses) + mml_section(result, summary) + _warnings_section(messages)
+        (folder / "report.md").write_text("\n".join(lines))
+    return Path(out)
+
+
+def run_ladder_job(data, out, *, force: bool = False, quadrature: int = 61, max_iter: int = 500) -> Path:
+    """Fit the 1PL-4PL ladder; write ladder.csv, lrt.csv, summary.json and report.md."""
+    check_output(out, force=force)
+    responses, _ = _inputs(data)
+    (table, lrt), messages = _caught(pl_ladder, responses, quadrature=quadrature, max_iter=max_iter)
+    with staged_output(out, force=force) as folder:
+        table.to_csv(folder / "ladder.csv", index=False)
+        lrt.to_csv(folder / "lrt.csv", index=False)
+        summary = {"n_models": table.attrs["n"], "note": table.attrs["note"], "warnings": messages,
+                   "ladder": table.to_dict("records"), "lrt": lrt.to_dict("records")}
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+        lines = _header("PL ladder", responses) + ladder_section(table, lrt) + _warnings_section(messages)
+        (folder / "report.md").write_text("\n".join(lines))
+    return Path(out)
+
+
+def run_check_job(data, model, out, *, force: bool = False, progress: bool = True, quadrature: int = 61,
+                  threshold_sd: float = DEFAULT_THRESHOLD_SD, **fit_options) -> Path:
+    """Fit ``model`` by ``fit`` (NUTS by default) and by ML and MAP-EM, and write the agreement
+    report: agreement.csv, agreement_summary.csv, agreement.png, posterior.nc, ml.nc, map.nc,
+    summary.json, report.md."""
+    check_output(out, force=force)
+    responses, spec = _inputs(data, model)
+    tree = fit(responses, spec, progress=progress, **fit_options)
+    ml, ml_messages = _caught(fit_mml, responses, spec, quadrature=quadrature, priors=False, se=True)
+    mode, map_messages = _caught(fit_mml, responses, spec, quadrature=quadrature, priors=True, se=False)
+    agreement = compare_estimates(tree, ml, mode, threshold_sd=threshold_sd)
+    diagnostics = diagnose(tree)
+    messages = [f"ML: {m}" for m in ml_messages] + [f"MAP-EM: {m}" for m in map_messages] + diagnostics
+    with staged_output(out, force=force) as folder:
+        tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
+        ml.to_datatree().to_netcdf(folder / "ml.nc", engine="h5netcdf")
+        mode.to_datatree().to_netcdf(folder / "map.nc", engine="h5netcdf")
+        agreement.elements.to_csv(folder / "agreement.csv", index=False)
+        agreement.summary.to_csv(folder / "agreement_summary.csv", index=False)
+        figure = plot_agreement(agreement, folder / "agreement.png").name
+        summary = {"spec": spec.name, "settings": json.loads(tree.attrs["bayesirt_settings"]),
+                   "threshold_sd": threshold_sd, "ml_loglik": ml.loglik, "map_objective": mode.objective,
+                   "flags": agreement.elements["flag"].value_counts().to_dict(),
+                   "summary": agreement.summary.to_dict("records"), "warnings": messages}
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+        lines = _header(f"Agreement check, {spec.title}", responses) + agreement_section(agreement, figure)
+        (folder / "report.md").write_text("\n".join(lines + _warnings_section(messages)))
+    return Path(out)
+
+
+def run_splithalf_job(data, out, *, model="2pl", force: bool = False, progress: bool = True, splits: int = 10,
+                      top: int = 25, seed: int = 0, quadrature: int = 61) -> Path:
+    """Split-half retention with and without priors; write splithalf.csv, splithalf.nc,
+    splithalf.png, summary.json and report.md."""
+    check_output(out, force=force)
+    responses, spec = _inputs(data, model)
+    ds = split_half_retention(responses, spec, splits=splits, top=top, seed=seed, quadrature=quadrature,
+                              progress=progress)
+    with staged_output(out, force=force) as folder:
+        ds.drop_dims("item").to_dataframe().reset_index().to_csv(folder / "splithalf.csv", index=False)
+        ds.to_netcdf(folder / "splithalf.nc", engine="h5netcdf")
+        figure = plot_splithalf(ds, folder / "splithalf.png").name
+        summary = {"attrs": {k: v for k, v in ds.attrs.items()},
+                   "mean_retention": ds["retention"].mean("split").to_pandas().to_dict()}
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+        lines = _header("Split-half check", responses) + splithalf_section(ds, figure)
+        (folder / "report.md").write_text("\n".join(lines))
+    return Path(out)
