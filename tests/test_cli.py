@@ -106,3 +106,37 @@ def test_malformed_analysis(tmp_path, body, message):
     (tmp_path / "a.toml").write_text(body)
     with pytest.raises(SpecError, match=message):
         load_analysis(tmp_path / "a.toml")
+
+
+def test_mml_writes_items_models_summary(tmp_path):
+    out = tmp_path / "mml"
+    assert main(["mml", "lsat6", "--model", "2pl", "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"items.csv", "models.csv", "summary.json", "mml.nc", "report.md"}
+    items = pd.read_csv(out / "items.csv")
+    for col in ("item_id", "discrimination", "discrimination_se", "intercept", "intercept_se", "difficulty", "difficulty_se"):
+        assert col in items
+    assert "guessing" not in items  # a 2PL has no asymptote columns
+    assert list(pd.read_csv(out / "models.csv").columns[:5]) == ["model", "eap", "eap_sd", "map", "map_se"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["loglik"] == pytest.approx(-2466.653, abs=0.005)
+    assert summary["aic"] == pytest.approx(-2 * summary["loglik"] + 20)
+    assert summary["converged"] and summary["n_parameters"] == 10
+
+
+def test_ladder_and_check_write_their_reports(tmp_path):
+    assert main(["ladder", "lsat7", "--out", str(tmp_path / "ladder")]) == 0
+    ladder = pd.read_csv(tmp_path / "ladder" / "ladder.csv")
+    assert list(ladder["model"]) == ["1pl", "2pl", "3pl", "4pl"]
+    assert "boundary" in (tmp_path / "ladder" / "report.md").read_text()
+    args = ["check", "lsat6", "--chains", "2", "--draws", "300", "--tune", "300", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "check")]) == 0
+    files = {p.name for p in (tmp_path / "check").iterdir()}
+    assert {"agreement.csv", "agreement_summary.csv", "agreement.png", "report.md", "posterior.nc", "ml.nc"} <= files
+    assert "## Bayes versus MML agreement" in (tmp_path / "check" / "report.md").read_text()
+
+
+def test_splithalf_bad_top_is_one_line(tmp_path, capsys):
+    assert main(["splithalf", "lsat6", "--out", str(tmp_path / "sh"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bayesirt: error: top must be between 1") and err.count("\n") == 1
+    assert not (tmp_path / "sh").exists()

@@ -80,6 +80,7 @@ def splithalf_section(ds: xr.Dataset, figure: str | None = None) -> list[str]:
     rows = pd.DataFrame({
         "fit": ["without priors (ML)", "with priors (MAP-EM)"],
         "mean retention": [mean["ml"], mean["map"]],
+        "median retention": [frame["ml"].median(), frame["map"].median()],
         "2.5%-97.5% over splits": [f"{lo['ml']:.2f}-{hi['ml']:.2f}", f"{lo['map']:.2f}-{hi['map']:.2f}"],
         "median slope, half 1": [float(med1.sel(fit="ml")), float(med1.sel(fit="map"))],
         "median slope, half 2": [float(med2.sel(fit="ml")), float(med2.sel(fit="map"))],
