@@ -215,7 +215,9 @@ def _advi(pm_model, method, iterations, tolerance, learning_rate, draws, seed, p
     loss = np.asarray(approx.hist)
     tree = approx.sample(draws, random_seed=seed)
     attrs = {
-        "advi_iterations_run": int(loss.size),
+        # PyMC's callback counts steps from 1, and on StopIteration keeps the loss history of all
+        # but the last step, so the step count is the callback's, not the history's length.
+        "advi_iterations_run": int(plateau.stopped_at or loss.size),
         "advi_converged": int(plateau.stopped_at is not None),
         "advi_final_loss": float(np.mean(loss[-plateau.window:])),
     }

@@ -156,7 +156,8 @@ def test_approximate_methods(sim2pl, nuts2pl, method):
     assert warnings and ("MAP" in warnings[0] or "ADVI" in warnings[0])
     if method != "map":
         assert tree.attrs["advi_converged"] == 1
-        assert tree["variational_fit"]["advi_loss"].size == tree.attrs["advi_iterations_run"]
+        # PyMC keeps the losses of all but the step that stopped the fit
+        assert tree["variational_fit"]["advi_loss"].size == tree.attrs["advi_iterations_run"] - 1
 
 
 def test_fullrank_advi_matches_nuts_on_small_design():
