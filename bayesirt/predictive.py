@@ -1,0 +1,239 @@
+"""Posterior predictive checks of a fitted 1PL-4PL spec: where does the model misfit?
+
+Replicated response matrices are drawn from the posterior (one per retained draw, observed cells
+only: the missing pattern is part of the design). Test quantities T and their posterior predictive
+p-values ppp = Pr(T(y_rep) >= T(y)), with ties counted half (mid-p), so ppp is about uniform when
+the model fits and near 0 or 1 where it does not (Gelman, Meng and Stern 1996):
+
+- per item: proportion correct, and the item-rest correlation (point-biserial of the item with
+  each model's proportion correct on the other observed items);
+- per model: accuracy;
+- globally: the sd of model accuracies (the spread of the score distribution);
+- item fit, posterior predictive analogues of Rasch outfit and infit and of grouped item-fit
+  chi-squares such as Yen's Q1 and S-X2 (Sinharay 2006): discrepancies D(y, params) computed on
+  the observed data and on the replicate *under the same draw*: outfit = mean_m z_im^2,
+  infit = sum_m (y - P)^2 / sum_m P(1 - P), with z = (y - P) / sqrt(P(1 - P)), and
+  X2 = sum_g (O_g - E_g)^2 / V_g over ``groups`` equal-size groups of models ordered by the
+  draw's abilities (O, E, V: observed and expected correct, binomial variance). X2 sees the shape
+  of the item curve (for example a lower asymptote that a 2PL lacks); outfit sees isolated
+  unexpected responses. ppp = Pr(D(y_rep) >= D(y)); small = the item fits worse than the model
+  predicts.
+
+An element is flagged when its ppp falls outside [alpha/2, 1 - alpha/2] for the fit statistics
+(two-sided) or below alpha for outfit/infit (one-sided: only worse-than-predicted fit is misfit).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.data.responses import MISSING
+from bayesirt.errors import DataError
+from bayesirt.models.logistic import response_probability
+
+__all__ = ["posterior_predictive_check", "PPCResult", "DEFAULT_ALPHA"]
+
+DEFAULT_ALPHA = 0.05
+_SAMPLE = ("chain", "draw")
+
+
+class PPCResult:
+    """Result of :func:`posterior_predictive_check`.
+
+    Attributes
+    ----------
+    replicated : xarray.Dataset
+        The test quantities of every replicate (dims chain, draw and item/model): what is stored
+        as the DataTree's ``posterior_predictive`` group.
+    items, models : pandas.DataFrame
+        Per item (model): observed statistic, replicated mean and 90% interval, ppp, flag.
+    global_checks : pandas.DataFrame
+        One row per global statistic.
+    alpha : float
+    """
+
+    def __init__(self, replicated, items, models, global_checks, alpha):
+        self.replicated, self.items, self.models = replicated, items, models
+        self.global_checks, self.alpha = global_checks, alpha
+
+    @property
+    def worst_items(self) -> pd.DataFrame:
+        """Items by item-curve (X2) ppp, worst first."""
+        return self.items.sort_values("x2_ppp", kind="stable")
+
+
+def _draw_parameters(post: xr.Dataset, n: int, rng) -> dict[str, np.ndarray]:
+    stacked = post.stack(sample=_SAMPLE).transpose("sample", ...)
+    total = stacked.sizes["sample"]
+    pick = np.sort(rng.choice(total, size=min(n, total), replace=False))
+    out = {}
+    for name, default in (("theta", 0.0), ("discrimination", 1.0), ("intercept", 0.0), ("guessing", 0.0), ("slip", 0.0)):
+        out[name] = stacked[name].values[pick] if name in stacked else np.full((pick.size, 1), default)
+    if out["discrimination"].ndim == 1:  # common slope: one per draw
+        out["discrimination"] = out["discrimination"][:, None]
+    return out, pick
+
+
+def _item_rest_correlation(y: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Correlation of each item with the models' proportion correct on the other observed items.
+
+    ``y`` (..., item, model) in {0, 1} with unobserved cells 0; ``observed`` (item, model)."""
+    n_obs = observed.sum(axis=0)  # per model
+    total = y.sum(axis=-2)  # (..., model)
+    rest_n = n_obs[None, :] - observed  # (item, model)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rest = (total[..., None, :] - y) / rest_n
+    w = observed & (rest_n > 0)
+    rest = np.where(w, rest, 0.0)
+    k = w.sum(axis=-1)
+    my, mr = (y * w).sum(-1) / k, (rest * w).sum(-1) / k
+    cy, cr = np.where(w, y - my[..., None], 0.0), np.where(w, rest - mr[..., None], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (cy * cr).sum(-1) / np.sqrt((cy**2).sum(-1) * (cr**2).sum(-1))
+
+
+def _ability_groups(theta: np.ndarray, n_groups: int) -> np.ndarray:
+    """One-hot (draw, model, group): models split into ``n_groups`` equal-count ability groups
+    by each draw's abilities."""
+    rank = np.argsort(np.argsort(theta, axis=-1, kind="stable"), axis=-1)
+    group = rank * n_groups // theta.shape[-1]
+    return (group[..., None] == np.arange(n_groups)).astype(float)
+
+
+def _fit_discrepancies(y, p, observed, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Outfit, infit and the grouped chi-square of every item, per draw."""
+    var = p * (1.0 - p)
+    w = observed.astype(float)
+    resid = (y - p) * w
+    outfit = (resid**2 / np.maximum(var, 1e-12)).sum(-1) / w.sum(-1)
+    infit = (resid**2).sum(-1) / (var * w).sum(-1)
+    # observed minus expected correct per ability group, over its binomial variance
+    diff = np.einsum("sim,smg->sig", resid, groups)
+    gvar = np.einsum("sim,smg->sig", var * w, groups)
+    x2 = (diff**2 / np.maximum(gvar, 1e-12)).sum(-1)
+    return outfit, infit, x2
+
+
+def _ppp(rep: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """Mid-p Pr(T_rep >= T_obs) over the leading (draw) axis."""
+    return (rep > obs).mean(0) + 0.5 * (rep == obs).mean(0)
+
+
+def posterior_predictive_check(
+    tree: xr.DataTree, *, draws: int = 500, seed: int = 0, alpha: float = DEFAULT_ALPHA, groups: int = 10,
+    chunk_cells: int = 5_000_000,
+) -> PPCResult:
+    """Posterior predictive checks of a :func:`bayesirt.inference.fit` result.
+
+    Parameters
+    ----------
+    tree : DataTree
+        A fit with ``posterior`` and ``observed_data`` groups.
+    draws : int
+        Posterior draws used (a seeded random subset when the posterior has more).
+    seed : int
+        Seed of the draw subset and the replicates; same seed, same result.
+    alpha : float
+        Flagging level (module docstring).
+    groups : int
+        Ability groups of the X2 item-fit statistic (default 10, as Yen's Q1); at most the
+        number of models.
+    chunk_cells : int
+        Draw x cell budget per chunk, bounding memory on large matrices.
+    """
+    if not 0 < alpha < 1:
+        raise DataError(f"alpha must be between 0 and 1; got {alpha!r}")
+    if "observed_data" not in tree or "posterior" not in tree:
+        raise DataError("posterior predictive checks need a fit with posterior and observed_data groups")
+    post = tree["posterior"].to_dataset()
+    y = tree["observed_data"]["responses"].values
+    observed = y != MISSING
+    y_obs = (y == 1).astype(float)
+    rng = np.random.default_rng(seed)
+    params, pick = _draw_parameters(post, draws, rng)
+    n_draws = pick.size
+    n_items, n_models = y.shape
+    n_groups = min(groups, n_models)
+    if n_groups < 2:
+        raise DataError(f"groups must be at least 2; got {groups}")
+
+    # observed statistics
+    acc_obs = (y_obs * observed).sum(0) / observed.sum(0)
+    prop_obs = (y_obs * observed).sum(1) / observed.sum(1)
+    irc_obs = _item_rest_correlation(y_obs, observed)
+
+    names = ("item_proportion", "item_rest_correlation", "outfit_rep", "infit_rep", "x2_rep", "outfit_obs",
+             "infit_obs", "x2_obs")
+    rep = {k: np.empty((n_draws, n_items)) for k in names}
+    rep["model_accuracy"] = np.empty((n_draws, n_models))
+    step = max(1, chunk_cells // (n_items * n_models))
+    for start in range(0, n_draws, step):
+        sl = slice(start, start + step)
+        p = response_probability(params["theta"][sl], params["discrimination"][sl], params["intercept"][sl],
+                                 params["guessing"][sl], params["slip"][sl])
+        y_rep = ((rng.random(p.shape) < p) & observed).astype(float)
+        rep["item_proportion"][sl] = y_rep.sum(-1) / observed.sum(1)
+        rep["model_accuracy"][sl] = y_rep.sum(-2) / observed.sum(0)
+        rep["item_rest_correlation"][sl] = _item_rest_correlation(y_rep, observed)
+        score_rep = y_rep.sum(-2) / observed.sum(0)
+        g_rep = _ability_groups(score_rep + 1e-9 * params["theta"][sl], n_groups)
+        g_obs = _ability_groups(acc_obs[None, :] + 1e-9 * params["theta"][sl], n_groups)
+        rep["outfit_rep"][sl], rep["infit_rep"][sl], rep["x2_rep"][sl] = _fit_discrepancies(y_rep, p, observed, g_rep)
+        rep["outfit_obs"][sl], rep["infit_obs"][sl], rep["x2_obs"][sl] = _fit_discrepancies(y_obs, p, observed, g_obs)
+
+    lo, hi = alpha / 2, 1 - alpha / 2
+
+    def two_sided(ppp):
+        return (ppp < lo) | (ppp > hi)
+
+    item_ids = post["item"].values
+    items = pd.DataFrame({"item": item_ids, "proportion_correct": prop_obs, "item_rest_corr": irc_obs})
+    for name, obs in (("item_proportion", prop_obs), ("item_rest_correlation", irc_obs)):
+        col = "proportion" if name == "item_proportion" else "item_rest_corr"
+        items[f"{col}_rep_mean"] = rep[name].mean(0)
+        items[f"{col}_rep_q5"], items[f"{col}_rep_q95"] = np.nanquantile(rep[name], [0.05, 0.95], axis=0)
+        items[f"{col}_ppp"] = _ppp(rep[name], obs[None, :])
+    for stat in ("outfit", "infit", "x2"):
+        items[f"{stat}_obs_mean"] = rep[f"{stat}_obs"].mean(0)
+        items[f"{stat}_ppp"] = _ppp(rep[f"{stat}_rep"], rep[f"{stat}_obs"])
+    flags = []
+    for row in items.itertuples():
+        f = [n for n, bad in (("proportion", two_sided(row.proportion_ppp)),
+                              ("item-rest correlation", two_sided(row.item_rest_corr_ppp)),
+                              ("outfit", row.outfit_ppp < alpha), ("infit", row.infit_ppp < alpha),
+                              ("item curve (X2)", row.x2_ppp < alpha)) if bad]
+        flags.append(", ".join(f))
+    items["flag"] = flags
+
+    models = pd.DataFrame({"model": post["model"].values, "accuracy": acc_obs,
+                           "accuracy_rep_mean": rep["model_accuracy"].mean(0)})
+    models["accuracy_rep_q5"], models["accuracy_rep_q95"] = np.quantile(rep["model_accuracy"], [0.05, 0.95], axis=0)
+    models["accuracy_ppp"] = _ppp(rep["model_accuracy"], acc_obs[None, :])
+    models["flag"] = np.where(two_sided(models["accuracy_ppp"]), "accuracy", "")
+
+    sd_rep, sd_obs = rep["model_accuracy"].std(-1), acc_obs.std()
+    ppp_sd = float(_ppp(sd_rep, np.float64(sd_obs)))
+    global_checks = pd.DataFrame([{
+        "statistic": "sd of model accuracies", "observed": sd_obs, "replicated_mean": sd_rep.mean(),
+        "replicated_q5": np.quantile(sd_rep, 0.05), "replicated_q95": np.quantile(sd_rep, 0.95), "ppp": ppp_sd,
+        "flag": "misfit" if two_sided(ppp_sd) else "",
+    }])
+
+    coords = {"chain": [0], "draw": np.arange(n_draws), "item": item_ids, "model": post["model"].values}
+    replicated = xr.Dataset(
+        {
+            "item_proportion": (("chain", "draw", "item"), rep["item_proportion"][None]),
+            "item_rest_correlation": (("chain", "draw", "item"), rep["item_rest_correlation"][None]),
+            "model_accuracy": (("chain", "draw", "model"), rep["model_accuracy"][None]),
+            "outfit": (("chain", "draw", "item"), rep["outfit_rep"][None]),
+            "infit": (("chain", "draw", "item"), rep["infit_rep"][None]),
+            "x2": (("chain", "draw", "item"), rep["x2_rep"][None]),
+            "accuracy_sd": (("chain", "draw"), sd_rep[None]),
+        },
+        coords=coords,
+        attrs={"draws_used": n_draws, "seed": seed, "note": "test quantities of replicated data; draws are a random "
+               "subset of the posterior pooled over chains"},
+    )
+    return PPCResult(replicated, items, models, global_checks, alpha)

@@ -1,0 +1,97 @@
+"""Posterior predictive checks: the statistics against direct computations, the guessing misfit
+of a 2PL fitted to 3PL data found on the items that have it, no excess flags on 2PL data."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from bayesirt.data import MISSING, simulate_pl
+from bayesirt.errors import DataError
+from bayesirt.inference import fit
+from bayesirt.predictive import _item_rest_correlation, _ppp, posterior_predictive_check
+
+N_ITEMS, N_MODELS = 30, 2000
+SLOPE = 2.0
+DIFFICULTY = np.linspace(-1.5, 2.5, N_ITEMS)
+GUESSING = np.where(np.arange(N_ITEMS) % 2 == 0, 0.3, 0.02)  # every other item has a real lower asymptote
+NUTS = {"method": "nuts", "draws": 300, "tune": 300, "chains": 2, "seed": 1, "progress": False}
+
+
+def _fit_2pl_to(kind):
+    a = np.full(N_ITEMS, SLOPE)
+    responses, _ = simulate_pl(kind, n_items=N_ITEMS, n_models=N_MODELS, seed=5, discrimination=a,
+                               intercept=-a * DIFFICULTY, guessing=GUESSING if kind == "3pl" else None)
+    return fit(responses, "2pl", **NUTS)
+
+
+@pytest.fixture(scope="module")
+def misfit():
+    return posterior_predictive_check(_fit_2pl_to("3pl"), draws=400, seed=0)
+
+
+def test_guessing_misfit_is_flagged_on_the_items_with_an_asymptote(misfit):
+    items = misfit.items
+    flagged = items.index[items["flag"].str.contains("X2")]
+    assert len(flagged) >= 2
+    # only items with a lower asymptote, and only where it matters: above-average difficulty
+    assert (GUESSING[flagged] == 0.3).all() and (DIFFICULTY[flagged] > 0).all()
+    assert misfit.worst_items.index[0] in flagged
+
+
+def test_no_excess_flags_on_data_from_the_fitted_model():
+    result = posterior_predictive_check(_fit_2pl_to("2pl"), draws=400, seed=0)
+    assert (result.items["flag"] != "").sum() <= 3  # 30 items at alpha .05: about 1.5 by chance
+    assert (result.models["flag"] != "").mean() <= 0.05
+    assert result.global_checks["flag"].eq("").all()
+
+
+def test_replicates_are_labelled_and_reproducible(misfit):
+    rep = misfit.replicated
+    assert rep["item_proportion"].dims == ("chain", "draw", "item") and rep.sizes["draw"] == 400
+    assert rep["model_accuracy"].sizes["model"] == N_MODELS
+    assert set(misfit.items.columns) >= {"proportion_ppp", "item_rest_corr_ppp", "outfit_ppp", "infit_ppp", "x2_ppp"}
+
+
+def test_item_rest_correlation_matches_direct_computation():
+    rng = np.random.default_rng(0)
+    y = (rng.random((6, 40)) < 0.5).astype(float)
+    observed = rng.random((6, 40)) > 0.2
+    y = np.where(observed, y, 0.0)
+    got = _item_rest_correlation(y, observed)
+    for i in range(6):
+        others = np.delete(np.arange(6), i)
+        rest = (y[others] * observed[others]).sum(0) / observed[others].sum(0)
+        keep = observed[i]
+        assert got[i] == pytest.approx(np.corrcoef(y[i, keep], rest[keep])[0, 1], rel=1e-12)
+
+
+def test_ppp_counts_ties_half():
+    rep = np.array([[1.0], [2.0], [2.0], [3.0]])
+    assert _ppp(rep, np.array([2.0]))[0] == pytest.approx(0.25 + 0.5 * 0.5)
+
+
+def test_same_seed_same_result_and_bad_input():
+    tree = xr.DataTree.from_dict({
+        "posterior": _tiny_posterior(), "observed_data": xr.Dataset({"responses": _tiny_responses()}),
+    })
+    a, b = (posterior_predictive_check(tree, draws=5, seed=3) for _ in range(2))
+    np.testing.assert_array_equal(a.items["x2_ppp"], b.items["x2_ppp"])
+    with pytest.raises(DataError, match="alpha must be between 0 and 1"):
+        posterior_predictive_check(tree, alpha=1.5)
+    with pytest.raises(DataError, match="observed_data"):
+        posterior_predictive_check(xr.DataTree.from_dict({"posterior": _tiny_posterior()}))
+
+
+def _tiny_responses():
+    y = np.array([[1, 0, 1, MISSING], [0, 0, 1, 1], [1, 1, 1, 0]], dtype="int8")
+    return xr.DataArray(y, dims=("item", "model"), coords={"item": ["i1", "i2", "i3"], "model": list("abcd")})
+
+
+def _tiny_posterior():
+    rng = np.random.default_rng(1)
+    return xr.Dataset(
+        {"theta": (("chain", "draw", "model"), rng.normal(size=(1, 10, 4))),
+         "discrimination": (("chain", "draw", "item"), rng.lognormal(size=(1, 10, 3))),
+         "intercept": (("chain", "draw", "item"), rng.normal(size=(1, 10, 3)))},
+        coords={"item": ["i1", "i2", "i3"], "model": list("abcd")},
+    )
