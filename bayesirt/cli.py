@@ -7,6 +7,8 @@
     bayesirt ladder DATA --out DIR                   (1PL-4PL ladder, SAFE App. E)
     bayesirt check DATA --model 2pl --out DIR        (Bayes versus MML agreement)
     bayesirt splithalf DATA --out DIR                (split-half regularization check)
+    bayesirt ppc DATA --model 2pl --out DIR          (posterior predictive checks)
+    bayesirt prior-check --model 2pl --design 200x100 --out DIR   (or --data DATA)
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -20,7 +22,7 @@ import sys
 import warnings
 
 from bayesirt import __version__
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, SpecError
 from bayesirt.inference import METHODS, SAMPLERS
 
 __all__ = ["main"]
@@ -96,6 +98,21 @@ def _parser() -> argparse.ArgumentParser:
     sh.add_argument("--quadrature", type=int, default=61, help="Gauss-Hermite nodes [61]")
     _output(sh)
 
+    pp = sub.add_parser("ppc", help="fit a spec and run posterior predictive checks (item fit, score spread)")
+    _data_model(pp)
+    _sampling(pp)
+    pp.add_argument("--ppc-draws", type=int, default=500, help="posterior draws replicated [500]")
+    pp.add_argument("--alpha", type=float, default=0.05, help="flagging level of the ppp values [0.05]")
+    _output(pp)
+
+    pr = sub.add_parser("prior-check", help="what a spec's priors imply about data (prior predictive check)")
+    pr.add_argument("--model", default="2pl", help="built-in spec or a spec file path [2pl]")
+    pr.add_argument("--design", help="MODELSxITEMS, e.g. 200x100 (or give --data)")
+    pr.add_argument("--data", help="observed data to compare with (sets the design)")
+    pr.add_argument("--draws", type=int, default=500, help="prior draws [500]")
+    pr.add_argument("--seed", type=int, default=0, help="random seed [0]")
+    _output(pr)
+
     sub.add_parser("datasets", help="list the embedded datasets")
 
     r = sub.add_parser("run", help="run a declared analysis (analyses/*.toml)")
@@ -143,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
                 out = checks.run_check_job(args.data, args.model, args.out, force=args.force, progress=progress,
                                            quadrature=args.quadrature, threshold_sd=args.threshold_sd,
                                            **_sampling_options(args))
+            case "ppc":
+                out = analyses.run_ppc_job(args.data, args.model, args.out, force=args.force, progress=progress,
+                                           ppc_draws=args.ppc_draws, alpha=args.alpha, **_sampling_options(args))
+            case "prior-check":
+                if (args.design is None) == (args.data is None):
+                    raise SpecError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")
+                out = analyses.run_prior_check_job(args.model, args.out, data=args.data, design=args.design,
+                                                   force=args.force, draws=args.draws, seed=args.seed)
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
                                                splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)

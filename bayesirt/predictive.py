@@ -1,4 +1,5 @@
-"""Posterior predictive checks of a fitted 1PL-4PL spec: where does the model misfit?
+"""Predictive checks of a 1PL-4PL spec: what its priors imply (prior predictive) and where a
+fitted model misfits (posterior predictive).
 
 Replicated response matrices are drawn from the posterior (one per retained draw, observed cells
 only: the missing pattern is part of the design). Test quantities T and their posterior predictive
@@ -33,7 +34,7 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 from bayesirt.models.logistic import response_probability
 
-__all__ = ["posterior_predictive_check", "PPCResult", "DEFAULT_ALPHA"]
+__all__ = ["posterior_predictive_check", "prior_predictive_check", "PPCResult", "DEFAULT_ALPHA"]
 
 DEFAULT_ALPHA = 0.05
 _SAMPLE = ("chain", "draw")
@@ -237,3 +238,103 @@ def posterior_predictive_check(
                "subset of the posterior pooled over chains"},
     )
     return PPCResult(replicated, items, models, global_checks, alpha)
+
+
+def _design_responses(n_models: int, n_items: int) -> xr.Dataset:
+    from bayesirt.data import make_responses
+
+    return make_responses(np.zeros((n_items, n_models), dtype="int8"),
+                          item_id=[f"i{i:04d}" for i in range(n_items)], model_id=[f"m{m:04d}" for m in range(n_models)])
+
+
+def prior_predictive_check(
+    spec, responses: xr.Dataset | None = None, *, design: tuple[int, int] | None = None, draws: int = 500,
+    seed: int = 0, degenerate_share: float = 0.5,
+) -> tuple[xr.Dataset, pd.DataFrame]:
+    """What the spec's priors imply about data, before seeing any.
+
+    Parameters
+    ----------
+    spec : IRTSpec
+    responses : xarray.Dataset, optional
+        Observed data: sets the design (and its missing cells) and is compared with the prior
+        predictive distribution.
+    design : (n_models, n_items), optional
+        The design when no data are given.
+    draws : int
+        Prior draws, each with one simulated response matrix.
+    seed : int
+    degenerate_share : float
+        Flag the priors when, on average over draws, more than this share of items come out all
+        correct or all wrong (degenerate patterns that carry no information on the models).
+
+    Returns
+    -------
+    simulated : xarray.Dataset
+        Per draw: ``item_proportion`` (draw, item), ``model_accuracy`` (draw, model),
+        ``theta_sd``, ``degenerate_items`` (share of all-0/all-1 items).
+    table : pandas.DataFrame
+        One row per summary statistic: prior predictive 5/50/95% quantiles, the observed value and
+        its prior predictive p (mid-p Pr(T_sim >= T_obs)) when data are given, and ``flag``.
+    """
+    import warnings
+
+    import pymc as pm
+
+    from bayesirt.models.logistic import build_logistic
+
+    if responses is None:
+        if design is None:
+            raise DataError("give observed data or a design (models x items) for the prior predictive check")
+        n_models, n_items = design
+        if n_models < 2 or n_items < 2:
+            raise DataError(f"a design needs at least 2 models and 2 items; got {n_models}x{n_items}")
+        frame = _design_responses(n_models, n_items)
+    else:
+        frame = responses
+    observed = frame["responses"].values != MISSING
+    with build_logistic(frame, spec), warnings.catch_warnings():
+        # the likelihood Potential plays no part in prior draws, which is what is wanted here
+        warnings.filterwarnings("ignore", message="The effect of Potentials", category=UserWarning)
+        names = ["theta", "discrimination", "intercept"] + ["guessing"] * spec.has_guessing + ["slip"] * spec.has_slip
+        prior = pm.sample_prior_predictive(draws=draws, random_seed=seed, var_names=names).prior
+    par = {k: prior[k].values[0] for k in prior.data_vars}
+    par["discrimination"] = par["discrimination"].reshape(draws, -1)  # (draw, 1) for a common or fixed slope
+    rng = np.random.default_rng(seed)
+    p = response_probability(par["theta"], par["discrimination"], par["intercept"], par.get("guessing", 0.0),
+                             par.get("slip", 0.0))
+    y = (rng.random(p.shape) < p) & observed
+    n_obs_item, n_obs_model = observed.sum(1), observed.sum(0)
+    prop = y.sum(-1) / n_obs_item
+    acc = y.sum(-2) / n_obs_model
+    simulated = xr.Dataset(
+        {"item_proportion": (("draw", "item"), prop), "model_accuracy": (("draw", "model"), acc),
+         "theta_sd": ("draw", par["theta"].std(-1)), "degenerate_items": ("draw", ((prop == 0) | (prop == 1)).mean(-1))},
+        coords={"draw": np.arange(draws), "item": frame["item"].values, "model": frame["model"].values},
+        attrs={"spec": spec.name, "seed": seed},
+    )
+    stats = {
+        "mean item proportion correct": simulated["item_proportion"].mean("item").values,
+        "sd of item proportions": simulated["item_proportion"].std("item").values,
+        "sd of model accuracies": simulated["model_accuracy"].std("model").values,
+        "share of all-0/all-1 items": simulated["degenerate_items"].values,
+    }
+    rows = []
+    for name, values in stats.items():
+        row = {"statistic": name, "prior_q5": np.quantile(values, 0.05), "prior_median": np.median(values),
+               "prior_q95": np.quantile(values, 0.95), "observed": np.nan, "prior_p": np.nan, "flag": ""}
+        rows.append(row)
+    if responses is not None:
+        y_obs = (frame["responses"].values == 1) & observed
+        prop_obs, acc_obs = y_obs.sum(1) / n_obs_item, y_obs.sum(0) / n_obs_model
+        observed_stats = [prop_obs.mean(), prop_obs.std(), acc_obs.std(), ((prop_obs == 0) | (prop_obs == 1)).mean()]
+        for row, values, obs in zip(rows, stats.values(), observed_stats, strict=True):
+            row["observed"] = obs
+            row["prior_p"] = float(_ppp(values[:, None], np.array([obs]))[0])
+            if not 0.005 <= row["prior_p"] <= 0.995:
+                row["flag"] = "observed value outside the prior predictive range"
+    degenerate = rows[-1]
+    if np.mean(stats["share of all-0/all-1 items"]) > degenerate_share:
+        degenerate["flag"] = (f"the priors make {np.mean(stats['share of all-0/all-1 items']):.0%} of items all-correct or "
+                              "all-wrong on average; narrow the intercept/difficulty or ability prior")
+    return simulated, pd.DataFrame(rows)

@@ -140,3 +140,25 @@ def test_splithalf_bad_top_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("bayesirt: error: top must be between 1") and err.count("\n") == 1
     assert not (tmp_path / "sh").exists()
+
+
+def test_prior_check_on_design_and_on_data(tmp_path, capsys):
+    assert main(["prior-check", "--model", "2pl", "--design", "50x20", "--draws", "100", "--out", str(tmp_path / "d")]) == 0
+    table = pd.read_csv(tmp_path / "d" / "prior_check.csv")
+    assert table["observed"].isna().all() and table["prior_q5"].le(table["prior_q95"]).all()
+    assert main(["prior-check", "--model", "rasch", "--data", "lsat7", "--draws", "100", "--out", str(tmp_path / "o")]) == 0
+    table = pd.read_csv(tmp_path / "o" / "prior_check.csv").set_index("statistic")
+    assert table.loc["mean item proportion correct", "observed"] == pytest.approx(0.741, abs=1e-3)
+    assert main(["prior-check", "--out", str(tmp_path / "x")]) == 2
+    assert "exactly one of --design" in capsys.readouterr().err
+
+
+def test_ppc_stores_replicates_in_the_posterior_tree(tmp_path):
+    out = tmp_path / "ppc"
+    args = ["ppc", "lsat6", "--chains", "2", "--draws", "200", "--tune", "200", "--ppc-draws", "100", "--no-progress"]
+    assert main([*args, "--out", str(out)]) == 0
+    tree = xr.open_datatree(out / "posterior.nc", engine="h5netcdf")
+    assert tree["posterior_predictive"]["item_proportion"].sizes["draw"] == 100
+    items = pd.read_csv(out / "ppc_items.csv")
+    assert len(items) == 5 and items["x2_ppp"].between(0, 1).all()
+    assert "## Posterior predictive checks" in (out / "report.md").read_text()

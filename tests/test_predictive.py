@@ -95,3 +95,20 @@ def _tiny_posterior():
          "intercept": (("chain", "draw", "item"), rng.normal(size=(1, 10, 3)))},
         coords={"item": ["i1", "i2", "i3"], "model": list("abcd")},
     )
+
+
+def test_prior_check_flags_priors_that_make_items_degenerate(tmp_path):
+    from bayesirt.predictive import prior_predictive_check
+    from bayesirt.specs import load_spec
+
+    text = load_spec("2pl").text.replace("mu = 0.0\nsigma = 2.0", "mu = 0.0\nsigma = 30.0")
+    (tmp_path / "wide.toml").write_text(text)
+    wide = load_spec(tmp_path / "wide.toml")
+    assert wide.priors["intercept"].params["sigma"] == 30.0
+    simulated, table = prior_predictive_check(wide, design=(40, 30), draws=200, seed=1)
+    degenerate = table.set_index("statistic").loc["share of all-0/all-1 items"]
+    assert degenerate["prior_median"] > 0.5 and "narrow the intercept" in degenerate["flag"]
+    _, table = prior_predictive_check(load_spec("2pl"), design=(40, 30), draws=200, seed=1)
+    assert (table["flag"] == "").all()
+    # the simulated abilities follow the spec's N(0, 1)
+    assert abs(float(simulated["theta_sd"].mean()) - 1.0) < 0.05
