@@ -20,13 +20,14 @@ def test_table(ladder):
     table, _ = ladder
     assert list(table["model"]) == ["1pl", "2pl", "3pl", "4pl"]
     assert list(table.columns) == ["model", "spec", "loglik", "n_parameters", "aic", "bic", "iterations",
-                                   "converged", "map_asymptotes"]
+                                   "converged", "map_asymptotes", "start"]
     t = table.set_index("model")
     assert t.loc["1pl", "loglik"] == pytest.approx(-2466.938, abs=0.005)
     assert t.loc["2pl", "loglik"] == pytest.approx(-2466.653, abs=0.005)
     assert list(table["n_parameters"]) == [6, 10, 15, 20]
     assert list(table["map_asymptotes"]) == [False, False, True, True]
     assert table["converged"].all()
+    assert table["start"].iloc[0] == "default" and set(table["start"].iloc[2:]) <= {"default", "from 2pl", "from 3pl"}
     n = 1000
     assert table.attrs["n"] == n
     for _, row in table.iterrows():  # hand check of the criteria
@@ -50,3 +51,15 @@ def test_lrt(ladder):
     ll = table["loglik"].to_numpy()
     np.testing.assert_allclose(lrt["statistic"], 2 * np.diff(ll))
     assert ((lrt["p"] >= 0) & (lrt["p"] <= 1)).all()
+
+
+def test_asymptote_rungs_keep_the_better_of_two_starts():
+    from bayesirt.frequentist import fit_mml
+    from bayesirt.frequentist.ladder import _best_fit
+
+    lsat6 = load_dataset("lsat6")
+    two = fit_mml(lsat6, "2pl", se=False)
+    best, start, _ = _best_fit(lsat6, "3pl", ("2pl", two), se=False)
+    candidates = {"default": fit_mml(lsat6, "3pl", se=False), "from 2pl": fit_mml(lsat6, "3pl", se=False, start=two)}
+    assert best.objective == max(c.objective for c in candidates.values())
+    assert best.objective == candidates[start].objective

@@ -275,3 +275,17 @@ def test_no_global_rng(lsat6):
     np.random.seed(0)
     fit_mml(lsat6, "rasch", se=False)
     assert np.random.random() == before
+
+
+def test_warm_start(lsat6):
+    three = fit_mml(lsat6, "3pl", se=False)
+    again = fit_mml(lsat6, "3pl", se=False, start=three)  # from its own optimum: stays there
+    assert again.iterations <= 3
+    np.testing.assert_allclose(again.items["intercept"], three.items["intercept"], atol=1e-4)
+    two = fit_mml(lsat6, "2pl", se=False)
+    warm = fit_mml(lsat6, "3pl", se=False, start=two)  # asymptotes start at 0.01
+    # the starting curves are the 2PL's to within 1%: ~1,200 wrong answers each lose log(0.99)
+    assert abs(warm.loglik_trace[0] - two.loglik) < 15
+    assert warm.objective >= warm.objective_trace[0]
+    with pytest.raises(BayesIRTError, match="same items"):
+        fit_mml(lsat6.isel(item=slice(0, 4)), "3pl", start=two)

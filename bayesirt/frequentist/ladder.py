@@ -36,6 +36,23 @@ def information_criteria(loglik: float, n_parameters: int, n_models: int) -> dic
     return {"aic": -2 * loglik + 2 * n_parameters, "bic": -2 * loglik + n_parameters * np.log(n_models)}
 
 
+def _best_fit(responses, spec, previous, **options):
+    """Fit ``spec`` from its default start and, for the rungs with asymptotes, also warm-started
+    from the previous rung; keep the higher objective. EM finds a local optimum, and on data
+    near the guessing rate the default 3PL start can end far below the nested 2PL (BBH)."""
+    starts = [("default", None)]
+    if previous is not None and spec in ("3pl", "4pl"):
+        starts.append((f"from {previous[0]}", previous[1]))
+    best = None
+    for name, start in starts:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit = fit_mml(responses, spec, start=start, **options)
+        if best is None or fit.objective > best[0].objective:
+            best = (fit, name, caught)
+    return best
+
+
 def pl_ladder(
     responses: xr.Dataset,
     *,
@@ -58,7 +75,9 @@ def pl_ladder(
     table : pandas.DataFrame
         One row per rung: ``model`` (1pl..4pl), ``spec``, ``loglik`` (marginal, without
         priors), ``n_parameters``, ``aic``, ``bic``, ``iterations``, ``converged``,
-        ``map_asymptotes`` (True when Beta priors on the asymptotes make the fit MAP).
+        ``map_asymptotes`` (True when Beta priors on the asymptotes make the fit MAP), ``start``
+        (3PL/4PL: fitted from the default start and warm-started from the rung below; the
+        higher objective is kept and this names its start).
         ``attrs["n"]`` is the n of the BIC.
     lrt : pandas.DataFrame
         One row per adjacent pair (``1pl->2pl``, ``2pl->3pl``, ``3pl->4pl``): ``null``,
@@ -72,12 +91,10 @@ def pl_ladder(
         Passed on from the fits (iteration cap, parameters at a bound), prefixed by the rung.
     """
     n = int(responses.sizes["model"])
-    rows = []
+    rows, previous = [], None
     for label, spec in RUNGS:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fit = fit_mml(responses, spec, quadrature=quadrature, max_iter=max_iter, tol=tol, se=False,
-                          threads=threads)
+        fit, start, caught = _best_fit(responses, spec, previous, quadrature=quadrature, max_iter=max_iter, tol=tol,
+                                       se=False, threads=threads)
         for w in caught:
             warnings.warn(f"pl_ladder {label}: {w.message}", w.category, stacklevel=2)
         k = fit.n_parameters
@@ -85,8 +102,9 @@ def pl_ladder(
             "model": label, "spec": spec, "loglik": fit.loglik, "n_parameters": k,
             **information_criteria(fit.loglik, k, n),
             "iterations": fit.iterations, "converged": fit.converged,
-            "map_asymptotes": bool(fit.attrs["map_asymptotes"]),
+            "map_asymptotes": bool(fit.attrs["map_asymptotes"]), "start": start,
         })
+        previous = (label, fit)
     table = pd.DataFrame(rows)
     table.attrs.update(n=n, bic_n="number of models (respondents)", note=BOUNDARY_CAVEAT)
     tests = []
