@@ -9,6 +9,7 @@
     bayesirt splithalf DATA --out DIR                (split-half regularization check)
     bayesirt ppc DATA --model 2pl --out DIR          (posterior predictive checks)
     bayesirt prior-check --model 2pl --design 200x100 --out DIR   (or --data DATA)
+    bayesirt sbc --model 2pl --design 100x40 --replicates 200 --out DIR [--workers N]
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -113,6 +114,22 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--seed", type=int, default=0, help="random seed [0]")
     _output(pr)
 
+    sb = sub.add_parser("sbc", help="simulation-based calibration of a spec and an inference method")
+    sb.add_argument("--model", default="2pl", help="built-in spec or a spec file path [2pl]")
+    sb.add_argument("--design", default="100x40", help="MODELSxITEMS of each simulated data set [100x40]")
+    sb.add_argument("--replicates", type=int, default=200, help="simulated data sets, each fitted once [200]")
+    sb.add_argument("--method", default="nuts", choices=("nuts", "advi", "fullrank_advi"), help="inference method [nuts]")
+    sb.add_argument("--draws", type=int, default=500, help="draws per chain (ADVI: from the approximation) [500]")
+    sb.add_argument("--tune", type=int, default=500, help="tuning steps per chain [500]")
+    sb.add_argument("--chains", type=int, default=2, help="chains [2]")
+    sb.add_argument("--thin", type=int, help="keep every THIN-th draw per chain [10 for nuts, 1 for advi]")
+    sb.add_argument("--bins", type=int, default=20, help="rank histogram bins of the uniformity tests [20]")
+    sb.add_argument("--advi-iterations", type=int, default=50_000, help="ADVI iteration cap [50000]")
+    sb.add_argument("--seed", type=int, default=0, help="random seed; same seed, same ranks whatever --workers [0]")
+    sb.add_argument("--workers", type=int, help="worker processes (1: in this process) [one per core]")
+    sb.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
+    _output(sb)
+
     sub.add_parser("datasets", help="list the embedded datasets")
 
     r = sub.add_parser("run", help="run a declared analysis (analyses/*.toml)")
@@ -168,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
                     raise SpecError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")
                 out = analyses.run_prior_check_job(args.model, args.out, data=args.data, design=args.design,
                                                    force=args.force, draws=args.draws, seed=args.seed)
+            case "sbc":
+                from bayesirt.sbc import run_sbc_job
+
+                out = run_sbc_job(args.model, args.out, design=args.design, force=args.force, progress=progress,
+                                  replicates=args.replicates, method=args.method, draws=args.draws, tune=args.tune,
+                                  chains=args.chains, thin=args.thin, bins=args.bins, seed=args.seed,
+                                  workers=args.workers, scheduler=args.scheduler,
+                                  advi_iterations=args.advi_iterations)
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
                                                splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)
