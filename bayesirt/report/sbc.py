@@ -62,7 +62,8 @@ def sbc_section(result: SBCResult, figure: str | None = None) -> list[str]:
         "## Simulation-based calibration", "",
         f"Spec `{s['spec']}`, design {s['design'][0]} models x {s['design'][1]} items, {s['replicates']} replicates "
         f"(seed {s['seed']}, {s['wall_seconds']:.0f} s wall). Each replicate draws parameters from the spec's priors, "
-        f"simulates responses, fits them by {fitted}, keeps every {s['thin']}-th draw (L = {n_draws}) and records the "
+        f"simulates responses, fits them by {fitted}, keeps "
+        + (f"every {s['thin']}th draw of each chain" if s["thin"] > 1 else "every draw") + f" (L = {n_draws}) and records the "
         "rank of each true value among those draws (0..L). Calibrated inference gives uniform ranks "
         "(Talts et al. 2018).", "",
         f"Test: ranks binned into {bins} bins (rank k in bin floor(k * {bins} / (L + 1))); Pearson X2 of the pooled "
