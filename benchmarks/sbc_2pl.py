@@ -87,17 +87,15 @@ def _run(method: str, args, figure: Path) -> dict:
 def _markdown(result: dict) -> str:
     lines = [
         "# SBC of the 2PL spec: NUTS and ADVI", "",
-        f"Machine: {result['machine']['platform']}, {result['machine']['cpu_count']} CPUs; {result['date']}; "
-        f"total wall time {result['total_wall_s']:.0f} s. Versions: "
-        + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".", "",
-        f"Command: `{result['command']}`", "",
+        f"Machine: {result['machine']['platform']}, {result['machine']['cpu_count']} CPUs; "
+        "versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".", "",
     ]
     for method in ("nuts", "advi"):
         if method not in result["runs"]:
             continue
         run = result["runs"][method]
         tests = {t["family"]: t for t in run["tests"]}
-        lines += [f"# {method.upper()}", ""]
+        lines += [f"## {method.upper()}", ""]
         if method == "nuts":
             ok = all(tests[f]["p_value"] > 0.01 for f in ("theta", "discrimination", "difficulty"))
             lines += [f"**Acceptance (p > 0.01 for ability, discrimination, difficulty): {'met' if ok else 'NOT met'}.** "
@@ -106,9 +104,11 @@ def _markdown(result: dict) -> str:
             lines += ["**ADVI: " + "; ".join(
                 f"{f} p = {t['p_value']:.3g}, rank sd {t['rank_sd']:.3f} (uniform 0.289), 90% intervals cover "
                 f"{t['coverage_90']:.0%}" for f, t in tests.items()) + ".**", ""]
+        load = [[round(v, 1) for v in pair] for pair in run["loadavg_before_after"]]
         lines += [f"Wall time {run['wall_s']:.0f} s for {run['settings']['replicates']} replicates on "
-                  f"{run['settings']['workers']} workers; load average before/after {run['loadavg_before_after']}.", ""]
-        lines += [line.replace("## Simulation-based calibration", "## Details").replace("### ", "#### ")
+                  f"{run['settings']['workers']} workers (started {run.get('date', '?')}; load average before/after "
+                  f"{load}). Command: `{run.get('command', '')}`", ""]
+        lines += [line.replace("### ", "#### ").replace("## Simulation-based calibration", "### Details")
                   for line in run["markdown"]]
     return "\n".join(lines) + "\n"
 
@@ -129,6 +129,8 @@ def main() -> None:
     p.add_argument("--methods", default="nuts,advi", help="comma-separated [nuts,advi]")
     p.add_argument("--quick", action="store_true", help="30x10 design, 6 replicates each, short chains")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--keep-other-runs", action="store_true",
+                   help="keep the results of methods not run now from an existing --out JSON")
     p.add_argument("--out", default=str(HERE / "results" / "sbc_2pl.json"))
     args = p.parse_args()
     if args.quick:
@@ -147,12 +149,15 @@ def main() -> None:
         "command": "python benchmarks/sbc_2pl.py " + " ".join(os.sys.argv[1:]),
         "runs": {},
     }
+    if out.exists() and args.keep_other_runs:  # e.g. NUTS and ADVI run by separate invocations
+        previous = json.loads(out.read_text())
+        result["runs"] = {m: r for m, r in previous.get("runs", {}).items() if m not in args.methods.split(",")}
     t0 = time.perf_counter()
     for method in args.methods.split(","):
         if method == "advi" and args.advi_replicates == 0:
             continue
         figure = out.with_name(f"{out.stem}_{method}.png")
-        result["runs"][method] = _run(method, args, figure)
+        result["runs"][method] = _run(method, args, figure) | {"command": result["command"], "date": result["date"]}
         result["total_wall_s"] = time.perf_counter() - t0
         out.write_text(json.dumps(result, indent=2, default=float))  # after each method: partial results survive
         out.with_suffix(".md").write_text(_markdown(result))
