@@ -321,6 +321,8 @@ def simulation_based_calibration(
     for name, value, low in (("replicates", replicates, 2), ("draws", draws, 1), ("tune", tune, 1),
                              ("chains", chains, 1), ("bins", bins, 2), ("advi_iterations", advi_iterations, 1)):
         _check_int(name, value, low)
+    if workers is not None:
+        _check_int("workers", workers)
     if not (isinstance(design, (tuple, list)) and len(design) == 2 and all(isinstance(v, (int, np.integer)) for v in design)
             and min(design) >= 2):
         raise BayesIRTError(f"design must be (n_models, n_items), each an integer of at least 2; got {design!r}")

@@ -189,6 +189,7 @@ def test_the_truth_is_drawn_from_the_spec_priors():
     ({"replicates": 1}, "The 'replicates' parameter .* at least 2. Got 1"),
     ({"thin": 0}, "The 'thin' parameter .* at least 1. Got 0"),
     ({"draws": 20, "thin": 10, "chains": 1}, "2 posterior draws after thinning give 3 possible ranks, fewer than bins=20"),
+    ({"workers": 0}, "The 'workers' parameter .* at least 1. Got 0"),
     ({"design": (1, 40)}, "design must be \\(n_models, n_items\\), each an integer of at least 2"),
 ])
 def test_bad_arguments_are_one_line_errors(kwargs, message):
