@@ -11,7 +11,7 @@ from pathlib import Path
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.diagnostics import diagnose
+from bayesirt.diagnostics import diagnose, element_diagnostics
 from bayesirt.errors import SpecError
 from bayesirt.inference import fit
 from bayesirt.outputs import check_output, staged_output
@@ -19,7 +19,7 @@ from bayesirt.predictive import posterior_predictive_check, prior_predictive_che
 from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
 from bayesirt.report.predictive import plot_ppc, plot_prior, ppc_section, prior_section
 from bayesirt.specs import IRTSpec, load_spec
-from bayesirt.summaries import DEFAULT_CI, item_table, model_table
+from bayesirt.summaries import DEFAULT_CI, is_sampled, item_table, model_table
 
 __all__ = ["run_fit_job", "run_ppc_job", "run_prior_check_job", "load_analysis", "run_analysis", "ANALYSIS_KINDS"]
 
@@ -47,8 +47,9 @@ def run_fit_job(
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = model if isinstance(model, IRTSpec) else load_spec(model)
     tree = fit(responses, spec, progress=progress, **fit_options)
-    warnings = diagnose(tree)
-    items, models = item_table(tree, ci=ci), model_table(tree, ci=ci)
+    stats = element_diagnostics(tree) if is_sampled(tree["posterior"].to_dataset()) else None
+    warnings = diagnose(tree, stats)
+    items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
     with staged_output(out, force=force) as folder:
         tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
         items.to_csv(folder / "items.csv", index=False)

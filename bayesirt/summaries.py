@@ -12,7 +12,7 @@ from bayesirt.data.responses import MISSING
 from bayesirt.information import item_information
 from bayesirt.models.logistic import ITEM_PARAMETERS
 
-__all__ = ["item_table", "model_table", "posterior_ranks", "DEFAULT_CI"]
+__all__ = ["item_table", "model_table", "posterior_ranks", "is_sampled", "DEFAULT_CI"]
 
 #: Default credible-interval probability of the tables (equal-tailed).
 DEFAULT_CI = 0.90
@@ -24,7 +24,7 @@ def _interval_columns(ci: float) -> tuple[str, str, float, float]:
     return f"q{100 * lo:g}", f"q{100 * hi:g}", lo, hi
 
 
-def _describe(da: xr.DataArray, ci: float, *, with_diagnostics: bool) -> dict[str, np.ndarray]:
+def _describe(da: xr.DataArray, ci: float, *, with_diagnostics: bool, stats=None) -> dict[str, np.ndarray]:
     lo_name, hi_name, lo, hi = _interval_columns(ci)
     out = {
         "mean": da.mean(_SAMPLE).values,
@@ -32,33 +32,37 @@ def _describe(da: xr.DataArray, ci: float, *, with_diagnostics: bool) -> dict[st
         lo_name: da.quantile(lo, _SAMPLE).values,
         hi_name: da.quantile(hi, _SAMPLE).values,
     }
-    if with_diagnostics:
+    if with_diagnostics and stats is not None:
+        out["r_hat"], out["ess_bulk"] = stats["r_hat"][da.name].values, stats["ess_bulk"][da.name].values
+    elif with_diagnostics:
         ds = da.to_dataset(name="x")
         out["r_hat"] = az.rhat(ds)["x"].values
         out["ess_bulk"] = az.ess(ds, method="bulk")["x"].values
     return out
 
 
-def _is_sampled(posterior: xr.Dataset) -> bool:
+def is_sampled(posterior: xr.Dataset) -> bool:
+    """Whether R-hat and ESS mean anything: several chains of several draws."""
     return posterior.sizes["chain"] > 1 and posterior.sizes["draw"] >= 4
 
 
-def item_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI) -> pd.DataFrame:
+def item_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None = None) -> pd.DataFrame:
     """One row per item: mean, sd, equal-tailed ``ci`` interval (and R-hat, bulk ESS when sampled
     with several chains) of every item parameter in both forms (a, b) and (a, d), plus observed
     proportion correct and the posterior-mean Fisher information averaged over the fitted models.
 
-    A common (1PL) or fixed slope is repeated on every row.
+    A common (1PL) or fixed slope is repeated on every row. ``stats``:
+    :func:`bayesirt.diagnostics.element_diagnostics` of ``tree``, when already computed.
     """
     post = tree["posterior"].to_dataset()
-    diag = _is_sampled(post)
+    diag = is_sampled(post)
     n_items = post.sizes["item"]
     frame = {"item_id": post["item"].values, "item_group": post["item_group"].values}
     for name in ITEM_PARAMETERS:
         if name not in post:
             continue
-        stats = _describe(post[name], ci, with_diagnostics=diag)
-        for key, values in stats.items():
+        described = _describe(post[name], ci, with_diagnostics=diag, stats=stats)
+        for key, values in described.items():
             frame[f"{name}_{key}"] = np.broadcast_to(values, (n_items,))
     y = tree["observed_data"]["responses"].values
     observed = y != MISSING
@@ -91,12 +95,12 @@ def posterior_ranks(theta: xr.DataArray) -> xr.DataArray:
     )
 
 
-def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI) -> pd.DataFrame:
+def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None = None) -> pd.DataFrame:
     """One row per model: ability (theta) summary, posterior rank (mean and ``ci`` interval;
     1 = best), observed accuracy and count, family and owner; sorted by posterior mean ability."""
     post = tree["posterior"].to_dataset()
     theta = post["theta"]
-    stats = _describe(theta, ci, with_diagnostics=_is_sampled(post))
+    described = _describe(theta, ci, with_diagnostics=is_sampled(post), stats=stats)
     ranks = posterior_ranks(theta)
     lo_name, hi_name, lo, hi = _interval_columns(ci)
     y = tree["observed_data"]["responses"].values
@@ -105,7 +109,7 @@ def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI) -> pd.DataFrame:
         "model_id": post["model"].values,
         "family": post["family"].values,
         "owner": post["owner"].values,
-        **{f"theta_{k}": v for k, v in stats.items()},
+        **{f"theta_{k}": v for k, v in described.items()},
         "rank_mean": ranks.mean(_SAMPLE).values,
         f"rank_{lo_name}": ranks.quantile(lo, _SAMPLE, method="lower").values.astype(int),
         f"rank_{hi_name}": ranks.quantile(hi, _SAMPLE, method="higher").values.astype(int),
