@@ -17,8 +17,9 @@ Usage::
     python benchmarks/sbc_2pl.py --replicates 100 --advi-replicates 60
     python benchmarks/sbc_2pl.py --quick                  # 30 x 10 design, 6 replicates each
 
-Writes ``benchmarks/results/sbc_2pl.json``, ``sbc_2pl.md`` and the rank histograms
-``sbc_2pl_nuts.png`` and ``sbc_2pl_advi.png`` (``--out`` changes the stem).
+Writes ``benchmarks/results/sbc_2pl.json``, ``sbc_2pl.md``, the rank histograms
+``sbc_2pl_nuts.png`` and ``sbc_2pl_advi.png`` and (from the next run on) the ranks themselves,
+``sbc_2pl_{nuts,advi}.nc`` (``--out`` changes the stem).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def _run(method: str, args, figure: Path) -> dict:
     result = simulation_based_calibration("2pl", args.design, **options)
     wall = time.perf_counter() - t0
     plot_rank_histograms(result, figure)
+    result.ranks.to_netcdf(figure.with_suffix(".nc"), engine="h5netcdf")  # ranks + diagnostics, to re-plot
     d = result.diagnostics
     return {
         "settings": json.loads(result.ranks.attrs["bayesirt_settings"]),

@@ -128,7 +128,7 @@ def plot_rank_histograms(result: SBCResult, path: Path) -> Path:
         ax.fill_between(np.r_[x, bins] - 0.5, np.r_[lo, lo[-1]], np.r_[hi, hi[-1]], step="post", color="0.8",
                         label="99% band, uniform")
         share = counts / n / p0
-        ax.stairs(share, np.r_[x, bins] - 0.5, color="C0", lw=1.6, label="ranks")
+        ax.stairs(share, np.r_[x, bins] - 0.5, baseline=None, color="C0", lw=1.6, label="ranks")
         ax.axhline(1.0, color="0.3", lw=0.8)
         ax.set_title(f"{FAMILY_LABELS.get(fam, fam)}  p = {tests.loc[fam, 'p_value']:.2g}", fontsize=9)
         ax.set_xlabel(f"rank bin (L = {n_draws}, {bins} bins)", fontsize=8)
@@ -136,7 +136,7 @@ def plot_rank_histograms(result: SBCResult, path: Path) -> Path:
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[len(fams):]:
         ax.set_visible(False)
-    axes.ravel()[0].legend(fontsize=7, loc="upper center")
+    axes.ravel()[0].legend(fontsize=7, loc="lower center")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
