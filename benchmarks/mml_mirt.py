@@ -55,10 +55,11 @@ import tempfile
 import time
 import traceback
 import warnings
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
+
+from _common import versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "mirt", "numpy", "scipy", "xarray", "threadpoolctl")
 PUBLISHED_LSAT7 = -2658.805  # LSAT7 2PL marginal log-likelihood (e.g. R mirt / ltm)
@@ -84,13 +85,7 @@ def _nthreads() -> int:
 
 
 def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in PACKAGES:
-        try:
-            out[pkg] = version(pkg)
-        except Exception:  # noqa: BLE001
-            out[pkg] = "not installed"
-    return out
+    return versions(PACKAGES)
 
 
 def _err(e: BaseException) -> str:

@@ -41,10 +41,11 @@ import platform
 import sys
 import time
 import traceback
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
+
+from _common import versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 AXES_NUTS = ("theta", "discrimination", "intercept")  # the free parameters: ESS / R-hat over these
 AXES_TRUTH = ("theta", "discrimination", "difficulty")  # compared with the truth / NUTS reference
@@ -88,13 +89,7 @@ class _CpuTimed:
 
 
 def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in PACKAGES:
-        try:
-            out[pkg] = version(pkg)
-        except Exception:  # noqa: BLE001
-            out[pkg] = "not installed"
-    return out
+    return versions(PACKAGES)
 
 
 def _posterior(tree):

@@ -29,21 +29,16 @@ import json
 import os
 import platform
 import time
-from importlib.metadata import version
 from pathlib import Path
+
+from _common import versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 HERE = Path(__file__).resolve().parent
 PACKAGES = ("bayesirt", "pymc", "pytensor", "nutpie", "arviz", "numpy", "dask", "distributed", "simuk")
 
 
 def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in PACKAGES:
-        try:
-            out[pkg] = version(pkg)
-        except Exception:  # noqa: BLE001
-            out[pkg] = "not installed"
-    return out
+    return versions(PACKAGES)
 
 
 def _run(method: str, args, figure: Path) -> dict:
