@@ -65,7 +65,7 @@ class PPCResult:
         return self.items.sort_values("x2_ppp", kind="stable")
 
 
-def _draw_parameters(post: xr.Dataset, n: int, rng) -> dict[str, np.ndarray]:
+def _draw_parameters(post: xr.Dataset, n: int, rng) -> tuple[dict[str, np.ndarray], np.ndarray]:
     stacked = post.stack(sample=_SAMPLE).transpose("sample", ...)
     total = stacked.sizes["sample"]
     pick = np.sort(rng.choice(total, size=min(n, total), replace=False))
