@@ -50,6 +50,7 @@ def fit(
     draws: int = 1000,
     tune: int = 1000,
     chains: int = 4,
+    cores: int | None = None,
     seed: int = 0,
     advi_iterations: int = 50_000,
     advi_tolerance: float = 1e-4,
@@ -74,6 +75,9 @@ def fit(
     draws, tune, chains : int, defaults 1000, 1000, 4
         Per chain for NUTS (PyMC's and nutpie's conventions). For ADVI, ``draws`` is the number of
         draws taken from the fitted approximation (reported as one chain).
+    cores : int, optional
+        NUTS chains run at once. Default: ``min(chains, CPU count)``. Use 1 inside a worker that
+        owns one core (as the SBC replicates do), so parallel fits do not oversubscribe the machine.
     seed : int, default 0
         Seeds every random choice; the same seed gives the same arrays.
     advi_iterations : int, default 50000
@@ -97,7 +101,8 @@ def fit(
     """
     _check_choice("method", method, METHODS)
     _check_choice("sampler", sampler, SAMPLERS)
-    for name, value in (("draws", draws), ("tune", tune), ("chains", chains), ("advi_iterations", advi_iterations)):
+    for name, value in (("draws", draws), ("tune", tune), ("chains", chains), ("advi_iterations", advi_iterations),
+                        ("cores", 1 if cores is None else cores)):
         _check_positive(name, value)
     if not isinstance(spec, IRTSpec):
         spec = load_spec(spec)
@@ -111,7 +116,7 @@ def fit(
     extra_attrs: dict = {}
     if method == "nuts":
         settings |= {"sampler": sampler, "draws": draws, "tune": tune, "chains": chains}
-        tree = _nuts(pm_model, sampler, draws, tune, chains, seed, progress, timings)
+        tree = _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings)
     elif method in ("advi", "fullrank_advi"):
         if advi_learning_rate is None:
             advi_learning_rate = 0.01 if method == "advi" else 0.001
@@ -152,8 +157,8 @@ def fit(
     return result
 
 
-def _nuts(pm_model, sampler, draws, tune, chains, seed, progress, timings) -> xr.DataTree:
-    cores = min(chains, os.cpu_count() or 1)
+def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings) -> xr.DataTree:
+    cores = min(chains, cores or os.cpu_count() or 1)
     if sampler == "nutpie":
         import nutpie
 

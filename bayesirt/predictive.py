@@ -11,17 +11,24 @@ the model fits and near 0 or 1 where it does not (Gelman, Meng and Stern 1996):
 - per model: accuracy;
 - globally: the sd of model accuracies (the spread of the score distribution);
 - item fit, posterior predictive analogues of Rasch outfit and infit and of grouped item-fit
-  chi-squares such as Yen's Q1 and S-X2 (Sinharay 2006): discrepancies D(y, params) computed on
-  the observed data and on the replicate *under the same draw*: outfit = mean_m z_im^2,
-  infit = sum_m (y - P)^2 / sum_m P(1 - P), with z = (y - P) / sqrt(P(1 - P)), and
-  X2 = sum_g (O_g - E_g)^2 / V_g over ``groups`` equal-size groups of models ordered by the
-  draw's abilities (O, E, V: observed and expected correct, binomial variance). X2 sees the shape
-  of the item curve (for example a lower asymptote that a 2PL lacks); outfit sees isolated
-  unexpected responses. ppp = Pr(D(y_rep) >= D(y)); small = the item fits worse than the model
-  predicts.
+  chi-squares such as Yen's Q1 and Orlando and Thissen's S-X2 (Sinharay 2006): discrepancies
+  D(y, params) computed on the observed data and on the replicate *under the same draw*:
+  outfit = mean_m z_im^2, infit = sum_m (y - P)^2 / sum_m P(1 - P), with
+  z = (y - P) / sqrt(P(1 - P)); X2 = sum_g r_g^2 over ``groups`` equal-count groups of models
+  ordered by proportion correct (observed scores for the observed data, replicated scores for the
+  replicate, as S-X2 groups), with r_g = (O_g - E_g) / sqrt(V_g) (observed and expected correct,
+  binomial variance); and the curvature C = sum_g q_g r_g, with q the orthonormal quadratic
+  contrast over the ordered groups. X2 sees any misshapen item curve; C is its one-degree-of-
+  freedom part aimed at missing asymptotes: a curve that flattens at low scores (a lower
+  asymptote, guessing, that a 2PL lacks) leaves residuals above zero at both ends and below in
+  the middle, so C > 0; one that flattens at high scores (slip) gives C < 0. On a 2PL fitted to
+  3PL data (tests/test_predictive.py) C found the guessing items that X2 missed. Outfit sees
+  isolated unexpected responses. Grouping by ability draws instead of scores, and discrepancies
+  in the direction of the guessing score, had no power there: the abilities absorb the misfit.
 
-An element is flagged when its ppp falls outside [alpha/2, 1 - alpha/2] for the fit statistics
-(two-sided) or below alpha for outfit/infit (one-sided: only worse-than-predicted fit is misfit).
+An element is flagged when its ppp falls outside [alpha/2, 1 - alpha/2] for the statistics with a
+direction (proportion, item-rest correlation, accuracy, curvature: two-sided) or below alpha for
+outfit, infit and X2 (one-sided: only worse-than-predicted fit is misfit).
 """
 
 from __future__ import annotations
@@ -61,8 +68,8 @@ class PPCResult:
 
     @property
     def worst_items(self) -> pd.DataFrame:
-        """Items by item-curve (X2) ppp, worst first."""
-        return self.items.sort_values("x2_ppp", kind="stable")
+        """Items by ``fit_ppp``, worst first."""
+        return self.items.sort_values("fit_ppp", kind="stable")
 
 
 def _draw_parameters(post: xr.Dataset, n: int, rng) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -103,8 +110,15 @@ def _ability_groups(theta: np.ndarray, n_groups: int) -> np.ndarray:
     return (group[..., None] == np.arange(n_groups)).astype(float)
 
 
-def _fit_discrepancies(y, p, observed, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Outfit, infit and the grouped chi-square of every item, per draw."""
+def _quadratic_contrast(n_groups: int) -> np.ndarray:
+    """Orthonormal quadratic contrast over ``n_groups`` ordered, equally weighted groups."""
+    x = np.arange(n_groups) - (n_groups - 1) / 2
+    q = x**2 - (x**2).mean()  # orthogonal to the constant; to the linear term by symmetry
+    return q / np.linalg.norm(q)
+
+
+def _fit_discrepancies(y, p, observed, groups) -> tuple[np.ndarray, ...]:
+    """Outfit, infit, grouped chi-square and curvature of every item, per draw."""
     var = p * (1.0 - p)
     w = observed.astype(float)
     resid = (y - p) * w
@@ -113,8 +127,8 @@ def _fit_discrepancies(y, p, observed, groups) -> tuple[np.ndarray, np.ndarray, 
     # observed minus expected correct per ability group, over its binomial variance
     diff = np.einsum("sim,smg->sig", resid, groups)
     gvar = np.einsum("sim,smg->sig", var * w, groups)
-    x2 = (diff**2 / np.maximum(gvar, 1e-12)).sum(-1)
-    return outfit, infit, x2
+    r = diff / np.sqrt(np.maximum(gvar, 1e-12))
+    return outfit, infit, (r**2).sum(-1), r @ _quadratic_contrast(groups.shape[-1])
 
 
 def _ppp(rep: np.ndarray, obs: np.ndarray) -> np.ndarray:
@@ -165,8 +179,8 @@ def posterior_predictive_check(
     prop_obs = (y_obs * observed).sum(1) / observed.sum(1)
     irc_obs = _item_rest_correlation(y_obs, observed)
 
-    names = ("item_proportion", "item_rest_correlation", "outfit_rep", "infit_rep", "x2_rep", "outfit_obs",
-             "infit_obs", "x2_obs")
+    stats = ("outfit", "infit", "x2", "curvature")
+    names = ("item_proportion", "item_rest_correlation") + tuple(f"{s}_{k}" for s in stats for k in ("rep", "obs"))
     rep = {k: np.empty((n_draws, n_items)) for k in names}
     rep["model_accuracy"] = np.empty((n_draws, n_models))
     step = max(1, chunk_cells // (n_items * n_models))
@@ -181,8 +195,10 @@ def posterior_predictive_check(
         score_rep = y_rep.sum(-2) / observed.sum(0)
         g_rep = _ability_groups(score_rep + 1e-9 * params["theta"][sl], n_groups)
         g_obs = _ability_groups(acc_obs[None, :] + 1e-9 * params["theta"][sl], n_groups)
-        rep["outfit_rep"][sl], rep["infit_rep"][sl], rep["x2_rep"][sl] = _fit_discrepancies(y_rep, p, observed, g_rep)
-        rep["outfit_obs"][sl], rep["infit_obs"][sl], rep["x2_obs"][sl] = _fit_discrepancies(y_obs, p, observed, g_obs)
+        for kind, values in (("rep", _fit_discrepancies(y_rep, p, observed, g_rep)),
+                             ("obs", _fit_discrepancies(y_obs, p, observed, g_obs))):
+            for stat, value in zip(stats, values, strict=True):
+                rep[f"{stat}_{kind}"][sl] = value
 
     lo, hi = alpha / 2, 1 - alpha / 2
 
@@ -196,15 +212,20 @@ def posterior_predictive_check(
         items[f"{col}_rep_mean"] = rep[name].mean(0)
         items[f"{col}_rep_q5"], items[f"{col}_rep_q95"] = np.nanquantile(rep[name], [0.05, 0.95], axis=0)
         items[f"{col}_ppp"] = _ppp(rep[name], obs[None, :])
-    for stat in ("outfit", "infit", "x2"):
+    for stat in stats:
         items[f"{stat}_obs_mean"] = rep[f"{stat}_obs"].mean(0)
         items[f"{stat}_ppp"] = _ppp(rep[f"{stat}_rep"], rep[f"{stat}_obs"])
+    # the strongest item-fit evidence on one scale: one-sided ppp, two-sided ones doubled
+    curvature_two_sided = 2 * np.minimum(items["curvature_ppp"], 1 - items["curvature_ppp"])
+    items["fit_ppp"] = np.minimum(items[["outfit_ppp", "infit_ppp", "x2_ppp"]].min(axis=1), curvature_two_sided)
     flags = []
     for row in items.itertuples():
         f = [n for n, bad in (("proportion", two_sided(row.proportion_ppp)),
                               ("item-rest correlation", two_sided(row.item_rest_corr_ppp)),
                               ("outfit", row.outfit_ppp < alpha), ("infit", row.infit_ppp < alpha),
-                              ("item curve (X2)", row.x2_ppp < alpha)) if bad]
+                              ("item curve (X2)", row.x2_ppp < alpha),
+                              ("flattens at low scores (guessing?)", row.curvature_ppp < lo),
+                              ("flattens at high scores (slip?)", row.curvature_ppp > hi)) if bad]
         flags.append(", ".join(f))
     items["flag"] = flags
 
@@ -231,6 +252,7 @@ def posterior_predictive_check(
             "outfit": (("chain", "draw", "item"), rep["outfit_rep"][None]),
             "infit": (("chain", "draw", "item"), rep["infit_rep"][None]),
             "x2": (("chain", "draw", "item"), rep["x2_rep"][None]),
+            "curvature": (("chain", "draw", "item"), rep["curvature_rep"][None]),
             "accuracy_sd": (("chain", "draw"), sd_rep[None]),
         },
         coords=coords,

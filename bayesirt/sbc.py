@@ -342,6 +342,8 @@ def simulation_based_calibration(
     fit_options = {"method": method, "draws": draws}
     if method == "nuts":
         fit_options |= {"tune": tune, "chains": chains}
+        if workers != 1 or scheduler is not None:
+            fit_options["cores"] = 1  # each worker owns one core: its chains take turns on it
     else:
         fit_options |= {"advi_iterations": advi_iterations}
 

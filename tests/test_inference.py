@@ -190,6 +190,7 @@ def test_pymc_sampler_path():
         ({"sampler": "stan"}, r"The 'sampler' parameter of fit must be one of .*Got 'stan' instead."),
         ({"draws": 0}, r"The 'draws' parameter of fit must be a positive integer. Got 0 instead."),
         ({"chains": 1.5}, r"The 'chains' parameter of fit must be a positive integer. Got 1.5 instead."),
+        ({"cores": 0}, r"The 'cores' parameter of fit must be a positive integer. Got 0 instead."),
     ],
 )
 def test_bad_arguments(sim2pl, kwargs, message):

@@ -8,7 +8,7 @@ import xarray as xr
 from bayesirt.data import MISSING, simulate_pl
 from bayesirt.errors import DataError
 from bayesirt.inference import fit
-from bayesirt.predictive import _item_rest_correlation, _ppp, posterior_predictive_check
+from bayesirt.predictive import _item_rest_correlation, _ppp, _quadratic_contrast, posterior_predictive_check
 
 N_ITEMS, N_MODELS = 30, 2000
 SLOPE = 2.0
@@ -31,11 +31,16 @@ def misfit():
 
 def test_guessing_misfit_is_flagged_on_the_items_with_an_asymptote(misfit):
     items = misfit.items
-    flagged = items.index[items["flag"].str.contains("X2")]
-    assert len(flagged) >= 2
-    # only items with a lower asymptote, and only where it matters: above-average difficulty
-    assert (GUESSING[flagged] == 0.3).all() and (DIFFICULTY[flagged] > 0).all()
-    assert misfit.worst_items.index[0] in flagged
+    guessing = items.index[items["flag"].str.contains("guessing")]
+    # only items with a lower asymptote, and only where it matters: above-average difficulty;
+    # there are 9 such items, the 3 hardest (b > 1.8, above 96% of the abilities) look 2PL-like
+    assert (GUESSING[guessing] == 0.3).all() and (DIFFICULTY[guessing] > 0).all()
+    assert len(guessing) >= 5
+    assert (items.loc[guessing, "curvature_ppp"] < 0.01).all()
+    assert misfit.worst_items.index[0] in guessing
+    # the omnibus X2 sees the same items, with less power
+    x2 = items.index[items["flag"].str.contains("X2")]
+    assert len(x2) >= 1 and set(x2) <= set(guessing)
 
 
 def test_no_excess_flags_on_data_from_the_fitted_model():
@@ -49,7 +54,8 @@ def test_replicates_are_labelled_and_reproducible(misfit):
     rep = misfit.replicated
     assert rep["item_proportion"].dims == ("chain", "draw", "item") and rep.sizes["draw"] == 400
     assert rep["model_accuracy"].sizes["model"] == N_MODELS
-    assert set(misfit.items.columns) >= {"proportion_ppp", "item_rest_corr_ppp", "outfit_ppp", "infit_ppp", "x2_ppp"}
+    assert set(misfit.items.columns) >= {"proportion_ppp", "item_rest_corr_ppp", "outfit_ppp", "infit_ppp", "x2_ppp",
+                                          "curvature_ppp", "fit_ppp"}
 
 
 def test_item_rest_correlation_matches_direct_computation():
@@ -63,6 +69,15 @@ def test_item_rest_correlation_matches_direct_computation():
         rest = (y[others] * observed[others]).sum(0) / observed[others].sum(0)
         keep = observed[i]
         assert got[i] == pytest.approx(np.corrcoef(y[i, keep], rest[keep])[0, 1], rel=1e-12)
+
+
+@pytest.mark.parametrize("n_groups", [3, 4, 10])
+def test_curvature_contrast_is_orthonormal_and_positive_for_convex_residuals(n_groups):
+    q = _quadratic_contrast(n_groups)
+    x = np.arange(n_groups)
+    assert q @ q == pytest.approx(1) and q.sum() == pytest.approx(0, abs=1e-12)
+    assert q @ x == pytest.approx(0, abs=1e-12)  # a pure slope misfit leaves the curvature alone
+    assert q @ (x - n_groups / 3) ** 2 > 0  # residuals high at both ends: a lower asymptote
 
 
 def test_ppp_counts_ties_half():

@@ -27,15 +27,17 @@ def ppc_section(result: PPCResult, figure: str | None = None) -> list[str]:
         "## Posterior predictive checks", "",
         f"{result.replicated.attrs['draws_used']} replicated data sets from the posterior, observed cells only. "
         "ppp = Pr(T(replicate) >= T(observed)) (ties half); flagged when outside "
-        f"[{result.alpha / 2:g}, {1 - result.alpha / 2:g}] for proportions, item-rest correlations and accuracies, "
-        f"or below {result.alpha:g} for the item-fit discrepancies (outfit, infit, X2 over score groups).", "",
+        f"[{result.alpha / 2:g}, {1 - result.alpha / 2:g}] for proportions, item-rest correlations, accuracies and "
+        f"the item-curve curvature over score groups, or below {result.alpha:g} for outfit, infit and X2 over score "
+        f"groups. Each statistic flags about {result.alpha:.0%} of well-fitting elements by chance; an item has six.",
+        "",
         markdown_table(result.global_checks), "",
-        f"Items flagged: {n_flag} of {len(items)} (about {result.alpha * len(items):.1f} expected by chance); "
-        f"models flagged: {(models['flag'] != '').sum()} of {len(models)}.", "",
-        "Worst-fitting items (by X2 ppp):", "",
+        f"Items flagged: {n_flag} of {len(items)}; models flagged: {(models['flag'] != '').sum()} of {len(models)}.",
+        "",
+        "Worst-fitting items (by fit_ppp: the smallest item-fit ppp, two-sided ones doubled):", "",
         markdown_table(result.worst_items.head(MAX_ROWS)[
             ["item", "proportion_correct", "proportion_ppp", "item_rest_corr", "item_rest_corr_ppp", "outfit_ppp",
-             "infit_ppp", "x2_ppp", "flag"]]),
+             "infit_ppp", "x2_ppp", "curvature_ppp", "fit_ppp", "flag"]]),
     ]
     if figure:
         lines += ["", f"![Posterior predictive checks]({figure})"]
