@@ -10,6 +10,7 @@
     bayesirt ppc DATA --model 2pl --out DIR          (posterior predictive checks)
     bayesirt prior-check --model 2pl --design 200x100 --out DIR   (or --data DATA)
     bayesirt sbc --model 2pl --design 100x40 --replicates 200 --out DIR [--workers N]
+    bayesirt audit DATA --out DIR [--quick] [--models CSV] [--scheduler ADDR]   (NT near-tie audit)
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -130,6 +131,23 @@ def _parser() -> argparse.ArgumentParser:
     sb.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
     _output(sb)
 
+    au = sub.add_parser("audit", help="family-DIF near-tie audit of LLM rankings (NT primary analysis)")
+    au.add_argument("data", help=_DATA_HELP)
+    au.add_argument("--models", help="CSV of model labels: model_id and family and/or owner (replaces derived ones)")
+    au.add_argument("--items", help="CSV of item labels: item_id and item_group")
+    au.add_argument("--quick", action="store_true", help="a fast look: K <= 32, 199 controls and bootstraps")
+    au.add_argument("--owner-cap", type=int, default=5, help="checkpoints kept per owner and family [5]")
+    au.add_argument("--min-family-size", type=int, default=20, help="smallest family kept, after the cap [20]")
+    au.add_argument("--alpha", type=float, default=0.5, help="anchor fraction kept in each blueprint cell [0.5]")
+    au.add_argument("--epsilon", type=float, default=0.01, help="near-tie band on the full score (0.01 = 1 pp) [0.01]")
+    au.add_argument("--controls", type=int, default=1000, help="matched-random subtests per fold [1000]")
+    au.add_argument("--bootstrap", type=int, default=2000, help="composition and owner bootstrap replicates [2000]")
+    au.add_argument("--seed", type=int, default=0, help="analysis seed (K split, SVD, controls, bootstraps) [0]")
+    au.add_argument("--workers", type=int, default=1,
+                    help="local worker processes for the resampling; 1 runs it in this process [1]")
+    au.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
+    _output(au)
+
     sub.add_parser("datasets", help="list the embedded datasets")
 
     r = sub.add_parser("run", help="run a declared analysis (analyses/*.toml)")
@@ -193,6 +211,15 @@ def main(argv: list[str] | None = None) -> int:
                                   chains=args.chains, thin=args.thin, bins=args.bins, seed=args.seed,
                                   workers=args.workers, scheduler=args.scheduler,
                                   advi_iterations=args.advi_iterations)
+            case "audit":
+                from bayesirt.audit import AuditConfig, run_audit_job
+
+                config = AuditConfig(owner_cap=args.owner_cap, min_family_size=args.min_family_size, alpha=args.alpha,
+                                     epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
+                                     owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick)
+                out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
+                                    workers=args.workers, scheduler=args.scheduler, force=args.force,
+                                    progress=progress)
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
                                                splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)

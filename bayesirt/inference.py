@@ -24,21 +24,31 @@ from bayesirt.errors import BayesIRTError
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
 from bayesirt.specs import IRTSpec, load_spec
 
-__all__ = ["fit", "METHODS", "SAMPLERS"]
+__all__ = ["fit", "sample_model", "METHODS", "SAMPLERS"]
 
 METHODS = ("nuts", "advi", "fullrank_advi", "map")
 SAMPLERS = ("nutpie", "pymc")
+_MAP_FTOL = 1e-14  # see sample_model's map_tolerance
 _PACKAGES = ("bayesirt", "pymc", "pytensor", "arviz", "nutpie", "numpy", "xarray")
 
 
-def _check_choice(param: str, value, allowed) -> None:
+def _check_choice(caller: str, param: str, value, allowed) -> None:
     if value not in allowed:
-        raise BayesIRTError(f"The {param!r} parameter of fit must be one of {set(allowed)}. Got {value!r} instead.")
+        raise BayesIRTError(f"The {param!r} parameter of {caller} must be one of {set(allowed)}. "
+                            f"Got {value!r} instead.")
 
 
-def _check_positive(param: str, value) -> None:
+def _check_positive(caller: str, param: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise BayesIRTError(f"The {param!r} parameter of fit must be a positive integer. Got {value!r} instead.")
+        raise BayesIRTError(f"The {param!r} parameter of {caller} must be a positive integer. Got {value!r} instead.")
+
+
+def _check_settings(caller, method, sampler, draws, tune, chains, cores, advi_iterations) -> None:
+    _check_choice(caller, "method", method, METHODS)
+    _check_choice(caller, "sampler", sampler, SAMPLERS)
+    for name, value in (("draws", draws), ("tune", tune), ("chains", chains), ("advi_iterations", advi_iterations),
+                        ("cores", 1 if cores is None else cores)):
+        _check_positive(caller, name, value)
 
 
 def fit(
@@ -99,36 +109,21 @@ def fit(
     -------
     xarray.DataTree
     """
-    _check_choice("method", method, METHODS)
-    _check_choice("sampler", sampler, SAMPLERS)
-    for name, value in (("draws", draws), ("tune", tune), ("chains", chains), ("advi_iterations", advi_iterations),
-                        ("cores", 1 if cores is None else cores)):
-        _check_positive(name, value)
+    _check_settings("fit", method, sampler, draws, tune, chains, cores, advi_iterations)
     if not isinstance(spec, IRTSpec):
         spec = load_spec(spec)
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
-    timings = {}
     t0 = time.perf_counter()
     pm_model = build_logistic(responses, spec)
-    timings["build_s"] = time.perf_counter() - t0
-    settings: dict = {"method": method, "seed": seed}
-    extra_attrs: dict = {}
-    if method == "nuts":
-        settings |= {"sampler": sampler, "draws": draws, "tune": tune, "chains": chains}
-        tree = _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings)
-    elif method in ("advi", "fullrank_advi"):
-        if advi_learning_rate is None:
-            advi_learning_rate = 0.01 if method == "advi" else 0.001
-        settings |= {"draws": draws, "advi_iterations": advi_iterations, "advi_tolerance": advi_tolerance,
-                     "advi_learning_rate": advi_learning_rate, "optimizer": "adam"}
-        tree, extra_attrs = _advi(
-            pm_model, method, advi_iterations, advi_tolerance, advi_learning_rate, draws, seed, progress, timings
-        )
-    else:
-        tree = _map(pm_model, seed, progress, timings)
+    build_s = time.perf_counter() - t0
+    tree = sample_model(pm_model, method=method, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
+                        seed=seed, advi_iterations=advi_iterations, advi_tolerance=advi_tolerance,
+                        advi_learning_rate=advi_learning_rate, progress=progress)
+    timings = {"build_s": build_s} | json.loads(tree.attrs["bayesirt_timings"])
+    extra_attrs = {k: v for k, v in tree.attrs.items() if k.startswith("advi_")}
 
-    posterior = _label(tree["posterior"].to_dataset(), responses, pm_model)
+    posterior = _label(tree["posterior"].to_dataset(), responses)
     groups = {
         "posterior": posterior,
         "observed_data": responses[["responses"]].reset_coords(drop=True),
@@ -147,13 +142,86 @@ def fit(
         "bayesirt_spec_kind": spec.kind,
         "bayesirt_spec_source": spec.source,
         "bayesirt_spec_text": spec.text,
-        "bayesirt_settings": json.dumps(settings),
+        "bayesirt_settings": tree.attrs["bayesirt_settings"],
         "bayesirt_versions": json.dumps(_versions()),
         "bayesirt_timings": json.dumps({k: round(v, 3) for k, v in timings.items()}),
         "bayesirt_data_name": str(responses.attrs.get("name", "")),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **extra_attrs,
     }
+    return result
+
+
+def sample_model(
+    pm_model: pm.Model,
+    *,
+    method: str = "nuts",
+    sampler: str = "nutpie",
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    cores: int | None = None,
+    seed: int = 0,
+    advi_iterations: int = 50_000,
+    advi_tolerance: float = 1e-4,
+    advi_learning_rate: float | None = None,
+    map_tolerance: float | None = None,
+    progress: bool = True,
+) -> xr.DataTree:
+    """Run NUTS, ADVI or MAP on a built ``pm.Model`` (the engine behind :func:`fit`).
+
+    Parameters
+    ----------
+    pm_model : pymc.Model
+        Any model, e.g. from :func:`bayesirt.models.logistic.build_logistic` or
+        :func:`bayesirt.models.family_dif.build_family_dif`.
+    method, sampler, draws, tune, chains, cores, seed, advi_iterations, advi_tolerance, advi_learning_rate, progress
+        As in :func:`fit` (same defaults and meaning).
+    map_tolerance : float, optional
+        MAP only. Default: SciPy's L-BFGS-B stopping rules (what :func:`fit` uses). A number is
+        L-BFGS-B's ``gtol`` (largest gradient component of the log posterior in the unconstrained
+        space), with the relative-decrease test ``ftol`` tightened to 1e-14 so that the gradient
+        test decides; 1e-14 is about 45 machine epsilons (at 1e-15 the line search ends abnormally
+        before the gradient test is met).
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior`` (the model's free variables and Deterministics, labelled by the model's
+        coords; transformed values dropped), ``sample_stats`` (NUTS) or ``variational_fit``
+        (ADVI: the loss history). Attributes ``bayesirt_settings`` and ``bayesirt_timings``
+        (JSON) and, for ADVI, ``advi_iterations_run``, ``advi_converged``, ``advi_final_loss``.
+    """
+    _check_settings("sample_model", method, sampler, draws, tune, chains, cores, advi_iterations)
+    if map_tolerance is not None and not (isinstance(map_tolerance, float) and 0 < map_tolerance < 1):
+        raise BayesIRTError(f"The 'map_tolerance' parameter of sample_model must be a float in (0, 1). "
+                            f"Got {map_tolerance!r} instead.")
+    timings: dict = {}
+    settings: dict = {"method": method, "seed": seed}
+    attrs: dict = {}
+    if method == "nuts":
+        settings |= {"sampler": sampler, "draws": draws, "tune": tune, "chains": chains}
+        tree = _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings)
+    elif method in ("advi", "fullrank_advi"):
+        if advi_learning_rate is None:
+            advi_learning_rate = 0.01 if method == "advi" else 0.001
+        settings |= {"draws": draws, "advi_iterations": advi_iterations, "advi_tolerance": advi_tolerance,
+                     "advi_learning_rate": advi_learning_rate, "optimizer": "adam"}
+        tree, attrs = _advi(
+            pm_model, method, advi_iterations, advi_tolerance, advi_learning_rate, draws, seed, progress, timings
+        )
+    else:
+        if map_tolerance is not None:
+            settings |= {"map_tolerance": map_tolerance}
+        tree = _map(pm_model, seed, progress, timings, map_tolerance)
+    posterior = tree["posterior"].to_dataset()
+    keep = [v.name for v in pm_model.free_RVs + pm_model.deterministics if v.name in posterior]
+    groups = {"posterior": posterior[keep]}
+    for extra in ("sample_stats", "variational_fit"):
+        if extra in tree.children:
+            groups[extra] = tree[extra].to_dataset()
+    result = xr.DataTree.from_dict(groups)
+    result.attrs = {"bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings), **attrs}
     return result
 
 
@@ -230,10 +298,11 @@ def _advi(pm_model, method, iterations, tolerance, learning_rate, draws, seed, p
     return xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(), "variational_fit": stats}), attrs
 
 
-def _map(pm_model, seed, progress, timings) -> xr.DataTree:
+def _map(pm_model, seed, progress, timings, tolerance=None) -> xr.DataTree:
+    options = {} if tolerance is None else {"options": {"gtol": tolerance, "ftol": _MAP_FTOL}}
     t0 = time.perf_counter()
     point = pm.find_MAP(
-        model=pm_model, random_seed=seed, jitter=False, progressbar=progress, return_inferencedata=False
+        model=pm_model, random_seed=seed, jitter=False, progressbar=progress, return_inferencedata=False, **options
     )
     timings["optimize_s"] = time.perf_counter() - t0
     names = [v.name for v in pm_model.free_RVs + pm_model.deterministics]
@@ -241,13 +310,13 @@ def _map(pm_model, seed, progress, timings) -> xr.DataTree:
     data = {
         n: (("chain", "draw", *dims.get(n, ())), np.asarray(point[n])[None, None, ...]) for n in names
     }
-    return xr.DataTree.from_dict({"posterior": xr.Dataset(data, coords={"chain": [0], "draw": [0]})})
+    coords = {d: np.asarray(pm_model.coords[d]) for n in names for d in dims.get(n, ())
+              if pm_model.coords.get(d) is not None}
+    return xr.DataTree.from_dict({"posterior": xr.Dataset(data, coords={"chain": [0], "draw": [0], **coords})})
 
 
-def _label(posterior: xr.Dataset, responses: xr.Dataset, pm_model) -> xr.Dataset:
-    """Keep the model's named variables and attach the metadata coordinates."""
-    keep = [v.name for v in pm_model.free_RVs + pm_model.deterministics if v.name in posterior]
-    posterior = posterior[keep]
+def _label(posterior: xr.Dataset, responses: xr.Dataset) -> xr.Dataset:
+    """Attach the metadata coordinates."""
     meta = {}
     if "item" in posterior.dims:
         meta |= {"item": responses["item"].values, "item_group": ("item", responses["item_group"].values)}

@@ -14,8 +14,9 @@ whatever the worker count.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 from bayesirt.errors import BayesIRTError
 from bayesirt.progress import progress_bar
 
-__all__ = ["parallel_map", "spawn_seeds", "WORKER_ENV", "CONNECT_TIMEOUT"]
+__all__ = ["parallel_map", "shared_cluster", "spawn_seeds", "WORKER_ENV", "CONNECT_TIMEOUT"]
 
 #: How long to wait for an existing scheduler to answer.
 CONNECT_TIMEOUT = "30s"
@@ -100,6 +101,26 @@ def parallel_map(
     return _distributed(function, tasks, workers, scheduler, progress, description)
 
 
+@contextlib.contextmanager
+def shared_cluster(workers: int | None, scheduler: str | None) -> Iterator[tuple[int | None, str | None]]:
+    """One local cluster for several :func:`parallel_map` calls (a cluster takes seconds to start).
+
+    Yields the ``(workers, scheduler)`` to pass on: the address of a started local cluster of
+    ``workers`` single-threaded processes, or the arguments unchanged when a ``scheduler`` is
+    given or ``workers`` is 1 (nothing is started). The cluster is closed on exit.
+    """
+    _check_workers(workers)
+    workers = workers or os.cpu_count() or 1
+    if scheduler is not None or workers == 1:
+        yield workers, scheduler
+        return
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      env=dict(WORKER_ENV), silence_logs=40) as cluster:
+        yield workers, cluster.scheduler_address
+
+
 def _serial(function, tasks, progress, description) -> list:
     out = []
     with progress_bar(len(tasks), description, enabled=progress) as advance:
@@ -111,22 +132,22 @@ def _serial(function, tasks, progress, description) -> list:
 
 def _distributed(function, tasks, workers, scheduler, progress, description) -> list:
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client
     except ImportError:  # pragma: no cover (a declared dependency)
         raise BayesIRTError("parallel runs need the 'distributed' package; reinstall bayesirt (pip install -e .)") from None
 
-    cluster = None
-    if scheduler is None:
-        n = min(workers, len(tasks))
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                               env=dict(WORKER_ENV), silence_logs=40)
-        client = Client(cluster)
-    else:
+    with shared_cluster(min(workers, len(tasks)) if scheduler is None else workers, scheduler) as (_, address):
         try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            client = Client(address, timeout=CONNECT_TIMEOUT)
         except OSError as err:
-            raise BayesIRTError(f"cannot reach the Dask scheduler at {scheduler} ({err}); check the address or "
+            raise BayesIRTError(f"cannot reach the Dask scheduler at {address} ({err}); check the address or "
                                 "omit it to run locally") from None
+        return _gather(client, function, tasks, progress, description)
+
+
+def _gather(client, function, tasks, progress, description) -> list:
+    from distributed import as_completed
+
     try:
         # pure=False: identical tasks are still separate calls; index keys keep the order.
         futures = client.map(function, tasks, pure=False)
@@ -139,5 +160,3 @@ def _distributed(function, tasks, workers, scheduler, progress, description) -> 
         return results
     finally:
         client.close()
-        if cluster is not None:
-            cluster.close()

@@ -7,6 +7,7 @@ coordinates ``item`` and ``model`` and metadata coordinates ``item_group``, ``fa
 """
 
 from bayesirt.data.datasets import DATASETS, list_datasets, load_dataset
+from bayesirt.data.datasets.dif_benchmark import simulate_dif_benchmark
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.data.io import (
     from_dataframe,
@@ -17,7 +18,17 @@ from bayesirt.data.io import (
     read_wide_csv,
     save_responses,
 )
-from bayesirt.data.populations import AMBIGUOUS, FAMILIES, OTHER, UNKNOWN_OWNER, derive_family, derive_owner
+from bayesirt.data.populations import (
+    AMBIGUOUS,
+    FAMILIES,
+    LINEAGE_TERMS,
+    OTHER,
+    POPULATION_SEED,
+    UNKNOWN_OWNER,
+    audit_population,
+    derive_family,
+    derive_owner,
+)
 from bayesirt.data.responses import MISSING, make_responses, observed_mask, summarize, validate_responses
 
 __all__ = [
@@ -39,8 +50,12 @@ __all__ = [
     "UNKNOWN_OWNER",
     "derive_family",
     "derive_owner",
+    "POPULATION_SEED",
+    "LINEAGE_TERMS",
+    "audit_population",
     "DATASETS",
     "list_datasets",
     "load_dataset",
     "simulate_pl",
+    "simulate_dif_benchmark",
 ]

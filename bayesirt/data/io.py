@@ -26,7 +26,7 @@ from bayesirt.data.responses import make_responses, validate_responses
 from bayesirt.errors import DataError, OutputError
 
 __all__ = ["ORIENTATIONS", "read_wide_csv", "read_long", "read_nt_npz", "read_nt_dir", "from_dataframe", "load",
-           "save_responses"]
+           "save_responses", "attach_metadata"]
 
 ORIENTATIONS = ("auto", "items_by_models", "models_by_items")
 _MODEL_NAMES = {"model", "model_id", "models", "respondent", "person"}
@@ -393,6 +393,52 @@ def read_nt_dir(path: str | os.PathLike[str], *, drop_empty: bool = False) -> xr
                     meta[col] = table[col].to_numpy(dtype=object)
     with _reading(p):
         return make_responses(matrix, name=p.name, source=str(p), drop_empty=drop_empty, **meta)
+
+
+_METADATA = {"model": ("model_id", ("family", "owner")), "item": ("item_id", ("item_group",))}
+
+
+def attach_metadata(responses: xr.Dataset, path: str | os.PathLike[str], dim: str = "model") -> xr.Dataset:
+    """Replace model (or item) labels with those of a CSV file, matched by id.
+
+    Parameters
+    ----------
+    responses : xarray.Dataset
+        A response Dataset.
+    path : path
+        CSV with column ``model_id`` and any of ``family``, ``owner`` (``dim="model"``), or
+        ``item_id`` and ``item_group`` (``dim="item"``); extra columns are ignored. Every id of the
+        Dataset must have a row; rows for other ids are ignored.
+    dim : {"model", "item"}
+
+    Returns
+    -------
+    xarray.Dataset
+        A copy with the supplied coordinates replaced.
+    """
+    id_col, columns = _METADATA[dim]
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"no {dim} metadata file at {p}; give a CSV with column {id_col!r}")
+    with _reading(p):
+        _check_text(p)
+        table = pd.read_csv(p, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    if id_col not in table.columns:
+        raise DataError(f"{p}: missing column {id_col!r} (has {list(table.columns)}); add it")
+    supplied = [c for c in columns if c in table.columns]
+    if not supplied:
+        raise DataError(f"{p}: none of the columns {list(columns)}; add at least one")
+    if table[id_col].duplicated().any():
+        raise DataError(f"{p}: {id_col} {table[id_col][table[id_col].duplicated()].iloc[0]!r} appears twice; "
+                        "keep one row per id")
+    table = table.set_index(id_col)
+    ids = responses[id_col].values.astype(str)
+    absent = np.setdiff1d(ids, table.index.to_numpy(dtype=str))
+    if absent.size:
+        raise DataError(f"{p}: {absent.size} {dim} id(s) of the data have no row, e.g. {absent[0]!r}; "
+                        "add a row for every id")
+    rows = table.loc[ids]
+    return responses.assign_coords({c: (dim, rows[c].to_numpy(dtype=str)) for c in supplied})
 
 
 def _long_header(path: Path, kwargs: dict[str, Any]) -> bool:

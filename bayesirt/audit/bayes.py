@@ -1,0 +1,284 @@
+"""The Bayesian layer of the family-DIF near-tie audit: posterior uncertainty in the residual DIF
+carried through the anchor -> reversal chain (NT 3.2-3.4, C.4-C.6, D.1 eq. 39-41).
+
+In each outer fold the deterministic audit estimates (b, delta) once (the ridge mode, eq. 3),
+chooses anchors from D_i and b_i and counts near-tie reversals in the target half. Here the same
+chain is run once per posterior draw s of (b, delta) given the fold's offsets:
+
+    D^(s) -> blueprint cells from b^(s) -> anchors S^(s) (k_c lowest D per cell) -> weights
+    -> target-half anchor scores -> eligible / reversed counts on the frozen near-tie pairs,
+
+and draws of the two folds are paired by index (the folds' posteriors are independent, so the
+pairs are draws of the joint posterior) to give a posterior of the pooled low-DIF reversal rate
+(eq. 41) and of its excess over the deterministic run's matched-random median (eq. 10). The
+offsets, the near-tie pairs, the full scores and the control rates T_r stay frozen: the posterior
+describes uncertainty from the DIF estimate given the spectral adjustment, not from K selection,
+the offsets or the population.
+
+:func:`fit_family_dif_posterior` fits one fold (ADVI by default, NUTS or MAP on request);
+:func:`schedule_gap` measures how far NT's five-cycle Newton schedule stops from the optimum that
+the MAP reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import xarray as xr
+
+from bayesirt.anchors import anchor_weights, blueprint_cells, select_anchors
+from bayesirt.dif import DIF_CYCLES, fit_family_dif
+from bayesirt.errors import DataError
+from bayesirt.inference import sample_model
+from bayesirt.models.family_dif import build_family_dif
+from bayesirt.ranking import TIE_TOLERANCE, pooled_rate, weighted_scores
+
+__all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds",
+           "MAP_TOLERANCE", "REFERENCE_CYCLES", "REFERENCE_TOLERANCE", "INTERVAL"]
+
+#: L-BFGS-B gradient tolerance of the MAP (its delta was 1.6e-7 from the converged Newton in the test).
+MAP_TOLERANCE = 1e-6
+#: Schedule of the converged Newton reference (:func:`schedule_gap`).
+REFERENCE_CYCLES = 500
+REFERENCE_TOLERANCE = 1e-12
+#: Posterior interval reported by :func:`pool_folds` (equal-tailed).
+INTERVAL = 0.90
+
+
+def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, method: str = "advi",
+                             draws: int = 500, seed: int = 0, prior: str = "ridge", delta_sd: float = 1.0,
+                             easiness_prior: str = "flat", item_ids=None, family_names=None, progress: bool = False,
+                             **options) -> xr.DataTree:
+    """Posterior of residual family DIF in one audit half, given fixed offsets.
+
+    Parameters
+    ----------
+    y, observed, offsets, family, n_families
+        As in :func:`bayesirt.models.family_dif.build_family_dif`.
+    method : {"advi", "fullrank_advi", "nuts", "map"}, default "advi"
+        ADVI (mean-field, Adam, the project's loss-plateau stop) is the default: one fold of a
+        real benchmark has 10^4-10^5 parameters and NUTS is the check, not the routine.
+        ``"map"`` gives the posterior mode (one draw) with L-BFGS-B's gradient tolerance
+        :data:`MAP_TOLERANCE` unless ``map_tolerance`` is passed.
+    draws : int, default 500
+        Draws from the approximation (ADVI), per chain (NUTS); ignored by MAP.
+    seed : int, default 0
+    prior, delta_sd, easiness_prior, item_ids, family_names
+        Passed to :func:`~bayesirt.models.family_dif.build_family_dif` (defaults: NT's ridge
+        with a flat easiness prior, whose mode is NT's estimate).
+    progress : bool, default False
+    **options
+        Other keywords of :func:`bayesirt.inference.sample_model`: ``sampler``, ``tune``,
+        ``chains``, ``cores``, ``advi_iterations``, ``advi_tolerance``, ``advi_learning_rate``,
+        ``map_tolerance``.
+
+    Returns
+    -------
+    xarray.DataTree
+        As :func:`~bayesirt.inference.sample_model`: ``posterior`` with ``easiness`` (chain, draw,
+        item), ``family_effect`` (chain, draw, item, family), ``dif_range`` (chain, draw, item)
+        (and ``family_effect_sd`` when hierarchical). The model settings are in the attribute
+        ``bayesirt_family_dif`` (JSON).
+    """
+    if method == "map":
+        options.setdefault("map_tolerance", MAP_TOLERANCE)
+    pm_model = build_family_dif(y, observed, offsets, family, n_families, item_ids=item_ids,
+                                family_names=family_names, prior=prior, delta_sd=delta_sd,
+                                easiness_prior=easiness_prior)
+    tree = sample_model(pm_model, method=method, draws=draws, seed=seed, progress=progress, **options)
+    tree.attrs["bayesirt_family_dif"] = json.dumps({"prior": prior, "delta_sd": delta_sd,
+                                                    "easiness_prior": easiness_prior, "n_families": n_families})
+    return tree
+
+
+def schedule_gap(y, observed, offsets, family, n_families: int, *, cycles: int = DIF_CYCLES) -> dict:
+    """How far NT's Newton schedule (App. C.4) stops from the converged ridge optimum.
+
+    Runs :func:`bayesirt.dif.fit_family_dif` with the schedule (default NT's five cycles) and with
+    :data:`REFERENCE_CYCLES` cycles at tolerance :data:`REFERENCE_TOLERANCE` (the optimum the
+    posterior mode reproduces).
+
+    Returns
+    -------
+    dict
+        ``max_abs_delta_diff``, ``max_abs_dif_range_diff``, ``max_abs_easiness_diff`` (largest
+        absolute differences over items and families), ``cycles`` (run by the schedule),
+        ``reference_cycles`` and ``reference_last_change`` (of the converged run).
+    """
+    schedule = fit_family_dif(y, observed, offsets, family, n_families, cycles=cycles)
+    reference = fit_family_dif(y, observed, offsets, family, n_families, cycles=REFERENCE_CYCLES,
+                               tolerance=REFERENCE_TOLERANCE)
+    return {
+        "max_abs_delta_diff": float(np.abs(schedule.family_effect - reference.family_effect).max()),
+        "max_abs_dif_range_diff": float(np.abs(schedule.dif_range - reference.dif_range).max()),
+        "max_abs_easiness_diff": float(np.abs(schedule.easiness - reference.easiness).max()),
+        "cycles": schedule.cycles,
+        "reference_cycles": reference.cycles,
+        "reference_last_change": reference.last_change,
+    }
+
+
+def stacked_draws(tree: xr.DataTree) -> tuple[np.ndarray, np.ndarray]:
+    """``(family_effect (draw, item, family), easiness (draw, item))`` with chains and draws
+    stacked, from a tree of :func:`fit_family_dif_posterior`: the inputs of
+    :func:`propagate_posterior`."""
+    post = tree["posterior"].to_dataset()
+    missing = {"family_effect", "easiness"} - set(post.data_vars)
+    if missing:
+        raise DataError(f"the posterior has no {sorted(missing)}; pass a tree from fit_family_dif_posterior")
+    stacked = post[["family_effect", "easiness"]].stack(sample=("chain", "draw"))
+    return (stacked["family_effect"].transpose("sample", "item", "family").values,
+            stacked["easiness"].transpose("sample", "item").values)
+
+
+def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float, y_target, observed_target, full,
+                        pairs, item_ids=None, model_ids=None) -> xr.Dataset:
+    """Run the anchor -> reversal chain of one fold once per posterior draw.
+
+    Parameters
+    ----------
+    draws_delta : array_like, shape (draw, item, family)
+        Posterior draws of delta in the audit half (e.g. :func:`stacked_draws`).
+    draws_easiness : array_like, shape (draw, item)
+        The same draws of b.
+    item_group : array_like, shape (item,)
+        Metadata item groups (blueprint cells are cut within them).
+    alpha : float
+        Anchor fraction (NT: 0.5).
+    y_target, observed_target : array_like, shape (item, model)
+        Target-half responses of the representatives and the observed mask.
+    full : array_like, shape (model,)
+        The target half's frozen full-benchmark scores.
+    pairs : tuple (i, j) of int arrays
+        The frozen near-tie pairs (:func:`bayesirt.ranking.near_tie_pairs`).
+    item_ids, model_ids : sequence, optional
+        Labels of the ``item`` and ``model`` coordinates. Default: 0, 1, ...
+
+    Returns
+    -------
+    xarray.Dataset
+        Per draw: ``dif_range`` (draw, item), ``anchor`` (draw, item; bool), ``anchor_score``
+        (draw, model), ``eligible`` and ``reversed`` (draw, pair; bool), ``n_eligible`` and
+        ``n_reversed`` (draw). Summaries: ``anchor_probability`` (item), ``reversal_probability``
+        (pair: share of draws in which the pair is strictly reversed; a tie counts as not
+        reversed). ``full_score`` (model). Coordinates ``item``, ``model`` and, on ``pair``,
+        ``model_i`` and ``model_j`` (the labels of the pair's models).
+    """
+    delta, b = np.asarray(draws_delta, dtype=np.float64), np.asarray(draws_easiness, dtype=np.float64)
+    if delta.ndim != 3 or b.shape != delta.shape[:2] or 0 in delta.shape:
+        raise DataError(f"draws_delta must be (draw, item, family) and draws_easiness (draw, item) with the same draws "
+                        f"and items; got {delta.shape} and {b.shape}")
+    if not (np.all(np.isfinite(delta)) and np.all(np.isfinite(b))):
+        raise DataError("the posterior draws hold NaN or infinite values; check the fit before propagating it")
+    n_draws, n_items = b.shape
+    item_group = np.asarray(item_group)
+    y_target, observed_target = np.asarray(y_target), np.asarray(observed_target)
+    full = np.asarray(full, dtype=np.float64)
+    if item_group.shape != (n_items,) or y_target.shape[:1] != (n_items,):
+        raise DataError(f"the draws have {n_items} items but item_group has shape {item_group.shape} and y_target "
+                        f"{y_target.shape}; pass the same items in the same order")
+    if full.shape != y_target.shape[1:]:
+        raise DataError(f"full has shape {full.shape} but y_target has {y_target.shape[1]} models")
+    i, j = (np.asarray(p) for p in pairs)
+    if i.shape != j.shape or i.ndim != 1 or not np.issubdtype(i.dtype, np.integer) or (
+            i.size and (min(i.min(), j.min()) < 0 or max(i.max(), j.max()) >= full.size)):
+        raise DataError(f"pairs must be two 1-D integer arrays of equal length indexing the {full.size} target models, "
+                        "as near_tie_pairs returns")
+    items = np.arange(n_items) if item_ids is None else np.asarray(item_ids)
+    models = np.arange(full.size) if model_ids is None else np.asarray(model_ids)
+    if items.shape != (n_items,) or models.shape != full.shape:
+        raise DataError(f"item_ids {items.shape} and model_ids {models.shape} must label the {n_items} items and "
+                        f"{full.size} models")
+
+    dif_range = delta.max(axis=2) - delta.min(axis=2)
+    cell = np.stack([blueprint_cells(item_group, b[s]) for s in range(n_draws)])
+    # One selection and one weighting for all draws: draw s's cells are renumbered s*C .. s*C+C-1
+    # (C cells per draw, fixed by the groups' sizes). Item order within a draw is kept, so ties
+    # break by item index as in a per-draw call.
+    flat_cell = cell + np.arange(n_draws)[:, None] * (cell.max() + 1)
+    selected = select_anchors(flat_cell.ravel(), dif_range.ravel(), alpha)
+    weights = anchor_weights(flat_cell.ravel(), selected).reshape(n_draws, n_items)
+    scores = weighted_scores(y_target, weights, observed_target)  # (draw, model)
+
+    gap_full = full[i] - full[j]
+    gap_alt = scores[:, i] - scores[:, j]
+    eligible = (np.abs(gap_full) > TIE_TOLERANCE) & (np.abs(gap_alt) > TIE_TOLERANCE)  # NaN compares False
+    reversed_ = eligible & (np.sign(gap_full) != np.sign(gap_alt))
+
+    return xr.Dataset(
+        {
+            "dif_range": (("draw", "item"), dif_range),
+            "anchor": (("draw", "item"), selected.reshape(n_draws, n_items)),
+            "anchor_score": (("draw", "model"), scores),
+            "eligible": (("draw", "pair"), eligible),
+            "reversed": (("draw", "pair"), reversed_),
+            "n_eligible": ("draw", eligible.sum(axis=1)),
+            "n_reversed": ("draw", reversed_.sum(axis=1)),
+            "anchor_probability": ("item", selected.reshape(n_draws, n_items).mean(axis=0)),
+            "reversal_probability": ("pair", reversed_.mean(axis=0)),
+            "full_score": ("model", full),
+        },
+        coords={"draw": np.arange(n_draws), "item": items, "model": models, "pair": np.arange(i.size),
+                "model_i": ("pair", models[i]), "model_j": ("pair", models[j])},
+        attrs={"alpha": alpha},
+    )
+
+
+def pool_folds(folds: Sequence[xr.Dataset], control_rates) -> xr.DataTree:
+    """Posterior of the pooled low-DIF reversal rate and of its excess over the matched-random median.
+
+    Parameters
+    ----------
+    folds : sequence of xarray.Dataset
+        :func:`propagate_posterior` of each outer fold, with the same number of draws (draw s of
+        every fold forms joint draw s).
+    control_rates : array_like, shape (replicate,)
+        The deterministic run's pooled matched-random rates T_r (eq. 36); NaN rates (no eligible
+        pair) are left out, as in :func:`bayesirt.resampling.randomization_summary`.
+
+    Returns
+    -------
+    xarray.DataTree
+        Root: ``low_dif_reversal_rate`` and ``excess_pp`` (draw) = 100 (T_DIF^(s) - median T_r);
+        their posterior ``*_quantiles`` (quantile: the median and the :data:`INTERVAL`
+        equal-tailed bounds); ``prob_excess_positive``; ``control_median``; ``undefined_draws``
+        (draws with no eligible pair in any fold, left out of the summaries). Children
+        ``fold_0``, ``fold_1``, ...: the per-fold Datasets (anchor and pair reversal
+        probabilities).
+    """
+    if len(folds) == 0:
+        raise DataError("pool_folds needs the propagate_posterior result of at least one fold")
+    sizes = [f.sizes.get("draw") for f in folds]
+    if len(set(sizes)) != 1 or sizes[0] is None:
+        raise DataError(f"every fold must hold the same number of draws to pair them; got {sizes}")
+    control = np.asarray(control_rates, dtype=np.float64).ravel()
+    control = control[~np.isnan(control)]
+    if control.size == 0:
+        raise DataError("control_rates has no defined rate; pass the pooled matched-random rates T_r")
+    rate = pooled_rate(np.stack([f["n_reversed"].values for f in folds]),
+                       np.stack([f["n_eligible"].values for f in folds]))
+    median = float(np.median(control))
+    excess = 100 * (rate - median)
+    defined = ~np.isnan(rate)
+    tail = (1 - INTERVAL) / 2
+    quantiles = [tail, 0.5, 1 - tail]
+    root = xr.Dataset(
+        {
+            "low_dif_reversal_rate": ("draw", rate),
+            "excess_pp": ("draw", excess),
+            "low_dif_reversal_rate_quantiles": ("quantile", _quantiles(rate[defined], quantiles)),
+            "excess_pp_quantiles": ("quantile", _quantiles(excess[defined], quantiles)),
+            "prob_excess_positive": float(np.mean(excess[defined] > 0)) if defined.any() else np.nan,
+            "control_median": median,
+            "undefined_draws": int((~defined).sum()),
+        },
+        coords={"draw": folds[0]["draw"].values, "quantile": quantiles},
+        attrs={"interval": INTERVAL, "control_replicates": int(control.size)},
+    )
+    return xr.DataTree.from_dict({"/": root} | {f"fold_{h}": fold for h, fold in enumerate(folds)})
+
+
+def _quantiles(values: np.ndarray, quantiles: list[float]) -> np.ndarray:
+    return np.quantile(values, quantiles) if values.size else np.full(len(quantiles), np.nan)

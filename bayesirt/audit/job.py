@@ -1,0 +1,34 @@
+"""``bayesirt audit``: read the data, run the primary audit, write its folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import xarray as xr
+
+from bayesirt.audit.output import write_audit
+from bayesirt.audit.primary import AuditConfig, run_audit
+from bayesirt.data import load
+from bayesirt.data.io import attach_metadata
+from bayesirt.outputs import check_output
+
+__all__ = ["run_audit_job"]
+
+
+def run_audit_job(data, out, *, models_csv=None, items_csv=None, config: AuditConfig | None = None,
+                  workers: int | None = None, scheduler: str | None = None, force: bool = False,
+                  progress: bool = True) -> Path:
+    """Run the primary audit on ``data`` (a path, dataset name or response Dataset) and write
+    ``out``: audit.nc, summary.json, report.md, controls.png and the per-fold CSV tables.
+
+    ``models_csv`` (``model_id`` + ``family``/``owner``) and ``items_csv`` (``item_id`` +
+    ``item_group``) replace the labels derived from the ids or read with the data.
+    """
+    check_output(out, force=force)
+    responses = data if isinstance(data, xr.Dataset) else load(data)
+    if models_csv is not None:
+        responses = attach_metadata(responses, models_csv, "model")
+    if items_csv is not None:
+        responses = attach_metadata(responses, items_csv, "item")
+    result = run_audit(responses, config, workers=workers, scheduler=scheduler, progress=progress)
+    return write_audit(result, responses, out, force=force)

@@ -1,0 +1,223 @@
+"""The primary family-DIF near-tie audit (NT sections 3.1-3.4, App. C and D.1).
+
+Population (C.1) -> per outer fold h (the audit half h selects K, learns directions, estimates
+residual DIF and chooses anchors; the other half's representatives are scored with them):
+nested K selection (C.3), three-round purification (C.5), full and weighted anchor scores
+(eq. 8), frozen near-tie pairs and strict reversals (D.1) -> counts pooled over both folds ->
+matched-random controls (C.6), composition bootstrap (C.7) and owner bootstrap (D.1).
+
+Nothing a fold's anchors depend on is computed from the other half's responses: the target half
+enters only through its scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.anchors import ANCHOR_FRACTION, Purification, purify
+from bayesirt.data.populations import POPULATION_SEED, audit_population
+from bayesirt.data.responses import MISSING
+from bayesirt.parallel import shared_cluster, spawn_seeds
+from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
+                              weighted_scores)
+from bayesirt.resampling import composition_bootstrap, matched_random_controls, owner_bootstrap
+from bayesirt.spectral import DimensionSelection, select_dimension
+
+__all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
+
+QUICK_MAX_K = 32
+QUICK_CONTROLS = 199
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Settings of the primary audit; defaults are NT's frozen specification (Table 12).
+
+    ``quick`` limits K to 32 and the controls to 199 (and the bootstrap to 199) for a fast look.
+    """
+
+    owner_cap: int = 5
+    min_family_size: int = 20
+    alpha: float = ANCHOR_FRACTION
+    epsilon: float = 0.01
+    controls: int = 1000
+    bootstrap: int = 2000
+    owner_bootstrap: int = 2000
+    max_k: int | None = None
+    population_seed: int = POPULATION_SEED
+    seed: int = 0
+    quick: bool = False
+
+    def resolved(self) -> AuditConfig:
+        """The settings actually used (``quick`` applied)."""
+        if not self.quick:
+            return self
+        return AuditConfig(**(asdict(self) | {"max_k": min(self.max_k or QUICK_MAX_K, QUICK_MAX_K),
+                                               "controls": min(self.controls, QUICK_CONTROLS),
+                                               "bootstrap": min(self.bootstrap, QUICK_CONTROLS),
+                                               "owner_bootstrap": min(self.owner_bootstrap, QUICK_CONTROLS)}))
+
+
+@dataclass
+class FoldResult:
+    """One outer fold: the audit half's choices and the target half's scores."""
+
+    audit_fold: int
+    selection: DimensionSelection
+    purification: Purification
+    target: pd.DataFrame  # model_id, family, owner, full, anchor, shift (one row per target representative)
+    pairs: tuple[np.ndarray, np.ndarray]
+    within_pairs: tuple[np.ndarray, np.ndarray]  # same family, different owner (NT D.1 eq. 51)
+    eligible: int
+    reversed: int
+    tau_b: float
+    all_cross_eligible: int
+    all_cross_reversed: int
+    target_index: np.ndarray  # positions of the target models in the Dataset
+
+
+@dataclass
+class AuditResult:
+    """Everything the primary audit computed (written by :func:`bayesirt.audit.output.write_audit`)."""
+
+    config: AuditConfig
+    population: pd.DataFrame
+    folds: list[FoldResult]
+    summary: dict
+    controls: object = None
+    composition: object = None
+    owners: object = None
+    warnings: list[str] = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+
+def input_sha256(responses: xr.Dataset) -> str:
+    """SHA-256 of the response matrix and its labels (what the audit depends on)."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(responses["responses"].values).tobytes())
+    for name in ("model_id", "family", "owner", "item_id", "item_group"):
+        h.update("\x1f".join(map(str, responses[name].values)).encode())
+    return h.hexdigest()
+
+
+def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item_group, config: AuditConfig,
+          seeds: list[int]) -> FoldResult:
+    audit = np.flatnonzero((pop["fold"] == h).to_numpy())
+    target = np.flatnonzero(((pop["fold"] == 1 - h) & pop["representative"]).to_numpy())
+    owner = pop["owner"].to_numpy()
+    selection = select_dimension(y[:, audit], observed[:, audit], owner[audit], item_group, seed=seeds[0],
+                                 max_k=config.max_k)
+    purification = purify(y[:, audit], observed[:, audit], family_index[audit], n_families, item_group,
+                          selection.k, alpha=config.alpha, seed=seeds[1])
+    y_t, obs_t = y[:, target], observed[:, target]
+    full = weighted_scores(y_t, np.ones(y.shape[0]), obs_t)
+    anchor = weighted_scores(y_t, purification.weights, obs_t)
+    fam_t, own_t = pop["family"].to_numpy()[target], owner[target]
+    pairs = near_tie_pairs(full, own_t, fam_t, epsilon=config.epsilon)
+    within = near_tie_pairs(full, own_t, fam_t, epsilon=config.epsilon, pair_type="within")
+    eligible, n_rev = reversal_counts(full, anchor, pairs)
+    all_pairs = near_tie_pairs(full, own_t, fam_t, pair_type="all")
+    all_eligible, all_rev = reversal_counts(full, anchor, all_pairs)
+    table = pd.DataFrame({"model_id": pop["model_id"].to_numpy()[target], "family": fam_t, "owner": own_t,
+                          "full": full, "anchor": anchor, "shift": anchor - full})
+    return FoldResult(audit_fold=h, selection=selection, purification=purification, target=table, pairs=pairs, within_pairs=within,
+                      eligible=int(eligible), reversed=int(n_rev), tau_b=float(kendall_tau_b(full, anchor)),
+                      all_cross_eligible=int(all_eligible), all_cross_reversed=int(all_rev), target_index=target)
+
+
+def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, workers: int | None = 1,
+              scheduler: str | None = None, progress: bool = True) -> AuditResult:
+    """Run the primary audit on a response Dataset with ``family`` and ``owner`` coordinates.
+
+    Parameters
+    ----------
+    responses : xarray.Dataset
+        From :mod:`bayesirt.data` (families and owners derived from model ids, or supplied).
+    config : AuditConfig, optional
+        Default: NT's frozen settings.
+    workers, scheduler
+        Where the controls and bootstraps run: in this process (``workers=1``, the default: at
+        benchmark sizes they take seconds, less than starting a cluster), on one local Dask
+        cluster of ``workers`` processes shared by both, or on a running ``scheduler``. The
+        numbers do not depend on them.
+    progress : bool
+        Progress bars.
+
+    Returns
+    -------
+    AuditResult
+        ``summary["status"]`` is ``"not estimable"`` (with the reason) when no near-tie pair is
+        eligible; the resampling is then skipped.
+    """
+    config = (config or AuditConfig()).resolved()
+    timings, t0 = {}, time.perf_counter()
+    pop = audit_population(responses, owner_cap=config.owner_cap, min_family_size=config.min_family_size,
+                           seed=config.population_seed)
+    timings["population_s"] = time.perf_counter() - t0
+    y_all = responses["responses"].values
+    observed = y_all != MISSING
+    y = np.where(observed, y_all, 0).astype(np.int8)
+    item_group = responses["item_group"].values.astype(str)
+    families = sorted(pop.loc[pop["status"] == "retained", "family"].unique())
+    family_index = np.searchsorted(families, pop["family"].to_numpy())  # only retained models are used
+    seeds = spawn_seeds(config.seed, 5)
+    folds = []
+    for h in (0, 1):
+        t = time.perf_counter()
+        folds.append(_fold(h, y, observed, family_index, len(families), pop, item_group, config,
+                           spawn_seeds(seeds[h], 2)))
+        timings[f"fold{h}_s"] = time.perf_counter() - t
+    eligible = np.array([f.eligible for f in folds])
+    n_rev = np.array([f.reversed for f in folds])
+    rate = float(pooled_rate(n_rev, eligible))
+    summary = {
+        "status": "estimated" if eligible.sum() > 0 else "not estimable",
+        "families": families,
+        "eligible_pairs": int(eligible.sum()),
+        "reversals": int(n_rev.sum()),
+        "low_dif_reversal_rate": rate,
+        "mean_tau_b": float(np.mean([f.tau_b for f in folds])),
+        "all_cross_family_reversal_rate": float(pooled_rate(np.array([f.all_cross_reversed for f in folds]),
+                                                            np.array([f.all_cross_eligible for f in folds]))),
+        "selected_k": [f.selection.k for f in folds],
+        "anchor_counts": [int(f.purification.selected.sum()) for f in folds],
+        "n_items": int(y.shape[0]),
+        "n_representatives": int(pop["representative"].sum()),
+        "input_sha256": input_sha256(responses),
+    }
+    result = AuditResult(config=config, population=pop, folds=folds, summary=summary, timings=timings)
+    if summary["status"] != "estimated":
+        summary["reason"] = (f"no different-owner, different-family pair of representatives is within "
+                             f"{100 * config.epsilon:g} pp on the full benchmark in either fold, so the reversal "
+                             "rate has no denominator")
+        result.warnings.append(summary["reason"])
+        return result
+    fold_inputs = [{"y": y[:, f.target_index], "observed": observed[:, f.target_index], "full": f.target["full"].to_numpy(),
+                    "pairs": f.pairs, "cell": f.purification.cell, "anchor_weights": f.purification.weights,
+                    "extra_pairs": {"within": f.within_pairs}}
+                   for f in folds]
+    with shared_cluster(workers, scheduler) as (workers, scheduler):
+        t = time.perf_counter()
+        result.controls = matched_random_controls(fold_inputs, replicates=config.controls, seed=seeds[2],
+                                                  epsilon=config.epsilon, workers=workers, scheduler=scheduler,
+                                                  progress=progress)
+        timings["controls_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        result.composition = composition_bootstrap(fold_inputs, item_group=item_group, replicates=config.bootstrap,
+                                                   seed=seeds[3], workers=workers, scheduler=scheduler,
+                                                   progress=progress)
+        timings["bootstrap_s"] = time.perf_counter() - t
+    targets = pd.concat([f.target for f in folds], ignore_index=True)
+    percentile_shift = percentile_ranks(targets["anchor"].to_numpy()) - percentile_ranks(targets["full"].to_numpy())
+    result.owners = owner_bootstrap(targets["shift"].to_numpy(), targets["family"].to_numpy(),
+                                    targets["owner"].to_numpy(), percentile_shift=percentile_shift,
+                                    replicates=config.owner_bootstrap, seed=seeds[4])
+    timings["total_s"] = time.perf_counter() - t0
+    return result
+

@@ -1,0 +1,191 @@
+"""A synthetic benchmark with planted family DIF, for testing the family-DIF near-tie audit.
+
+Each of ``n_owners`` owners uploads ``models_per_owner_family`` checkpoints of every family,
+so families are crossed with owners as in the NT population (App. C.1). Responses follow a
+compensatory multidimensional logistic model plus an item x family effect on a known subset
+of items:
+
+    P(Y_im = 1) = sigmoid(b_i + a_i . theta_m + delta_{i, f(m)}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy.special import expit
+
+from bayesirt.data.populations import FAMILIES
+from bayesirt.data.responses import MISSING, make_responses
+from bayesirt.errors import DataError
+
+__all__ = ["simulate_dif_benchmark"]
+
+_FAMILY_MEAN_SD = 0.3  # sd of each family's ability mean, per dimension
+_OWNER_SD = 0.5  # sd of each owner's ability effect, per dimension
+
+
+def _bad(name: str, what: str, value: Any) -> DataError:
+    return DataError(f"The {name!r} parameter of simulate_dif_benchmark must be {what}. Got {value!r} instead.")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _check_count(name: str, value: Any, minimum: int = 1) -> None:
+    if not _is_int(value) or value < minimum:
+        what = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer of at least {minimum}")
+        raise _bad(name, what, value)
+
+
+def _check_families(families: Sequence[str]) -> tuple[str, ...]:
+    names = () if isinstance(families, str) else tuple(families)
+    if len(names) < 2 or len(set(names)) != len(names) or not set(names) <= set(FAMILIES):
+        raise _bad("families", f"at least 2 distinct names from {FAMILIES}", families)
+    return names
+
+
+def simulate_dif_benchmark(
+    *,
+    n_owners: int = 100,
+    families: Sequence[str] = ("Qwen", "Llama", "Gemma"),
+    models_per_owner_family: int = 1,
+    n_items: int = 400,
+    n_groups: int = 4,
+    n_dims: int = 3,
+    dif_fraction: float = 0.5,
+    dif_sd: float = 0.8,
+    missing: float = 0.0,
+    seed: int = 0,
+) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Simulate a benchmark with planted family DIF on a known random subset of items.
+
+    Generative model, drawn from ``np.random.default_rng(seed)`` in this order:
+
+    - family ability means ``mu_f ~ Normal(0, 0.3^2 I)`` and owner effects
+      ``u_o ~ Normal(0, 0.5^2 I)`` (``n_dims`` each); ``theta_m ~ Normal(mu_f(m) + u_o(m), I)``;
+    - loadings ``a_i``: ``|Normal(0.9, 0.3^2)|`` on dimension 0 (a shared, positive ability),
+      ``Normal(0, 0.4^2)`` on the others; easiness ``b_i ~ Normal(0, 1)``;
+    - ``round(dif_fraction * n_items)`` DIF items chosen at random; on them
+      ``delta_{i,f} ~ Normal(0, dif_sd^2)`` then centred within the item (sum over families 0,
+      so its variance is ``dif_sd^2 (F - 1) / F``); ``delta = 0`` on clean items;
+    - ``Y_im ~ Bernoulli(sigmoid(b_i + a_i . theta_m + delta_{i,f(m)}))``;
+    - each cell missing independently with probability ``missing`` (drawn last, so the complete
+      responses of a seed do not depend on ``missing``); a model or item left without any
+      observed cell gets one random cell back.
+
+    Parameters
+    ----------
+    n_owners : int
+        Number of owners; each has ``models_per_owner_family`` checkpoints of every family.
+    families : sequence of str
+        At least 2 distinct names from ``FAMILIES``. Default ``("Qwen", "Llama", "Gemma")``.
+    models_per_owner_family : int
+        Checkpoints per owner and family. Default 1 (as in the NT generator).
+    n_items : int
+        Number of items (at least 2).
+    n_groups : int
+        Number of interleaved item groups: item ``i`` is in group ``f"g{i % n_groups}"``.
+    n_dims : int
+        Number of ability dimensions.
+    dif_fraction : float
+        Share of items carrying family DIF, in [0, 1].
+    dif_sd : float
+        Standard deviation of the planted family effects before centring (>= 0).
+    missing : float
+        Probability that a cell is missing, in [0, 1).
+    seed : int
+        Seed of :func:`numpy.random.default_rng`; the global NumPy seed is never used.
+
+    Returns
+    -------
+    responses : xarray.Dataset
+        From :func:`~bayesirt.data.make_responses`, named ``"simulated DIF benchmark"``; models
+        ordered by owner, family, checkpoint with ids ``f"owner{o:04d}/{family}-ckpt-{j}"``
+        (a ``/`` inside a family name becomes ``-``), so ``derive_family`` and
+        ``derive_owner`` recover the truth; item ids ``f"item{i:05d}"``.
+    truth : dict
+        NumPy arrays in Dataset order: ``dif_items`` (bool, item), ``family_effect`` (item,
+        family), ``dif_range`` (item; max minus min of ``family_effect`` over families),
+        ``easiness`` (item), ``loading`` (item, dim), ``theta`` (model, dim); and ``families``
+        (tuple of str, the column order of ``family_effect``).
+
+    Examples
+    --------
+    >>> ds, truth = simulate_dif_benchmark(n_owners=10, n_items=40, seed=1)
+    >>> ds["responses"].shape, truth["family_effect"].shape
+    ((40, 30), (40, 3))
+    """
+    families = _check_families(families)
+    _check_count("n_owners", n_owners)
+    _check_count("models_per_owner_family", models_per_owner_family)
+    _check_count("n_groups", n_groups)
+    _check_count("n_dims", n_dims)
+    _check_count("n_items", n_items, 2)
+    if n_groups > n_items:
+        raise _bad("n_groups", f"at most n_items={n_items}", n_groups)
+    if not _is_real(dif_fraction) or not 0.0 <= dif_fraction <= 1.0:
+        raise _bad("dif_fraction", "a number in [0, 1]", dif_fraction)
+    if not _is_real(dif_sd) or not 0.0 <= dif_sd < np.inf:
+        raise _bad("dif_sd", "a non-negative finite number", dif_sd)
+    if not _is_real(missing) or not 0.0 <= missing < 1.0:
+        raise _bad("missing", "a number in [0, 1)", missing)
+    _check_count("seed", seed, 0)
+
+    n_fam = len(families)
+    owner = np.repeat(np.arange(n_owners), n_fam * models_per_owner_family)
+    family = np.tile(np.repeat(np.arange(n_fam), models_per_owner_family), n_owners)
+    ckpt = np.tile(np.arange(models_per_owner_family), n_owners * n_fam)
+    n_models = owner.size
+
+    rng = np.random.default_rng(seed)
+    family_mean = rng.normal(0.0, _FAMILY_MEAN_SD, (n_fam, n_dims))
+    owner_effect = rng.normal(0.0, _OWNER_SD, (n_owners, n_dims))
+    theta = family_mean[family] + owner_effect[owner] + rng.normal(0.0, 1.0, (n_models, n_dims))
+    loading = rng.normal(0.0, 0.4, (n_items, n_dims))
+    loading[:, 0] = np.abs(rng.normal(0.9, 0.3, n_items))
+    easiness = rng.normal(0.0, 1.0, n_items)
+    dif_items = np.zeros(n_items, dtype=bool)
+    dif_items[rng.choice(n_items, size=int(round(dif_fraction * n_items)), replace=False)] = True
+    raw = rng.normal(0.0, dif_sd, (n_items, n_fam))
+    family_effect = np.where(dif_items[:, None], raw - raw.mean(axis=1, keepdims=True), 0.0)
+    p = expit(easiness[:, None] + loading @ theta.T + family_effect[:, family])
+    y = (rng.random((n_items, n_models)) < p).astype(np.int8)
+    if missing > 0:
+        gone = rng.random((n_items, n_models)) < missing
+        rows = np.flatnonzero(gone.all(axis=1))
+        gone[rows, rng.integers(n_models, size=rows.size)] = False
+        cols = np.flatnonzero(gone.all(axis=0))
+        gone[rng.integers(n_items, size=cols.size), cols] = False
+        y[gone] = MISSING
+
+    names = [f.replace("/", "-") for f in families]
+    ds = make_responses(
+        y,
+        item_id=[f"item{i:05d}" for i in range(n_items)],
+        model_id=[f"owner{o:04d}/{names[f]}-ckpt-{j}" for o, f, j in zip(owner, family, ckpt, strict=True)],
+        item_group=[f"g{i % n_groups}" for i in range(n_items)],
+        name="simulated DIF benchmark",
+        source=(
+            f"bayesirt.data.simulate_dif_benchmark(n_owners={n_owners}, families={families}, "
+            f"models_per_owner_family={models_per_owner_family}, n_items={n_items}, n_groups={n_groups}, "
+            f"n_dims={n_dims}, dif_fraction={dif_fraction}, dif_sd={dif_sd}, missing={missing}, seed={seed})"
+        ),
+    )
+    truth = {
+        "dif_items": dif_items,
+        "family_effect": family_effect,
+        "dif_range": family_effect.max(axis=1) - family_effect.min(axis=1),
+        "easiness": easiness,
+        "loading": loading,
+        "theta": theta,
+        "families": families,
+    }
+    return ds, truth

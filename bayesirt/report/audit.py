@@ -1,0 +1,108 @@
+"""Report of the primary near-tie audit: Markdown and the matched-random control figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from bayesirt.report.markdown import markdown_table  # noqa: E402
+
+__all__ = ["audit_report", "plot_controls"]
+
+
+def _pct(value: float) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _headline(summary: dict) -> list[str]:
+    rows = [("near-tie pairs (different owner and family, full-score gap <= "
+             f"{100 * summary['config']['epsilon']:g} pp), pooled over folds", f"{summary['eligible_pairs']:,}"),
+            ("strict reversals under the low-DIF anchor score", f"{summary['reversals']:,}"),
+            ("low-DIF reversal rate", _pct(summary["low_dif_reversal_rate"]))]
+    if "excess_pp" in summary:
+        lo, hi = summary["matched_random_interval"]
+        rows += [("matched-random median (2.5-97.5%)", f"{_pct(summary['matched_random_median'])} "
+                  f"({_pct(lo)}-{_pct(hi)})"),
+                 ("excess reversals", f"{summary['excess_pp']:+.1f} pp"),
+                 ("one-sided randomization p (plus-one)", f"{summary['p_value']:.4g} "
+                  f"(smallest possible {summary['min_resolvable_p']:.4g})"),
+                 ("composition-bootstrap range of the rate", f"{_pct(summary['bootstrap_rate_range'][0])}-"
+                  f"{_pct(summary['bootstrap_rate_range'][1])}")]
+    rows += [("mean fold Kendall tau-b (full vs anchor score)", f"{summary['mean_tau_b']:.3f}"),
+             ("all-cross-family reversal rate", _pct(summary["all_cross_family_reversal_rate"])),
+             ("selected K per audit fold", " / ".join(map(str, summary["selected_k"]))),
+             ("anchors per audit fold", " / ".join(map(str, summary["anchor_counts"])))]
+    return [markdown_table(pd.DataFrame(rows, columns=["quantity", "value"])), ""]
+
+
+def _owner_shifts(owners: xr.Dataset) -> list[str]:
+    table = pd.DataFrame({
+        "family": owners["family"].values,
+        "mean shift (pp)": 100 * owners["observed_shift"].values,
+        "2.5%": 100 * owners["shift_lower"].values,
+        "97.5%": 100 * owners["shift_upper"].values,
+        "records": owners["records"].values,
+        "owners": owners["owners"].values,
+    })
+    return ["## Family score shifts (anchor minus full), owner bootstrap", "",
+            f"{owners.sizes['replicate']:,} owner resamples (NT D.1 eq. 57-58): intervals for each family's mean shift.",
+            "", markdown_table(table.round(2)), ""]
+
+
+def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | None) -> str:
+    """report.md of the primary audit."""
+    pop = result.population
+    status = pop["status"].value_counts()
+    lines = [f"# Family-DIF near-tie audit of {responses.attrs.get('name', 'responses')}", "",
+             f"{summary['n_items']:,} items x {pop.shape[0]:,} models; {int(status.get('retained', 0)):,} retained "
+             f"after the population rules ({', '.join(f'{k}: {v:,}' for k, v in status.items())}); "
+             f"{summary['n_representatives']:,} owner x family representatives ranked. Families: "
+             f"{', '.join(summary['families'])}. Status: **{summary['status']}**.", ""]
+    if summary["status"] != "estimated":
+        lines += [f"Not estimable: {summary['reason']}.", ""]
+    lines += ["## Primary result", "", *_headline(summary)]
+    if figure:
+        lines += [f"![Matched-random controls]({figure})", ""]
+    fold_rows = [{"audit fold": f["audit_fold"], "selected K": f["selected_k"], "best-loss K": f["best_k"],
+                  "anchors": f["anchors"], "target models": f["target_models"], "eligible pairs": f["eligible_pairs"],
+                  "reversals": f["reversals"], "tau-b": round(f["tau_b"], 4),
+                  "Jaccard rounds 2/3": " / ".join(f"{r['jaccard_with_previous']:.2f}" for r in f["purification"][1:])}
+                 for f in summary["folds"]]
+    lines += ["## Folds", "", "Each audit half selects K (one-SE rule), learns the spectral directions, estimates "
+              "residual family DIF and chooses the anchors; the opposite half's representatives are scored.", "",
+              markdown_table(pd.DataFrame(fold_rows)), ""]
+    if result.owners is not None:
+        lines += _owner_shifts(result.owners)
+    if summary["warnings"]:
+        lines += ["## Warnings", "", *[f"- {w}" for w in summary["warnings"]], ""]
+    cfg = summary["config"]
+    lines += ["## Settings", "", ", ".join(f"{k} = {v}" for k, v in cfg.items()), "",
+              f"Input SHA-256 `{summary['input_sha256']}`. Run time {summary['timings_s'].get('total_s', 0):.1f} s "
+              f"({', '.join(f'{k} {v:.1f}' for k, v in summary['timings_s'].items() if k != 'total_s')}).", ""]
+    return "\n".join(lines)
+
+
+def plot_controls(result, path: Path) -> Path:
+    """Histogram of matched-random pooled reversal rates with the low-DIF rate marked."""
+    c = result.controls.sel(pair_set="primary")
+    rates = c["rate"].values
+    rates = rates[np.isfinite(rates)]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.hist(100 * rates, bins=min(40, max(10, rates.size // 20)), color="0.7", edgecolor="white")
+    ax.axvline(100 * float(c["observed_rate"]), color="C3", lw=2, label="low-DIF anchor")
+    ax.axvline(100 * float(c["median"]), color="0.2", ls="--", lw=1, label="random median")
+    ax.set_xlabel("near-tie reversal rate (%), pooled over folds")
+    ax.set_ylabel("random subtests")
+    ax.set_title(f"excess {float(c['excess_pp']):+.1f} pp, p = {float(c['p_value']):.3g}")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

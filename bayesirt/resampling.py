@@ -1,0 +1,540 @@
+"""Resampling references of the near-tie audit: blueprint-matched random subtests (NT 3.4 and C.6,
+eq. 10-11 and 35-36), the composition bootstrap (NT C.7, eq. 37-38) and the owner bootstrap of
+family score shifts (NT D.1, eq. 57-58).
+
+Every function takes the folds' target halves as :class:`TargetFold` objects (or mappings with
+the same keys) whose near-tie pair sets were frozen from the observed full scores.
+
+Random streams. Control replicate ``r`` of fold ``h`` draws from its own generator,
+``SeedSequence(fold_seed_h).spawn(r + 1)[r]`` with ``fold_seed_h = spawn_seeds(seed, folds)[h]``,
+so a replicate's subtest depends on ``(seed, h, r)`` only: results are bit-identical whatever the
+number of workers and however the replicates are cut into blocks, and the first ``R`` replicates
+of a longer run are those of a run of ``R``. The two bootstraps draw all their multiplicities from
+one ``numpy.random.default_rng(seed)`` before any work is split. Nothing touches a global seed.
+
+Undefined replicates. A replicate whose pooled denominator is zero (no pair eligible in any
+fold) has no rate (NaN). It is left out of the median, the percentiles and the p-value, and
+counted in the ``undefined`` variable of the result; the p-value and its resolution use the
+number of defined replicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import sparse
+
+from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.parallel import parallel_map, spawn_seeds
+from bayesirt.ranking import (GAP_TOLERANCE, _pair_arrays, _prepared_responses, _prepared_scores, kendall_tau_b,
+                              pooled_rate, reversal_counts)
+
+__all__ = ["TargetFold", "control_blocks", "matched_random_weights", "randomization_summary",
+           "matched_random_controls", "bootstrap_units", "recomposed_scores", "composition_bootstrap",
+           "owner_bootstrap", "PRIMARY", "CONTROL_BLOCK", "BOOTSTRAP_BLOCK",
+           "MIN_GROUP_UNITS", "CLUSTERS"]
+
+#: Name of a fold's primary pair set in the ``pair_set`` coordinate of results.
+PRIMARY = "primary"
+#: Replicates per parallel task (results do not depend on it).
+CONTROL_BLOCK = 50
+BOOTSTRAP_BLOCK = 100
+#: Item groups needed for groups to be the bootstrap units (NT C.7); else contiguous clusters.
+MIN_GROUP_UNITS = 5
+CLUSTERS = 100
+_PERCENTILES = (2.5, 97.5)
+
+
+@dataclass
+class TargetFold:
+    """One outer fold's target half: what the matched controls and the bootstrap score.
+
+    Parameters
+    ----------
+    y : array_like, shape (item, model)
+        Target-half responses 0/1.
+    cell : array_like of int, shape (item,)
+        Blueprint cell ``0..C-1`` of every item (built on the fold's audit half).
+    anchor_weights : array_like, shape (item,)
+        Low-DIF weights: ``n_c / k_c`` on the ``k_c`` anchors of cell ``c``, 0 elsewhere (NT eq. 6).
+    pairs : tuple (i, j) of int arrays
+        The frozen primary near-tie pairs (:func:`bayesirt.ranking.near_tie_pairs` on ``full``).
+    observed : array_like of bool, shape (item, model), optional
+        False marks a missing cell; default all observed.
+    full : array_like, shape (model,), optional
+        Observed full scores; computed from ``y`` when omitted and checked against it when given.
+    extra_pairs : mapping of str to (i, j), optional
+        Further frozen pair sets (e.g. ``{"within": ...}``) scored on the same replicates.
+    """
+
+    y: np.ndarray
+    cell: np.ndarray
+    anchor_weights: np.ndarray
+    pairs: tuple[np.ndarray, np.ndarray]
+    observed: np.ndarray | None = None
+    full: np.ndarray | None = None
+    extra_pairs: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+class _Packed(NamedTuple):
+    """A validated fold in the compact form sent to workers (responses as bits)."""
+
+    y_bits: np.ndarray
+    observed_bits: np.ndarray | None
+    items: int
+    full: np.ndarray
+    anchor_weights: np.ndarray
+    cell: np.ndarray
+    pair_sets: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def responses(self) -> tuple[np.ndarray, np.ndarray | None]:
+        yobs = np.unpackbits(self.y_bits, axis=0, count=self.items).astype(np.float64)
+        if self.observed_bits is None:
+            return yobs, None
+        return yobs, np.unpackbits(self.observed_bits, axis=0, count=self.items).astype(np.float64)
+
+
+def _pack_folds(folds, caller) -> tuple[tuple[_Packed, ...], list[str]]:
+    try:
+        folds = [TargetFold(**f) if isinstance(f, Mapping) else f for f in folds]
+    except TypeError as err:
+        raise DataError(f"{caller}: a fold mapping does not match TargetFold ({err}); use its field names") from None
+    if not folds or not all(isinstance(f, TargetFold) for f in folds):
+        raise DataError(f"{caller} needs a non-empty list of TargetFold objects (or mappings with its fields)")
+    names = [PRIMARY, *(folds[0].extra_pairs or {})]
+    packed = []
+    for h, fold in enumerate(folds):
+        extra = dict(fold.extra_pairs or {})
+        if [PRIMARY, *extra] != names or PRIMARY in extra:
+            raise DataError(f"fold {h} has pair sets {[PRIMARY, *extra]} but fold 0 has {names}; give every fold "
+                            f"the same extra_pairs names (not {PRIMARY!r})")
+        yobs, obs = _prepared_responses(fold.y, fold.observed, caller)
+        items, models = yobs.shape
+        full = _prepared_scores(yobs, obs, np.ones(items))
+        if np.isnan(full).any():
+            raise DataError(f"fold {h} has a model without observed responses; drop it before the audit")
+        if fold.full is not None and not np.allclose(np.asarray(fold.full, dtype=float), full, rtol=0, atol=1e-9):
+            raise DataError(f"fold {h}: full does not equal the mean observed response of each model; pass the "
+                            "scores of this fold's target half (or omit full)")
+        cell, counts = _cells(fold.cell, items, f"fold {h}")
+        weights = np.asarray(fold.anchor_weights, dtype=np.float64)
+        if weights.shape != (items,) or not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() == 0:
+            raise DataError(f"fold {h}: anchor_weights must be {items} finite nonnegative weights, not all zero")
+        chosen = np.bincount(cell, weights=weights > 0, minlength=counts.size)
+        restoring = np.divide(counts, chosen, out=np.zeros(counts.size), where=chosen > 0)[cell]
+        if not np.allclose(weights[weights > 0], restoring[weights > 0], rtol=1e-6):
+            raise DataError(f"fold {h}: anchor_weights are not n_c / k_c on the anchors of each cell (NT eq. 6); "
+                            "pass the blueprint-restoring weights")
+        pair_sets = tuple(tuple(p.astype(np.int32) for p in _pair_arrays(pairs, models))
+                          for pairs in (fold.pairs, *extra.values()))
+        observed_bits = None if obs is None else np.packbits(obs.astype(bool), axis=0)
+        packed.append(_Packed(np.packbits(yobs.astype(bool), axis=0), observed_bits, items, full, weights, cell,
+                              pair_sets))
+    if len({p.items for p in packed}) > 1:
+        raise DataError(f"folds have {sorted({p.items for p in packed})} items; every target half must score the "
+                        "same items")
+    return tuple(packed), names
+
+
+def _cells(cell, items, where) -> tuple[np.ndarray, np.ndarray]:
+    cell = np.asarray(cell)
+    if cell.shape != (items,) or not np.issubdtype(cell.dtype, np.integer) or (cell.size and cell.min() < 0):
+        raise DataError(f"{where}: cell must be {items} nonnegative integer cell indices, one per item")
+    return cell.astype(np.intp), np.bincount(cell)
+
+
+def _check_integer(value, name, caller, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else "a nonnegative integer"
+        raise BayesIRTError(f"The '{name}' parameter of {caller} must be {kind}. Got {value!r} instead.")
+    return int(value)
+
+
+def control_blocks(replicates: int, *, block: int = CONTROL_BLOCK) -> list[tuple[int, int]]:
+    """Replicate ranges ``(start, stop)`` of at most ``block`` replicates covering ``0..replicates-1``."""
+    replicates = _check_integer(replicates, "replicates", "control_blocks")
+    block = _check_integer(block, "block", "control_blocks")
+    return [(start, min(start + block, replicates)) for start in range(0, replicates, block)]
+
+
+def matched_random_weights(cell, anchor_weights, replicates: int, seed: int, *, start: int = 0) -> np.ndarray:
+    """Blueprint-matched random subtests (NT C.6, eq. 35).
+
+    Replicate ``r`` samples, uniformly without replacement, ``k_c`` items of every cell ``c`` (``k_c``
+    the anchors of ``c``: items with a positive anchor weight) and gives them weight ``n_c / k_c``.
+
+    Parameters
+    ----------
+    cell : array_like of int, shape (item,)
+    anchor_weights : array_like, shape (item,)
+    replicates : int
+        Number of replicates returned: ``start .. start + replicates - 1``.
+    seed : int
+        Replicate ``r`` uses the generator of ``SeedSequence(seed).spawn(r + 1)[r]``, so any cut of
+        the replicates into blocks gives the same weights.
+    start : int, default 0
+        Index of the first replicate.
+
+    Returns
+    -------
+    ndarray of float32, shape (replicates, item)
+        Every row has exactly ``k_c`` nonzero weights in cell ``c``, summing to ``n_c`` when ``k_c > 0``.
+    """
+    selected = np.asarray(anchor_weights) > 0
+    if selected.ndim != 1:
+        raise DataError(f"anchor_weights must be a 1-D array (item,); got shape {selected.shape}")
+    cell, counts = _cells(cell, selected.size, "matched_random_weights")
+    replicates = _check_integer(replicates, "replicates", "matched_random_weights")
+    seed = _check_integer(seed, "seed", "matched_random_weights", minimum=0)
+    start = _check_integer(start, "start", "matched_random_weights", minimum=0)
+    keys = np.stack([np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(r,))).random(cell.size)
+                     for r in range(start, start + replicates)])
+    chosen = np.bincount(cell, weights=selected, minlength=counts.size).astype(np.intp)
+    by_cell = np.split(np.argsort(cell, kind="stable"), np.cumsum(counts)[:-1])
+    weights = np.zeros((replicates, cell.size), dtype=np.float32)
+    rows = np.arange(replicates)[:, None]
+    for c in np.flatnonzero(chosen):
+        items = by_cell[c]
+        draw = np.argsort(keys[:, items], axis=1)[:, :chosen[c]]  # the k_c smallest keys: a uniform k_c-subset
+        weights[rows, items[draw]] = counts[c] / chosen[c]
+    return weights
+
+
+def randomization_summary(observed: float, replicates) -> dict[str, float]:
+    """Compare an observed rate with its matched-random reference (NT eq. 10-11).
+
+    Parameters
+    ----------
+    observed : float
+        ``T_DIF``, the low-DIF pooled rate.
+    replicates : array_like, shape (replicate,)
+        ``T_r``; NaN entries (undefined replicates) are left out.
+
+    Returns
+    -------
+    dict
+        ``median``, ``lower``, ``upper`` (2.5th and 97.5th percentiles, linear interpolation),
+        ``excess_pp = 100 (T_DIF - median)``, ``p_value = (1 + #{T_r >= T_DIF}) / (R + 1)``,
+        ``min_resolvable_p = 1 / (R + 1)`` (``R`` the defined replicates) and ``undefined``, the
+        number of NaN replicates. Statistics without data are NaN.
+    """
+    values = np.asarray(replicates, dtype=np.float64).ravel()
+    defined = values[~np.isnan(values)]
+    n = defined.size
+    median = float(np.median(defined)) if n else np.nan
+    lower, upper = _percentile_range(defined)
+    valid = n > 0 and not np.isnan(observed)
+    return {"median": median, "lower": lower, "upper": upper, "excess_pp": 100 * (observed - median),
+            "p_value": (1 + int(np.sum(defined >= observed))) / (n + 1) if valid else np.nan,
+            "min_resolvable_p": 1 / (n + 1), "undefined": int(values.size - n)}
+
+
+def _percentile_range(values) -> tuple[float, float]:
+    """2.5th and 97.5th percentiles of the non-NaN values (linear interpolation); NaN if none."""
+    values = np.asarray(values, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    return tuple(float(v) for v in np.percentile(values, _PERCENTILES)) if values.size else (np.nan, np.nan)
+
+
+def _fold_statistics(pair_sets, full, alt):
+    """Eligible and reversed counts per pair set, shape (set, ...), and tau-b of one fold."""
+    counts = [reversal_counts(full, alt, pairs) for pairs in pair_sets]
+    return (np.array([c[0] for c in counts]), np.array([c[1] for c in counts]), kendall_tau_b(full, alt))
+
+
+def _control_task(task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Replicates ``start..stop-1`` of every fold: counts (set, fold, replicate), tau-b (fold, replicate)."""
+    folds, fold_seeds, start, stop = task
+    out = [_fold_statistics(fold.pair_sets, fold.full, _prepared_scores(
+        *fold.responses(), matched_random_weights(fold.cell, fold.anchor_weights, stop - start, seed, start=start)))
+        for fold, seed in zip(folds, fold_seeds, strict=True)]
+    return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(3))
+
+
+def matched_random_controls(folds, *, replicates: int = 1000, seed: int = 0, epsilon: float = 0.01,
+                            workers: int | None = None, scheduler: str | None = None,
+                            progress: bool = True) -> xr.Dataset:
+    """Low-DIF reversals against blueprint-matched random subtests (NT 3.4, C.6).
+
+    Parameters
+    ----------
+    folds : list of TargetFold (or mappings with its fields)
+        The outer folds' target halves, with frozen pair sets.
+    replicates : int, default 1000
+        ``R`` random subtests per fold (NT: 1,000).
+    seed : int, default 0
+        See the module notes: the result depends on the seed, not on ``workers``.
+    epsilon : float, default 0.01
+        The full-score band the primary pairs were frozen with: checked against their gaps (a
+        mismatched threshold is an error) and recorded in the attributes.
+    workers, scheduler, progress
+        Passed to :func:`bayesirt.parallel.parallel_map` (blocks of :data:`CONTROL_BLOCK` replicates).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``pair_set`` (``"primary"`` then the ``extra_pairs`` names), ``fold``, ``replicate``.
+        Per replicate: ``rate`` (``T_r``, eq. 36), ``eligible`` and ``reversed`` counts per fold,
+        ``tau_b`` per fold and ``mean_tau_b``. Observed low-DIF values: ``observed_rate`` (``T_DIF``),
+        ``observed_eligible``, ``observed_reversed``, ``observed_tau_b``, ``observed_mean_tau_b``.
+        Summary per pair set (:func:`randomization_summary`): ``median``, ``lower``, ``upper``,
+        ``excess_pp``, ``p_value``, ``min_resolvable_p``, ``undefined``.
+    """
+    replicates = _check_integer(replicates, "replicates", "matched_random_controls")
+    seed = _check_integer(seed, "seed", "matched_random_controls", minimum=0)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < np.inf:
+        raise BayesIRTError(f"The 'epsilon' parameter of matched_random_controls must be a positive number. Got "
+                            f"{epsilon!r} instead.")
+    packed, names = _pack_folds(folds, "matched_random_controls")
+    for h, fold in enumerate(packed):
+        gap = np.abs(fold.full[fold.pair_sets[0][0]] - fold.full[fold.pair_sets[0][1]])
+        if gap.size and gap.max() > epsilon + GAP_TOLERANCE:
+            raise DataError(f"fold {h}: the primary pairs have full-score gaps up to {gap.max():.6g}, more than "
+                            f"epsilon={epsilon:g}; pass the epsilon the pairs were frozen with")
+    fold_seeds = spawn_seeds(seed, len(packed))
+    observed = [_fold_statistics(f.pair_sets, f.full, _prepared_scores(*f.responses(), f.anchor_weights))
+                for f in packed]
+    tasks = [(packed, fold_seeds, start, stop) for start, stop in control_blocks(replicates, block=CONTROL_BLOCK)]
+    blocks = parallel_map(_control_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
+                          description="matched-random controls")
+    eligible, reversed_, tau = (np.concatenate([b[k] for b in blocks], axis=-1) for k in range(3))
+    result = _replicate_dataset(names, eligible, reversed_, tau, observed)
+    summaries = [randomization_summary(float(result["observed_rate"][s]), result["rate"].values[s])
+                 for s in range(len(names))]
+    for key in summaries[0]:
+        result[key] = ("pair_set", np.array([s[key] for s in summaries]))
+    result.attrs.update(seed=seed, replicates=replicates, epsilon=float(epsilon),
+                        reference="NT 3.4, C.6 (eq. 10-11, 35-36)")
+    return result
+
+
+def _replicate_dataset(names, eligible, reversed_, tau, observed) -> xr.Dataset:
+    """Per-replicate and observed statistics of the controls or the bootstrap."""
+    obs_eligible, obs_reversed = (np.stack([o[k] for o in observed], axis=1) for k in range(2))
+    obs_tau = np.array([o[2] for o in observed])
+    return xr.Dataset(
+        {"rate": (("pair_set", "replicate"), np.array([pooled_rate(r, e) for r, e in zip(reversed_, eligible,
+                                                                                           strict=True)])),
+         "eligible": (("pair_set", "fold", "replicate"), eligible),
+         "reversed": (("pair_set", "fold", "replicate"), reversed_),
+         "tau_b": (("fold", "replicate"), tau), "mean_tau_b": ("replicate", tau.mean(axis=0)),
+         "observed_rate": ("pair_set", np.array([pooled_rate(r, e) for r, e in zip(obs_reversed, obs_eligible,
+                                                                                    strict=True)])),
+         "observed_eligible": (("pair_set", "fold"), obs_eligible),
+         "observed_reversed": (("pair_set", "fold"), obs_reversed),
+         "observed_tau_b": ("fold", obs_tau), "observed_mean_tau_b": float(obs_tau.mean())},
+        coords={"pair_set": names, "fold": np.arange(eligible.shape[1]), "replicate": np.arange(eligible.shape[2])})
+
+
+def bootstrap_units(item_group=None, *, items: int | None = None) -> np.ndarray:
+    """Bootstrap unit of every item (NT C.7).
+
+    Item groups are the units when there are at least :data:`MIN_GROUP_UNITS` of them (numbered in
+    order of first appearance); otherwise the item order is cut into ``min(CLUSTERS, items)``
+    contiguous clusters whose sizes differ by at most one (the larger ones first).
+
+    Parameters
+    ----------
+    item_group : array_like, shape (item,), optional
+        Group label of every item; None means one group (then ``items`` is required).
+    items : int, optional
+        Number of items, when ``item_group`` is None.
+
+    Returns
+    -------
+    ndarray of int, shape (item,), values ``0..B-1``.
+    """
+    if item_group is None:
+        codes = np.zeros(_check_integer(items, "items", "bootstrap_units"), dtype=np.intp)
+    else:
+        item_group = np.asarray(item_group)
+        codes = pd.factorize(item_group)[0] if item_group.ndim == 1 else np.array([])
+        if codes.size == 0 or np.any(codes < 0):
+            raise DataError("item_group must be a non-empty 1-D array of labels without missing values")
+    if codes.max() + 1 >= MIN_GROUP_UNITS:
+        return codes.astype(np.intp)
+    clusters = min(CLUSTERS, codes.size)
+    sizes = np.full(clusters, codes.size // clusters) + (np.arange(clusters) < codes.size % clusters)
+    return np.repeat(np.arange(clusters), sizes)
+
+
+def _unit_totals(yobs, obs, w, units, count) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted successes (unit, model) and observed item mass per unit and model: (unit, model),
+    or (unit, 1) when every cell is observed."""
+    membership = sparse.csr_array((w, (units, np.arange(units.size))), shape=(count, units.size))
+    mass = membership.sum(axis=1)[:, None] if obs is None else membership @ obs
+    return membership @ yobs, mass
+
+
+def _recomposed(totals, multiplicities) -> np.ndarray:
+    successes, mass = totals
+    with np.errstate(invalid="ignore", divide="ignore"):
+        denominator = multiplicities @ mass
+        return np.where(denominator > 0, (multiplicities @ successes) / denominator, np.nan)
+
+
+def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarray:
+    """Bootstrap scores of NT eq. 38: ``sum_b N_b S_bm / sum_b N_b n_bm`` per replicate.
+
+    Parameters
+    ----------
+    y, observed : as in :func:`bayesirt.ranking.weighted_scores`
+    w : array_like, shape (item,)
+        Item weights (``np.ones(item)`` for full scores, the anchor weights for anchor scores).
+    unit : array_like of int, shape (item,)
+        Bootstrap unit of every item (:func:`bootstrap_units`).
+    multiplicities : array_like of int, shape (replicate, unit)
+
+    Returns
+    -------
+    ndarray of float64, shape (replicate, model); NaN where a model keeps no weighted observed item.
+    With all multiplicities 1 these are :func:`~bayesirt.ranking.weighted_scores`.
+    """
+    yobs, obs = _prepared_responses(y, observed, "recomposed_scores")
+    w, unit, n = np.asarray(w, dtype=np.float64), np.asarray(unit), np.asarray(multiplicities)
+    if w.shape != (yobs.shape[0],) or unit.shape != w.shape or not np.issubdtype(unit.dtype, np.integer):
+        raise DataError(f"w and unit must be 1-D arrays of {yobs.shape[0]} entries (one per item)")
+    if n.ndim != 2 or n.shape[1] != unit.max() + 1:
+        raise DataError(f"multiplicities must have shape (replicate, {unit.max() + 1}); got {n.shape}")
+    return _recomposed(_unit_totals(yobs, obs, w, unit.astype(np.intp), n.shape[1]), n.astype(np.float64))
+
+
+def _bootstrap_task(task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bootstrap statistics of the replicates in ``multiplicities``: counts (set, fold, replicate),
+    tau-b (fold, replicate); ``folds`` holds (pair sets, full-score unit totals, anchor unit totals)."""
+    folds, multiplicities = task
+    out = [_fold_statistics(pair_sets, _recomposed(full, multiplicities), _recomposed(anchor, multiplicities))
+           for pair_sets, full, anchor in folds]
+    return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(3))
+
+
+def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, seed: int = 0,
+                          workers: int | None = None, scheduler: str | None = None,
+                          progress: bool = True) -> xr.Dataset:
+    """Recomposed near-tie reversal rate and tau-b over item-unit bootstrap replicates (NT C.7).
+
+    Unit multiplicities ``N^(r) ~ Multinomial(B; 1/B, ..., 1/B)`` (eq. 37) recompose both the full
+    and the anchor score of every target model (eq. 38); pair sets stay frozen. In a replicate a pair
+    is eligible when untied under both bootstrap scores and reversed when their differences have
+    opposite signs; counts are pooled over folds per replicate, tau-b is averaged over folds.
+
+    Parameters
+    ----------
+    folds : list of TargetFold (or mappings)
+        As for :func:`matched_random_controls` (``cell`` is only validated here).
+    item_group : array_like, shape (item,), optional
+        Item groups, shared by the folds (:func:`bootstrap_units`); None: one group.
+    replicates : int, default 2000
+    seed : int, default 0
+        Seed of the one generator that draws every multiplicity.
+    workers, scheduler, progress
+        Passed to :func:`bayesirt.parallel.parallel_map` (blocks of :data:`BOOTSTRAP_BLOCK` replicates).
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`matched_random_controls` for the per-replicate and observed variables (observed =
+        all multiplicities 1), plus ``multiplicity`` (replicate, unit), ``unit`` (item), the 2.5th
+        and 97.5th percentiles ``rate_lower``, ``rate_upper`` (pair_set) and ``tau_lower``,
+        ``tau_upper`` of ``mean_tau_b``, and ``undefined`` (NaN rates left out of the percentiles;
+        a model left without anchor mass by missing cells has a NaN score in that replicate, its
+        pairs are ineligible and its fold's tau-b is NaN, also left out). Attribute ``units`` says
+        whether item groups or contiguous clusters were resampled.
+    """
+    replicates = _check_integer(replicates, "replicates", "composition_bootstrap")
+    seed = _check_integer(seed, "seed", "composition_bootstrap", minimum=0)
+    packed, names = _pack_folds(folds, "composition_bootstrap")
+    units = bootstrap_units(item_group, items=packed[0].items)
+    if units.size != packed[0].items:
+        raise DataError(f"item_group has {units.size} labels but the folds have {packed[0].items} items")
+    count = int(units.max()) + 1
+    multiplicities = np.random.default_rng(seed).multinomial(count, np.full(count, 1 / count), size=replicates)
+    totals = tuple((fold.pair_sets, *(_unit_totals(*fold.responses(), w, units, count)
+                                      for w in (np.ones(fold.items), fold.anchor_weights))) for fold in packed)
+    observed = _bootstrap_task((totals, np.ones((1, count))))
+    observed = [tuple(part[..., h, 0] for part in observed) for h in range(len(packed))]
+    tasks = [(totals, multiplicities[start:stop].astype(np.float64))
+             for start, stop in control_blocks(replicates, block=BOOTSTRAP_BLOCK)]
+    blocks = parallel_map(_bootstrap_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
+                          description="composition bootstrap")
+    eligible, reversed_, tau = (np.concatenate([b[k] for b in blocks], axis=-1) for k in range(3))
+    result = _replicate_dataset(names, eligible, reversed_, tau, observed)
+    rate = result["rate"].values
+    rate_range = np.array([_percentile_range(r) for r in rate])
+    result["rate_lower"], result["rate_upper"] = ("pair_set", rate_range[:, 0]), ("pair_set", rate_range[:, 1])
+    result["tau_lower"], result["tau_upper"] = _percentile_range(result["mean_tau_b"])
+    result["undefined"] = ("pair_set", np.isnan(rate).sum(axis=1))
+    result["multiplicity"] = (("replicate", "unit"), multiplicities)
+    result["unit"] = ("item", units)
+    groups = 1 if item_group is None else pd.unique(np.asarray(item_group)).size
+    kind = "item groups" if groups >= MIN_GROUP_UNITS else "contiguous clusters"
+    result.attrs.update(seed=seed, replicates=replicates, units=kind, reference="NT C.7 (eq. 37-38)")
+    return result
+
+
+def owner_bootstrap(shift, family, owner, *, percentile_shift=None, replicates: int = 2000,
+                    seed: int = 0) -> xr.Dataset:
+    """Owner-cluster bootstrap of family mean shifts (NT D.1, eq. 57-58).
+
+    A replicate draws as many owners as there are, uniformly with replacement, and keeps every
+    record of each drawn owner as often as it was drawn; a family's replicate mean is the mean over
+    its kept records (NaN if none: counted in ``undefined`` and left out of the interval).
+
+    Parameters
+    ----------
+    shift : array_like, shape (record,)
+        ``d_m = anchor_m - full_m`` of every representative scored in either fold (eq. 57).
+    family, owner : array_like, shape (record,)
+    percentile_shift : array_like, shape (record,), optional
+        Percentile-rank shift of every record, bootstrapped on the same owner draws:
+        ``percentile_ranks(anchor) - percentile_ranks(full)``
+        (:func:`bayesirt.ranking.percentile_ranks`, ranks among all representatives passed, under
+        each scoring; percentile points).
+    replicates : int, default 2000
+    seed : int, default 0
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``family`` (sorted labels) and ``replicate``: ``observed_shift`` (family means),
+        ``shift`` (replicate, family), ``shift_lower`` and ``shift_upper`` (2.5th and 97.5th
+        percentiles); the same four ``*percentile_shift*`` variables when ``percentile_shift`` is
+        given; ``records``, ``owners`` and ``undefined`` per family.
+    """
+    values = {"shift": np.asarray(shift, dtype=np.float64)}
+    if percentile_shift is not None:
+        values["percentile_shift"] = np.asarray(percentile_shift, dtype=np.float64)
+    shapes = {name: np.shape(v) for name, v in
+              {**values, "family": np.asarray(family), "owner": np.asarray(owner)}.items()}
+    if len(set(shapes.values())) > 1 or len(shapes["shift"]) != 1 or not all(
+            np.all(np.isfinite(v)) for v in values.values()):
+        raise DataError(f"{', '.join(f'{k} {v}' for k, v in shapes.items())} must be 1-D arrays of the same length "
+                        "(one per record), with finite shifts")
+    replicates = _check_integer(replicates, "replicates", "owner_bootstrap")
+    seed = _check_integer(seed, "seed", "owner_bootstrap", minimum=0)
+    families, family_code = np.unique(np.asarray(family), return_inverse=True)
+    owner_code, owners = pd.factorize(np.asarray(owner))
+    cells = owner_code * families.size + family_code  # records per (owner, family), summed once
+    records = np.bincount(cells, minlength=owners.size * families.size).reshape(owners.size, families.size)
+    draws = np.random.default_rng(seed).multinomial(owners.size, np.full(owners.size, 1 / owners.size),
+                                                    size=replicates).astype(np.float64)
+    kept = draws @ records
+    result = xr.Dataset(coords={"family": families, "replicate": np.arange(replicates)})
+    for name, d in values.items():
+        sums = np.bincount(cells, weights=d, minlength=records.size).reshape(records.shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot = np.where(kept > 0, (draws @ sums) / kept, np.nan)
+        result[f"observed_{name}"] = ("family", sums.sum(axis=0) / records.sum(axis=0))
+        result[name] = (("replicate", "family"), boot)
+        ranges = np.array([_percentile_range(b) for b in boot.T])
+        result[f"{name}_lower"], result[f"{name}_upper"] = ("family", ranges[:, 0]), ("family", ranges[:, 1])
+    result["records"] = ("family", records.sum(axis=0))
+    result["owners"] = ("family", (records > 0).sum(axis=0))
+    result["undefined"] = ("family", (kept == 0).sum(axis=0))
+    result.attrs.update(seed=seed, replicates=replicates, reference="NT D.1 (eq. 57-58)")
+    return result

@@ -1,0 +1,127 @@
+"""The primary near-tie audit end to end (NT 3, C, D.1): cross-fitting never lets a half's
+responses choose its own anchors, planted DIF is recovered, outputs are complete and labelled,
+and the numbers do not depend on the number of workers."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy.stats import rankdata
+
+from bayesirt.audit import AuditConfig, run_audit, run_audit_job
+from bayesirt.cli import main
+from bayesirt.data import simulate_dif_benchmark
+
+SMALL = AuditConfig(quick=True, controls=39, bootstrap=39, owner_bootstrap=39)
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return simulate_dif_benchmark(n_owners=90, n_items=120, seed=3)
+
+
+@pytest.fixture(scope="module")
+def audit(bench):
+    return run_audit(bench[0], SMALL, progress=False)
+
+
+def _auc(score, label):
+    r = rankdata(score)
+    n1, n0 = label.sum(), (~label).sum()
+    return (r[label].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
+def test_owners_are_never_in_both_halves_and_targets_are_the_other_half(audit):
+    pop = audit.population
+    retained = pop[pop["status"] == "retained"]
+    assert (retained.groupby("owner")["fold"].nunique() == 1).all()
+    for fold in audit.folds:
+        target_owners = set(fold.target["owner"])
+        audit_owners = set(retained.loc[retained["fold"] == fold.audit_fold, "owner"])
+        assert target_owners and not target_owners & audit_owners
+        assert set(fold.selection.validation_owners) <= audit_owners
+
+
+def test_summary_pools_counts_and_weights_restore_cells(audit):
+    s = audit.summary
+    assert s["status"] == "estimated"
+    assert s["eligible_pairs"] == sum(f.eligible for f in audit.folds) > 0
+    assert s["low_dif_reversal_rate"] == pytest.approx(sum(f.reversed for f in audit.folds) / s["eligible_pairs"])
+    c = audit.controls.sel(pair_set="primary")
+    assert float(c["observed_rate"]) == pytest.approx(s["low_dif_reversal_rate"])
+    assert c.sizes["replicate"] == 39 and float(c["min_resolvable_p"]) == pytest.approx(1 / 40)
+    for fold in audit.folds:
+        pur = fold.purification
+        assert pur.weights.sum() == pytest.approx(120)
+        np.testing.assert_allclose(np.bincount(pur.cell, weights=pur.weights), np.bincount(pur.cell))
+        assert fold.selection.k <= 32  # quick
+
+
+def test_a_half_never_chooses_its_anchors_from_the_other_halfs_responses(bench, audit):
+    ds = bench[0]
+    pop = audit.population
+    other = np.flatnonzero((pop["fold"] == 1).to_numpy())
+    y = ds["responses"].values.copy()
+    rng = np.random.default_rng(0)
+    for m in other:  # shuffle items within each fold-1 model: accuracies (hence the population) unchanged
+        y[:, m] = rng.permutation(y[:, m])
+    perturbed = ds.copy(deep=True)
+    perturbed["responses"].values[:] = y
+    again = run_audit(perturbed, SMALL, progress=False)
+    assert again.population.equals(pop)
+    before, after = audit.folds[0], again.folds[0]  # audit half 0 chose these from its own responses
+    assert after.selection.k == before.selection.k
+    np.testing.assert_array_equal(after.purification.selected, before.purification.selected)
+    np.testing.assert_array_equal(after.purification.weights, before.purification.weights)
+    assert not np.array_equal(after.target["anchor"], before.target["anchor"])  # its targets did change
+
+
+def test_planted_dif_ranks_above_clean_items():
+    ds, truth = simulate_dif_benchmark(n_owners=400, n_items=120, seed=5)  # ~200 models per family per half
+    result = run_audit(ds, SMALL, progress=False)
+    for fold in result.folds:
+        assert _auc(fold.purification.final_fit.dif_range, truth["dif_items"]) >= 0.9
+
+
+def test_no_eligible_pair_is_an_explicit_non_estimable_result(bench):
+    result = run_audit(bench[0], AuditConfig(quick=True, epsilon=1e-4), progress=False)  # below 1/120
+    assert result.summary["status"] == "not estimable" and "no different-owner" in result.summary["reason"]
+    assert result.controls is None and result.summary["eligible_pairs"] == 0
+
+
+def test_same_numbers_with_one_and_two_workers(bench, audit):
+    two = run_audit(bench[0], SMALL, workers=2, progress=False)
+    xr.testing.assert_identical(two.controls, audit.controls)
+    xr.testing.assert_identical(two.composition, audit.composition)
+
+
+def test_job_writes_every_table_and_a_labelled_tree(bench, tmp_path):
+    out = run_audit_job(bench[0], tmp_path / "audit", config=SMALL, progress=False)
+    names = {p.name for p in out.iterdir()}
+    assert {"audit.nc", "summary.json", "report.md", "controls.png", "population.csv", "random_controls.csv",
+            "composition_bootstrap.csv", "owner_bootstrap.csv"} <= names
+    for h in (0, 1):
+        assert {f"fold{h}_{t}.csv" for t in ("dimension_cv", "purification", "anchors", "scores")} <= names
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("eligible_pairs", "reversals", "low_dif_reversal_rate", "matched_random_median", "excess_pp",
+                "p_value", "min_resolvable_p", "mean_tau_b", "selected_k", "anchor_counts", "status", "warnings",
+                "config", "input_sha256"):
+        assert key in summary
+    assert len(summary["folds"][0]["dimension_cv"]) >= 3
+    tree = xr.open_datatree(out / "audit.nc")
+    assert {"population", "fold0", "fold1", "controls", "composition", "owners"} <= set(tree.children)
+    assert tree["fold0"]["family_effect"].dims == ("item", "family")
+    assert list(tree["fold0"]["item"].values[:2]) == list(bench[0]["item_id"].values[:2])
+
+
+def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
+    path = tmp_path / "bench.nc"
+    bench[0].to_netcdf(path)
+    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--controls", "19", "--bootstrap", "19",
+                 "--no-progress"]) == 0
+    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--no-progress"]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["audit", str(path), "--out", str(tmp_path / "b"), "--min-family-size", "500", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bayesirt: error:") and "famil" in err

@@ -1,0 +1,126 @@
+"""Spectral working model, K selection and residual family DIF (NT C.2-C.4): hand-checkable
+identities, the converged Newton scheme against a SciPy optimizer of the same objective, and the
+NT schedule's own limits."""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import expit
+
+from bayesirt.dif import fit_family_dif
+from bayesirt.errors import DataError
+from bayesirt.spectral import select_dimension, spectral_offsets, working_responses
+
+
+def _data(n_items=12, n_models=90, n_families=3, seed=0, missing=0.0):
+    rng = np.random.default_rng(seed)
+    family = np.arange(n_models) % n_families
+    theta = rng.normal(size=n_models)
+    delta = rng.normal(0, 0.7, size=(n_items, n_families))
+    delta -= delta.mean(axis=1, keepdims=True)
+    offsets = np.clip(np.outer(rng.uniform(0.5, 1.5, n_items), theta), -6, 6)
+    y = (rng.random((n_items, n_models)) < expit(rng.normal(size=(n_items, 1)) + offsets + delta[:, family]))
+    observed = rng.random(y.shape) >= missing
+    return y.astype(np.int8), observed, offsets, family
+
+
+def _penalized_optimum(y, observed, offsets, family, n_families, penalty=1.0):
+    """SciPy L-BFGS on the unconstrained penalized deviance of NT eq. 3 (the oracle)."""
+    n_items = y.shape[0]
+    w = observed.astype(float)
+
+    def objective(par):
+        b, delta = par[:n_items], par[n_items:].reshape(n_items, n_families)
+        xi = b[:, None] + offsets + delta[:, family]
+        p = expit(xi)
+        value = (w * (np.logaddexp(0, xi) - y * xi)).sum() + penalty / 2 * (delta**2).sum()
+        r = w * (p - y)
+        g_delta = np.stack([r[:, family == f].sum(axis=1) for f in range(n_families)], axis=1) + penalty * delta
+        return value, np.r_[r.sum(axis=1), g_delta.ravel()]
+
+    res = minimize(objective, np.zeros(n_items * (1 + n_families)), jac=True, method="L-BFGS-B",
+                   options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10_000})
+    return res.x[:n_items], res.x[n_items:].reshape(n_items, n_families)
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.2])
+def test_newton_run_to_convergence_reaches_the_penalized_optimum(missing):
+    y, observed, offsets, family = _data(missing=missing)
+    fit = fit_family_dif(y, observed, offsets, family, 3, cycles=500, tolerance=1e-12)
+    b, delta = _penalized_optimum(y, observed, offsets, family, 3)
+    assert fit.last_change < 1e-10
+    np.testing.assert_allclose(fit.family_effect, delta, atol=1e-6)
+    np.testing.assert_allclose(fit.easiness, b, atol=1e-6)
+    # the ridge optimum is centred by itself, so the constraint costs nothing there
+    np.testing.assert_allclose(delta.sum(axis=1), 0, atol=1e-6)
+
+
+def test_nt_schedule_stops_after_five_cycles_centred_and_reports_its_distance():
+    y, observed, offsets, family = _data(seed=2)
+    fit = fit_family_dif(y, observed, offsets, family, 3)
+    assert fit.cycles <= 5
+    np.testing.assert_allclose(fit.family_effect.sum(axis=1), 0, atol=1e-12)
+    np.testing.assert_allclose(fit.dif_range, fit.family_effect.max(axis=1) - fit.family_effect.min(axis=1))
+    converged = fit_family_dif(y, observed, offsets, family, 3, cycles=500, tolerance=1e-12)
+    assert np.abs(fit.family_effect - converged.family_effect).max() < 0.05  # close, not identical
+
+
+def test_missing_cells_are_ignored_not_imputed():
+    y, observed, offsets, family = _data(seed=3, missing=0.3)
+    flipped = np.where(observed, y, 1 - y)  # changing unobserved values changes nothing
+    a = fit_family_dif(y, observed, offsets, family, 3)
+    b = fit_family_dif(flipped, observed, offsets, family, 3)
+    np.testing.assert_array_equal(a.family_effect, b.family_effect)
+
+
+def test_working_responses_follow_eq_13_14_by_hand():
+    y = np.array([[1, 1, 0, 0], [1, 0, 0, 0]])
+    observed = np.array([[True, True, True, True], [True, True, True, False]])
+    x, p, s = working_responses(y, observed)
+    assert p[0] == pytest.approx(2.5 / 5) and p[1] == pytest.approx(1.5 / 4)
+    assert s[1] == pytest.approx(np.sqrt(1.5 / 4 * 2.5 / 4))
+    assert x[0, 0] == pytest.approx(0.5 / 0.5) and x[1, 3] == 0.0
+
+
+def test_offsets_reproduce_an_exactly_low_rank_working_matrix():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 2)) @ rng.normal(size=(2, 50)) * 0.3
+    s = rng.uniform(0.3, 0.5, size=30)
+    offsets, rank = spectral_offsets(x, s, np.arange(30), 2, seed=0)
+    assert rank == 2
+    np.testing.assert_allclose(offsets * s[:, None], x, atol=1e-10)
+    # fitted on half the rows, the other rows are recovered by projection
+    offsets_half, _ = spectral_offsets(x, s, np.arange(0, 30, 2), 2, seed=0)
+    np.testing.assert_allclose(offsets_half * s[:, None], x, atol=1e-10)
+    _, capped = spectral_offsets(x, s, np.arange(3), 8, seed=0)
+    assert capped == 3  # K above the fitting rows is lowered to what they carry
+
+
+def _one_dimensional(n_items=60, n_models=240, seed=0):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(size=n_models)
+    y = rng.random((n_items, n_models)) < expit(rng.normal(size=(n_items, 1)) + 1.5 * theta)
+    owner = np.array([f"o{m // 3}" for m in range(n_models)])
+    return y.astype(np.int8), np.ones(y.shape, bool), owner, np.array([f"g{i % 3}" for i in range(n_items)])
+
+
+def test_one_se_rule_picks_a_small_k_on_unidimensional_data_and_holds_owners_out_whole():
+    y, observed, owner, group = _one_dimensional()
+    sel = select_dimension(y, observed, owner, group, seed=1)
+    assert sel.k <= 2 and sel.k <= sel.k_best
+    table = sel.table
+    assert list(table["k"]) == [1, 2, 4, 8, 16, 32]  # feasible: K <= min(60 items, 180 training models)
+    best = table["mean_loss"].idxmin()
+    chosen = table.index[table["selected"]][0]
+    assert table.at[chosen, "mean_loss"] <= table.at[best, "mean_loss"] + table.at[best, "se"]
+    assert (table.loc[: chosen - 1, "mean_loss"] > table.at[best, "mean_loss"] + table.at[best, "se"]).all()
+    assert len(sel.validation_owners) == round(0.25 * 80)
+    assert select_dimension(y, observed, owner, group, seed=1).table.equals(table)  # seeded
+
+
+def test_dimension_selection_errors_name_the_fix():
+    y, observed, owner, group = _one_dimensional(n_models=30)
+    with pytest.raises(DataError, match="at least 2"):
+        select_dimension(y, observed, np.full(30, "solo"), group, seed=0)
+    with pytest.raises(DataError, match="single item"):
+        select_dimension(y, observed, owner, np.array([f"g{i}" for i in range(60)]), seed=0)
