@@ -90,6 +90,8 @@ class Purification:
         Restoring weights (eq. 6).
     selection_fit : DIFFit
         The last round's DIF fit on all items (the D_i that chose the anchors).
+    selection_rows : ndarray of bool (item,)
+        The rows S(t-1) whose decomposition gave that fit's offsets.
     final_fit : DIFFit
         The refit with offsets from S(3): the stored item signatures.
     offsets_sd : ndarray (item,)
@@ -102,6 +104,7 @@ class Purification:
     selected: np.ndarray
     weights: np.ndarray
     selection_fit: DIFFit
+    selection_rows: np.ndarray
     final_fit: DIFFit
     offsets_sd: np.ndarray
 
@@ -146,8 +149,8 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
         jaccard = (chosen & current).sum() / (chosen | current).sum()
         rows.append({"round": t, "anchors": int(chosen.sum()), "jaccard_with_previous": jaccard, "rank": rank,
                      "dif_cycles": fit.cycles, "dif_last_change": fit.last_change})
-        current = chosen
+        rows_used, current = current, chosen
     offsets, _ = spectral_offsets(x, s, np.flatnonzero(current), k, seed=seed)
     final = fit_family_dif(y, observed, offsets, family, n_families, **dif_options)
     return Purification(rounds=pd.DataFrame(rows), cell=cell, selected=current, weights=anchor_weights(cell, current),
-                        selection_fit=fit, final_fit=final, offsets_sd=offsets.std(axis=1))
+                        selection_fit=fit, selection_rows=rows_used, final_fit=final, offsets_sd=offsets.std(axis=1))

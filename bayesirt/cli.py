@@ -10,7 +10,7 @@
     bayesirt ppc DATA --model 2pl --out DIR          (posterior predictive checks)
     bayesirt prior-check --model 2pl --design 200x100 --out DIR   (or --data DATA)
     bayesirt sbc --model 2pl --design 100x40 --replicates 200 --out DIR [--workers N]
-    bayesirt audit DATA --out DIR [--quick] [--models CSV] [--scheduler ADDR]   (NT near-tie audit)
+    bayesirt audit DATA --out DIR [--quick] [--bayes] [--models CSV] [--scheduler ADDR]   (NT near-tie audit)
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -142,6 +142,10 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("--epsilon", type=float, default=0.01, help="near-tie band on the full score (0.01 = 1 pp) [0.01]")
     au.add_argument("--controls", type=int, default=1000, help="matched-random subtests per fold [1000]")
     au.add_argument("--bootstrap", type=int, default=2000, help="composition and owner bootstrap replicates [2000]")
+    au.add_argument("--bayes", action="store_true",
+                    help="add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
+    au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts"),
+                    help="inference of the Bayesian layer [advi]")
     au.add_argument("--seed", type=int, default=0, help="analysis seed (K split, SVD, controls, bootstraps) [0]")
     au.add_argument("--workers", type=int, default=1,
                     help="local worker processes for the resampling; 1 runs it in this process [1]")
@@ -216,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 config = AuditConfig(owner_cap=args.owner_cap, min_family_size=args.min_family_size, alpha=args.alpha,
                                      epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
-                                     owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick)
+                                     owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick,
+                                     bayes=args.bayes, bayes_method=args.bayes_method)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
                                     workers=args.workers, scheduler=args.scheduler, force=args.force,
                                     progress=progress)

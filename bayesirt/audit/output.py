@@ -91,7 +91,10 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
         value = getattr(result, name)
         if value is not None:
             children[name] = value
-    tree = xr.DataTree.from_dict({k: v if isinstance(v, xr.Dataset) else v.to_dataset() for k, v in children.items()})
+    if result.bayes is not None:
+        children["bayes"] = result.bayes.to_dataset()
+        children |= {f"bayes/{name}": node.to_dataset() for name, node in result.bayes.children.items()}
+    tree = xr.DataTree.from_dict(children)
     tree.attrs = {"summary": json.dumps(audit_summary(result), default=_json_default),
                   "reference": "NT sections 3.1-3.4, App. C and D.1"}
     return tree

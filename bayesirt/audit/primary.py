@@ -21,13 +21,14 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.anchors import ANCHOR_FRACTION, Purification, purify
+from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
 from bayesirt.data.populations import POPULATION_SEED, audit_population
 from bayesirt.data.responses import MISSING
 from bayesirt.parallel import shared_cluster, spawn_seeds
 from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
 from bayesirt.resampling import composition_bootstrap, matched_random_controls, owner_bootstrap
-from bayesirt.spectral import DimensionSelection, select_dimension
+from bayesirt.spectral import DimensionSelection, select_dimension, spectral_offsets, working_responses
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
 
@@ -40,6 +41,9 @@ class AuditConfig:
     """Settings of the primary audit; defaults are NT's frozen specification (Table 12).
 
     ``quick`` limits K to 32 and the controls to 199 (and the bootstrap to 199) for a fast look.
+    ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
+    each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws)
+    carried through anchors and reversals.
     """
 
     owner_cap: int = 5
@@ -53,6 +57,9 @@ class AuditConfig:
     population_seed: int = POPULATION_SEED
     seed: int = 0
     quick: bool = False
+    bayes: bool = False
+    bayes_method: str = "advi"
+    bayes_draws: int = 400
 
     def resolved(self) -> AuditConfig:
         """The settings actually used (``quick`` applied)."""
@@ -80,6 +87,8 @@ class FoldResult:
     all_cross_eligible: int
     all_cross_reversed: int
     target_index: np.ndarray  # positions of the target models in the Dataset
+    posterior: xr.Dataset | None = None  # the Bayesian layer's per-draw chain (config.bayes)
+    schedule_gap: dict | None = None  # NT's five Newton cycles against the converged optimum
 
 
 @dataclass
@@ -93,6 +102,7 @@ class AuditResult:
     controls: object = None
     composition: object = None
     owners: object = None
+    bayes: xr.DataTree | None = None
     warnings: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 
@@ -106,8 +116,33 @@ def input_sha256(responses: xr.Dataset) -> str:
     return h.hexdigest()
 
 
-def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item_group, config: AuditConfig,
-          seeds: list[int]) -> FoldResult:
+def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_ids, purification, k, seed,
+               config: AuditConfig, target: dict) -> tuple[xr.Dataset, dict, list[str]]:
+    """The Bayesian layer in one fold: the DIF posterior given the offsets that chose the anchors
+    (the last purification round's), propagated through anchors and reversals."""
+    x, _, s = working_responses(y_audit, obs_audit)
+    offsets, _ = spectral_offsets(x, s, np.flatnonzero(purification.selection_rows), k, seed=seed)
+    gap = schedule_gap(y_audit, obs_audit, offsets, family_audit, n_families)
+    correct = np.where(obs_audit, y_audit, 0).sum(axis=1)
+    degenerate = (correct == 0) | (correct == obs_audit.sum(axis=1))
+    notes = []
+    easiness_prior = "flat"
+    if degenerate.any():  # a flat prior leaves an all-0 / all-1 item's easiness improper
+        easiness_prior = "normal"
+        notes.append(f"{degenerate.sum()} item(s) are all correct or all wrong in an audit half, so the Bayesian "
+                     "layer used the N(0, 2) easiness prior there instead of a flat one")
+    tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families, method=config.bayes_method,
+                                    draws=config.bayes_draws, seed=seed, easiness_prior=easiness_prior,
+                                    item_ids=item_ids, progress=False)
+    delta, easiness = stacked_draws(tree)
+    chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
+                                **target)
+    chain.attrs.update(method=config.bayes_method, easiness_prior=easiness_prior)
+    return chain, gap, notes
+
+
+def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item_group, item_ids,
+          config: AuditConfig, seeds: list[int]) -> tuple[FoldResult, list[str]]:
     audit = np.flatnonzero((pop["fold"] == h).to_numpy())
     target = np.flatnonzero(((pop["fold"] == 1 - h) & pop["representative"]).to_numpy())
     owner = pop["owner"].to_numpy()
@@ -126,9 +161,16 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
     all_eligible, all_rev = reversal_counts(full, anchor, all_pairs)
     table = pd.DataFrame({"model_id": pop["model_id"].to_numpy()[target], "family": fam_t, "owner": own_t,
                           "full": full, "anchor": anchor, "shift": anchor - full})
+    posterior, gap, notes = None, None, []
+    if config.bayes:
+        posterior, gap, notes = _posterior(
+            y[:, audit], observed[:, audit], family_index[audit], n_families, item_group, item_ids, purification,
+            selection.k, seeds[2], config, {"y_target": y_t, "observed_target": obs_t, "full": full, "pairs": pairs,
+                                            "model_ids": table["model_id"].to_numpy()})
     return FoldResult(audit_fold=h, selection=selection, purification=purification, target=table, pairs=pairs, within_pairs=within,
                       eligible=int(eligible), reversed=int(n_rev), tau_b=float(kendall_tau_b(full, anchor)),
-                      all_cross_eligible=int(all_eligible), all_cross_reversed=int(all_rev), target_index=target)
+                      all_cross_eligible=int(all_eligible), all_cross_reversed=int(all_rev), target_index=target,
+                      posterior=posterior, schedule_gap=gap), notes
 
 
 def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, workers: int | None = 1,
@@ -167,11 +209,14 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
     families = sorted(pop.loc[pop["status"] == "retained", "family"].unique())
     family_index = np.searchsorted(families, pop["family"].to_numpy())  # only retained models are used
     seeds = spawn_seeds(config.seed, 5)
-    folds = []
+    item_ids = responses["item_id"].values.astype(str)
+    folds, notes = [], []
     for h in (0, 1):
         t = time.perf_counter()
-        folds.append(_fold(h, y, observed, family_index, len(families), pop, item_group, config,
-                           spawn_seeds(seeds[h], 2)))
+        fold, fold_notes = _fold(h, y, observed, family_index, len(families), pop, item_group, item_ids, config,
+                                 spawn_seeds(seeds[h], 3))
+        folds.append(fold)
+        notes += fold_notes
         timings[f"fold{h}_s"] = time.perf_counter() - t
     eligible = np.array([f.eligible for f in folds])
     n_rev = np.array([f.reversed for f in folds])
@@ -191,7 +236,8 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
         "n_representatives": int(pop["representative"].sum()),
         "input_sha256": input_sha256(responses),
     }
-    result = AuditResult(config=config, population=pop, folds=folds, summary=summary, timings=timings)
+    result = AuditResult(config=config, population=pop, folds=folds, summary=summary, timings=timings,
+                         warnings=sorted(set(notes)))
     if summary["status"] != "estimated":
         summary["reason"] = (f"no different-owner, different-family pair of representatives is within "
                              f"{100 * config.epsilon:g} pp on the full benchmark in either fold, so the reversal "
@@ -218,6 +264,25 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
     result.owners = owner_bootstrap(targets["shift"].to_numpy(), targets["family"].to_numpy(),
                                     targets["owner"].to_numpy(), percentile_shift=percentile_shift,
                                     replicates=config.owner_bootstrap, seed=seeds[4])
+    if config.bayes:
+        result.bayes = pool_folds([f.posterior for f in folds], result.controls["rate"].sel(pair_set="primary").values)
+        summary["bayes"] = _bayes_summary(result.bayes, folds)
     timings["total_s"] = time.perf_counter() - t0
     return result
+
+
+def _bayes_summary(pooled: xr.DataTree, folds: list[FoldResult]) -> dict:
+    root = pooled.to_dataset()
+    q = {name: root[f"{name}_quantiles"].values.tolist() for name in ("low_dif_reversal_rate", "excess_pp")}
+    return {
+        "method": folds[0].posterior.attrs["method"],
+        "draws": int(root.sizes["draw"]),
+        "low_dif_reversal_rate_q05_q50_q95": q["low_dif_reversal_rate"],
+        "excess_pp_q05_q50_q95": q["excess_pp"],
+        "prob_excess_positive": float(root["prob_excess_positive"]),
+        "anchor_probability_decisive_share": [
+            float(((f.posterior["anchor_probability"] < 0.05) | (f.posterior["anchor_probability"] > 0.95)).mean())
+            for f in folds],
+        "schedule_gap": [f.schedule_gap for f in folds],
+    }
 

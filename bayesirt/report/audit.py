@@ -56,6 +56,31 @@ def _owner_shifts(owners: xr.Dataset) -> list[str]:
             "", markdown_table(table.round(2)), ""]
 
 
+def _bayes_section(bayes: dict, result) -> list[str]:
+    rate, excess = bayes["low_dif_reversal_rate_q05_q50_q95"], bayes["excess_pp_q05_q50_q95"]
+    lines = ["## Bayesian layer: posterior uncertainty of the residual DIF", "",
+             f"Residual-DIF posterior of each audit half ({bayes['method']}, {bayes['draws']} draws; ridge prior "
+             "N(0, 1) on centred delta, the lambda = 1 penalty), each draw carried through D_i, the blueprint cells, "
+             "the anchors, the weights and the frozen near-tie pairs; offsets, pairs and the matched-random rates stay "
+             "fixed.", "",
+             markdown_table(pd.DataFrame([
+                 ("low-DIF reversal rate, median (90% interval)", f"{_pct(rate[1])} ({_pct(rate[0])}-{_pct(rate[2])})"),
+                 ("excess over the matched-random median, median (90% interval)",
+                  f"{excess[1]:+.1f} pp ({excess[0]:+.1f} to {excess[2]:+.1f})"),
+                 ("posterior probability that the excess is positive", f"{bayes['prob_excess_positive']:.3f}"),
+                 ("share of items with anchor probability < .05 or > .95, per fold",
+                  " / ".join(f"{v:.2f}" for v in bayes["anchor_probability_decisive_share"])),
+                 ("NT's 5 Newton cycles vs the converged optimum: max |delta| gap, per fold",
+                  " / ".join(f"{g['max_abs_delta_diff']:.2g}" for g in bayes["schedule_gap"])),
+             ], columns=["quantity", "value"])), ""]
+    pairs = pd.concat([f.posterior[["reversal_probability"]].to_dataframe().assign(fold=f.audit_fold)
+                       for f in result.folds])
+    uncertain = pairs["reversal_probability"].between(0.1, 0.9).mean() if len(pairs) else np.nan
+    lines += [f"Near-tie pairs whose reversal is uncertain (posterior probability between .1 and .9): "
+              f"{_pct(uncertain)} of {len(pairs):,}.", ""]
+    return lines
+
+
 def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | None) -> str:
     """report.md of the primary audit."""
     pop = result.population
@@ -80,6 +105,8 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
               markdown_table(pd.DataFrame(fold_rows)), ""]
     if result.owners is not None:
         lines += _owner_shifts(result.owners)
+    if "bayes" in summary:
+        lines += _bayes_section(summary["bayes"], result)
     if summary["warnings"]:
         lines += ["## Warnings", "", *[f"- {w}" for w in summary["warnings"]], ""]
     cfg = summary["config"]
