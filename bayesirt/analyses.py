@@ -23,12 +23,24 @@ from bayesirt.summaries import DEFAULT_CI, is_sampled, item_table, model_table
 
 __all__ = ["run_fit_job", "run_ppc_job", "run_prior_check_job", "load_analysis", "run_analysis", "ANALYSIS_KINDS"]
 
-ANALYSIS_KINDS = ("fit",)
-_FIT_OPTIONS = {
-    "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int,
-    "advi_iterations": int, "advi_tolerance": float, "advi_learning_rate": float,
-    "log_likelihood": bool, "ci": float,
+ANALYSIS_KINDS = ("fit", "audit")
+_OPTIONS = {  # per kind: its option table, and the types of its options
+    "fit": ("fit", {
+        "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int,
+        "advi_iterations": int, "advi_tolerance": float, "advi_learning_rate": float,
+        "log_likelihood": bool, "ci": float,
+    }),
+    "audit": ("audit", {
+        "owner_cap": int, "min_family_size": int, "alpha": float, "epsilon": float, "controls": int,
+        "bootstrap": int, "owner_bootstrap": int, "max_k": int, "population_seed": int, "seed": int, "quick": bool,
+        "bayes": bool, "bayes_method": str, "bayes_draws": int, "workers": int,
+    }),
 }
+_REQUIRED = {"fit": ("data", "model", "out"), "audit": ("data", "out")}
+_SIMULATE = {"n_owners": int, "families": list, "models_per_owner_family": int, "n_items": int, "n_groups": int,
+             "n_dims": int, "dif_fraction": float, "dif_sd": float, "missing": float, "seed": int}
+SIMULATED = "simulate_dif_benchmark"
+"""``data`` value of an audit analysis whose data are generated from its ``[simulate]`` table."""
 
 
 def run_fit_job(
@@ -87,27 +99,50 @@ def load_analysis(path: str | Path) -> dict:
     kind = head.get("kind")
     if kind not in ANALYSIS_KINDS:
         raise SpecError(f"{path}: [analysis] 'kind' must be one of {list(ANALYSIS_KINDS)}; got {kind!r}")
-    for key in ("data", "model", "out"):
+    for key in _REQUIRED[kind]:
         if not isinstance(head.get(key), str) or not head[key]:
             raise SpecError(f"{path}: [analysis] needs {key!r} (a name or path)")
-    unknown = set(raw) - {"analysis", "fit"}
+    table, allowed = _OPTIONS[kind]
+    tables = {"analysis", table} | ({"simulate"} if kind == "audit" else set())
+    unknown = set(raw) - tables
     if unknown:
-        raise SpecError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: ['analysis', 'fit']")
-    options = raw.get("fit", {})
+        raise SpecError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: {sorted(tables)}")
+    options = raw.get(table, {})
+    _check_types(path, table, options, allowed)
+    simulate = raw.get("simulate", {})
+    _check_types(path, "simulate", simulate, _SIMULATE)
+    if kind == "audit" and (head["data"] == SIMULATED) != bool(simulate):
+        raise SpecError(f"{path}: generated data need data = {SIMULATED!r} together with a [simulate] table")
+    return {"path": path, **head, "options": options, "simulate": simulate}
+
+
+def _check_types(path: Path, table: str, options: dict, allowed: dict) -> None:
     for key, value in options.items():
-        if key not in _FIT_OPTIONS:
-            raise SpecError(f"{path}: [fit] unknown option {key!r}; allowed: {sorted(_FIT_OPTIONS)}")
-        want = _FIT_OPTIONS[key]
+        if key not in allowed:
+            raise SpecError(f"{path}: [{table}] unknown option {key!r}; allowed: {sorted(allowed)}")
+        want = allowed[key]
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             if not (want is float and isinstance(value, int) and not isinstance(value, bool)):
-                raise SpecError(f"{path}: [fit] {key!r} must be of type {want.__name__}; got {value!r}")
-    return {"path": path, **head, "fit": options}
+                raise SpecError(f"{path}: [{table}] {key!r} must be of type {want.__name__}; got {value!r}")
 
 
 def run_analysis(path: str | Path, *, force: bool = False, progress: bool = True) -> Path:
     """Run a declared analysis end to end; returns its output folder."""
     analysis = load_analysis(path)
-    options = dict(analysis["fit"])
+    options = dict(analysis["options"])
+    if analysis["kind"] == "audit":
+        from bayesirt.audit import AuditConfig, run_audit_job
+        from bayesirt.data import simulate_dif_benchmark
+
+        data = analysis["data"]
+        if data == SIMULATED:
+            sim = dict(analysis["simulate"])
+            if "families" in sim:
+                sim["families"] = tuple(sim["families"])
+            data, _ = simulate_dif_benchmark(**sim)
+        workers = options.pop("workers", 1)
+        return run_audit_job(data, analysis["out"], config=AuditConfig(**options), workers=workers, force=force,
+                             progress=progress)
     ci = float(options.pop("ci", DEFAULT_CI))
     return run_fit_job(analysis["data"], analysis["model"], analysis["out"], force=force, ci=ci,
                        progress=progress, **options)

@@ -125,3 +125,34 @@ def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
     assert main(["audit", str(path), "--out", str(tmp_path / "b"), "--min-family-size", "500", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("bayesirt: error:") and "famil" in err
+
+
+def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
+    from bayesirt.analyses import load_analysis, run_analysis
+
+    declared = load_analysis("analyses/near_tie_audit.toml")
+    assert declared["kind"] == "audit" and declared["options"]["controls"] == 1000
+    small = tmp_path / "a.toml"
+    small.write_text('[analysis]\nkind = "audit"\ndata = "simulate_dif_benchmark"\nout = "' + str(tmp_path / "o")
+                     + '"\n[simulate]\nn_owners = 60\nn_items = 80\nseed = 1\n[audit]\nquick = true\ncontrols = 9\n'
+                     'bootstrap = 9\nowner_bootstrap = 9\n')
+    out = run_analysis(small, progress=False)
+    assert json.loads((out / "summary.json").read_text())["config"]["controls"] == 9
+
+
+def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
+    ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
+    config = AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60)
+    result = run_audit(ds, config, progress=False)
+    bayes = result.summary["bayes"]
+    lo, mid, hi = bayes["excess_pp_q05_q50_q95"]
+    assert lo <= mid <= hi and 0 <= bayes["prob_excess_positive"] <= 1
+    assert all(g["max_abs_delta_diff"] < 1e-2 for g in bayes["schedule_gap"])
+    for fold in result.folds:
+        p = fold.posterior["anchor_probability"]
+        assert p.dims == ("item",) and float(p.sum()) == pytest.approx(
+            float(fold.posterior["anchor"].sum("item").mean()))  # expected anchor count
+    out = run_audit_job(ds, tmp_path / "b", config=config, progress=False)
+    tree = xr.open_datatree(out / "audit.nc")
+    assert "excess_pp" in tree["bayes"] and "anchor_probability" in tree["bayes"]["fold_0"]
+    assert "Bayesian layer" in (out / "report.md").read_text()

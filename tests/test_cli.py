@@ -89,13 +89,16 @@ def test_run_declared_analysis(tmp_path):
 
 def test_demo_analysis_is_valid():
     demo = load_analysis("analyses/demo.toml")
-    assert demo["data"] == "chembench" and demo["model"] == "2pl" and demo["fit"]["method"] == "nuts"
+    assert demo["data"] == "chembench" and demo["model"] == "2pl" and demo["options"]["method"] == "nuts"
 
 
 @pytest.mark.parametrize(
     "body, message",
     [
-        ('[analysis]\nkind = "audit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n', r"'kind' must be one of \['fit'\]"),
+        ('[analysis]\nkind = "cat"\ndata = "x"\nmodel = "2pl"\nout = "o"\n', r"'kind' must be one of \['fit', 'audit'\]"),
+        ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[fit]\ndraws = 5\n', r"unknown table\(s\) \['fit'\]"),
+        ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[audit]\ncontrols = 1.5\n', r"'controls' must be of type int"),
+        ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[simulate]\nn_items = 50\n', r"need data = 'simulate_dif"),
         ('[analysis]\nkind = "fit"\nmodel = "2pl"\nout = "o"\n', r"needs 'data'"),
         ('[analysis]\nkind = "fit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n[fit]\ndraw = 5\n', r"unknown option 'draw'"),
         ('[analysis]\nkind = "fit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n[fit]\ndraws = "5"\n', r"'draws' must be of type int"),
