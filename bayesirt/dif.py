@@ -94,26 +94,38 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
     -------
     DIFFit
     """
-    w = observed.astype(np.float64)
+    complete = bool(observed.all())
+    w = None if complete else observed.astype(np.float64)  # complete data: skip every mask product
     y_obs = np.where(observed, y, 0).astype(np.float64)
     onehot = np.zeros((family.size, n_families))
     onehot[np.arange(family.size), family] = 1.0
-    n_obs = w.sum(axis=1)
-    p0 = np.clip(y_obs.sum(axis=1) / n_obs, 1e-4, 1 - 1e-4)
-    b = logit(p0) - (offsets * w).sum(axis=1) / n_obs
+    n_obs = observed.sum(axis=1)
+    y_item = y_obs.sum(axis=1)  # the data enter the scores only through these sums
+    y_family = y_obs @ onehot
+    p0 = np.clip(y_item / n_obs, 1e-4, 1 - 1e-4)
+    b = logit(p0) - (offsets.sum(axis=1) if complete else (offsets * w).sum(axis=1)) / n_obs
     delta = np.zeros((y.shape[0], n_families))
+    p = np.empty(offsets.shape)  # the one working array: linear predictor, then probability
+
+    def probabilities(base, add):
+        np.add(base, add, out=p)
+        expit(p, out=p)
+        if not complete:
+            np.multiply(p, w, out=p)  # masked: sums over p and p^2 below then run over observed cells only
+        return p
 
     def b_step(base):
         def step(value):
-            p = expit(value[:, None] + base)
-            return (y_obs - p * w).sum(axis=1) / ((p * (1 - p) * w).sum(axis=1) + 1e-9)
+            prob = probabilities(base, value[:, None])
+            mass = prob.sum(axis=1)
+            return (y_item - mass) / (mass - np.einsum("im,im->i", prob, prob) + 1e-9)
         return step
 
     def delta_step(base):
         def step(value):
-            p = expit(base + value[:, family])
-            g = (y_obs - p * w) @ onehot - penalty * value
-            return g / ((p * (1 - p) * w) @ onehot + penalty)
+            prob = probabilities(base, value[:, family])
+            mass = prob @ onehot
+            return (y_family - mass - penalty * value) / (mass - (prob * prob) @ onehot + penalty)
         return step
 
     change, cycle = np.inf, 0
