@@ -271,7 +271,7 @@ def _design_responses(n_models: int, n_items: int) -> xr.Dataset:
 
 def prior_predictive_check(
     spec, responses: xr.Dataset | None = None, *, design: tuple[int, int] | None = None, draws: int = 500,
-    seed: int = 0, degenerate_share: float = 0.5,
+    seed: int = 0, degenerate_share: float = 0.5, chunk_cells: int = 5_000_000,
 ) -> tuple[xr.Dataset, pd.DataFrame]:
     """What the spec's priors imply about data, before seeing any.
 
@@ -289,6 +289,8 @@ def prior_predictive_check(
     degenerate_share : float
         Flag the priors when, on average over draws, more than this share of items come out all
         correct or all wrong (degenerate patterns that carry no information on the models).
+    chunk_cells : int
+        Draw x cell budget per chunk, bounding memory on large designs.
 
     Returns
     -------
@@ -323,12 +325,16 @@ def prior_predictive_check(
     par = {k: prior[k].values[0] for k in prior.data_vars}
     par["discrimination"] = par["discrimination"].reshape(draws, -1)  # (draw, 1) for a common or fixed slope
     rng = np.random.default_rng(seed)
-    p = response_probability(par["theta"], par["discrimination"], par["intercept"], par.get("guessing", 0.0),
-                             par.get("slip", 0.0))
-    y = (rng.random(p.shape) < p) & observed
     n_obs_item, n_obs_model = observed.sum(1), observed.sum(0)
-    prop = y.sum(-1) / n_obs_item
-    acc = y.sum(-2) / n_obs_model
+    prop, acc = np.empty((draws, observed.shape[0])), np.empty((draws, observed.shape[1]))
+    step = max(1, chunk_cells // observed.size)
+    for start in range(0, draws, step):  # chunks of draws bound memory; the random stream is the same
+        sl = slice(start, start + step)
+        p = response_probability(par["theta"][sl], par["discrimination"][sl], par["intercept"][sl],
+                                 par["guessing"][sl] if "guessing" in par else 0.0,
+                                 par["slip"][sl] if "slip" in par else 0.0)
+        y = (rng.random(p.shape) < p) & observed
+        prop[sl], acc[sl] = y.sum(-1) / n_obs_item, y.sum(-2) / n_obs_model
     simulated = xr.Dataset(
         {"item_proportion": (("draw", "item"), prop), "model_accuracy": (("draw", "model"), acc),
          "theta_sd": ("draw", par["theta"].std(-1)), "degenerate_items": ("draw", ((prop == 0) | (prop == 1)).mean(-1))},

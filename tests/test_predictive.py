@@ -127,3 +127,13 @@ def test_prior_check_flags_priors_that_make_items_degenerate(tmp_path):
     assert (table["flag"] == "").all()
     # the simulated abilities follow the spec's N(0, 1)
     assert abs(float(simulated["theta_sd"].mean()) - 1.0) < 0.05
+
+
+def test_prior_check_chunks_draws_without_changing_the_result():
+    from bayesirt.predictive import prior_predictive_check
+    from bayesirt.specs import load_spec
+
+    spec = load_spec("3pl")
+    whole, _ = prior_predictive_check(spec, design=(30, 20), draws=40, seed=3)
+    chunked, _ = prior_predictive_check(spec, design=(30, 20), draws=40, seed=3, chunk_cells=1_000)  # 1 draw a chunk
+    xr.testing.assert_identical(whole, chunked)
