@@ -141,10 +141,10 @@ def _pack_folds(folds, caller) -> tuple[tuple[_Packed, ...], list[str]]:
     return tuple(packed), names
 
 
-def _cells(cell, items, where) -> tuple[np.ndarray, np.ndarray]:
+def _cells(cell, items, where, name="cell") -> tuple[np.ndarray, np.ndarray]:
     cell = np.asarray(cell)
     if cell.shape != (items,) or not np.issubdtype(cell.dtype, np.integer) or (cell.size and cell.min() < 0):
-        raise DataError(f"{where}: cell must be {items} nonnegative integer cell indices, one per item")
+        raise DataError(f"{where}: {name} must be {items} nonnegative integer {name} indices, one per item")
     return cell.astype(np.intp), np.bincount(cell)
 
 
@@ -162,11 +162,14 @@ def control_blocks(replicates: int, *, block: int = CONTROL_BLOCK) -> list[tuple
     return [(start, min(start + block, replicates)) for start in range(0, replicates, block)]
 
 
-def matched_random_weights(cell, anchor_weights, replicates: int, seed: int, *, start: int = 0) -> np.ndarray:
-    """Blueprint-matched random subtests (NT C.6, eq. 35).
+def matched_random_weights(cell, anchor_weights, replicates: int, seed: int, *, start: int = 0,
+                           strata=None) -> np.ndarray:
+    """Blueprint-matched random subtests (NT C.6, eq. 35; with ``strata``, NT D.1 eq. 43).
 
     Replicate ``r`` samples, uniformly without replacement, ``k_c`` items of every cell ``c`` (``k_c``
     the anchors of ``c``: items with a positive anchor weight) and gives them weight ``n_c / k_c``.
+    With refined ``strata`` it samples in every stratum as many items as it holds anchors; the
+    sampled items still get their cell's weight ``n_c / k_c``.
 
     Parameters
     ----------
@@ -179,29 +182,41 @@ def matched_random_weights(cell, anchor_weights, replicates: int, seed: int, *, 
         the replicates into blocks gives the same weights.
     start : int, default 0
         Index of the first replicate.
+    strata : array_like of int, shape (item,), optional
+        Refined strata nested in the cells (every stratum inside one cell), e.g. the discrimination
+        strata of :func:`bayesirt.audit.matched.discrimination_strata`. Default: the cells.
 
     Returns
     -------
     ndarray of float32, shape (replicates, item)
-        Every row has exactly ``k_c`` nonzero weights in cell ``c``, summing to ``n_c`` when ``k_c > 0``.
+        Every row has exactly ``k_c`` nonzero weights in cell ``c`` (and the anchors' count in every
+        stratum), summing to ``n_c`` when ``k_c > 0``.
     """
     selected = np.asarray(anchor_weights) > 0
     if selected.ndim != 1:
         raise DataError(f"anchor_weights must be a 1-D array (item,); got shape {selected.shape}")
     cell, counts = _cells(cell, selected.size, "matched_random_weights")
+    stratum, sizes = (cell, counts) if strata is None else _cells(strata, selected.size, "matched_random_weights",
+                                                                  "stratum")
+    stratum_cell = np.zeros(sizes.size, dtype=np.intp)
+    stratum_cell[stratum] = cell
+    if np.any(stratum_cell[stratum] != cell):
+        raise DataError("matched_random_weights: a stratum holds items of several cells; pass strata nested in the "
+                        "cells")
     replicates = _check_integer(replicates, "replicates", "matched_random_weights")
     seed = _check_integer(seed, "seed", "matched_random_weights", minimum=0)
     start = _check_integer(start, "start", "matched_random_weights", minimum=0)
     keys = np.stack([np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(r,))).random(cell.size)
                      for r in range(start, start + replicates)])
-    chosen = np.bincount(cell, weights=selected, minlength=counts.size).astype(np.intp)
-    by_cell = np.split(np.argsort(cell, kind="stable"), np.cumsum(counts)[:-1])
+    k_cell = np.bincount(cell, weights=selected, minlength=counts.size).astype(np.intp)
+    chosen = np.bincount(stratum, weights=selected, minlength=sizes.size).astype(np.intp)
+    by_stratum = np.split(np.argsort(stratum, kind="stable"), np.cumsum(sizes)[:-1])
     weights = np.zeros((replicates, cell.size), dtype=np.float32)
     rows = np.arange(replicates)[:, None]
-    for c in np.flatnonzero(chosen):
-        items = by_cell[c]
-        draw = np.argsort(keys[:, items], axis=1)[:, :chosen[c]]  # the k_c smallest keys: a uniform k_c-subset
-        weights[rows, items[draw]] = counts[c] / chosen[c]
+    for s in np.flatnonzero(chosen):
+        items, c = by_stratum[s], stratum_cell[s]
+        draw = np.argsort(keys[:, items], axis=1)[:, :chosen[s]]  # the smallest keys: a uniform subset
+        weights[rows, items[draw]] = counts[c] / k_cell[c]
     return weights
 
 

@@ -156,3 +156,17 @@ def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
     tree = xr.open_datatree(out / "audit.nc")
     assert "excess_pp" in tree["bayes"] and "anchor_probability" in tree["bayes"]["fold_0"]
     assert "Bayesian layer" in (out / "report.md").read_text()
+
+
+def test_within_family_specificity_by_hand(audit):
+    from bayesirt.audit.specificity import within_family_specificity
+
+    w = audit.summary["within_family"]
+    c = audit.controls
+    cross, within = c["rate"].sel(pair_set="primary").values, c["rate"].sel(pair_set="within").values
+    g_obs = float(c["observed_rate"].sel(pair_set="primary") - c["observed_rate"].sel(pair_set="within"))
+    g = (cross - within)[np.isfinite(cross - within)]
+    assert w["specificity_pp"] == pytest.approx(100 * (g_obs - np.median(g)))
+    assert w["specificity_p"] == pytest.approx((1 + (g >= g_obs).sum()) / (g.size + 1))
+    assert 0 < w["within_pairs"] <= sum(f.within_pairs[0].size for f in audit.folds)  # ties leave the denominator
+    assert within_family_specificity(c) == w

@@ -28,6 +28,7 @@ from bayesirt.parallel import shared_cluster, spawn_seeds
 from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
 from bayesirt.resampling import composition_bootstrap, matched_random_controls, owner_bootstrap
+from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.spectral import DimensionSelection, select_dimension, spectral_offsets, working_responses
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
@@ -264,6 +265,7 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
     result.owners = owner_bootstrap(targets["shift"].to_numpy(), targets["family"].to_numpy(),
                                     targets["owner"].to_numpy(), percentile_shift=percentile_shift,
                                     replicates=config.owner_bootstrap, seed=seeds[4])
+    summary["within_family"] = within_family_specificity(result.controls)
     if config.bayes:
         result.bayes = pool_folds([f.posterior for f in folds], result.controls["rate"].sel(pair_set="primary").values)
         summary["bayes"] = _bayes_summary(result.bayes, folds)

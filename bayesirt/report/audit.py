@@ -42,6 +42,18 @@ def _headline(summary: dict) -> list[str]:
     return [markdown_table(pd.DataFrame(rows, columns=["quantity", "value"])), ""]
 
 
+def _within_section(w: dict) -> list[str]:
+    table = pd.DataFrame([{
+        "within-family pairs": f"{w['within_pairs']:,}",
+        "within low-DIF / random": f"{_pct(w['within_rate'])} / {_pct(w['within_median'])}",
+        "within excess (pp)": f"{w['within_excess_pp']:+.1f}", "p within": f"{w['within_p']:.3g}",
+        "specificity (pp)": f"{w['specificity_pp']:+.1f}", "p specificity": f"{w['specificity_p']:.3g}"}])
+    return ["## Within-family specificity (post hoc; NT 4.2, B.3)", "",
+            "The same low-DIF weights and matched-random replicates applied to different-owner, same-family near ties. "
+            "Specificity: the cross-minus-within gap against the replicates' paired gaps (eq. 53-55).", "",
+            markdown_table(table), ""]
+
+
 def _owner_shifts(owners: xr.Dataset) -> list[str]:
     table = pd.DataFrame({
         "family": owners["family"].values,
@@ -103,6 +115,8 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
     lines += ["## Folds", "", "Each audit half selects K (one-SE rule), learns the spectral directions, estimates "
               "residual family DIF and chooses the anchors; the opposite half's representatives are scored.", "",
               markdown_table(pd.DataFrame(fold_rows)), ""]
+    if "within_family" in summary:
+        lines += _within_section(summary["within_family"])
     if result.owners is not None:
         lines += _owner_shifts(result.owners)
     if "bayes" in summary:
