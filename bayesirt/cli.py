@@ -146,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
     au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts"),
                     help="inference of the Bayesian layer [advi]")
+    au.add_argument("--sensitivity", action="store_true",
+                    help="add the score-gap threshold (0.25-5 pp) and anchor-fraction (30/50/70%%) curves")
     au.add_argument("--seed", type=int, default=0, help="analysis seed (K split, SVD, controls, bootstraps) [0]")
     au.add_argument("--workers", type=int, default=1,
                     help="local worker processes for the resampling; 1 runs it in this process [1]")
@@ -221,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = AuditConfig(owner_cap=args.owner_cap, min_family_size=args.min_family_size, alpha=args.alpha,
                                      epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
                                      owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick,
-                                     bayes=args.bayes, bayes_method=args.bayes_method)
+                                     bayes=args.bayes, bayes_method=args.bayes_method, sensitivity=args.sensitivity)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
                                     workers=args.workers, scheduler=args.scheduler, force=args.force,
                                     progress=progress)

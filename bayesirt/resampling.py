@@ -319,13 +319,19 @@ def matched_random_controls(folds, *, replicates: int = 1000, seed: int = 0, eps
                           description="matched-random controls")
     eligible, reversed_, tau = (np.concatenate([b[k] for b in blocks], axis=-1) for k in range(3))
     result = _replicate_dataset(names, eligible, reversed_, tau, observed)
-    summaries = [randomization_summary(float(result["observed_rate"][s]), result["rate"].values[s])
-                 for s in range(len(names))]
-    for key in summaries[0]:
-        result[key] = ("pair_set", np.array([s[key] for s in summaries]))
+    _add_randomization_summaries(result)
     result.attrs.update(seed=seed, replicates=replicates, epsilon=float(epsilon),
                         reference="NT 3.4, C.6 (eq. 10-11, 35-36)")
     return result
+
+
+def _add_randomization_summaries(result: xr.Dataset) -> None:
+    """Add :func:`randomization_summary` of every pair set's ``rate`` against its ``observed_rate``
+    as variables over ``pair_set`` (``median``, ``lower``, ... ``undefined``)."""
+    summaries = [randomization_summary(float(result["observed_rate"][s]), result["rate"].values[s])
+                 for s in range(result.sizes["pair_set"])]
+    for key in summaries[0]:
+        result[key] = ("pair_set", np.array([s[key] for s in summaries]))
 
 
 def _replicate_dataset(names, eligible, reversed_, tau, observed) -> xr.Dataset:

@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 from scipy.stats import rankdata
 
-from bayesirt.audit import AuditConfig, run_audit, run_audit_job
+from bayesirt.audit import AuditConfig, run_audit, run_audit_job, write_audit
 from bayesirt.cli import main
 from bayesirt.data import simulate_dif_benchmark
 
@@ -170,3 +170,20 @@ def test_within_family_specificity_by_hand(audit):
     assert w["specificity_p"] == pytest.approx((1 + (g >= g_obs).sum()) / (g.size + 1))
     assert 0 < w["within_pairs"] <= sum(f.within_pairs[0].size for f in audit.folds)  # ties leave the denominator
     assert within_family_specificity(c) == w
+
+
+def test_threshold_and_fraction_curves_reuse_the_primary_run(bench, audit, tmp_path):
+    config = AuditConfig(quick=True, controls=39, bootstrap=39, owner_bootstrap=39, sensitivity=True)
+    result = run_audit(bench[0], config, progress=False)
+    s = result.sensitivity
+    primary = s.sel(alpha=0.5, threshold=1.0)
+    assert float(primary["low_dif_rate"]) == pytest.approx(audit.summary["low_dif_reversal_rate"])
+    c = audit.controls.sel(pair_set="primary")  # same seed: the primary replicates at the primary settings
+    assert float(primary["random_median"]) == pytest.approx(float(c["median"]))
+    assert float(primary["p_value"]) == pytest.approx(float(c["p_value"]))
+    assert (np.diff(s["eligible"].values, axis=1) >= 0).all()  # wider bands hold more pairs
+    assert list(s["anchors"].sel(alpha=0.5).values) == audit.summary["anchor_counts"]
+    assert (s["anchors"].sel(alpha=0.3).values < s["anchors"].sel(alpha=0.7).values).all()
+    out = write_audit(result, bench[0], tmp_path / "s")
+    assert {"sensitivity.csv", "sensitivity.png"} <= {p.name for p in out.iterdir()}
+    assert "Score-gap thresholds" in (out / "report.md").read_text()

@@ -13,7 +13,7 @@ import xarray as xr
 
 from bayesirt.audit.primary import AuditResult, FoldResult
 from bayesirt.outputs import staged_output
-from bayesirt.report.audit import audit_report, plot_controls
+from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 
 __all__ = ["audit_summary", "audit_tree", "write_audit"]
 
@@ -87,7 +87,7 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
     children = {"population": xr.Dataset.from_dataframe(pop.rename_axis("model"))}
     for f in result.folds:
         children[f"fold{f.audit_fold}"] = _fold_dataset(f, item_ids, item_group, families)
-    for name in ("controls", "composition", "owners"):
+    for name in ("controls", "composition", "owners", "sensitivity"):
         value = getattr(result, name)
         if value is not None:
             children[name] = value
@@ -149,5 +149,9 @@ def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, 
             o[[v for v in o.data_vars if "replicate" not in o[v].dims]].to_dataframe().to_csv(
                 folder / "owner_bootstrap.csv")
             figure = plot_controls(result, folder / "controls.png").name
-        (folder / "report.md").write_text(audit_report(result, summary, responses, figure))
+        curve = None
+        if result.sensitivity is not None:
+            result.sensitivity.to_dataframe().to_csv(folder / "sensitivity.csv")
+            curve = plot_sensitivity(result.sensitivity, folder / "sensitivity.png").name
+        (folder / "report.md").write_text(audit_report(result, summary, responses, figure, curve))
     return Path(out)

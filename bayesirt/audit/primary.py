@@ -28,6 +28,7 @@ from bayesirt.parallel import shared_cluster, spawn_seeds
 from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
 from bayesirt.resampling import composition_bootstrap, matched_random_controls, owner_bootstrap
+from bayesirt.audit.sensitivity import gap_and_fraction_sensitivity
 from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.spectral import DimensionSelection, select_dimension, spectral_offsets, working_responses
 
@@ -44,7 +45,8 @@ class AuditConfig:
     ``quick`` limits K to 32 and the controls to 199 (and the bootstrap to 199) for a fast look.
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
     each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws)
-    carried through anchors and reversals.
+    carried through anchors and reversals. ``sensitivity`` adds the score-gap threshold and
+    anchor-fraction curves (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
 
     owner_cap: int = 5
@@ -61,6 +63,7 @@ class AuditConfig:
     bayes: bool = False
     bayes_method: str = "advi"
     bayes_draws: int = 400
+    sensitivity: bool = False
 
     def resolved(self) -> AuditConfig:
         """The settings actually used (``quick`` applied)."""
@@ -104,6 +107,7 @@ class AuditResult:
     composition: object = None
     owners: object = None
     bayes: xr.DataTree | None = None
+    sensitivity: xr.Dataset | None = None
     warnings: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 
@@ -212,10 +216,11 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
     seeds = spawn_seeds(config.seed, 5)
     item_ids = responses["item_id"].values.astype(str)
     folds, notes = [], []
+    fold_seeds = [spawn_seeds(seeds[h], 3) for h in (0, 1)]
     for h in (0, 1):
         t = time.perf_counter()
         fold, fold_notes = _fold(h, y, observed, family_index, len(families), pop, item_group, item_ids, config,
-                                 spawn_seeds(seeds[h], 3))
+                                 fold_seeds[h])
         folds.append(fold)
         notes += fold_notes
         timings[f"fold{h}_s"] = time.perf_counter() - t
@@ -260,6 +265,19 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
                                                    seed=seeds[3], workers=workers, scheduler=scheduler,
                                                    progress=progress)
         timings["bootstrap_s"] = time.perf_counter() - t
+        if config.sensitivity:
+            t = time.perf_counter()
+            halves = []
+            for h in (0, 1):
+                audit = (pop["fold"] == h).to_numpy()
+                halves.append({"y": y[:, audit], "observed": observed[:, audit], "family": family_index[audit],
+                               "n_families": len(families), "item_group": item_group, "seed": fold_seeds[h][1]})
+            result.sensitivity = gap_and_fraction_sensitivity(
+                folds, fold_inputs, halves, alpha=config.alpha, epsilon=config.epsilon, item_group=item_group,
+                controls=config.controls, bootstrap=config.bootstrap,
+                seeds={"controls": seeds[2], "bootstrap": seeds[3]}, workers=workers, scheduler=scheduler,
+                progress=progress)
+            timings["sensitivity_s"] = time.perf_counter() - t
     targets = pd.concat([f.target for f in folds], ignore_index=True)
     percentile_shift = percentile_ranks(targets["anchor"].to_numpy()) - percentile_ranks(targets["full"].to_numpy())
     result.owners = owner_bootstrap(targets["shift"].to_numpy(), targets["family"].to_numpy(),

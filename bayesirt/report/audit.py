@@ -14,7 +14,7 @@ import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
-__all__ = ["audit_report", "plot_controls"]
+__all__ = ["audit_report", "plot_controls", "plot_sensitivity"]
 
 
 def _pct(value: float) -> str:
@@ -93,7 +93,46 @@ def _bayes_section(bayes: dict, result) -> list[str]:
     return lines
 
 
-def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | None) -> str:
+def _sensitivity_section(ds: xr.Dataset, figure: str | None) -> list[str]:
+    rows = []
+    for alpha in ds["alpha"].values:
+        for t in ds["threshold"].values:
+            v = ds.sel(alpha=alpha, threshold=t)
+            rows.append({"anchor fraction": f"{alpha:g}", "gap <= (pp)": f"{t:g}", "pairs": int(v["eligible"]),
+                         "low-DIF": _pct(float(v["low_dif_rate"])), "random median": _pct(float(v["random_median"])),
+                         "excess (pp)": f"{100 * (float(v['low_dif_rate']) - float(v['random_median'])):+.1f}",
+                         "p": f"{float(v['p_value']):.3g}",
+                         "bootstrap range": f"{_pct(float(v['bootstrap_lower']))}-{_pct(float(v['bootstrap_upper']))}"})
+    lines = ["## Score-gap thresholds and anchor fractions (NT B.4-B.5)", "",
+             "Pairs frozen at each threshold from the observed full scores; controls and bootstrap recomputed on the "
+             "primary run's replicate streams; anchors rebuilt for each fraction with K frozen.", "",
+             markdown_table(pd.DataFrame(rows)), ""]
+    return lines + ([f"![Reversal rate by score gap]({figure})", ""] if figure else [])
+
+
+def plot_sensitivity(ds: xr.Dataset, path: Path) -> Path:
+    """Reversal rate against the near-tie threshold, one panel per anchor fraction (like NT Figure 2)."""
+    alphas = ds["alpha"].values
+    fig, axes = plt.subplots(1, alphas.size, figsize=(3.6 * alphas.size, 3.4), sharey=True, squeeze=False)
+    x = ds["threshold"].values
+    for ax, alpha in zip(axes[0], alphas, strict=True):
+        v = ds.sel(alpha=alpha)
+        ax.fill_between(x, 100 * v["random_lower"], 100 * v["random_upper"], color="0.85", label="random 2.5-97.5%")
+        ax.plot(x, 100 * v["random_median"], color="0.3", ls="--", marker="o", ms=3, label="random median")
+        ax.plot(x, 100 * v["low_dif_rate"], color="C3", marker="o", ms=4, label="low-DIF anchor")
+        ax.set_xscale("log")
+        ax.set_xticks(x, [f"{t:g}" for t in x])
+        ax.set_title(f"anchor fraction {alpha:g}")
+        ax.set_xlabel("full-score gap threshold (pp)")
+    axes[0, 0].set_ylabel("reversal rate (%)")
+    axes[0, 0].legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | None, curve: str | None = None) -> str:
     """report.md of the primary audit."""
     pop = result.population
     status = pop["status"].value_counts()
@@ -117,6 +156,8 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
               markdown_table(pd.DataFrame(fold_rows)), ""]
     if "within_family" in summary:
         lines += _within_section(summary["within_family"])
+    if result.sensitivity is not None:
+        lines += _sensitivity_section(result.sensitivity, curve)
     if result.owners is not None:
         lines += _owner_shifts(result.owners)
     if "bayes" in summary:
