@@ -146,6 +146,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
     au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts"),
                     help="inference of the Bayesian layer [advi]")
+    au.add_argument("--bayes-prior", default="ridge", choices=("ridge", "hierarchical"),
+                    help="prior on the family effects: NT's ridge as N(0, 1), or a learned common scale [ridge]")
+    au.add_argument("--matched", action="store_true",
+                    help="add the discrimination- and reliability-matched controls (NT B.2)")
     au.add_argument("--sensitivity", action="store_true",
                     help="add the score-gap threshold (0.25-5 pp) and anchor-fraction (30/50/70%%) curves")
     au.add_argument("--seed", type=int, default=0, help="analysis seed (K split, SVD, controls, bootstraps) [0]")
@@ -223,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                 config = AuditConfig(owner_cap=args.owner_cap, min_family_size=args.min_family_size, alpha=args.alpha,
                                      epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
                                      owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick,
-                                     bayes=args.bayes, bayes_method=args.bayes_method, sensitivity=args.sensitivity)
+                                     bayes=args.bayes, bayes_method=args.bayes_method,
+                                     bayes_prior=args.bayes_prior, sensitivity=args.sensitivity)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
-                                    workers=args.workers, scheduler=args.scheduler, force=args.force,
+                                    matched=args.matched, workers=args.workers, scheduler=args.scheduler, force=args.force,
                                     progress=progress)
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,

@@ -110,7 +110,10 @@ def test_job_writes_every_table_and_a_labelled_tree(bench, tmp_path):
         assert key in summary
     assert len(summary["folds"][0]["dimension_cv"]) >= 3
     tree = xr.open_datatree(out / "audit.nc")
-    assert {"population", "fold0", "fold1", "controls", "composition", "owners"} <= set(tree.children)
+    assert {"population", "fold0", "fold1", "controls", "composition", "owners", "replication_signatures",
+            "replication_groups", "replication_contributions"} <= set(tree.children)
+    assert set(summary["replication"]) == {"median_rho", "overlap", "agreement"}
+    assert "signature replication" in (out / "report.md").read_text()
     assert tree["fold0"]["family_effect"].dims == ("item", "family")
     assert list(tree["fold0"]["item"].values[:2]) == list(bench[0]["item_id"].values[:2])
 
@@ -119,7 +122,10 @@ def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
     path = tmp_path / "bench.nc"
     bench[0].to_netcdf(path)
     assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--controls", "19", "--bootstrap", "19",
-                 "--no-progress"]) == 0
+                 "--matched", "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert set(summary["matched_controls"]) >= {"excess_pp", "p_value", "g_ratio", "citc_ratio"}
+    assert "matched" in xr.open_datatree(tmp_path / "a" / "audit.nc").children
     assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--no-progress"]) == 2
     assert "exists" in capsys.readouterr().err
     assert main(["audit", str(path), "--out", str(tmp_path / "b"), "--min-family-size", "500", "--no-progress"]) == 2
@@ -142,7 +148,8 @@ def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
 
 def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
-    config = AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60)
+    config = AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
+                         bayes_prior="hierarchical")
     result = run_audit(ds, config, progress=False)
     bayes = result.summary["bayes"]
     lo, mid, hi = bayes["excess_pp_q05_q50_q95"]
@@ -155,7 +162,7 @@ def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
     out = run_audit_job(ds, tmp_path / "b", config=config, progress=False)
     tree = xr.open_datatree(out / "audit.nc")
     assert "excess_pp" in tree["bayes"] and "anchor_probability" in tree["bayes"]["fold_0"]
-    assert "Bayesian layer" in (out / "report.md").read_text()
+    assert "learned common scale" in (out / "report.md").read_text()
 
 
 def test_within_family_specificity_by_hand(audit):
@@ -187,3 +194,17 @@ def test_threshold_and_fraction_curves_reuse_the_primary_run(bench, audit, tmp_p
     out = write_audit(result, bench[0], tmp_path / "s")
     assert {"sensitivity.csv", "sensitivity.png"} <= {p.name for p in out.iterdir()}
     assert "Score-gap thresholds" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"alpha": 0}, r"The 'alpha' parameter of AuditConfig must be in \(0, 1\]. Got 0 instead."),
+    ({"controls": 0}, r"The 'controls' parameter of AuditConfig must be a positive integer. Got 0 instead."),
+    ({"bayes_method": "mcmc"}, r"The 'bayes_method' parameter of AuditConfig must be one of"),
+    ({"bayes_prior": "flat"}, r"The 'bayes_prior' parameter of AuditConfig must be one of"),
+    ({"max_k": 0}, r"'max_k' parameter of AuditConfig must be a positive integer or None"),
+])
+def test_bad_settings_fail_before_any_work(kwargs, message):
+    from bayesirt.errors import DataError
+
+    with pytest.raises(DataError, match=message):
+        AuditConfig(**kwargs)

@@ -18,14 +18,19 @@ on ``(seed, h, r)`` only, not on workers or blocks.
 
 Where NT is silent:
 
-- Missing target cells are scored as in :func:`bayesirt.ranking.weighted_scores`; in the balance
-  diagnostics they are replaced by the item's mean over the target models that answered it (an
-  item nobody answered is constant). Without missing cells the diagnostics are NT's formulas.
+- Missing target cells are handled as in :func:`bayesirt.ranking.weighted_scores`: the weighted
+  total of eq. 48 is renormalized over the model's observed items, ``S_m = (sum_i w_i) x`` its
+  weighted score; ``s_i^2`` and ``r_i`` use the target models that answered item ``i``, with the
+  rest score ``sum_{j != i} Y_jm`` renormalized likewise over the other items the model answered.
+  Without missing cells these are NT's formulas.
 - ``s_i^2`` and ``Var(S_m)`` are sample variances (ddof 1). CITC, alpha and every ratio do not
   depend on that choice; only the SEM level does.
-- ``r_i`` is NaN when item ``i`` or its rest score is constant over the target models; such items
-  are left out of the weighted CITC mean (weights renormalized over the others). Alpha is NaN when
-  ``K_w < 2`` or the weighted total is constant.
+- ``r_i`` is NaN when item ``i`` or its rest score is constant over those models (or fewer than
+  two answered); such items are left out of the weighted CITC mean (weights renormalized over the
+  others). Alpha is NaN when ``K_w < 2`` or the weighted total is constant.
+- Every per-replicate number is computed row by row (elementwise products and row sums; totals
+  from the scores, whose weighted sums of 0/1 responses are exact), so it is bit-identical however
+  the replicates are cut into blocks or spread over workers.
 - Fold averages are plain means of the two folds; control medians leave NaN replicates out.
 """
 
@@ -44,7 +49,7 @@ from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.parallel import parallel_map, spawn_seeds
 from bayesirt.ranking import _prepared_responses, _prepared_scores
 from bayesirt.report.markdown import markdown_table
-from bayesirt.resampling import (CONTROL_BLOCK, PRIMARY, TargetFold, _add_randomization_summaries, _check_integer,
+from bayesirt.resampling import (CONTROL_BLOCK, TargetFold, _add_randomization_summaries, _check_integer,
                                  _fold_statistics, _pack_folds, _replicate_dataset, control_blocks,
                                  matched_random_weights)
 
@@ -88,43 +93,51 @@ class _Items(NamedTuple):
 
     citc: np.ndarray  # r_i (item,), NaN for a constant item or rest score
     variance: np.ndarray  # s_i^2 (item,)
-    centred: np.ndarray  # (item, model) responses minus item means, missing cells imputed
+
+
+def _centred(values, mask) -> tuple[np.ndarray, np.ndarray]:
+    """Row-centred values over ``mask`` (0 outside it) and whether each row is constant there."""
+    count = mask.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(mask, values, 0).sum(axis=1, keepdims=True) / count
+    constant = (np.where(mask, values, -np.inf).max(axis=1) == np.where(mask, values, np.inf).min(axis=1))
+    return np.where(mask, values - mean, 0), constant | (count[:, 0] < 2)
 
 
 def _item_statistics(yobs, obs) -> _Items:
-    """Item statistics of prepared responses (:func:`bayesirt.ranking._prepared_responses`)."""
-    models = yobs.shape[1]
+    """``r_i`` and ``s_i^2`` of prepared responses (:func:`bayesirt.ranking._prepared_responses`)."""
+    items, models = yobs.shape
     if models < 2:
         raise DataError(f"the balance diagnostics need at least 2 target models; got {models}")
-    x = yobs
-    if obs is not None:
-        answered = obs.sum(axis=1)
-        mean = np.divide(yobs.sum(axis=1), answered, out=np.zeros(answered.size), where=answered > 0)
-        x = np.where(obs > 0, yobs, mean[:, None])
-    centred = x - x.mean(axis=1, keepdims=True)
-    rest = x.sum(axis=0) - x
-    rest_centred = rest - rest.mean(axis=1, keepdims=True)
+    answered = np.ones(yobs.shape, dtype=bool) if obs is None else obs > 0
+    others = answered.sum(axis=0) - answered  # other items each model answered
     with np.errstate(invalid="ignore", divide="ignore"):
-        citc = np.einsum("im,im->i", centred, rest_centred) / np.sqrt(
-            np.einsum("im,im->i", centred, centred) * np.einsum("im,im->i", rest_centred, rest_centred))
-    citc[(np.ptp(x, axis=1) == 0) | (np.ptp(rest, axis=1) == 0)] = np.nan
-    return _Items(citc, np.einsum("im,im->i", centred, centred) / (models - 1), centred)
+        rest = (yobs.sum(axis=0) - yobs) * ((items - 1) / others)  # factor 1.0 without missing cells
+    x, x_constant = _centred(yobs, answered & (others > 0))
+    r, r_constant = _centred(rest, answered & (others > 0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        citc = (x * r).sum(axis=1) / np.sqrt((x * x).sum(axis=1) * (r * r).sum(axis=1))
+    citc[x_constant | r_constant] = np.nan
+    x, constant = _centred(yobs, answered)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        variance = np.where(constant, 0.0, (x * x).sum(axis=1) / (answered.sum(axis=1) - 1))
+    return _Items(citc, variance)
 
 
-def _balance(w, g, items: _Items) -> np.ndarray:
-    """Diagnostics (replicate, 4) in :data:`DIAGNOSTICS` order of weights (replicate, item)."""
+def _balance(w, g, items: _Items, scores) -> np.ndarray:
+    """Diagnostics (replicate, 4) in :data:`DIAGNOSTICS` order of weights (replicate, item) whose
+    weighted scores are ``scores`` (replicate, model)."""
     w = np.asarray(w, dtype=np.float64)
     mass = w.sum(axis=1)
     defined = ~np.isnan(items.citc)
-    error = (w * w) @ items.variance  # sum_i w_i^2 s_i^2
-    total = w @ items.centred  # S_m(w) minus its mean over the target models
-    total_variance = np.einsum("rm,rm->r", total, total) / (total.shape[1] - 1)
+    error = (w * w * items.variance).sum(axis=1)  # sum_i w_i^2 s_i^2
+    total_variance = np.var(scores * mass[:, None], axis=1, ddof=1)  # Var_m S_m(w)
     selected = (w > 0).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        citc = (w[:, defined] @ items.citc[defined]) / w[:, defined].sum(axis=1)
+        citc = (w[:, defined] * items.citc[defined]).sum(axis=1) / w[:, defined].sum(axis=1)
         alpha = selected / (selected - 1) * (1 - error / total_variance)
     alpha[(selected < 2) | ~(total_variance > 0)] = np.nan
-    return np.stack([w @ g / mass, citc, np.sqrt(error) / mass, alpha], axis=1)
+    return np.stack([(w * g).sum(axis=1) / mass, citc, np.sqrt(error) / mass, alpha], axis=1)
 
 
 def corrected_item_total(y, *, observed=None) -> np.ndarray:
@@ -135,7 +148,7 @@ def corrected_item_total(y, *, observed=None) -> np.ndarray:
     y : array_like, shape (item, model)
         Responses 0/1 of the target models.
     observed : array_like of bool, shape (item, model), optional
-        False marks a missing cell (imputed by the item's observed mean; module notes).
+        False marks a missing cell (statistics over the models that answered; module notes).
 
     Returns
     -------
@@ -169,7 +182,8 @@ def balance_diagnostics(y, w, g, *, observed=None) -> np.ndarray:
                         "(item,) or (replicate, item)")
     if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w.sum(axis=-1) == 0) or not np.all(np.isfinite(g)):
         raise DataError("w must be finite nonnegative weights with a positive sum per subtest, and g finite")
-    out = _balance(np.atleast_2d(w), g, _item_statistics(yobs, obs))
+    w2 = np.atleast_2d(w)
+    out = _balance(w2, g, _item_statistics(yobs, obs), _prepared_scores(yobs, obs, w2))
     return out[0] if w.ndim == 1 else out
 
 
@@ -202,13 +216,12 @@ def _target_folds(result: AuditResult, responses) -> list[TargetFold]:
 def _control_task(task) -> tuple[np.ndarray, ...]:
     """Replicates ``start..stop-1`` of every fold: counts (set, fold, replicate), tau-b (fold,
     replicate) and balance diagnostics (diagnostic, fold, replicate)."""
-    folds, strata, gs, fold_seeds, start, stop = task
+    folds, strata, gs, items, fold_seeds, start, stop = task
     out = []
-    for fold, stratum, g, seed in zip(folds, strata, gs, fold_seeds, strict=True):
+    for fold, stratum, g, item_stats, seed in zip(folds, strata, gs, items, fold_seeds, strict=True):
         w = matched_random_weights(fold.cell, fold.anchor_weights, stop - start, seed, start=start, strata=stratum)
-        yobs, obs = fold.responses()
-        out.append((*_fold_statistics(fold.pair_sets, fold.full, _prepared_scores(yobs, obs, w)),
-                    _balance(w, g, _item_statistics(yobs, obs)).T))
+        scores = _prepared_scores(*fold.responses(), w)
+        out.append((*_fold_statistics(fold.pair_sets, fold.full, scores), _balance(w, g, item_stats, scores).T))
     return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(4))
 
 
@@ -227,8 +240,8 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
     replicates : int, default 1000
         Controls per fold (NT: 1,000).
     seed : int, default 0
-        See the module notes. Pass a seed other than the primary controls' to keep the two
-        families of controls independent.
+        See the module notes. With the primary controls' seed, replicate ``r`` would reuse their
+        uniform keys (within finer strata); use another seed for independent controls.
     workers, scheduler, progress
         Passed to :func:`bayesirt.parallel.parallel_map` (blocks of
         :data:`bayesirt.resampling.CONTROL_BLOCK` replicates); the numbers do not depend on them.
@@ -257,13 +270,14 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
     packed, names = _pack_folds(_target_folds(result, responses), "discrimination_matched_controls")
     gs = [np.asarray(f.purification.offsets_sd, dtype=np.float64) for f in result.folds]
     strata = [discrimination_strata(f.purification.cell, g) for f, g in zip(result.folds, gs, strict=True)]
+    items = [_item_statistics(*fold.responses()) for fold in packed]
     observed, observed_balance = [], []
-    for fold, g in zip(packed, gs, strict=True):
-        yobs, obs = fold.responses()
-        observed.append(_fold_statistics(fold.pair_sets, fold.full, _prepared_scores(yobs, obs, fold.anchor_weights)))
-        observed_balance.append(_balance(fold.anchor_weights[None], g, _item_statistics(yobs, obs))[0])
+    for fold, g, item_stats in zip(packed, gs, items, strict=True):
+        scores = _prepared_scores(*fold.responses(), fold.anchor_weights)
+        observed.append(_fold_statistics(fold.pair_sets, fold.full, scores))
+        observed_balance.append(_balance(fold.anchor_weights[None], g, item_stats, scores[None])[0])
     fold_seeds = spawn_seeds(seed, len(packed))
-    tasks = [(packed, strata, gs, fold_seeds, start, stop)
+    tasks = [(packed, strata, gs, items, fold_seeds, start, stop)
              for start, stop in control_blocks(replicates, block=CONTROL_BLOCK)]
     blocks = parallel_map(_control_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
                           description="discrimination-matched controls")
@@ -288,7 +302,8 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
 
 
 def matched_section(ds: xr.Dataset) -> list[str]:
-    """Markdown lines of the discrimination-matched control (a row of NT Table 5 per pair set).
+    """Markdown lines of the discrimination-matched control: reversals per pair set and the
+    balance of the low-DIF subtest against the median control (the columns of NT Table 5).
 
     Parameters
     ----------

@@ -91,6 +91,10 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
         value = getattr(result, name)
         if value is not None:
             children[name] = value
+    for name, ds in (result.replication or {}).items():
+        children[f"replication_{name}"] = ds
+    if result.matched is not None:
+        children["matched"] = result.matched
     if result.bayes is not None:
         children["bayes"] = result.bayes.to_dataset()
         children |= {f"bayes/{name}": node.to_dataset() for name, node in result.bayes.children.items()}

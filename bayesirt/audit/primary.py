@@ -24,6 +24,7 @@ from bayesirt.anchors import ANCHOR_FRACTION, Purification, purify
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
 from bayesirt.data.populations import POPULATION_SEED, audit_population
 from bayesirt.data.responses import MISSING
+from bayesirt.errors import DataError
 from bayesirt.parallel import shared_cluster, spawn_seeds
 from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
@@ -34,6 +35,8 @@ from bayesirt.spectral import DimensionSelection, select_dimension, spectral_off
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
 
+BAYES_METHODS = ("advi", "fullrank_advi", "nuts")
+BAYES_PRIORS = ("ridge", "hierarchical")
 QUICK_MAX_K = 32
 QUICK_CONTROLS = 199
 
@@ -44,8 +47,9 @@ class AuditConfig:
 
     ``quick`` limits K to 32 and the controls to 199 (and the bootstrap to 199) for a fast look.
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
-    each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws)
-    carried through anchors and reversals. ``sensitivity`` adds the score-gap threshold and
+    each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws;
+    ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
+    scale) carried through anchors and reversals. ``sensitivity`` adds the score-gap threshold and
     anchor-fraction curves (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
 
@@ -63,7 +67,27 @@ class AuditConfig:
     bayes: bool = False
     bayes_method: str = "advi"
     bayes_draws: int = 400
+    bayes_prior: str = "ridge"
     sensitivity: bool = False
+
+    def __post_init__(self):
+        for name in ("owner_cap", "min_family_size", "controls", "bootstrap", "owner_bootstrap", "bayes_draws"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise DataError(f"The {name!r} parameter of AuditConfig must be a positive integer. Got {value!r} "
+                                "instead.")
+        if self.max_k is not None and (not isinstance(self.max_k, (int, np.integer)) or self.max_k < 1):
+            raise DataError(f"The 'max_k' parameter of AuditConfig must be a positive integer or None. Got "
+                            f"{self.max_k!r} instead.")
+        for name, low, high in (("alpha", 0.0, 1.0), ("epsilon", 0.0, 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= high:
+                raise DataError(f"The {name!r} parameter of AuditConfig must be in ({low:g}, {high:g}]. Got {value!r} "
+                                "instead.")
+        for name, allowed in (("bayes_method", BAYES_METHODS), ("bayes_prior", BAYES_PRIORS)):
+            if getattr(self, name) not in allowed:
+                raise DataError(f"The {name!r} parameter of AuditConfig must be one of {set(allowed)}. Got "
+                                f"{getattr(self, name)!r} instead.")
 
     def resolved(self) -> AuditConfig:
         """The settings actually used (``quick`` applied)."""
@@ -108,6 +132,8 @@ class AuditResult:
     owners: object = None
     bayes: xr.DataTree | None = None
     sensitivity: xr.Dataset | None = None
+    replication: dict[str, xr.Dataset] | None = None  # set by bayesirt.audit.robustness
+    matched: xr.Dataset | None = None  # set by bayesirt.audit.robustness
     warnings: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 
@@ -137,12 +163,13 @@ def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_id
         notes.append(f"{degenerate.sum()} item(s) are all correct or all wrong in an audit half, so the Bayesian "
                      "layer used the N(0, 2) easiness prior there instead of a flat one")
     tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families, method=config.bayes_method,
-                                    draws=config.bayes_draws, seed=seed, easiness_prior=easiness_prior,
+                                    draws=config.bayes_draws, seed=seed, prior=config.bayes_prior,
+                                    easiness_prior=easiness_prior,
                                     item_ids=item_ids, progress=False)
     delta, easiness = stacked_draws(tree)
     chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
                                 **target)
-    chain.attrs.update(method=config.bayes_method, easiness_prior=easiness_prior)
+    chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior, easiness_prior=easiness_prior)
     return chain, gap, notes
 
 
@@ -296,6 +323,7 @@ def _bayes_summary(pooled: xr.DataTree, folds: list[FoldResult]) -> dict:
     q = {name: root[f"{name}_quantiles"].values.tolist() for name in ("low_dif_reversal_rate", "excess_pp")}
     return {
         "method": folds[0].posterior.attrs["method"],
+        "prior": folds[0].posterior.attrs["prior"],
         "draws": int(root.sizes["draw"]),
         "low_dif_reversal_rate_q05_q50_q95": q["low_dif_reversal_rate"],
         "excess_pp_q05_q50_q95": q["excess_pp"],

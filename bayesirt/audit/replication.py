@@ -15,7 +15,10 @@ permutes the complete validation signature (its delta row, hence D and argmax) a
 each common cell; the cell means are unchanged, so centring commutes with it. Every replicate
 reapplies the same selection rule, and p = (1 + #{S_r >= S_obs, or S_r undefined}) / (R + 1)
 (eq. 68; an undefined replicate counts against the observation). Since D and V use the same cells,
-``sum_c k_c^2 / n_c / sum_c k_c`` is the exact expected O under the null.
+``sum_c k_c^2 / n_c / sum_c k_c`` is the exact expected O under the null. A's null depends on the
+cell sizes: a replicate overlaps only where it hands an item a validation top signature, and with
+few top items per cell (k_c = 1 for cells under 8 items at 20%) that is often the item's own, so
+A's permutation mean then sits near the observed agreement and A has little power.
 
 Group attribution (eq. 69-70). Per half, delta minus the family's all-item mean, averaged within
 each item group. Among groups of at least ``min_group_items`` items, each family's ``k`` most
@@ -45,7 +48,7 @@ from bayesirt.audit.primary import AuditResult, input_sha256
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 
-__all__ = ["TOP_SHARE", "PERMUTATIONS", "MIN_GROUP_ITEMS", "within_cell_centre", "top_share_mask",
+__all__ = ["TOP_SHARE", "PERMUTATIONS", "MIN_GROUP_ITEMS", "STATISTICS", "within_cell_centre", "top_share_mask",
            "cell_permutations", "signature_test", "signature_replication", "item_group_attribution",
            "score_contributions", "group_contributions", "replication_section"]
 
@@ -220,9 +223,10 @@ def item_group_attribution(result: AuditResult, responses: xr.Dataset, *,
     xarray.Dataset
         ``gamma`` (group, family, half), ``group_items`` and ``eligible`` (group); per family and
         ``check`` (positive_1, ..., negative_1, ...) ``selected_group``, ``discovery_value``,
-        ``validation_value``, ``replicated``, and per family ``replicated_count``, ``share``, ``p_value``; attrs ``status`` ("estimated", or "not applicable: ..." with
-        only ``group_items`` when fewer than 2 groups are eligible), pooled ``replicated``,
-        ``checks``, ``share``, ``p_value``.
+        ``validation_value``, ``replicated``; per family ``replicated_count``, ``share``,
+        ``p_value``; attrs ``status`` ("estimated", or "not applicable: ..." with only
+        ``group_items`` when fewer than 2 groups are eligible), pooled ``replicated``, ``checks``,
+        ``share``, ``p_value``.
     """
     _check_result(result, responses, "item_group_attribution")
     _check_positive_int(min_group_items, "min_group_items", "item_group_attribution")
@@ -232,8 +236,8 @@ def item_group_attribution(result: AuditResult, responses: xr.Dataset, *,
     coords = {"group": groups, "family": list(result.summary["families"])}
     if eligible.sum() < 2:
         return xr.Dataset({"group_items": ("group", sizes)}, coords={"group": groups}, attrs={
-            "status": f"not applicable: {eligible.sum()} item group(s) have at least {min_group_items} items; "
-                      "attribution needs 2", "min_group_items": min_group_items})
+            "status": f"not applicable: {eligible.sum()} of {groups.size} item group(s) have at least "
+                      f"{min_group_items} items; attribution needs 2", "min_group_items": min_group_items})
     gamma = np.stack([_group_means(fold.purification.final_fit.family_effect, index, groups.size)
                       for fold in result.folds], axis=-1)
     checks = _sign_checks(gamma[..., 0], gamma[..., 1], eligible, groups, HALVES)

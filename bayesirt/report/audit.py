@@ -71,8 +71,10 @@ def _owner_shifts(owners: xr.Dataset) -> list[str]:
 def _bayes_section(bayes: dict, result) -> list[str]:
     rate, excess = bayes["low_dif_reversal_rate_q05_q50_q95"], bayes["excess_pp_q05_q50_q95"]
     lines = ["## Bayesian layer: posterior uncertainty of the residual DIF", "",
-             f"Residual-DIF posterior of each audit half ({bayes['method']}, {bayes['draws']} draws; ridge prior "
-             "N(0, 1) on centred delta, the lambda = 1 penalty), each draw carried through D_i, the blueprint cells, "
+             f"Residual-DIF posterior of each audit half ({bayes['method']}, {bayes['draws']} draws; "
+             + ("ridge prior N(0, 1) on centred delta, the lambda = 1 penalty" if bayes["prior"] == "ridge" else
+                "hierarchical prior: centred delta ~ N(0, s^2) with a learned common scale s ~ HalfNormal(1)")
+             + "), each draw carried through D_i, the blueprint cells, "
              "the anchors, the weights and the frozen near-tie pairs; offsets, pairs and the matched-random rates stay "
              "fixed.", "",
              markdown_table(pd.DataFrame([
@@ -160,6 +162,15 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
         lines += _sensitivity_section(result.sensitivity, curve)
     if result.owners is not None:
         lines += _owner_shifts(result.owners)
+    if result.matched is not None:
+        from bayesirt.audit.matched import matched_section
+
+        lines += matched_section(result.matched) + [""]
+    if result.replication is not None:
+        from bayesirt.audit.replication import replication_section
+
+        rep = result.replication
+        lines += replication_section(rep["signatures"], rep["groups"], rep["contributions"]) + [""]
     if "bayes" in summary:
         lines += _bayes_section(summary["bayes"], result)
     if summary["warnings"]:

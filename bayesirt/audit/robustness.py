@@ -1,0 +1,49 @@
+"""Diagnostics that read a finished primary audit (NT 4.1, 4.4; App. B.2, D.1, D.3): item-signature
+replication across the owner halves with item-group attribution, and the discrimination- and
+reliability-matched controls."""
+
+from __future__ import annotations
+
+import xarray as xr
+
+from bayesirt.audit.primary import AuditResult
+from bayesirt.audit.replication import group_contributions, item_group_attribution, signature_replication
+from bayesirt.parallel import spawn_seeds
+
+__all__ = ["add_diagnostics"]
+
+
+def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: bool = True, matched: bool = False,
+                    workers: int | None = 1, scheduler: str | None = None, progress: bool = False) -> AuditResult:
+    """Attach the diagnostics to ``result`` (in place; also returned).
+
+    ``replication``: :mod:`bayesirt.audit.replication` (signatures, item groups, contributions;
+    permutations seeded from the audit's seed). ``matched``: :mod:`bayesirt.audit.matched`
+    (as many replicates as the primary controls, on their own random stream). Skipped when the
+    audit was not estimable.
+    """
+    if result.summary["status"] != "estimated":
+        return result
+    # children 0-4 of the audit seed drive the primary run (run_audit); these take 5 and 6
+    replication_seed, matched_seed = spawn_seeds(result.config.seed, 7)[5:]
+    if replication:
+        result.replication = {
+            "signatures": signature_replication(result, responses, seed=replication_seed),
+            "groups": item_group_attribution(result, responses),
+            "contributions": group_contributions(result, responses),
+        }
+        sig = result.replication["signatures"]
+        result.summary["replication"] = {s: {"observed": float(sig["observed"].sel(statistic=s)),
+                                             "p_value": float(sig["p_value"].sel(statistic=s))}
+                                         for s in sig["statistic"].values}
+    if matched:
+        from bayesirt.audit.matched import discrimination_matched_controls
+
+        result.matched = discrimination_matched_controls(result, responses, replicates=result.config.controls,
+                                                         seed=matched_seed, workers=workers,
+                                                         scheduler=scheduler, progress=progress)
+        primary = result.matched.sel(pair_set="primary")
+        result.summary["matched_controls"] = {
+            "excess_pp": float(primary["excess_pp"]), "p_value": float(primary["p_value"]),
+            **{k: float(result.matched[k]) for k in ("g_ratio", "citc_ratio", "sem_ratio", "abs_delta_alpha")}}
+    return result
