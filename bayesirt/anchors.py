@@ -97,6 +97,9 @@ class Purification:
     offsets_sd : ndarray (item,)
         SD over audit models of the final offsets (the spectral discrimination proxy g_i, NT
         eq. 42, used by the matched-discrimination diagnostic).
+    k, seed : int
+        The dimension asked for and the SVD seed: with the rows above, they reproduce every
+        round's offsets (:func:`bayesirt.spectral.spectral_offsets`).
     """
 
     rounds: pd.DataFrame
@@ -107,6 +110,8 @@ class Purification:
     selection_rows: np.ndarray
     final_fit: DIFFit
     offsets_sd: np.ndarray
+    k: int
+    seed: int
 
 
 def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: int, item_group: np.ndarray, k: int,
@@ -153,4 +158,5 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
     offsets, _ = spectral_offsets(x, s, np.flatnonzero(current), k, seed=seed)
     final = fit_family_dif(y, observed, offsets, family, n_families, **dif_options)
     return Purification(rounds=pd.DataFrame(rows), cell=cell, selected=current, weights=anchor_weights(cell, current),
-                        selection_fit=fit, selection_rows=rows_used, final_fit=final, offsets_sd=offsets.std(axis=1))
+                        selection_fit=fit, selection_rows=rows_used, final_fit=final, offsets_sd=offsets.std(axis=1),
+                        k=k, seed=seed)

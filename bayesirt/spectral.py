@@ -32,7 +32,7 @@ from sklearn.utils.extmath import randomized_svd
 from bayesirt.errors import DataError
 
 __all__ = ["K_GRID", "MAX_OFFSET", "SVD_POWER_ITERATIONS", "COORDINATE_RIDGE", "VALIDATION_SHARE",
-           "working_responses", "spectral_offsets", "select_dimension", "DimensionSelection"]
+           "working_responses", "spectral_loadings", "spectral_offsets", "select_dimension", "DimensionSelection"]
 
 K_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """Candidate dimensions (NT C.3)."""
@@ -71,16 +71,21 @@ def _svd(x: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.n
     return randomized_svd(x, n_components=k, n_iter=SVD_POWER_ITERATIONS, random_state=seed)
 
 
-def spectral_offsets(x: np.ndarray, s: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, int]:
-    """Capability offsets o (item, model) from a rank-k decomposition of the rows ``fit_items``
-    (eq. 15-18). ``k`` is lowered to ``min(k, rows, models)`` when the rows cannot carry it;
-    the rank used is returned with the offsets."""
+def spectral_loadings(x: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Loadings L (item, k) of every item and coordinates Theta (model, k) from a rank-k
+    decomposition of the rows ``fit_items`` (eq. 15-17); ``k`` is lowered to
+    ``min(k, rows, models)`` when the rows cannot carry it (read it from the shapes)."""
     rows = x[fit_items]
     k = int(min(k, *rows.shape))
     _, _, vt = _svd(rows, k, seed)
-    theta = vt.T  # (model, k)
-    loading = x @ theta  # every item, by projection
-    return np.clip((loading @ vt) / s[:, None], -MAX_OFFSET, MAX_OFFSET), k
+    theta = vt.T
+    return x @ theta, theta  # every item's loading, by projection
+
+
+def spectral_offsets(x: np.ndarray, s: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, int]:
+    """Capability offsets o = clip(L Theta^T / s, -6, 6) (item, model) of eq. 18, with the rank used."""
+    loading, theta = spectral_loadings(x, fit_items, k, seed=seed)
+    return np.clip((loading @ theta.T) / s[:, None], -MAX_OFFSET, MAX_OFFSET), theta.shape[1]
 
 
 @dataclass(frozen=True)
