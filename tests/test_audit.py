@@ -5,6 +5,7 @@ and the numbers do not depend on the number of workers."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from scipy.stats import rankdata
@@ -208,3 +209,25 @@ def test_bad_settings_fail_before_any_work(kwargs, message):
 
     with pytest.raises(DataError, match=message):
         AuditConfig(**kwargs)
+
+
+def test_population_perturbations_freeze_k_and_rerun_each_population(bench, audit):
+    from dataclasses import replace
+
+    from bayesirt.audit.perturbations import perturbation_pass, perturbations, population_perturbations
+
+    configs = perturbations(audit)
+    assert set(configs) == {"owner cap 1", "owner cap 3", "lexicographic representative", "lineage filter",
+                            "omit Gemma", "omit Llama", "omit Qwen"}
+    assert all(c.fixed_k == tuple(audit.summary["selected_k"]) and c.controls == 200 for c in configs.values())
+    small = replace(audit, config=replace(audit.config, controls=19))
+    table = population_perturbations(small, bench[0])
+    assert len(table) == 7
+    # with one model per owner and family already, caps 1 and 3 and the lexicographic rule keep the population
+    same = table.set_index("perturbation").loc[["owner cap 1", "owner cap 3", "lexicographic representative"]]
+    assert (same["low_dif_rate"] == audit.summary["low_dif_reversal_rate"]).all()
+    omit = table.set_index("perturbation").loc["omit Qwen"]
+    assert omit["models"] < (audit.population["status"] == "retained").sum()
+    both = perturbation_pass(pd.DataFrame([[1.0, -1.0]] * 3 + [[-1.0, 1.0]] * 2, columns=["a", "b"]),
+                             pd.DataFrame([[0.01, 0.5]] * 5, columns=["a", "b"]))
+    assert both["passes"].tolist() == [True, False] and both["G_dir"].tolist() == [3, 2]

@@ -95,6 +95,10 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
         children[f"replication_{name}"] = ds
     if result.matched is not None:
         children["matched"] = result.matched
+    if result.perturbations is not None:
+        children["perturbations"] = xr.Dataset.from_dataframe(
+            result.perturbations.drop(columns="status").set_index("perturbation")).assign(
+            status=("perturbation", result.perturbations["status"].to_numpy(dtype=str)))
     if result.bayes is not None:
         children["bayes"] = result.bayes.to_dataset()
         children |= {f"bayes/{name}": node.to_dataset() for name, node in result.bayes.children.items()}
@@ -145,14 +149,18 @@ def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, 
                 table[f"fold{h}_eligible"] = c["eligible"].sel(pair_set="primary").isel(fold=h).values
                 table[f"fold{h}_reversed"] = c["reversed"].sel(pair_set="primary").isel(fold=h).values
             table.to_csv(folder / "random_controls.csv", index=False)
+            figure = plot_controls(result, folder / "controls.png").name
+        if result.composition is not None:
             b = result.composition
             pd.DataFrame({"replicate": b["replicate"].values, "rate": b["rate"].sel(pair_set="primary").values,
                           "mean_tau_b": b["mean_tau_b"].values}).to_csv(folder / "composition_bootstrap.csv",
                                                                          index=False)
+        if result.owners is not None:
             o = result.owners
             o[[v for v in o.data_vars if "replicate" not in o[v].dims]].to_dataframe().to_csv(
                 folder / "owner_bootstrap.csv")
-            figure = plot_controls(result, folder / "controls.png").name
+        if result.perturbations is not None:
+            result.perturbations.to_csv(folder / "perturbations.csv", index=False)
         curve = None
         if result.sensitivity is not None:
             result.sensitivity.to_dataframe().to_csv(folder / "sensitivity.csv")

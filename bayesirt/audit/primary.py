@@ -22,7 +22,7 @@ import xarray as xr
 
 from bayesirt.anchors import ANCHOR_FRACTION, Purification, purify
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
-from bayesirt.data.populations import POPULATION_SEED, audit_population
+from bayesirt.data.populations import FAMILIES, POPULATION_SEED, audit_population
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 from bayesirt.parallel import shared_cluster, spawn_seeds
@@ -46,6 +46,10 @@ class AuditConfig:
     """Settings of the primary audit; defaults are NT's frozen specification (Table 12).
 
     ``quick`` limits K to 32 and the controls to 199 (and the bootstrap to 199) for a fast look.
+    ``families``, ``representative`` and ``lineage_filter`` select the population
+    (:func:`bayesirt.data.populations.audit_population`); ``fixed_k`` freezes K per audit fold
+    instead of selecting it (the population perturbations of NT D.2). ``bootstrap = 0`` or
+    ``owner_bootstrap = 0`` skips that bootstrap.
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
     each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws;
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
@@ -55,6 +59,10 @@ class AuditConfig:
 
     owner_cap: int = 5
     min_family_size: int = 20
+    families: tuple[str, ...] = FAMILIES
+    representative: str = "median"
+    lineage_filter: bool = False
+    fixed_k: tuple[int, int] | None = None
     alpha: float = ANCHOR_FRACTION
     epsilon: float = 0.01
     controls: int = 1000
@@ -71,11 +79,15 @@ class AuditConfig:
     sensitivity: bool = False
 
     def __post_init__(self):
-        for name in ("owner_cap", "min_family_size", "controls", "bootstrap", "owner_bootstrap", "bayes_draws"):
+        for name, low in (("owner_cap", 1), ("min_family_size", 1), ("controls", 1), ("bootstrap", 0),
+                          ("owner_bootstrap", 0), ("bayes_draws", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise DataError(f"The {name!r} parameter of AuditConfig must be a positive integer. Got {value!r} "
-                                "instead.")
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                kind = "a positive integer" if low else "a non-negative integer"
+                raise DataError(f"The {name!r} parameter of AuditConfig must be {kind}. Got {value!r} instead.")
+        if self.fixed_k is not None and (len(self.fixed_k) != 2 or min(self.fixed_k) < 1):
+            raise DataError(f"The 'fixed_k' parameter of AuditConfig must be two positive integers (one per audit "
+                            f"fold) or None. Got {self.fixed_k!r} instead.")
         if self.max_k is not None and (not isinstance(self.max_k, (int, np.integer)) or self.max_k < 1):
             raise DataError(f"The 'max_k' parameter of AuditConfig must be a positive integer or None. Got "
                             f"{self.max_k!r} instead.")
@@ -134,6 +146,7 @@ class AuditResult:
     sensitivity: xr.Dataset | None = None
     replication: dict[str, xr.Dataset] | None = None  # set by bayesirt.audit.robustness
     matched: xr.Dataset | None = None  # set by bayesirt.audit.robustness
+    perturbations: pd.DataFrame | None = None  # set by bayesirt.audit.robustness
     warnings: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 
@@ -178,8 +191,13 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
     audit = np.flatnonzero((pop["fold"] == h).to_numpy())
     target = np.flatnonzero(((pop["fold"] == 1 - h) & pop["representative"]).to_numpy())
     owner = pop["owner"].to_numpy()
-    selection = select_dimension(y[:, audit], observed[:, audit], owner[audit], item_group, seed=seeds[0],
-                                 max_k=config.max_k)
+    if config.fixed_k is None:
+        selection = select_dimension(y[:, audit], observed[:, audit], owner[audit], item_group, seed=seeds[0],
+                                     max_k=config.max_k)
+    else:
+        k = config.fixed_k[h]
+        selection = DimensionSelection(k=k, k_best=k, table=pd.DataFrame({"k": [k], "selected": [True]}),
+                                       validation_owners=())
     purification = purify(y[:, audit], observed[:, audit], family_index[audit], n_families, item_group,
                           selection.k, alpha=config.alpha, seed=seeds[1])
     y_t, obs_t = y[:, target], observed[:, target]
@@ -232,7 +250,8 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
     config = (config or AuditConfig()).resolved()
     timings, t0 = {}, time.perf_counter()
     pop = audit_population(responses, owner_cap=config.owner_cap, min_family_size=config.min_family_size,
-                           seed=config.population_seed)
+                           seed=config.population_seed, lineage_filter=config.lineage_filter,
+                           representative=config.representative, families=config.families)
     timings["population_s"] = time.perf_counter() - t0
     y_all = responses["responses"].values
     observed = y_all != MISSING
@@ -288,9 +307,10 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
                                                   progress=progress)
         timings["controls_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        result.composition = composition_bootstrap(fold_inputs, item_group=item_group, replicates=config.bootstrap,
-                                                   seed=seeds[3], workers=workers, scheduler=scheduler,
-                                                   progress=progress)
+        if config.bootstrap:
+            result.composition = composition_bootstrap(fold_inputs, item_group=item_group,
+                                                       replicates=config.bootstrap, seed=seeds[3], workers=workers,
+                                                       scheduler=scheduler, progress=progress)
         timings["bootstrap_s"] = time.perf_counter() - t
         if config.sensitivity:
             t = time.perf_counter()
@@ -305,17 +325,22 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
                 seeds={"controls": seeds[2], "bootstrap": seeds[3]}, workers=workers, scheduler=scheduler,
                 progress=progress)
             timings["sensitivity_s"] = time.perf_counter() - t
-    targets = pd.concat([f.target for f in folds], ignore_index=True)
-    percentile_shift = percentile_ranks(targets["anchor"].to_numpy()) - percentile_ranks(targets["full"].to_numpy())
-    result.owners = owner_bootstrap(targets["shift"].to_numpy(), targets["family"].to_numpy(),
-                                    targets["owner"].to_numpy(), percentile_shift=percentile_shift,
-                                    replicates=config.owner_bootstrap, seed=seeds[4])
+    if config.owner_bootstrap:
+        result.owners = _owner_shifts(folds, config.owner_bootstrap, seeds[4])
     summary["within_family"] = within_family_specificity(result.controls)
     if config.bayes:
         result.bayes = pool_folds([f.posterior for f in folds], result.controls["rate"].sel(pair_set="primary").values)
         summary["bayes"] = _bayes_summary(result.bayes, folds)
     timings["total_s"] = time.perf_counter() - t0
     return result
+
+
+def _owner_shifts(folds: list[FoldResult], replicates: int, seed: int) -> xr.Dataset:
+    """Owner bootstrap of the family score and percentile-rank shifts of all scored representatives."""
+    targets = pd.concat([f.target for f in folds], ignore_index=True)
+    percentile_shift = percentile_ranks(targets["anchor"].to_numpy()) - percentile_ranks(targets["full"].to_numpy())
+    return owner_bootstrap(targets["shift"].to_numpy(), targets["family"].to_numpy(), targets["owner"].to_numpy(),
+                           percentile_shift=percentile_shift, replicates=replicates, seed=seed)
 
 
 def _bayes_summary(pooled: xr.DataTree, folds: list[FoldResult]) -> dict:

@@ -14,13 +14,15 @@ __all__ = ["add_diagnostics"]
 
 
 def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: bool = True, matched: bool = False,
-                    workers: int | None = 1, scheduler: str | None = None, progress: bool = False) -> AuditResult:
+                    perturbations: bool = False, workers: int | None = 1, scheduler: str | None = None,
+                    progress: bool = False) -> AuditResult:
     """Attach the diagnostics to ``result`` (in place; also returned).
 
     ``replication``: :mod:`bayesirt.audit.replication` (signatures, item groups, contributions;
     permutations seeded from the audit's seed). ``matched``: :mod:`bayesirt.audit.matched`
-    (as many replicates as the primary controls, on their own random stream). Skipped when the
-    audit was not estimable.
+    (as many replicates as the primary controls, on their own random stream). ``perturbations``:
+    :mod:`bayesirt.audit.perturbations` (nine reruns, K frozen). Skipped when the audit was not
+    estimable.
     """
     if result.summary["status"] != "estimated":
         return result
@@ -46,4 +48,10 @@ def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: 
         result.summary["matched_controls"] = {
             "excess_pp": float(primary["excess_pp"]), "p_value": float(primary["p_value"]),
             **{k: float(result.matched[k]) for k in ("g_ratio", "citc_ratio", "sem_ratio", "abs_delta_alpha")}}
+    if perturbations:
+        from bayesirt.audit.perturbations import population_perturbations
+
+        result.perturbations = population_perturbations(result, responses, workers=workers, scheduler=scheduler,
+                                                        progress=progress)
+        result.summary["perturbations"] = result.perturbations.to_dict(orient="records")
     return result

@@ -32,8 +32,9 @@ def _headline(summary: dict) -> list[str]:
                   f"({_pct(lo)}-{_pct(hi)})"),
                  ("excess reversals", f"{summary['excess_pp']:+.1f} pp"),
                  ("one-sided randomization p (plus-one)", f"{summary['p_value']:.4g} "
-                  f"(smallest possible {summary['min_resolvable_p']:.4g})"),
-                 ("composition-bootstrap range of the rate", f"{_pct(summary['bootstrap_rate_range'][0])}-"
+                  f"(smallest possible {summary['min_resolvable_p']:.4g})")]
+    if "bootstrap_rate_range" in summary:
+        rows += [("composition-bootstrap range of the rate", f"{_pct(summary['bootstrap_rate_range'][0])}-"
                   f"{_pct(summary['bootstrap_rate_range'][1])}")]
     rows += [("mean fold Kendall tau-b (full vs anchor score)", f"{summary['mean_tau_b']:.3f}"),
              ("all-cross-family reversal rate", _pct(summary["all_cross_family_reversal_rate"])),
@@ -162,6 +163,14 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
         lines += _sensitivity_section(result.sensitivity, curve)
     if result.owners is not None:
         lines += _owner_shifts(result.owners)
+    if result.perturbations is not None:
+        table = result.perturbations.copy()
+        for col in ("low_dif_rate", "random_median"):
+            table[col] = table[col].map(_pct)
+        lines += ["## Population perturbations (NT 4.3, D.2)", "",
+                  "K frozen per fold at the primary values; 200 matched-random controls each; families need 15 models. "
+                  "The pass rule (eq. 59-61) counts benchmarks: 3 of 5 with a positive excess and 3 of 5 with p <= .05.",
+                  "", markdown_table(table.round(3)), ""]
     if result.matched is not None:
         from bayesirt.audit.matched import matched_section
 
