@@ -152,6 +152,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="add the discrimination- and reliability-matched controls (NT B.2)")
     au.add_argument("--perturbations", action="store_true",
                     help="add the population perturbations (owner caps 1 and 3, lexicographic, lineage, omit a family)")
+    au.add_argument("--profiles", action="store_true",
+                    help="add the capability-profile matching diagnostic (NT App. G)")
     au.add_argument("--sensitivity", action="store_true",
                     help="add the score-gap threshold (0.25-5 pp) and anchor-fraction (30/50/70%%) curves")
     au.add_argument("--seed", type=int, default=0, help="analysis seed (K split, SVD, controls, bootstraps) [0]")
@@ -232,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                                      bayes=args.bayes, bayes_method=args.bayes_method,
                                      bayes_prior=args.bayes_prior, sensitivity=args.sensitivity)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
-                                    matched=args.matched, perturbations=args.perturbations, workers=args.workers, scheduler=args.scheduler, force=args.force,
+                                    matched=args.matched, perturbations=args.perturbations,
+                                    profiles=args.profiles, workers=args.workers, scheduler=args.scheduler, force=args.force,
                                     progress=progress)
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,

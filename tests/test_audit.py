@@ -123,10 +123,11 @@ def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
     path = tmp_path / "bench.nc"
     bench[0].to_netcdf(path)
     assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--controls", "19", "--bootstrap", "19",
-                 "--matched", "--no-progress"]) == 0
+                 "--matched", "--profiles", "--no-progress"]) == 0
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert set(summary["matched_controls"]) >= {"excess_pp", "p_value", "g_ratio", "citc_ratio"}
-    assert "matched" in xr.open_datatree(tmp_path / "a" / "audit.nc").children
+    assert {"matched", "profiles"} <= set(xr.open_datatree(tmp_path / "a" / "audit.nc").children)
+    assert set(summary["profiles"]) == {"unconstrained", "caliper 0.25", "caliper 0.5", "caliper 1.0", "random"}
     assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--no-progress"]) == 2
     assert "exists" in capsys.readouterr().err
     assert main(["audit", str(path), "--out", str(tmp_path / "b"), "--min-family-size", "500", "--no-progress"]) == 2

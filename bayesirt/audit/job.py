@@ -17,7 +17,7 @@ __all__ = ["run_audit_job"]
 
 
 def run_audit_job(data, out, *, models_csv=None, items_csv=None, config: AuditConfig | None = None,
-                  matched: bool = False, perturbations: bool = False, workers: int | None = 1, scheduler: str | None = None,
+                  matched: bool = False, perturbations: bool = False, profiles: bool = False, workers: int | None = 1, scheduler: str | None = None,
                   force: bool = False, progress: bool = True) -> Path:
     """Run the primary audit on ``data`` (a path, dataset name or response Dataset) and write
     ``out``: audit.nc, summary.json, report.md, controls.png and the per-fold CSV tables.
@@ -25,7 +25,8 @@ def run_audit_job(data, out, *, models_csv=None, items_csv=None, config: AuditCo
     ``models_csv`` (``model_id`` + ``family``/``owner``) and ``items_csv`` (``item_id`` +
     ``item_group``) replace the labels derived from the ids or read with the data. The
     item-signature replication always runs (it is cheap); ``matched`` adds the discrimination-
-    and reliability-matched controls, ``perturbations`` the population reruns
+    and reliability-matched controls, ``perturbations`` the population reruns, ``profiles`` the
+    capability-profile matching
     (:func:`bayesirt.audit.robustness.add_diagnostics`).
     """
     check_output(out, force=force)
@@ -35,6 +36,6 @@ def run_audit_job(data, out, *, models_csv=None, items_csv=None, config: AuditCo
     if items_csv is not None:
         responses = attach_metadata(responses, items_csv, "item")
     result = run_audit(responses, config, workers=workers, scheduler=scheduler, progress=progress)
-    add_diagnostics(result, responses, matched=matched, perturbations=perturbations, workers=workers,
-                    scheduler=scheduler, progress=progress)
+    add_diagnostics(result, responses, matched=matched, perturbations=perturbations, profiles=profiles,
+                    workers=workers, scheduler=scheduler, progress=progress)
     return write_audit(result, responses, out, force=force)

@@ -95,6 +95,8 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
         children[f"replication_{name}"] = ds
     if result.matched is not None:
         children["matched"] = result.matched
+    if result.profiles is not None:
+        children["profiles"] = result.profiles
     if result.perturbations is not None:
         children["perturbations"] = xr.Dataset.from_dataframe(
             result.perturbations.drop(columns="status").set_index("perturbation")).assign(

@@ -147,6 +147,7 @@ class AuditResult:
     replication: dict[str, xr.Dataset] | None = None  # set by bayesirt.audit.robustness
     matched: xr.Dataset | None = None  # set by bayesirt.audit.robustness
     perturbations: pd.DataFrame | None = None  # set by bayesirt.audit.robustness
+    profiles: xr.Dataset | None = None  # set by bayesirt.audit.robustness
     warnings: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 

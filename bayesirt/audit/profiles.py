@@ -1,44 +1,38 @@
 """Capability-profile overlap diagnostic of the near-tie audit (NT App. G; exploratory).
 
-Per outer fold, from the audit half only (``M_A`` models): working responses ``X``, scales
-``s_i`` (NT eq. 13-14) and the final spectral fit of the purification (rows ``S(3)``, its ``k`` and
-seed: loadings ``L`` and orthonormal coordinates ``Theta``, eq. 15-17). Item ``i``'s capability
-profile is ``E_i = L_i / (s_i sqrt(M_A))``, so ``d_prof(i, j) = ||E_i - E_j||`` is the RMS over
-audit models of the difference of the unclipped offsets ``L_i Theta^T / s_i``. With the final
-refit's intercepts ``b_i``, every frozen blueprint cell matches its selected low-DIF items to its
-nonselected items without replacement at cost ``d_prof^2 + (b_i - b_j)^2``
-(``scipy.optimize.linear_sum_assignment``). A caliper ``tau`` admits only pairs with
-``d_prof <= tau`` and ``|b_i - b_j| <= tau`` and takes, among the matchings of admissible pairs,
-one with the most pairs and then the least cost. A random-pairing reference pairs items at random
-within cells. The target half enters only through its scores.
+Per outer fold, from the audit half only (``M_A`` models): working responses and scales ``s_i``
+(NT eq. 13-14), the purification's final spectral fit (rows ``S(3)``, its ``k`` and seed; loadings
+``L``, orthonormal coordinates ``Theta``) and profiles ``E_i = L_i / (s_i sqrt(M_A))``, so
+``d_prof(i, j) = ||E_i - E_j||`` is the RMS over audit models of the difference of the unclipped
+offsets ``L_i Theta^T / s_i``. With the final refit's intercepts ``b_i``, each frozen blueprint cell
+matches its low-DIF items to its nonselected items without replacement at cost
+``d_prof^2 + (b_i - b_j)^2`` (``scipy.optimize.linear_sum_assignment``). A caliper ``tau`` admits
+only pairs with ``d_prof <= tau`` and ``|b_i - b_j| <= tau``: most pairs first, then least cost. A
+random-pairing reference pairs at random within cells. The target half enters only through scores.
 
-Paired-mixture controls. Control ``r`` keeps each pair's low-DIF endpoint or its partner with
-probability 1/2 and every unmatched low-DIF item; each kept item has its cell's weight
-``n_c / k_c``. Eligible and reversed near-tie pairs are pooled over folds per replicate and the
-low-DIF rate is compared with them by :func:`bayesirt.resampling.randomization_summary`. The
-all-swapped subtest replaces every matched low-DIF item by its partner; ``Delta_swap`` = low-DIF
-rate - all-swapped rate is referred to ``T(z_r) - T(1 - z_r)``, the rate of control ``r`` minus
-that of its complementary endpoint configuration, by the two-sided plus-one rule
-``(1 + #{|Delta_r| >= |Delta_swap|}) / (R + 1)`` (the low-DIF and all-swapped subtests are one such
-complementary pair).
+Control ``r`` keeps either endpoint of every pair with probability 1/2 and every unmatched low-DIF
+item, each with its cell's weight ``n_c / k_c``; near-tie counts are pooled over folds per
+replicate and compared with the low-DIF rate by :func:`bayesirt.resampling.randomization_summary`.
+The all-swapped subtest moves every matched low-DIF item to its partner; ``Delta_swap`` (low-DIF
+minus all-swapped rate) is referred to ``Delta_r = T(z_r) - T(1 - z_r)``, control ``r`` minus its
+complementary endpoint configuration (low-DIF and all-swapped are one such pair), two-sided:
+``(1 + #{|Delta_r| >= |Delta_swap|}) / (R + 1)``.
 
 Random streams. Replicate ``r`` of fold ``h`` draws one uniform key per item from
-``SeedSequence(spawn_seeds(seed, 2)[h], spawn_key=(r,))`` (the layout of
-:mod:`bayesirt.resampling`); low-DIF item ``i`` is swapped when its key is below 1/2 and it is
-matched. The same keys serve every scenario (common random numbers), so scenarios differ only in
-their pairings. The random pairing of fold ``h`` uses ``spawn_seeds(seed, 4)[2 + h]``. Numbers
+``SeedSequence(spawn_seeds(seed, 2)[h], spawn_key=(r,))`` (as :mod:`bayesirt.resampling`); a
+matched low-DIF item is swapped when its key is below 1/2. Every scenario uses the same keys
+(common random numbers). Fold ``h``'s random pairing uses ``spawn_seeds(seed, 4)[2 + h]``. Numbers
 depend on ``(seed, h, r)`` only, not on workers or blocks.
 
 Where NT is silent:
 
-- Caliper matching gives inadmissible entries a cost larger than ``pairs x`` the largest admissible
-  cost (so one more admissible pair always wins), solves, and drops the inadmissible pairs; rows
-  and columns without an admissible entry are left out first.
-- Random pairing: in each cell, low-DIF items and nonselected items are each put in a random
-  order and paired position by position (as many pairs as the smaller side).
-- Coverage is the share of the low-DIF scoring weight on matched items (NT); ``count_coverage``
-  is matched / selected items. Quality statistics are over the fold's pairs (NaN without pairs).
-- Only the primary (cross-family) near-tie pairs are scored. Replicates with no eligible pair
+- Calipers: inadmissible entries cost more than ``pairs x`` the largest admissible cost (one more
+  admissible pair always wins); they are dropped after solving.
+- Random pairing: in each cell, low-DIF and nonselected items are each put in a random order and
+  paired position by position (as many pairs as the smaller side).
+- Coverage is the share of low-DIF scoring weight on matched items (NT); ``count_coverage`` is
+  matched / selected items. Quality statistics are over the fold's pairs (NaN without pairs).
+- Only the primary (cross-family) near-tie pairs are scored. Replicates without an eligible pair
   (NaN rate or difference) are left out of the summaries and counted as undefined.
 """
 
@@ -97,16 +91,12 @@ def _cell_sides(cell, selected):
         yield np.flatnonzero((cell == c) & selected), np.flatnonzero((cell == c) & ~selected)
 
 
-def _check_items(cell, selected, caller, **arrays) -> tuple[np.ndarray, np.ndarray]:
+def _check_items(cell, selected, caller) -> tuple[np.ndarray, np.ndarray]:
     cell, selected = np.asarray(cell), np.asarray(selected)
     if cell.ndim != 1 or not np.issubdtype(cell.dtype, np.integer) or selected.shape != cell.shape or (
             selected.dtype != bool):
         raise DataError(f"{caller}: cell and selected must be 1-D arrays of one integer cell and one bool per item; "
                         f"got {cell.dtype} {cell.shape} and {selected.dtype} {selected.shape}")
-    for name, value in arrays.items():
-        if value.shape[:1] != cell.shape or not np.all(np.isfinite(value)):
-            raise DataError(f"{caller}: {name} must hold finite values with one row per item ({cell.size}); got "
-                            f"shape {value.shape}")
     return cell, selected
 
 
@@ -133,10 +123,11 @@ def profile_pairs(cell, selected, profiles, easiness, *, caliper: float | None =
         Partner of each matched low-DIF item, -1 elsewhere.
     """
     profiles, easiness = np.asarray(profiles, dtype=np.float64), np.asarray(easiness, dtype=np.float64)
-    cell, selected = _check_items(cell, selected, "profile_pairs", profiles=profiles, easiness=easiness)
-    if profiles.ndim != 2 or easiness.ndim != 1:
-        raise DataError(f"profile_pairs: profiles must be (item, dim) and easiness (item,); got {profiles.shape} "
-                        f"and {easiness.shape}")
+    cell, selected = _check_items(cell, selected, "profile_pairs")
+    if profiles.ndim != 2 or profiles.shape[0] != cell.size or easiness.shape != cell.shape or not (
+            np.all(np.isfinite(profiles)) and np.all(np.isfinite(easiness))):
+        raise DataError(f"profile_pairs: profiles must be finite ({cell.size}, dim) and easiness finite ({cell.size},),"
+                        f" one row per item; got {profiles.shape} and {easiness.shape}")
     _check_caliper(caliper)
     partner = np.full(cell.size, -1, dtype=np.intp)
     for low, other in _cell_sides(cell, selected):
@@ -237,12 +228,12 @@ def _check_caliper(tau) -> None:
 
 
 def _scenarios(calipers) -> tuple[list[str], np.ndarray]:
-    if isinstance(calipers, (str, bytes)) or not isinstance(calipers, (list, tuple)) or not calipers:
+    if not isinstance(calipers, (list, tuple)) or not calipers:
         raise BayesIRTError("The 'calipers' parameter of profile_matching must be a non-empty list or tuple of "
                             f"positive numbers or None (unconstrained). Got {calipers!r} instead.")
     for tau in calipers:
         _check_caliper(tau)
-    labels = ["unconstrained" if tau is None else f"caliper {np.format_float_positional(float(tau))}"
+    labels = ["unconstrained" if tau is None else f"caliper {np.format_float_positional(float(tau), trim='0')}"
               for tau in calipers]
     if len(set(labels)) < len(labels):
         raise BayesIRTError(f"The 'calipers' parameter of profile_matching repeats a scenario ({labels}); list each "
@@ -274,11 +265,10 @@ def _control_task(task) -> np.ndarray:
     for h, (fold, seed) in enumerate(zip(packed, fold_seeds, strict=True)):
         yobs, obs = fold.responses()
         coins = _coins(seed, fold.items, start, stop)
-        for s, partner in enumerate(partners[:, h]):
-            matched = partner >= 0
-            for k, swap in enumerate((coins & matched, ~coins & matched)):
-                scores = _prepared_scores(yobs, obs, _swapped(fold.anchor_weights, partner, swap))
-                out[2 * k:2 * k + 2, s, h] = reversal_counts(fold.full, scores, fold.pair_sets[0])
+        w = np.concatenate([_swapped(fold.anchor_weights, p, swap) for p in partners[:, h]
+                            for swap in (coins & (p >= 0), ~coins & (p >= 0))])  # rows (scenario, side, replicate)
+        counts = np.stack(reversal_counts(fold.full, _prepared_scores(yobs, obs, w), fold.pair_sets[0]))
+        out[:, :, h] = counts.reshape(2, -1, 2, stop - start).transpose(2, 0, 1, 3).reshape(4, -1, stop - start)
     return out
 
 
@@ -302,7 +292,7 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
         anchors, weights, final fits and pair sets are used as they are.
     responses : xarray.Dataset
         The response Dataset ``run_audit`` was given.
-    calipers : sequence of float or None, default :data:`PROFILE_CALIPERS`
+    calipers : list or tuple of float or None, default :data:`PROFILE_CALIPERS`
         One scenario each (None: unconstrained); the random-pairing reference is always added.
     replicates : int, default 1000
         Paired-mixture controls per fold (NT: 1,000).
@@ -343,8 +333,8 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
     seeds = spawn_seeds(seed, 2 * folds)
     partners = np.full((len(labels), folds, items), -1, dtype=np.intp)
     distance, gap = np.full(partners.shape, np.nan), np.full(partners.shape, np.nan)
-    quality = []
-    for h, (fold, (y, observed)) in enumerate(zip(result.folds, halves, strict=True)):
+    quality, fixed = [], []
+    for h, (fold, target, (y, observed)) in enumerate(zip(result.folds, packed, halves, strict=True)):
         pur = fold.purification
         profiles = capability_profiles(y, observed, pur.selected, pur.k, seed=pur.seed)
         b = np.asarray(pur.final_fit.easiness, dtype=np.float64)
@@ -355,22 +345,21 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
             distance[s, h, low] = np.linalg.norm(profiles[low] - profiles[partner[low]], axis=1)
             gap[s, h, low] = np.abs(b[low] - b[partner[low]])
             quality.append(_quality({"distance": distance[s, h], "gap": gap[s, h]}, partner, pur.weights))
+        w = np.stack([target.anchor_weights, *(_swapped(target.anchor_weights, p, (p >= 0)[None])[0]
+                                               for p in partners[:, h])])  # low-DIF, then all-swapped per scenario
+        fixed.append(reversal_counts(target.full, _prepared_scores(*target.responses(), w), target.pair_sets[0]))
     quality = pd.DataFrame(quality)
     grid = {c: quality[c].to_numpy().reshape(folds, len(labels)).T for c in quality.columns}
-    low_counts = np.array([reversal_counts(f.full, _prepared_scores(*f.responses(), f.anchor_weights), f.pair_sets[0])
-                           for f in packed])  # (fold, 2)
-    swap_counts = np.array([[reversal_counts(f.full, _prepared_scores(*f.responses(), _swapped(
-        f.anchor_weights, partners[s, h], partners[s, h][None] >= 0)[0]), f.pair_sets[0]) for h, f in enumerate(packed)]
-        for s in range(len(labels))])  # (scenario, fold, 2)
+    fixed = np.array(fixed)  # (fold, eligible / reversed, low-DIF + scenario)
     tasks = [(packed, partners, seeds[:folds], start, stop)
              for start, stop in control_blocks(replicates, block=CONTROL_BLOCK)]
     counts = np.concatenate(parallel_map(_control_task, tasks, workers=workers, scheduler=scheduler,
                                          progress=progress, description="paired-mixture controls"), axis=-1)
-    observed_rate = float(pooled_rate(low_counts[:, 1], low_counts[:, 0]))
-    rate = np.array([pooled_rate(counts[1, s], counts[0, s]) for s in range(len(labels))])
-    complement = np.array([pooled_rate(counts[3, s], counts[2, s]) for s in range(len(labels))])
+    observed_rate = float(pooled_rate(fixed[:, 1, 0], fixed[:, 0, 0]))
+    rate, complement = (np.array([pooled_rate(counts[k + 1, s], counts[k, s]) for s in range(len(labels))])
+                        for k in (0, 2))
     delta = rate - complement
-    swap_rate = np.array([pooled_rate(swap_counts[s, :, 1], swap_counts[s, :, 0]) for s in range(len(labels))])
+    swap_rate = np.array([pooled_rate(fixed[:, 1, s], fixed[:, 0, s]) for s in range(1, len(labels) + 1)])
     delta_swap = observed_rate - swap_rate
     defined = ~np.isnan(delta)
     p_swap = np.array([(1 + np.sum(np.abs(d[m]) >= abs(o))) / (m.sum() + 1) if not np.isnan(o) else np.nan
@@ -388,10 +377,10 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
             for k, name in enumerate(("eligible", "reversed", "complement_eligible", "complement_reversed"))},
          "rate": (("scenario", "replicate"), rate), "complement_rate": (("scenario", "replicate"), complement),
          "delta": (("scenario", "replicate"), delta),
-         "observed_eligible": ("fold", low_counts[:, 0]), "observed_reversed": ("fold", low_counts[:, 1]),
+         "observed_eligible": ("fold", fixed[:, 0, 0]), "observed_reversed": ("fold", fixed[:, 1, 0]),
          "observed_rate": observed_rate,
          **{k: ("scenario", summaries[k].to_numpy()) for k in summaries.columns},
-         "swap_eligible": (dims, swap_counts[..., 0]), "swap_reversed": (dims, swap_counts[..., 1]),
+         "swap_eligible": (dims, fixed[:, 0, 1:].T), "swap_reversed": (dims, fixed[:, 1, 1:].T),
          "swap_rate": ("scenario", swap_rate), "delta_swap_pp": ("scenario", 100 * delta_swap),
          "p_swap": ("scenario", p_swap), "delta_undefined": ("scenario", (~defined).sum(axis=1))},
         coords={"scenario": labels, "caliper": ("scenario", caliper_values), "fold": np.arange(folds),
@@ -418,11 +407,11 @@ def profiles_section(ds: xr.Dataset) -> list[str]:
         "p swap": [f"{v:.3g}" for v in ds["p_swap"].values]})
     quality = pd.DataFrame({
         "scenario": ds["scenario"].values, "median profile RMS": ds["distance_median"].mean("fold").values,
-        "max profile RMS": ds["distance_max"].max("fold").values, "median |Δb|": ds["gap_median"].mean("fold").values,
-        "max |Δb|": ds["gap_max"].max("fold").values})
+        "max profile RMS": ds["distance_max"].max("fold").values, "median abs Δb": ds["gap_median"].mean("fold").values,
+        "max abs Δb": ds["gap_max"].max("fold").values})
     return ["## Capability-profile overlap (exploratory)", "",
-            f"Within each blueprint cell, low-DIF items are matched to nonselected items on their audit-half spectral "
-            f"capability profiles and intercepts (cost d² + Δb²; calipers bound both in logits), or paired at random; "
+            "Within each blueprint cell, low-DIF items are matched to nonselected items on their audit-half spectral "
+            "capability profiles and intercepts (cost d² + Δb²; calipers bound both in logits), or paired at random; "
             f"{ds.attrs['replicates']:,} paired-mixture controls keep either endpoint of every pair (NT App. G). "
             "Coverage is the matched share of low-DIF weight; p mix is one-sided, p swap two-sided against "
             "complementary endpoint configurations. Unadjusted, conditional on the pairings; low coverage makes a "

@@ -14,20 +14,21 @@ __all__ = ["add_diagnostics"]
 
 
 def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: bool = True, matched: bool = False,
-                    perturbations: bool = False, workers: int | None = 1, scheduler: str | None = None,
+                    perturbations: bool = False, profiles: bool = False, workers: int | None = 1, scheduler: str | None = None,
                     progress: bool = False) -> AuditResult:
     """Attach the diagnostics to ``result`` (in place; also returned).
 
     ``replication``: :mod:`bayesirt.audit.replication` (signatures, item groups, contributions;
     permutations seeded from the audit's seed). ``matched``: :mod:`bayesirt.audit.matched`
     (as many replicates as the primary controls, on their own random stream). ``perturbations``:
-    :mod:`bayesirt.audit.perturbations` (nine reruns, K frozen). Skipped when the audit was not
-    estimable.
+    :mod:`bayesirt.audit.perturbations` (nine reruns, K frozen). ``profiles``:
+    :mod:`bayesirt.audit.profiles` (capability-profile matching, App. G). Skipped when the audit
+    was not estimable.
     """
     if result.summary["status"] != "estimated":
         return result
-    # children 0-4 of the audit seed drive the primary run (run_audit); these take 5 and 6
-    replication_seed, matched_seed = spawn_seeds(result.config.seed, 7)[5:]
+    # children 0-4 of the audit seed drive the primary run (run_audit); these take 5, 6 and 7
+    replication_seed, matched_seed, profile_seed = spawn_seeds(result.config.seed, 8)[5:]
     if replication:
         result.replication = {
             "signatures": signature_replication(result, responses, seed=replication_seed),
@@ -48,6 +49,18 @@ def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: 
         result.summary["matched_controls"] = {
             "excess_pp": float(primary["excess_pp"]), "p_value": float(primary["p_value"]),
             **{k: float(result.matched[k]) for k in ("g_ratio", "citc_ratio", "sem_ratio", "abs_delta_alpha")}}
+    if profiles:
+        from bayesirt.audit.profiles import profile_matching
+
+        result.profiles = profile_matching(result, responses, replicates=result.config.controls, seed=profile_seed,
+                                           workers=workers, scheduler=scheduler, progress=progress)
+        p = result.profiles
+        result.summary["profiles"] = {
+            str(s): {"coverage": float(p["pooled_coverage"].sel(scenario=s)),
+                     "mixture_excess_pp": float(p["excess_pp"].sel(scenario=s)),
+                     "mixture_p": float(p["p_value"].sel(scenario=s)),
+                     "swap_delta_pp": float(p["delta_swap_pp"].sel(scenario=s)),
+                     "swap_p": float(p["p_swap"].sel(scenario=s))} for s in p["scenario"].values}
     if perturbations:
         from bayesirt.audit.perturbations import population_perturbations
 

@@ -171,6 +171,10 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
                   "K frozen per fold at the primary values; 200 matched-random controls each; families need 15 models. "
                   "The pass rule (eq. 59-61) counts benchmarks: 3 of 5 with a positive excess and 3 of 5 with p <= .05.",
                   "", markdown_table(table.round(3)), ""]
+    if result.profiles is not None:
+        from bayesirt.audit.profiles import profiles_section
+
+        lines += profiles_section(result.profiles) + [""]
     if result.matched is not None:
         from bayesirt.audit.matched import matched_section
 
