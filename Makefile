@@ -1,7 +1,7 @@
 # The two set-up commands of the README. Each creates or reuses .venv (scripts/bootstrap.sh).
 PY := .venv/bin/python
 
-.PHONY: run test validate bench bench-mml bootstrap
+.PHONY: run test validate bench bench-mml bench-audit bootstrap
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -20,6 +20,11 @@ validate: bootstrap
 
 bench: bootstrap
 	$(PY) benchmarks/nuts_2pl.py
+
+# The NT audit at default settings on simulated 5,000 x 1,267 and 5,000 x 14,042 matrices, and planted-DIF recovery.
+bench-audit: bootstrap
+	$(PY) benchmarks/nt_audit.py
+	$(PY) benchmarks/nt_dif_recovery.py
 
 # MML side by side with the PyPI package mirt (optional extra "bench", installed like bootstrap installs ".[test]").
 bench-mml: bootstrap
