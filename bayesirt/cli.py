@@ -11,6 +11,7 @@
     bayesirt prior-check --model 2pl --design 200x100 --out DIR   (or --data DATA)
     bayesirt sbc --model 2pl --design 100x40 --replicates 200 --out DIR [--workers N]
     bayesirt audit DATA --out DIR [--quick] [--bayes] [--models CSV] [--scheduler ADDR]   (NT near-tie audit)
+    bayesirt content-audit LABELS.csv --out DIR [--permutations N] [--seed S]   (NT blinded content audit)
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -162,6 +163,13 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
     _output(au)
 
+    ca = sub.add_parser("content-audit", help="blinded content-audit statistics of two annotators' labels (NT D.4)")
+    ca.add_argument("labels", help="CSV of content-audit labels: two annotators x matched high-DIF/control items")
+    ca.add_argument("--permutations", type=int, default=10_000,
+                    help="family-direction label permutations per annotator [10000]")
+    ca.add_argument("--seed", type=int, default=0, help="seed of the permutations [0]")
+    _output(ca)
+
     sub.add_parser("datasets", help="list the embedded datasets")
 
     r = sub.add_parser("run", help="run a declared analysis (analyses/*.toml)")
@@ -237,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
                                     matched=args.matched, perturbations=args.perturbations,
                                     profiles=args.profiles, workers=args.workers, scheduler=args.scheduler, force=args.force,
                                     progress=progress)
+            case "content-audit":
+                from bayesirt.audit.content import run_content_audit_job
+
+                out = run_content_audit_job(args.labels, args.out, permutations=args.permutations, seed=args.seed,
+                                            force=args.force)
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
                                                splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)
