@@ -24,7 +24,7 @@ import numpy as np
 from bayesirt.errors import BayesIRTError
 from bayesirt.progress import progress_bar
 
-__all__ = ["parallel_map", "shared_cluster", "spawn_seeds", "WORKER_ENV", "CONNECT_TIMEOUT"]
+__all__ = ["parallel_map", "shared_cluster", "blas_threads", "spawn_seeds", "WORKER_ENV", "CONNECT_TIMEOUT"]
 
 #: How long to wait for an existing scheduler to answer.
 CONNECT_TIMEOUT = "30s"
@@ -99,6 +99,22 @@ def parallel_map(
         if workers == 1 or len(tasks) <= 1:
             return _serial(function, tasks, progress, description)
     return _distributed(function, tasks, workers, scheduler, progress, description)
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None) -> Iterator[None]:
+    """Limit BLAS threads to ``n`` (threadpoolctl) inside the block; None leaves them alone.
+
+    On the 2-core benchmark machine, under load, one thread was faster for the audit's folds
+    (K selection 1.0 vs 2.5 s, purification 10.7 vs 14.8 s at 5,000 x 1,267) and for MML.
+    """
+    if n is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=int(n), user_api="blas"):
+        yield
 
 
 @contextlib.contextmanager

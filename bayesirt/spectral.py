@@ -32,7 +32,7 @@ from sklearn.utils.extmath import randomized_svd
 from bayesirt.errors import DataError
 
 __all__ = ["K_GRID", "MAX_OFFSET", "SVD_POWER_ITERATIONS", "COORDINATE_RIDGE", "VALIDATION_SHARE",
-           "working_responses", "spectral_loadings", "spectral_offsets", "select_dimension", "DimensionSelection"]
+           "working_responses", "spectral_loadings", "spectral_offsets", "nested_split", "NestedSplit", "select_dimension", "DimensionSelection"]
 
 K_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """Candidate dimensions (NT C.3)."""
@@ -120,6 +120,59 @@ def _split_items(item_group: np.ndarray, rng: np.random.Generator) -> np.ndarray
     return calibrate
 
 
+@dataclass(frozen=True)
+class NestedSplit:
+    """The nested split of one audit half shared by every K-selection rule (NT C.3): held-out
+    owners' models ``held``, coordinate-calibration items ``calibrate``, the ``feasible`` K and
+    the held-out evaluation cells ``y_e``, ``obs_e`` (evaluation items x held-out models)."""
+
+    held: np.ndarray
+    calibrate: np.ndarray
+    feasible: list[int]
+    y_e: np.ndarray
+    obs_e: np.ndarray
+
+    def loss(self, k: int, xi: np.ndarray) -> dict:
+        """Mean held-out Bernoulli log loss of the logits ``xi`` (eq. 22) and its SE (eq. 23)."""
+        n_e = self.obs_e.sum(axis=0)
+        loss = np.where(self.obs_e, np.logaddexp(0.0, xi) - self.y_e * xi, 0.0).sum(axis=0) / np.maximum(n_e, 1)
+        loss = loss[n_e > 0]
+        return {"k": k, "mean_loss": loss.mean(), "se": loss.std(ddof=1) / np.sqrt(loss.size), "models": loss.size}
+
+    def select(self, rows: list[dict], owner: np.ndarray) -> DimensionSelection:
+        """The one-SE rule (eq. 24): the smallest K whose mean loss is within one SE of the best."""
+        table = pd.DataFrame(rows)
+        best = int(table["mean_loss"].idxmin())
+        bound = table.at[best, "mean_loss"] + table.at[best, "se"]
+        chosen = int(table.index[table["mean_loss"] <= bound][0])
+        table["selected"] = table.index == chosen
+        return DimensionSelection(k=int(table.at[chosen, "k"]), k_best=int(table.at[best, "k"]), table=table,
+                                  validation_owners=tuple(np.unique(np.asarray(owner)[self.held]).tolist()))
+
+
+def nested_split(y: np.ndarray, observed: np.ndarray, owner: np.ndarray, item_group: np.ndarray,
+                 rng: np.random.Generator, *, grid: tuple[int, ...] = K_GRID, max_k: int | None = None) -> NestedSplit:
+    """Hold out 25% of the owners and split every item group into calibration and evaluation
+    items (draws the owner permutation, then the item split, from ``rng``); check that K can be
+    selected at all."""
+    held = _split_owners(np.asarray(owner), rng)
+    calibrate = _split_items(np.asarray(item_group), rng)
+    if calibrate.all():
+        raise DataError("every item group has a single item, so no item is left to evaluate K on: "
+                        "supply coarser item groups")
+    ceiling = min(y.shape[0], int((~held).sum()))
+    feasible = [k for k in grid if k <= ceiling and (max_k is None or k <= max_k)]
+    if not feasible:
+        raise DataError(f"no candidate K fits a {y.shape[0]} items x {(~held).sum()} models training matrix; "
+                        "the audit half needs more models")
+    y_e, obs_e = y[~calibrate][:, held], observed[~calibrate][:, held]
+    n_seen = int((obs_e.sum(axis=0) > 0).sum())
+    if n_seen < 2:
+        raise DataError(f"{n_seen} held-out model(s) observe an evaluation item; selecting K needs at least 2: "
+                        "add models or owners to the audit half")
+    return NestedSplit(held=held, calibrate=calibrate, feasible=feasible, y_e=y_e, obs_e=obs_e)
+
+
 def select_dimension(y: np.ndarray, observed: np.ndarray, owner: np.ndarray, item_group: np.ndarray, *,
                      seed: int, grid: tuple[int, ...] = K_GRID, max_k: int | None = None) -> DimensionSelection:
     """Nested owner- and item-held-out selection of K in one audit half (NT C.3).
@@ -142,44 +195,18 @@ def select_dimension(y: np.ndarray, observed: np.ndarray, owner: np.ndarray, ite
     DimensionSelection
     """
     rng = np.random.default_rng(seed)
-    held = _split_owners(np.asarray(owner), rng)
-    calibrate = _split_items(np.asarray(item_group), rng)
-    if calibrate.all():
-        raise DataError("every item group has a single item, so no item is left to evaluate K on: "
-                        "supply coarser item groups")
-    train_y, train_obs = y[:, ~held], observed[:, ~held]
-    ceiling = min(y.shape[0], train_y.shape[1])
-    feasible = [k for k in grid if k <= ceiling and (max_k is None or k <= max_k)]
-    if not feasible:
-        raise DataError(f"no candidate K fits a {y.shape[0]} items x {train_y.shape[1]} models training matrix; "
-                        "the audit half needs more models")
-    x_train, p, s = working_responses(train_y, train_obs)
-    u, sigma, _ = _svd(x_train, max(feasible), int(rng.integers(2**31)))
+    split = nested_split(y, observed, owner, item_group, rng, grid=grid, max_k=max_k)
+    held, calibrate = split.held, split.calibrate
+    x_train, p, s = working_responses(y[:, ~held], observed[:, ~held])
+    u, sigma, _ = _svd(x_train, max(split.feasible), int(rng.integers(2**31)))
     factor = u * sigma  # F = U Sigma (eq. 19), truncated below per K
-
-    val_y, val_obs = y[:, held], observed[:, held]
-    x_val = np.where(val_obs, (val_y - p[:, None]) / s[:, None], 0.0)
+    x_val = np.where(observed[:, held], (y[:, held] - p[:, None]) / s[:, None], 0.0)
     evaluate = ~calibrate
     base = logit(p)[evaluate, None]
-    y_e, obs_e = val_y[evaluate], val_obs[evaluate]
-    n_e = obs_e.sum(axis=0)
-    if (n_e > 0).sum() < 2:
-        raise DataError(f"{(n_e > 0).sum()} held-out model(s) observe an evaluation item; selecting K needs at least "
-                        "2: add models or owners to the audit half")
     rows = []
-    for k in feasible:
+    for k in split.feasible:
         f_c = factor[calibrate, :k]
         theta = np.linalg.solve(f_c.T @ f_c + COORDINATE_RIDGE * np.eye(k), f_c.T @ x_val[calibrate])  # eq. 20
         xi = base + np.clip(factor[evaluate, :k] @ theta / s[evaluate, None], -MAX_OFFSET, MAX_OFFSET)  # eq. 21
-        loss = np.where(obs_e, np.logaddexp(0.0, xi) - y_e * xi, 0.0).sum(axis=0) / np.maximum(n_e, 1)  # eq. 22
-        loss = loss[n_e > 0]
-        rows.append({"k": k, "mean_loss": loss.mean(), "se": loss.std(ddof=1) / np.sqrt(loss.size),
-                     "models": loss.size})
-    table = pd.DataFrame(rows)
-    best = int(table["mean_loss"].idxmin())
-    bound = table.at[best, "mean_loss"] + table.at[best, "se"]
-    chosen = int(table.index[table["mean_loss"] <= bound][0])  # eq. 24: smallest K within one SE
-    table["selected"] = table.index == chosen
-    return DimensionSelection(k=int(table.at[chosen, "k"]), k_best=int(table.at[best, "k"]), table=table,
-                              validation_owners=tuple(np.unique(np.asarray(owner)[held]).tolist()))
-
+        rows.append(split.loss(k, xi))
+    return split.select(rows, owner)

@@ -25,7 +25,7 @@ from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate
 from bayesirt.data.populations import FAMILIES, POPULATION_SEED, audit_population
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.parallel import shared_cluster, spawn_seeds
+from bayesirt.parallel import blas_threads, shared_cluster, spawn_seeds
 from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
 from bayesirt.resampling import composition_bootstrap, matched_random_controls, owner_bootstrap
@@ -225,7 +225,7 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
 
 
 def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, workers: int | None = 1,
-              scheduler: str | None = None, progress: bool = True) -> AuditResult:
+              scheduler: str | None = None, progress: bool = True, threads: int | None = 1) -> AuditResult:
     """Run the primary audit on a response Dataset with ``family`` and ``owner`` coordinates.
 
     Parameters
@@ -241,6 +241,10 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
         numbers do not depend on them.
     progress : bool
         Progress bars.
+    threads : int, optional
+        BLAS threads in this process (:func:`bayesirt.parallel.blas_threads`; None: the library
+        default). One is the default: the folds are dominated by elementwise work, and on the
+        2-core benchmark machine one thread was faster than two.
 
     Returns
     -------
@@ -249,6 +253,11 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
         eligible; the resampling is then skipped.
     """
     config = (config or AuditConfig()).resolved()
+    with blas_threads(threads):
+        return _run_audit(responses, config, workers, scheduler, progress)
+
+
+def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
     timings, t0 = {}, time.perf_counter()
     pop = audit_population(responses, owner_cap=config.owner_cap, min_family_size=config.min_family_size,
                            seed=config.population_seed, lineage_filter=config.lineage_filter,

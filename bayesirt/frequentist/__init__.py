@@ -10,9 +10,13 @@ Bayes-versus-MML agreement report and the split-half regularization check.
 """
 
 from bayesirt.frequentist.agreement import DEFAULT_THRESHOLD_SD, Agreement, compare_estimates
+from bayesirt.frequentist.joint_mirt import (JointMIRT, direct_offsets, fit_coordinates, fit_item_parameters,
+                                             fit_joint_mirt, select_dimension_direct)
 from bayesirt.frequentist.ladder import information_criteria, pl_ladder
 from bayesirt.frequentist.mml import MMLResult, fit_mml, quadrature_grid
 from bayesirt.frequentist.splithalf import split_half_retention
 
 __all__ = ["DEFAULT_THRESHOLD_SD", "Agreement", "MMLResult", "compare_estimates", "fit_mml", "information_criteria", "pl_ladder",
            "quadrature_grid", "split_half_retention"]
+__all__ += ["JointMIRT", "direct_offsets", "fit_coordinates", "fit_item_parameters", "fit_joint_mirt",
+            "select_dimension_direct"]

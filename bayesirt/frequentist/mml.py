@@ -20,7 +20,6 @@ Model: ``P(y_im = 1) = c_i + (1 - c_i - s_i) * sigmoid(a_i * theta_m + d_i)``, d
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -32,6 +31,7 @@ from scipy.special import betaln, expit, logit
 
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.parallel import blas_threads
 from bayesirt.specs import IRTSpec, load_spec
 
 __all__ = ["MMLResult", "fit_mml", "quadrature_grid"]
@@ -470,20 +470,6 @@ def _em(lay: _Layout, data: _Data, par: _Par, max_iter: int, tol: float, ll_tol:
     return par, post, lls, objs, max_iter, False
 
 
-@contextmanager
-def _blas_threads(n: int | None):
-    """Limit BLAS threads (threadpoolctl, a PyMC dependency) for the duration of a fit."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        threadpool_limits = None
-    if n is None or threadpool_limits is None:
-        yield
-    else:
-        with threadpool_limits(limits=int(n), user_api="blas"):
-            yield
-
-
 def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadrature: int = 61,
             priors: bool = False, max_iter: int = 500, tol: float = 1e-6, ll_tol: float = 1e-10,
             theta_method: str = "eap", se: bool = True, threads: int | None = 1,
@@ -572,7 +558,7 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
     inv = inv.reshape(-1)
     data = _Data((pat == 1).astype(float), (pat == 0).astype(float), count.astype(float), nodes, np.log(w),
                  bool((y != MISSING).all()))
-    with _blas_threads(threads):
+    with blas_threads(threads):
         first = _start(lay, spec, data, mu, sd) if start is None else _warm_start(lay, spec, start, da)
         par, post, lls, objs, it, converged = _em(lay, data, first,
                                                   max_iter, tol, ll_tol)
