@@ -25,12 +25,27 @@ from bayesirt.dif import DIFFit, fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.spectral import spectral_offsets, working_responses
 
-__all__ = ["ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA", "blueprint_cells", "select_anchors",
+__all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA", "blueprint_cells", "select_anchors",
            "anchor_weights", "purify", "Purification"]
 
+ADJUSTMENTS = ("spectral", "direct-mirt")
+"""Ability adjustments: NT's spectral working model (C.2) or direct penalized joint MIRT (B.1)."""
 ANCHOR_FRACTION = 0.5
 PURIFICATION_ROUNDS = 3
 EASINESS_STRATA = 4
+
+
+def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k: int, *, seed: int,
+                       adjustment: str = "spectral") -> tuple[np.ndarray, int]:
+    """Capability offsets (item, model) learned from the item ``rows`` (bool mask), and the rank
+    used: :func:`bayesirt.spectral.spectral_offsets` or
+    :func:`bayesirt.frequentist.joint_mirt.direct_offsets`."""
+    if adjustment == "direct-mirt":
+        from bayesirt.frequentist.joint_mirt import direct_offsets
+
+        return direct_offsets(y, observed, np.flatnonzero(rows), k, seed=seed)
+    x, _, s = working_responses(y, observed)
+    return spectral_offsets(x, s, np.flatnonzero(rows), k, seed=seed)
 
 
 def blueprint_cells(item_group: np.ndarray, easiness: np.ndarray, strata: int = EASINESS_STRATA) -> np.ndarray:
@@ -99,7 +114,9 @@ class Purification:
         eq. 42, used by the matched-discrimination diagnostic).
     k, seed : int
         The dimension asked for and the SVD seed: with the rows above, they reproduce every
-        round's offsets (:func:`bayesirt.spectral.spectral_offsets`).
+        round's offsets (:func:`capability_offsets`, with ``adjustment``).
+    adjustment : str
+        The ability adjustment used (``ADJUSTMENTS``).
     """
 
     rounds: pd.DataFrame
@@ -112,11 +129,12 @@ class Purification:
     offsets_sd: np.ndarray
     k: int
     seed: int
+    adjustment: str
 
 
 def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: int, item_group: np.ndarray, k: int,
            *, alpha: float = ANCHOR_FRACTION, rounds: int = PURIFICATION_ROUNDS, seed: int = 0,
-           dif_options: dict | None = None) -> Purification:
+           dif_options: dict | None = None, adjustment: str = "spectral") -> Purification:
     """Three-round anchor purification in one audit half (NT C.5).
 
     Parameters
@@ -137,17 +155,18 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
         Seeds the randomized SVDs.
     dif_options : dict, optional
         Passed to :func:`bayesirt.dif.fit_family_dif` (schedule overrides).
+    adjustment : {"spectral", "direct-mirt"}
+        How each round's capability offsets are learned (:func:`capability_offsets`).
 
     Returns
     -------
     Purification
     """
-    x, _, s = working_responses(y, observed)
     dif_options = dif_options or {}
     current = np.ones(y.shape[0], bool)
     rows = []
     for t in range(1, rounds + 1):
-        offsets, rank = spectral_offsets(x, s, np.flatnonzero(current), k, seed=seed)
+        offsets, rank = capability_offsets(y, observed, current, k, seed=seed, adjustment=adjustment)
         fit = fit_family_dif(y, observed, offsets, family, n_families, **dif_options)
         cell = blueprint_cells(item_group, fit.easiness)
         chosen = select_anchors(cell, fit.dif_range, alpha)
@@ -155,8 +174,8 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
         rows.append({"round": t, "anchors": int(chosen.sum()), "jaccard_with_previous": jaccard, "rank": rank,
                      "dif_cycles": fit.cycles, "dif_last_change": fit.last_change})
         rows_used, current = current, chosen
-    offsets, _ = spectral_offsets(x, s, np.flatnonzero(current), k, seed=seed)
+    offsets, _ = capability_offsets(y, observed, current, k, seed=seed, adjustment=adjustment)
     final = fit_family_dif(y, observed, offsets, family, n_families, **dif_options)
     return Purification(rounds=pd.DataFrame(rows), cell=cell, selected=current, weights=anchor_weights(cell, current),
                         selection_fit=fit, selection_rows=rows_used, final_fit=final, offsets_sd=offsets.std(axis=1),
-                        k=k, seed=seed)
+                        k=k, seed=seed, adjustment=adjustment)

@@ -143,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("--epsilon", type=float, default=0.01, help="near-tie band on the full score (0.01 = 1 pp) [0.01]")
     au.add_argument("--controls", type=int, default=1000, help="matched-random subtests per fold [1000]")
     au.add_argument("--bootstrap", type=int, default=2000, help="composition and owner bootstrap replicates [2000]")
+    au.add_argument("--adjustment", default="spectral", choices=("spectral", "direct-mirt"),
+                    help="ability adjustment: NT's spectral working model or direct penalized joint MIRT (B.1) [spectral]")
     au.add_argument("--bayes", action="store_true",
                     help="add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
     au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts"),
@@ -240,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                                      epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
                                      owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick,
                                      bayes=args.bayes, bayes_method=args.bayes_method,
-                                     bayes_prior=args.bayes_prior, sensitivity=args.sensitivity)
+                                     bayes_prior=args.bayes_prior, sensitivity=args.sensitivity,
+                                     adjustment=args.adjustment)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
                                     matched=args.matched, perturbations=args.perturbations,
                                     profiles=args.profiles, workers=args.workers, scheduler=args.scheduler, force=args.force,

@@ -232,3 +232,14 @@ def test_population_perturbations_freeze_k_and_rerun_each_population(bench, audi
     both = perturbation_pass(pd.DataFrame([[1.0, -1.0]] * 3 + [[-1.0, 1.0]] * 2, columns=["a", "b"]),
                              pd.DataFrame([[0.01, 0.5]] * 5, columns=["a", "b"]))
     assert both["passes"].tolist() == [True, False] and both["G_dir"].tolist() == [3, 2]
+
+
+def test_direct_mirt_adjustment_runs_the_same_audit_with_its_own_k_rule():
+    ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, n_dims=2, seed=4)
+    result = run_audit(ds, AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9,
+                                       adjustment="direct-mirt", max_k=4), progress=False)
+    for fold in result.folds:
+        assert "joint_updates" in fold.selection.table  # selected by the direct model's held-out loss
+        assert fold.purification.adjustment == "direct-mirt"
+        assert fold.purification.weights.sum() == pytest.approx(120)
+    assert result.summary["status"] == "estimated"

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.anchors import ANCHOR_FRACTION, Purification, purify
+from bayesirt.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification, capability_offsets, purify
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
 from bayesirt.data.populations import FAMILIES, POPULATION_SEED, audit_population
 from bayesirt.data.responses import MISSING
@@ -31,7 +31,7 @@ from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, p
 from bayesirt.resampling import composition_bootstrap, matched_random_controls, owner_bootstrap
 from bayesirt.audit.sensitivity import gap_and_fraction_sensitivity
 from bayesirt.audit.specificity import within_family_specificity
-from bayesirt.spectral import DimensionSelection, select_dimension, spectral_offsets, working_responses
+from bayesirt.spectral import DimensionSelection, select_dimension
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
 
@@ -49,7 +49,9 @@ class AuditConfig:
     ``families``, ``representative`` and ``lineage_filter`` select the population
     (:func:`bayesirt.data.populations.audit_population`); ``fixed_k`` freezes K per audit fold
     instead of selecting it (the population perturbations of NT D.2). ``bootstrap = 0`` or
-    ``owner_bootstrap = 0`` skips that bootstrap.
+    ``owner_bootstrap = 0`` skips that bootstrap. ``adjustment`` is the ability adjustment:
+    NT's spectral working model or "direct-mirt", the direct penalized joint MIRT of NT B.1
+    (K selected by the same nested one-SE rule on its own held-out loss).
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
     each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws;
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
@@ -76,6 +78,7 @@ class AuditConfig:
     bayes_method: str = "advi"
     bayes_draws: int = 400
     bayes_prior: str = "ridge"
+    adjustment: str = "spectral"
     sensitivity: bool = False
 
     def __post_init__(self):
@@ -96,7 +99,8 @@ class AuditConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= high:
                 raise DataError(f"The {name!r} parameter of AuditConfig must be in ({low:g}, {high:g}]. Got {value!r} "
                                 "instead.")
-        for name, allowed in (("bayes_method", BAYES_METHODS), ("bayes_prior", BAYES_PRIORS)):
+        for name, allowed in (("bayes_method", BAYES_METHODS), ("bayes_prior", BAYES_PRIORS),
+                              ("adjustment", ADJUSTMENTS)):
             if getattr(self, name) not in allowed:
                 raise DataError(f"The {name!r} parameter of AuditConfig must be one of {set(allowed)}. Got "
                                 f"{getattr(self, name)!r} instead.")
@@ -165,8 +169,8 @@ def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_id
                config: AuditConfig, target: dict) -> tuple[xr.Dataset, dict, list[str]]:
     """The Bayesian layer in one fold: the DIF posterior given the offsets that chose the anchors
     (the last purification round's), propagated through anchors and reversals."""
-    x, _, s = working_responses(y_audit, obs_audit)
-    offsets, _ = spectral_offsets(x, s, np.flatnonzero(purification.selection_rows), k, seed=seed)
+    offsets, _ = capability_offsets(y_audit, obs_audit, purification.selection_rows, k, seed=purification.seed,
+                                    adjustment=purification.adjustment)
     gap = schedule_gap(y_audit, obs_audit, offsets, family_audit, n_families)
     correct = np.where(obs_audit, y_audit, 0).sum(axis=1)
     degenerate = (correct == 0) | (correct == obs_audit.sum(axis=1))
@@ -193,14 +197,16 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
     target = np.flatnonzero(((pop["fold"] == 1 - h) & pop["representative"]).to_numpy())
     owner = pop["owner"].to_numpy()
     if config.fixed_k is None:
-        selection = select_dimension(y[:, audit], observed[:, audit], owner[audit], item_group, seed=seeds[0],
-                                     max_k=config.max_k)
+        rule = select_dimension
+        if config.adjustment == "direct-mirt":
+            from bayesirt.frequentist.joint_mirt import select_dimension_direct as rule
+        selection = rule(y[:, audit], observed[:, audit], owner[audit], item_group, seed=seeds[0], max_k=config.max_k)
     else:
         k = config.fixed_k[h]
         selection = DimensionSelection(k=k, k_best=k, table=pd.DataFrame({"k": [k], "selected": [True]}),
                                        validation_owners=())
     purification = purify(y[:, audit], observed[:, audit], family_index[audit], n_families, item_group,
-                          selection.k, alpha=config.alpha, seed=seeds[1])
+                          selection.k, alpha=config.alpha, seed=seeds[1], adjustment=config.adjustment)
     y_t, obs_t = y[:, target], observed[:, target]
     full = weighted_scores(y_t, np.ones(y.shape[0]), obs_t)
     anchor = weighted_scores(y_t, purification.weights, obs_t)
@@ -328,7 +334,8 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
             for h in (0, 1):
                 audit = (pop["fold"] == h).to_numpy()
                 halves.append({"y": y[:, audit], "observed": observed[:, audit], "family": family_index[audit],
-                               "n_families": len(families), "item_group": item_group, "seed": fold_seeds[h][1]})
+                               "n_families": len(families), "item_group": item_group, "seed": fold_seeds[h][1],
+                               "adjustment": config.adjustment})
             result.sensitivity = gap_and_fraction_sensitivity(
                 folds, fold_inputs, halves, alpha=config.alpha, epsilon=config.epsilon, item_group=item_group,
                 controls=config.controls, bootstrap=config.bootstrap,

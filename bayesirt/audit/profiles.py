@@ -321,6 +321,9 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
     if not isinstance(result, AuditResult):
         raise BayesIRTError("The 'result' parameter of profile_matching must be the AuditResult of run_audit. Got "
                             f"{type(result).__name__} instead.")
+    if result.config.adjustment != "spectral":
+        raise DataError(f"capability profiles are spectral loadings (NT App. G); this audit used the "
+                        f"{result.config.adjustment!r} adjustment: rerun it with the spectral one for this diagnostic")
     labels, caliper_values = _scenarios(calipers)
     replicates = _check_integer(replicates, "replicates", "profile_matching")
     seed = _check_integer(seed, "seed", "profile_matching", minimum=0)
