@@ -161,7 +161,7 @@ def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
         p = fold.posterior["anchor_probability"]
         assert p.dims == ("item",) and float(p.sum()) == pytest.approx(
             float(fold.posterior["anchor"].sum("item").mean()))  # expected anchor count
-    out = run_audit_job(ds, tmp_path / "b", config=config, progress=False)
+    out = write_audit(result, ds, tmp_path / "b")
     tree = xr.open_datatree(out / "audit.nc")
     assert "excess_pp" in tree["bayes"] and "anchor_probability" in tree["bayes"]["fold_0"]
     assert "learned common scale" in (out / "report.md").read_text()
