@@ -33,7 +33,8 @@ _OPTIONS = {  # per kind: its option table, and the types of its options
     "audit": ("audit", {
         "owner_cap": int, "min_family_size": int, "alpha": float, "epsilon": float, "controls": int,
         "bootstrap": int, "owner_bootstrap": int, "max_k": int, "population_seed": int, "seed": int, "quick": bool,
-        "bayes": bool, "bayes_method": str, "bayes_draws": int, "bayes_prior": str, "sensitivity": bool, "adjustment": str, "workers": int,
+        "bayes": bool, "bayes_method": str, "bayes_draws": int, "bayes_prior": str, "sensitivity": bool,
+        "adjustment": str, "workers": int,
     }),
 }
 _REQUIRED = {"fit": ("data", "model", "out"), "audit": ("data", "out")}

@@ -25,7 +25,8 @@ from bayesirt.dif import DIFFit, fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.spectral import spectral_offsets, working_responses
 
-__all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA", "blueprint_cells", "select_anchors",
+__all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA",
+           "blueprint_cells", "select_anchors",
            "anchor_weights", "purify", "Purification"]
 
 ADJUSTMENTS = ("spectral", "direct-mirt")

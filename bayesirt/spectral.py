@@ -32,7 +32,8 @@ from sklearn.utils.extmath import randomized_svd
 from bayesirt.errors import DataError
 
 __all__ = ["K_GRID", "MAX_OFFSET", "SVD_POWER_ITERATIONS", "COORDINATE_RIDGE", "VALIDATION_SHARE",
-           "working_responses", "spectral_loadings", "spectral_offsets", "nested_split", "NestedSplit", "select_dimension", "DimensionSelection"]
+           "working_responses", "spectral_loadings", "spectral_offsets", "nested_split", "NestedSplit",
+           "select_dimension", "DimensionSelection"]
 
 K_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """Candidate dimensions (NT C.3)."""

@@ -17,8 +17,9 @@ __all__ = ["run_audit_job"]
 
 
 def run_audit_job(data, out, *, models_csv=None, items_csv=None, config: AuditConfig | None = None,
-                  matched: bool = False, perturbations: bool = False, profiles: bool = False, workers: int | None = 1, scheduler: str | None = None,
-                  force: bool = False, progress: bool = True) -> Path:
+                  matched: bool = False, perturbations: bool = False, profiles: bool = False,
+                  workers: int | None = 1, scheduler: str | None = None, force: bool = False,
+                  progress: bool = True) -> Path:
     """Run the primary audit on ``data`` (a path, dataset name or response Dataset) and write
     ``out``: audit.nc, summary.json, report.md, controls.png and the per-fold CSV tables.
 

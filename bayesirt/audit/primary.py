@@ -143,9 +143,9 @@ class AuditResult:
     population: pd.DataFrame
     folds: list[FoldResult]
     summary: dict
-    controls: object = None
-    composition: object = None
-    owners: object = None
+    controls: xr.Dataset | None = None
+    composition: xr.Dataset | None = None
+    owners: xr.Dataset | None = None
     bayes: xr.DataTree | None = None
     sensitivity: xr.Dataset | None = None
     replication: dict[str, xr.Dataset] | None = None  # set by bayesirt.audit.robustness
@@ -182,8 +182,7 @@ def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_id
                      "layer used the N(0, 2) easiness prior there instead of a flat one")
     tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families, method=config.bayes_method,
                                     draws=config.bayes_draws, seed=seed, prior=config.bayes_prior,
-                                    easiness_prior=easiness_prior,
-                                    item_ids=item_ids, progress=False)
+                                    easiness_prior=easiness_prior, item_ids=item_ids, progress=False)
     delta, easiness = stacked_draws(tree)
     chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
                                 **target)
@@ -224,8 +223,9 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
             y[:, audit], observed[:, audit], family_index[audit], n_families, item_group, item_ids, purification,
             selection.k, seeds[2], config, {"y_target": y_t, "observed_target": obs_t, "full": full, "pairs": pairs,
                                             "model_ids": table["model_id"].to_numpy()})
-    return FoldResult(audit_fold=h, selection=selection, purification=purification, target=table, pairs=pairs, within_pairs=within,
-                      eligible=int(eligible), reversed=int(n_rev), tau_b=float(kendall_tau_b(full, anchor)),
+    return FoldResult(audit_fold=h, selection=selection, purification=purification, target=table, pairs=pairs,
+                      within_pairs=within, eligible=int(eligible), reversed=int(n_rev),
+                      tau_b=float(kendall_tau_b(full, anchor)),
                       all_cross_eligible=int(all_eligible), all_cross_reversed=int(all_rev), target_index=target,
                       posterior=posterior, schedule_gap=gap), notes
 
@@ -312,7 +312,8 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
                              "rate has no denominator")
         result.warnings.append(summary["reason"])
         return result
-    fold_inputs = [{"y": y[:, f.target_index], "observed": observed[:, f.target_index], "full": f.target["full"].to_numpy(),
+    fold_inputs = [{"y": y[:, f.target_index], "observed": observed[:, f.target_index],
+                    "full": f.target["full"].to_numpy(),
                     "pairs": f.pairs, "cell": f.purification.cell, "anchor_weights": f.purification.weights,
                     "extra_pairs": {"within": f.within_pairs}}
                    for f in folds]

@@ -14,8 +14,8 @@ __all__ = ["add_diagnostics"]
 
 
 def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: bool = True, matched: bool = False,
-                    perturbations: bool = False, profiles: bool = False, workers: int | None = 1, scheduler: str | None = None,
-                    progress: bool = False) -> AuditResult:
+                    perturbations: bool = False, profiles: bool = False, workers: int | None = 1,
+                    scheduler: str | None = None, progress: bool = False) -> AuditResult:
     """Attach the diagnostics to ``result`` (in place; also returned).
 
     ``replication``: :mod:`bayesirt.audit.replication` (signatures, item groups, contributions;

@@ -42,7 +42,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy.special import expit, logit
 
 from bayesirt.errors import DataError
