@@ -28,7 +28,8 @@ from bayesirt.errors import DataError
 from bayesirt.parallel import blas_threads, shared_cluster, spawn_seeds
 from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
-from bayesirt.resampling import composition_bootstrap, matched_random_controls, owner_bootstrap
+from bayesirt.bootstrap import composition_bootstrap, owner_bootstrap
+from bayesirt.resampling import matched_random_controls
 from bayesirt.audit.sensitivity import gap_and_fraction_sensitivity
 from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.spectral import DimensionSelection, select_dimension

@@ -16,7 +16,8 @@ import xarray as xr
 
 from bayesirt.anchors import purify
 from bayesirt.ranking import near_tie_pairs
-from bayesirt.resampling import composition_bootstrap, matched_random_controls
+from bayesirt.bootstrap import composition_bootstrap
+from bayesirt.resampling import matched_random_controls
 
 __all__ = ["THRESHOLDS", "FRACTIONS", "gap_and_fraction_sensitivity"]
 
