@@ -200,9 +200,9 @@ def test_section_reports_reversals_and_balance(controls):
 def test_bad_inputs_raise_one_clear_error(bench, audit):
     with pytest.raises(BayesIRTError, match="'result' parameter .* must be the AuditResult of run_audit"):
         discrimination_matched_controls(audit.summary, bench)
-    with pytest.raises(DataError, match="149 items .* the audit scored 150 items"):
+    with pytest.raises(DataError, match=r"not the Dataset this audit ran on \(its SHA-256 differs\)"):
         discrimination_matched_controls(audit, bench.isel(item=slice(1, None)))
-    with pytest.raises(DataError, match="fold 0: the responses' models at target_index are not the audit's"):
+    with pytest.raises(DataError, match=r"not the Dataset this audit ran on \(its SHA-256 differs\)"):
         discrimination_matched_controls(audit, bench.isel(model=slice(None, None, -1)))
     with pytest.raises(DataError, match="responses must be the response Dataset"):
         discrimination_matched_controls(audit, bench["responses"])

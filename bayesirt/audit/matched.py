@@ -43,9 +43,9 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.anchors import blueprint_cells
-from bayesirt.audit.primary import AuditResult
+from bayesirt.audit.primary import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import DataError
 from bayesirt.parallel import parallel_map, spawn_seeds
 from bayesirt.ranking import _prepared_responses, _prepared_scores
 from bayesirt.report.markdown import markdown_table
@@ -188,24 +188,13 @@ def balance_diagnostics(y, w, g, *, observed=None) -> np.ndarray:
 
 
 def _target_folds(result: AuditResult, responses) -> list[TargetFold]:
-    """The folds' target halves as :class:`~bayesirt.resampling.TargetFold`, checked against the audit."""
-    if not isinstance(responses, xr.Dataset) or "responses" not in responses or set(
-            responses["responses"].dims) != {"item", "model"}:
-        raise DataError("responses must be the response Dataset run_audit was given (a 'responses' variable with "
-                        "dims item and model)")
+    """The folds' target halves as :class:`~bayesirt.resampling.TargetFold` (after
+    :func:`~bayesirt.audit.primary.check_audit`)."""
     values = responses["responses"].transpose("item", "model").values
-    items = result.folds[0].purification.cell.size
-    if values.shape[0] != items or any(f.target_index.max() >= values.shape[1] for f in result.folds):
-        raise DataError(f"responses has {values.shape[0]} items and {values.shape[1]} models but the audit scored "
-                        f"{items} items; pass the Dataset run_audit was given")
     observed = values != MISSING
     y = np.where(observed, values, 0).astype(np.int8)
-    model_id = responses["model_id"].values if "model_id" in responses.coords else responses["model"].values
     folds = []
-    for h, f in enumerate(result.folds):
-        if not np.array_equal(model_id[f.target_index].astype(str), f.target["model_id"].to_numpy().astype(str)):
-            raise DataError(f"fold {h}: the responses' models at target_index are not the audit's target models; "
-                            "pass the Dataset run_audit was given")
+    for f in result.folds:
         folds.append(TargetFold(y=y[:, f.target_index], observed=observed[:, f.target_index],
                                 full=f.target["full"].to_numpy(), cell=f.purification.cell,
                                 anchor_weights=f.purification.weights, pairs=f.pairs,
@@ -259,14 +248,9 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
         NT Table 5: ``g_ratio``, ``citc_ratio``, ``sem_ratio`` (low-DIF / control median) and
         ``abs_delta_alpha``. ``stratum`` (fold, item): the discrimination strata.
     """
-    if not isinstance(result, AuditResult):
-        raise BayesIRTError("The 'result' parameter of discrimination_matched_controls must be the AuditResult of "
-                            f"run_audit. Got {type(result).__name__} instead.")
+    check_audit(result, responses, "discrimination_matched_controls")
     replicates = _check_integer(replicates, "replicates", "discrimination_matched_controls")
     seed = _check_integer(seed, "seed", "discrimination_matched_controls", minimum=0)
-    if result.summary.get("status") != "estimated":
-        raise DataError("the audit has no eligible near-tie pair (status not 'estimated'), so there is no reversal "
-                        "rate to control; rerun the audit on data with near ties")
     packed, names = _pack_folds(_target_folds(result, responses), "discrimination_matched_controls")
     gs = [np.asarray(f.purification.offsets_sd, dtype=np.float64) for f in result.folds]
     strata = [discrimination_strata(f.purification.cell, g) for f, g in zip(result.folds, gs, strict=True)]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.primary import AuditConfig, AuditResult, run_audit
+from bayesirt.audit.primary import AuditConfig, AuditResult, check_audit, run_audit
 from bayesirt.errors import BayesIRTError
 from bayesirt.parallel import parallel_map
 
@@ -72,8 +72,7 @@ def population_perturbations(result: AuditResult, responses: xr.Dataset, *, work
         pairs, low-DIF and median random rates, ``excess_pp``, ``p_value``, and the two flags of
         eq. 59-60 for this benchmark: ``positive`` (excess > 0) and ``significant`` (p <= .05).
     """
-    if result.summary["status"] != "estimated":
-        raise BayesIRTError("the primary audit was not estimable, so there is no excess to perturb")
+    check_audit(result, responses, "population_perturbations")
     tasks = [(name, responses, config) for name, config in perturbations(result).items()]
     table = pd.DataFrame(parallel_map(_run, tasks, workers=workers, scheduler=scheduler, progress=progress,
                                       description="population perturbations"))

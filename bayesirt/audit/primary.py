@@ -34,7 +34,7 @@ from bayesirt.audit.sensitivity import gap_and_fraction_sensitivity
 from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.spectral import DimensionSelection, select_dimension
 
-__all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
+__all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "check_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
 
 BAYES_METHODS = ("advi", "fullrank_advi", "nuts")
 BAYES_PRIORS = ("ridge", "hierarchical")
@@ -164,6 +164,23 @@ def input_sha256(responses: xr.Dataset) -> str:
     for name in ("model_id", "family", "owner", "item_id", "item_group"):
         h.update("\x1f".join(map(str, responses[name].values)).encode())
     return h.hexdigest()
+
+
+def check_audit(result, responses, caller: str, *, estimated: bool = True) -> None:
+    """The one check of every diagnostic that reads a finished audit: ``result`` is an
+    :class:`AuditResult`, ``responses`` is the very Dataset it ran on (same SHA-256), and, when
+    ``estimated``, the audit had near-tie pairs."""
+    if not isinstance(result, AuditResult):
+        raise DataError(f"The 'result' parameter of {caller} must be the AuditResult of run_audit. Got "
+                        f"{type(result).__name__} instead.")
+    if not isinstance(responses, xr.Dataset) or "responses" not in responses:
+        raise DataError(f"responses must be the response Dataset run_audit was given; got {type(responses).__name__}")
+    if input_sha256(responses) != result.summary["input_sha256"]:
+        raise DataError(f"responses is not the Dataset this audit ran on (its SHA-256 differs); {caller} reads it "
+                        "alongside the audit: pass the Dataset run_audit was given")
+    if estimated and result.summary["status"] != "estimated":
+        raise DataError("the audit has no eligible near-tie pair (status not 'estimated'), so there is no reversal "
+                        "rate to compare; rerun the audit on data with near ties")
 
 
 def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_ids, purification, k, seed,

@@ -45,7 +45,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
 from bayesirt.audit.matched import _target_folds
-from bayesirt.audit.primary import AuditResult
+from bayesirt.audit.primary import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.parallel import parallel_map, spawn_seeds
@@ -242,14 +242,9 @@ def _scenarios(calipers) -> tuple[list[str], np.ndarray]:
 
 
 def _audit_halves(result: AuditResult, responses: xr.Dataset) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Audit-half (y, observed) per fold, after :func:`~bayesirt.audit.matched._target_folds` checked
-    the Dataset."""
+    """Audit-half (y, observed) per fold (after :func:`~bayesirt.audit.primary.check_audit`)."""
     values = responses["responses"].transpose("item", "model").values
     pop = result.population
-    ids = responses["model_id"].values if "model_id" in responses.coords else responses["model"].values
-    if len(pop) != values.shape[1] or not np.array_equal(ids.astype(str), pop["model_id"].to_numpy().astype(str)):
-        raise DataError(f"responses has {values.shape[1]} models but the audit population {len(pop)} (or other ids); "
-                        "pass the Dataset run_audit was given")
     halves = []
     for h in range(len(result.folds)):
         audit = np.flatnonzero(pop["fold"].to_numpy() == h)
@@ -318,18 +313,13 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
         (scenario, fold), ``swap_rate``, ``delta_swap_pp``, two-sided ``p_swap`` and
         ``delta_undefined`` (scenario).
     """
-    if not isinstance(result, AuditResult):
-        raise BayesIRTError("The 'result' parameter of profile_matching must be the AuditResult of run_audit. Got "
-                            f"{type(result).__name__} instead.")
+    check_audit(result, responses, "profile_matching")
     if result.config.adjustment != "spectral":
         raise DataError(f"capability profiles are spectral loadings (NT App. G); this audit used the "
                         f"{result.config.adjustment!r} adjustment: rerun it with the spectral one for this diagnostic")
     labels, caliper_values = _scenarios(calipers)
     replicates = _check_integer(replicates, "replicates", "profile_matching")
     seed = _check_integer(seed, "seed", "profile_matching", minimum=0)
-    if result.summary.get("status") != "estimated":
-        raise DataError("the audit has no eligible near-tie pair (status not 'estimated'), so there is no reversal "
-                        "rate to compare; rerun the audit on data with near ties")
     packed, _ = _pack_folds(_target_folds(result, responses), "profile_matching")
     halves = _audit_halves(result, responses)
     folds, items = len(packed), packed[0].items

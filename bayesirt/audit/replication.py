@@ -44,7 +44,7 @@ import xarray as xr
 from scipy.stats import binomtest, rankdata
 
 from bayesirt.anchors import blueprint_cells
-from bayesirt.audit.primary import AuditResult, input_sha256
+from bayesirt.audit.primary import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 
@@ -195,7 +195,7 @@ def signature_replication(result: AuditResult, responses: xr.Dataset, *, permuta
         :func:`signature_test`'s output labelled by ``item`` (item ids) and ``family``, with
         ``common_easiness`` and ``cell`` (item).
     """
-    _check_result(result, responses, "signature_replication")
+    check_audit(result, responses, "signature_replication", estimated=False)
     fits = [fold.purification.final_fit for fold in result.folds]
     easiness = (fits[0].easiness + fits[1].easiness) / 2
     cell = blueprint_cells(responses["item_group"].values.astype(str), easiness)
@@ -228,7 +228,7 @@ def item_group_attribution(result: AuditResult, responses: xr.Dataset, *,
         ``group_items`` when fewer than 2 groups are eligible), pooled ``replicated``, ``checks``,
         ``share``, ``p_value``.
     """
-    _check_result(result, responses, "item_group_attribution")
+    check_audit(result, responses, "item_group_attribution", estimated=False)
     _check_positive_int(min_group_items, "min_group_items", "item_group_attribution")
     groups, index = _groups(responses)
     sizes = np.bincount(index, minlength=groups.size)
@@ -273,7 +273,7 @@ def group_contributions(result: AuditResult, responses: xr.Dataset) -> xr.Datase
         :func:`_sign_checks` with ``forward_value`` (discovery->validation, where the extremes are
         chosen) and ``swapped_value`` (validation->discovery); attrs ``status`` and pooled counts.
     """
-    _check_result(result, responses, "group_contributions")
+    check_audit(result, responses, "group_contributions", estimated=False)
     groups, index = _groups(responses)
     families = list(result.summary["families"])
     raw = responses["responses"].values
@@ -381,12 +381,3 @@ def _groups(responses: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
 def _check_positive_int(value, name: str, caller: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise DataError(f"The '{name}' parameter of {caller} must be an integer >= 1. Got {value!r} instead.")
-
-
-def _check_result(result, responses: xr.Dataset, caller: str) -> None:
-    if not isinstance(result, AuditResult) or len(result.folds) != 2:
-        raise DataError(f"{caller} needs the AuditResult of run_audit with its two outer folds; got "
-                        f"{type(result).__name__}: run run_audit(responses) first")
-    if input_sha256(responses) != result.summary["input_sha256"]:
-        raise DataError(f"responses is not the Dataset this audit ran on (its SHA-256 differs): pass {caller} the "
-                        "Dataset given to run_audit")
