@@ -50,18 +50,21 @@ def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k:
 
 
 def blueprint_cells(item_group: np.ndarray, easiness: np.ndarray, strata: int = EASINESS_STRATA) -> np.ndarray:
-    """Cell index (item,) numbered 0..C-1 by item group (in first-appearance order), then stratum
-    from least to most easy."""
-    cell = np.empty(item_group.size, dtype=np.int64)
+    """Cell index numbered 0..C-1 by item group (in first-appearance order), then stratum from
+    least to most easy. ``easiness`` (item,) gives cells (item,); (draw, item) gives the cells of
+    every draw at once, (draw, item)."""
+    easiness = np.asarray(easiness)
+    rows = np.atleast_2d(easiness)
+    cell = np.empty(rows.shape, dtype=np.int64)
+    draw = np.arange(rows.shape[0])[:, None]
     next_id = 0
     for group in pd.unique(item_group):
         members = np.flatnonzero(item_group == group)
-        order = members[np.argsort(easiness[members], kind="stable")]  # ties keep item order
-        parts = np.array_split(order, min(strata, members.size))
-        for part in parts:
-            cell[part] = next_id
-            next_id += 1
-    return cell
+        order = members[np.argsort(rows[:, members], axis=1, kind="stable")]  # ties keep item order
+        sizes = [part.size for part in np.array_split(members, min(strata, members.size))]
+        cell[draw, order] = next_id + np.repeat(np.arange(len(sizes)), sizes)  # stratum by rank
+        next_id += len(sizes)
+    return cell if easiness.ndim > 1 else cell[0]
 
 
 def select_anchors(cell: np.ndarray, dif_range: np.ndarray, alpha: float = ANCHOR_FRACTION) -> np.ndarray:

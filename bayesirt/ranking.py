@@ -23,7 +23,7 @@ from scipy import stats
 
 from bayesirt.errors import DataError
 
-__all__ = ["weighted_scores", "near_tie_pairs", "reversal_counts", "kendall_tau_b", "pooled_rate",
+__all__ = ["weighted_scores", "near_tie_pairs", "reversal_counts", "pair_reversals", "kendall_tau_b", "pooled_rate",
            "percentile_ranks", "PAIR_TYPES", "TIE_TOLERANCE", "GAP_TOLERANCE"]
 
 #: Score differences at most this large are ties.
@@ -238,6 +238,17 @@ def reversal_counts(full, alt, pairs) -> tuple[np.ndarray, np.ndarray]:
     if full.ndim == alt.ndim == 1:
         return eligible[0], reversed_[0]
     return eligible, reversed_
+
+
+def pair_reversals(full, alt, pairs) -> tuple[np.ndarray, np.ndarray]:
+    """Per-pair form of :func:`reversal_counts` (same rule): boolean ``eligible`` and
+    ``reversed`` of shape (pair,) or (replicate, pair), for when each pair's outcome is wanted
+    (e.g. its posterior probability of reversing). Forms replicates x pairs at once."""
+    full, alt = np.asarray(full, dtype=np.float64), np.asarray(alt, dtype=np.float64)
+    i, j = _pair_arrays(pairs, full.shape[-1])
+    gap_full, gap_alt = full[..., i] - full[..., j], alt[..., i] - alt[..., j]
+    eligible = (np.abs(gap_full) > TIE_TOLERANCE) & (np.abs(gap_alt) > TIE_TOLERANCE)  # NaN compares False
+    return eligible, eligible & (np.sign(gap_full) != np.sign(gap_alt))
 
 
 def _pair_arrays(pairs, n_models) -> tuple[np.ndarray, np.ndarray]:

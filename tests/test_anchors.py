@@ -18,6 +18,16 @@ def test_cells_cut_each_group_into_near_equal_easiness_strata_with_index_ties():
     assert cell[12] == 6  # a one-item group is one cell
 
 
+def test_cells_of_many_draws_at_once_equal_one_draw_at_a_time():
+    rng = np.random.default_rng(1)
+    group = rng.choice(["a", "b", "c"], size=50)
+    easiness = rng.integers(0, 6, size=(7, 50)).astype(float)  # many ties
+    cells = blueprint_cells(group, easiness)
+    assert cells.shape == (7, 50)
+    for s in range(7):
+        np.testing.assert_array_equal(cells[s], blueprint_cells(group, easiness[s]))
+
+
 def test_selection_counts_round_half_to_even_and_break_ties_by_index():
     cell = np.repeat([0, 1, 2, 3], [3, 5, 1, 4])
     dif = np.array([0.3, 0.1, 0.2, 1, 1, 1, 0, 1, 9, 0.5, 0.5, 0.5, 0.1])

@@ -8,7 +8,8 @@ from scipy import stats
 
 from bayesirt import ranking
 from bayesirt.errors import DataError
-from bayesirt.ranking import kendall_tau_b, near_tie_pairs, pooled_rate, reversal_counts, weighted_scores
+from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
+                              weighted_scores)
 
 # Six models scored on 200 items (scores are k / 200). By hand, with epsilon = 0.01:
 #   cross pairs (different owner and family, 0 < gap <= .01): (0,1) (0,5) (1,2) (2,3) (2,5)
@@ -123,6 +124,9 @@ def test_pairs_and_counts_match_a_brute_force_oracle(random_population, small_ch
     assert list(zip(eligible.tolist(), reversed_.tolist(), strict=True)) == expected
     eligible, _ = reversal_counts(boot_full, alt[0], pairs)  # 2-D full against one alternative
     assert eligible.tolist() == [_oracle_counts(f, alt[0], oracle)[0] for f in boot_full]
+    per_pair_eligible, per_pair_reversed = pair_reversals(boot_full, alt, pairs)  # the per-pair form, same rule
+    assert per_pair_eligible.shape == (9, len(oracle))
+    assert list(zip(per_pair_eligible.sum(1).tolist(), per_pair_reversed.sum(1).tolist(), strict=True)) == expected
 
 
 def test_weighted_scores_follow_eq_8_and_renormalize_over_observed_items(monkeypatch):

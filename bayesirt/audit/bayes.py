@@ -33,7 +33,7 @@ from bayesirt.dif import DIF_CYCLES, fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.inference import sample_model
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.ranking import TIE_TOLERANCE, pooled_rate, weighted_scores
+from bayesirt.ranking import pair_reversals, pooled_rate, weighted_scores
 
 __all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds",
            "MAP_TOLERANCE", "REFERENCE_CYCLES", "REFERENCE_TOLERANCE", "INTERVAL"]
@@ -193,7 +193,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
                         f"{full.size} models")
 
     dif_range = delta.max(axis=2) - delta.min(axis=2)
-    cell = np.stack([blueprint_cells(item_group, b[s]) for s in range(n_draws)])
+    cell = blueprint_cells(item_group, b)  # (draw, item)
     # One selection and one weighting for all draws: draw s's cells are renumbered s*C .. s*C+C-1
     # (C cells per draw, fixed by the groups' sizes). Item order within a draw is kept, so ties
     # break by item index as in a per-draw call.
@@ -202,10 +202,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
     weights = anchor_weights(flat_cell.ravel(), selected).reshape(n_draws, n_items)
     scores = weighted_scores(y_target, weights, observed_target)  # (draw, model)
 
-    gap_full = full[i] - full[j]
-    gap_alt = scores[:, i] - scores[:, j]
-    eligible = (np.abs(gap_full) > TIE_TOLERANCE) & (np.abs(gap_alt) > TIE_TOLERANCE)  # NaN compares False
-    reversed_ = eligible & (np.sign(gap_full) != np.sign(gap_alt))
+    eligible, reversed_ = pair_reversals(full, scores, (i, j))
 
     return xr.Dataset(
         {
