@@ -12,6 +12,8 @@
     bayesirt sbc --model 2pl --design 100x40 --replicates 200 --out DIR [--workers N]
     bayesirt audit DATA --out DIR [--quick] [--bayes] [--models CSV] [--scheduler ADDR]   (NT near-tie audit)
     bayesirt content-audit LABELS.csv --out DIR [--permutations N] [--seed S]   (NT blinded content audit)
+    bayesirt compare DATA --models rasch,2pl,3pl,4pl --out DIR   (LOO / K-fold by model)
+    bayesirt compare DATA --dims 1,2,3,4 --out DIR               (MIRT dimensions)
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -53,6 +55,23 @@ def _output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _names(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, e.g. rasch,2pl; got {text!r}")
+    return names
+
+
+def _integers(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 1,2,3; got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, e.g. 1,2,3; got {text!r}")
+    return values
 
 
 def _sampling_options(args) -> dict:
@@ -172,6 +191,23 @@ def _parser() -> argparse.ArgumentParser:
     ca.add_argument("--seed", type=int, default=0, help="seed of the permutations [0]")
     _output(ca)
 
+    cm = sub.add_parser("compare", help="compare specs or MIRT dimensions by cross-validated elpd (LOO, K-fold by model)")
+    cm.add_argument("data", help=_DATA_HELP)
+    which = cm.add_mutually_exclusive_group(required=True)
+    which.add_argument("--models", type=_names, help="comma-separated specs, e.g. rasch,2pl,3pl,4pl")
+    which.add_argument("--dims", type=_integers, help="comma-separated MIRT dimensions, e.g. 1,2,3,4")
+    cm.add_argument("--mirt-spec", default="mirt", help="exploratory MIRT spec varied by --dims [mirt]")
+    cm.add_argument("--unit", default="model", choices=("model", "cell"),
+                    help="unit of prediction: a whole model's responses (ability integrated out) or one response [model]")
+    cm.add_argument("--kfold", default="auto", choices=("auto", "always", "never"),
+                    help="exact K-fold by model: when Pareto k flags > 5%% of models, always, or never [auto]")
+    cm.add_argument("--folds", type=int, default=5, help="folds of the K-fold cross-validation [5]")
+    cm.add_argument("--rotation", choices=("oblimin", "varimax"), help="rotate MIRT loadings in loadings_*.csv")
+    cm.add_argument("--workers", type=int, help="worker processes for K-fold refits [one per core]")
+    cm.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
+    _sampling(cm)
+    _output(cm)
+
     sub.add_parser("datasets", help="list the embedded datasets")
 
     r = sub.add_parser("run", help="run a declared analysis (analyses/*.toml)")
@@ -253,6 +289,12 @@ def main(argv: list[str] | None = None) -> int:
 
                 out = run_content_audit_job(args.labels, args.out, permutations=args.permutations, seed=args.seed,
                                             force=args.force)
+            case "compare":
+                out = analyses.run_compare_job(args.data, args.out, models=args.models, dims=args.dims,
+                                               mirt_spec=args.mirt_spec, unit=args.unit, kfold=args.kfold,
+                                               folds=args.folds, rotation=args.rotation, force=args.force,
+                                               progress=progress, workers=args.workers, scheduler=args.scheduler,
+                                               **_sampling_options(args))
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
                                                splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)

@@ -22,7 +22,8 @@ import xarray as xr
 from bayesirt.data.responses import validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
-from bayesirt.specs import IRTSpec, load_spec
+from bayesirt.models.mirt import align_signs, build_mirt
+from bayesirt.specs import IRTSpec, MIRTSpec, load_spec
 
 __all__ = ["fit", "sample_model", "METHODS", "SAMPLERS"]
 
@@ -53,7 +54,7 @@ def _check_settings(caller, method, sampler, draws, tune, chains, cores, advi_it
 
 def fit(
     responses: xr.Dataset,
-    spec: IRTSpec | str | Path = "2pl",
+    spec: IRTSpec | MIRTSpec | str | Path = "2pl",
     *,
     method: str = "nuts",
     sampler: str = "nutpie",
@@ -74,8 +75,9 @@ def fit(
     ----------
     responses : xarray.Dataset
         Response data from :mod:`bayesirt.data`.
-    spec : IRTSpec, str or path, default "2pl"
-        A loaded spec, a built-in name (``models/*.toml``) or the path of a spec file.
+    spec : IRTSpec, MIRTSpec, str or path, default "2pl"
+        A loaded spec, a built-in name (``models/*.toml``) or the path of a spec file: 1PL-4PL
+        (:mod:`bayesirt.models.logistic`) or MIRT (:mod:`bayesirt.models.mirt`).
     method : {"nuts", "advi", "fullrank_advi", "map"}, default "nuts"
         NUTS is the reference; ADVI is faster and under-disperses; MAP gives a point estimate
         (one draw, no uncertainty).
@@ -110,20 +112,24 @@ def fit(
     xarray.DataTree
     """
     _check_settings("fit", method, sampler, draws, tune, chains, cores, advi_iterations)
-    if not isinstance(spec, IRTSpec):
+    if not isinstance(spec, (IRTSpec, MIRTSpec)):
         spec = load_spec(spec)
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
     t0 = time.perf_counter()
-    pm_model = build_logistic(responses, spec)
+    pm_model = (build_mirt if spec.kind == "mirt" else build_logistic)(responses, spec)
     build_s = time.perf_counter() - t0
     tree = sample_model(pm_model, method=method, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
                         seed=seed, advi_iterations=advi_iterations, advi_tolerance=advi_tolerance,
                         advi_learning_rate=advi_learning_rate, progress=progress)
     timings = {"build_s": build_s} | json.loads(tree.attrs["bayesirt_timings"])
     extra_attrs = {k: v for k, v in tree.attrs.items() if k.startswith("advi_")}
+    if hasattr(pm_model, "anchor_items"):
+        extra_attrs["bayesirt_anchor_items"] = json.dumps([str(i) for i in pm_model.anchor_items])
 
     posterior = _label(tree["posterior"].to_dataset(), responses)
+    if hasattr(pm_model, "anchor_items"):
+        posterior = align_signs(posterior, pm_model.anchor_items)
     groups = {
         "posterior": posterior,
         "observed_data": responses[["responses"]].reset_coords(drop=True),

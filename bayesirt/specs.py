@@ -8,12 +8,12 @@ or copying a spec file, never by editing code.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bayesirt.errors import SpecError
 
-__all__ = ["Prior", "IRTSpec", "load_spec", "builtin_specs", "BUILTIN_DIR"]
+__all__ = ["Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "builtin_specs", "BUILTIN_DIR"]
 
 
 def _builtin_dir() -> Path:
@@ -34,6 +34,7 @@ _DISTRIBUTIONS = {
     "lognormal": {"mu": float, "sigma": float},
     "halfnormal": {"sigma": float},
     "beta": {"alpha": float, "beta": float},
+    "lkj": {"eta": float},
 }
 _ALLOWED = {
     "theta": ("normal",),
@@ -45,7 +46,16 @@ _ALLOWED = {
 }
 _PARAMETERIZATIONS = {"slope-intercept": "intercept", "difficulty": "difficulty"}
 _STRUCTURES = ("item", "common", "fixed")
-_TOP_KEYS = {"name", "title", "link", "parameterization", "priors", "description"}
+_TOP_KEYS = {"name", "title", "link", "parameterization", "priors", "description", "kind"}
+_MIRT_KEYS = {"name", "title", "link", "kind", "structure", "dimensions", "item_map", "priors", "description"}
+_MIRT_STRUCTURES = ("exploratory", "confirmatory")
+# Exploratory loadings are Normal(0, sigma) (half-normal on the positive echelon diagonal);
+# confirmatory loadings are one positive slope per item on its own dimension.
+_MIRT_ALLOWED = {
+    "exploratory": {"loading": ("normal",), "intercept": ("normal",)},
+    "confirmatory": {"loading": ("lognormal", "halfnormal"), "intercept": ("normal",),
+                     "factor_correlation": ("lkj",)},
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,8 @@ class Prior:
 
     def describe(self) -> str:
         """Readable form, e.g. ``LogNormal(mu=0, sigma=0.5)``."""
-        names = {"normal": "Normal", "lognormal": "LogNormal", "halfnormal": "HalfNormal", "beta": "Beta"}
+        names = {"normal": "Normal", "lognormal": "LogNormal", "halfnormal": "HalfNormal", "beta": "Beta",
+                 "lkj": "LKJCorr"}
         args = ", ".join(f"{k}={v:g}" for k, v in self.params.items())
         return f"{names[self.distribution]}({args})"
 
@@ -114,12 +125,56 @@ class IRTSpec:
         return "2pl" if self.discrimination_structure == "item" else "1pl"
 
 
+@dataclass(frozen=True)
+class MIRTSpec:
+    """A validated compensatory logistic MIRT spec: ``P(y_im = 1) = sigmoid(loading_i . theta_m + d_i)``.
+
+    Attributes
+    ----------
+    name, title : str
+    structure : {"exploratory", "confirmatory"}
+        Exploratory: every item loads on every dimension; rotation and sign are identified by an
+        echelon (lower-triangular) pattern on ``dimensions`` anchor items with a positive
+        diagonal, and ``theta ~ N(0, I)``. Confirmatory: each item loads on the one dimension that
+        ``item_map`` names, with a positive loading; ``theta ~ N(0, R)`` with unit variances and
+        an LKJ prior on the factor correlation matrix R.
+    dimensions : int
+        Number of latent dimensions (exploratory; a confirmatory spec takes it from the map).
+    item_map : str or None
+        Confirmatory only: the item coordinate of the data (e.g. ``"item_group"``) whose values
+        name each item's dimension.
+    priors : dict of str to Prior
+        ``loading``, ``intercept`` and (confirmatory) ``factor_correlation``.
+    text, source : str
+    """
+
+    name: str
+    title: str
+    structure: str
+    dimensions: int
+    item_map: str | None
+    priors: dict[str, Prior] = field(repr=False)
+    text: str = field(repr=False)
+    source: str = ""
+
+    kind = "mirt"
+
+    def with_dimensions(self, dimensions: int) -> MIRTSpec:
+        """The same exploratory spec with another number of dimensions (``compare --dims``)."""
+        if self.structure != "exploratory":
+            raise SpecError(f"{self.source}: a confirmatory spec takes its dimensions from item_map "
+                            f"{self.item_map!r}; use an exploratory spec to vary the dimensions")
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
+            raise SpecError(f"MIRT dimensions must be a positive integer; got {dimensions!r}")
+        return replace(self, name=f"{self.name.split('-')[0]}-{dimensions}d", dimensions=dimensions)
+
+
 def builtin_specs() -> list[str]:
     """Names of the built-in spec files in ``models/`` (aliases such as ``1pl`` not listed)."""
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
 
 
-def load_spec(name_or_path: str | Path) -> IRTSpec:
+def load_spec(name_or_path: str | Path) -> IRTSpec | MIRTSpec:
     """Read and validate a spec: a built-in name (``"2pl"``, ``"rasch"``/``"1pl"``, ``"3pl"``,
     ``"4pl"``) or the path of a TOML file.
 
@@ -137,12 +192,19 @@ def load_spec(name_or_path: str | Path) -> IRTSpec:
             f"unknown model spec {text_name!r}: give one of {builtin_specs() + sorted(_ALIASES)} "
             "or the path of a .toml spec file"
         )
-    text = path.read_text()
+    return parse_spec(path.read_text(), where=str(path))
+
+
+def parse_spec(text: str, *, where: str = "<spec text>") -> IRTSpec | MIRTSpec:
+    """Validate a spec from its TOML text (as stored in every fit's ``bayesirt_spec_text``)."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{path}: not valid TOML ({err}); fix the syntax") from None
-    return _parse(raw, text=text, where=str(path))
+        raise SpecError(f"{where}: not valid TOML ({err}); fix the syntax") from None
+    if raw.get("kind", "logistic") == "mirt":
+        return _parse_mirt(raw, text=text, where=where)
+    _choice(where, "kind", raw.get("kind", "logistic"), ("logistic", "mirt"))
+    return _parse(raw, text=text, where=where)
 
 
 def _choice(where: str, key: str, value, allowed) -> str:
@@ -157,11 +219,11 @@ def _number(where: str, key: str, value) -> float:
     return float(value)
 
 
-def _prior(where: str, name: str, table) -> Prior:
+def _prior(where: str, name: str, table, allowed=None) -> Prior:
     ctx = f"{where} [priors.{name}]"
     if not isinstance(table, dict):
         raise SpecError(f"{ctx}: must be a table with 'distribution' and its parameters")
-    dist = _choice(ctx, "distribution", table.get("distribution"), _ALLOWED[name])
+    dist = _choice(ctx, "distribution", table.get("distribution"), (allowed or _ALLOWED)[name])
     needed = _DISTRIBUTIONS[dist]
     extra = set(table) - set(needed) - {"distribution"} - ({"structure"} if name == "discrimination" else set())
     if extra:
@@ -171,7 +233,7 @@ def _prior(where: str, name: str, table) -> Prior:
         if key not in table:
             raise SpecError(f"{ctx}: missing {key!r}; a {dist} prior takes {sorted(needed)}")
         params[key] = _number(ctx, key, table[key])
-    positive = [k for k in ("sigma", "alpha", "beta") if k in params and params[k] <= 0]
+    positive = [k for k in ("sigma", "alpha", "beta", "eta") if k in params and params[k] <= 0]
     if positive:
         raise SpecError(f"{ctx}: {positive[0]!r} must be > 0; got {params[positive[0]]}")
     return Prior(dist, params)
@@ -229,3 +291,32 @@ def _parse(raw: dict, *, text: str, where: str) -> IRTSpec:
         text=text,
         source=where,
     )
+
+
+def _parse_mirt(raw: dict, *, text: str, where: str) -> MIRTSpec:
+    unknown = set(raw) - _MIRT_KEYS
+    if unknown:
+        raise SpecError(f"{where}: unknown top-level key(s) {sorted(unknown)}; a MIRT spec allows {sorted(_MIRT_KEYS)}")
+    _choice(where, "link", raw.get("link", "logit"), ("logit",))
+    structure = _choice(where, "structure", raw.get("structure", "exploratory"), _MIRT_STRUCTURES)
+    allowed = _MIRT_ALLOWED[structure]
+    priors_raw = raw.get("priors")
+    if not isinstance(priors_raw, dict) or set(priors_raw) != set(allowed):
+        got = sorted(priors_raw) if isinstance(priors_raw, dict) else "none"
+        raise SpecError(f"{where}: a {structure} MIRT spec declares exactly the priors {sorted(allowed)}; got {got}")
+    priors = {name: _prior(where, name, priors_raw[name], allowed) for name in allowed}
+    if structure == "exploratory" and priors["loading"].params["mu"] != 0:
+        raise SpecError(f"{where} [priors.loading]: an exploratory loading prior must have mu = 0 (its half on the "
+                        f"echelon diagonal is the positive part of the same prior); got mu = {priors['loading'].params['mu']}")
+    item_map = raw.get("item_map")
+    if structure == "confirmatory" and not isinstance(item_map, str):
+        raise SpecError(f"{where}: a confirmatory MIRT spec needs item_map, the item coordinate naming each item's "
+                        "dimension (e.g. item_map = \"item_group\")")
+    if structure == "exploratory" and item_map is not None:
+        raise SpecError(f"{where}: item_map applies to structure = \"confirmatory\" only; remove it or change structure")
+    dimensions = raw.get("dimensions", 1 if structure == "exploratory" else 0)
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or (structure == "exploratory" and dimensions < 1):
+        raise SpecError(f"{where}: 'dimensions' must be a positive integer; got {dimensions!r}")
+    name = raw.get("name", Path(where).stem)
+    return MIRTSpec(name=str(name), title=str(raw.get("title", name)), structure=structure, dimensions=dimensions,
+                    item_map=item_map, priors=priors, text=text, source=where)

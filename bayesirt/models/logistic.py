@@ -25,8 +25,8 @@ from scipy.special import expit, log_expit
 from bayesirt.data.responses import MISSING
 from bayesirt.specs import IRTSpec, Prior
 
-__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "ITEM_PARAMETERS",
-           "SAMPLER_VARIABLES"]
+__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "prior_rv", "fused_loglik",
+           "ITEM_PARAMETERS", "SAMPLER_VARIABLES"]
 
 #: Item parameters a fitted logistic spec may report, in display order.
 ITEM_PARAMETERS = ("discrimination", "difficulty", "intercept", "guessing", "slip")
@@ -35,7 +35,8 @@ ITEM_PARAMETERS = ("discrimination", "difficulty", "intercept", "guessing", "sli
 SAMPLER_VARIABLES = ("theta_mean", "theta_deviation", "intercept_centered", "difficulty_centered")
 
 
-def _prior_rv(name: str, prior: Prior, dims=None):
+def prior_rv(name: str, prior: Prior, dims=None):
+    """The PyMC random variable of a spec prior (distributions validated by ``bayesirt.specs``)."""
     p = prior.params
     match prior.distribution:
         case "normal":
@@ -90,10 +91,10 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec) -> pm.Model:
         theta_dev = pm.ZeroSumNormal("theta_deviation", sigma=tp["sigma"], dims="model")
         pm.Deterministic("theta", theta_mean + theta_dev, dims="model")
         if spec.discrimination_structure == "item":
-            a = _prior_rv("discrimination", spec.priors["discrimination"], dims="item")
+            a = prior_rv("discrimination", spec.priors["discrimination"], dims="item")
             a_col = a[:, None]
         elif spec.discrimination_structure == "common":
-            a = _prior_rv("discrimination", spec.priors["discrimination"])
+            a = prior_rv("discrimination", spec.priors["discrimination"])
             a_col = a
         else:
             a = a_col = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value))
@@ -107,16 +108,20 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec) -> pm.Model:
             b = pm.Deterministic("difficulty", b_c + theta_mean, dims="item")
             pm.Deterministic("intercept", -a * b, dims="item")
             d_c = -a * b_c
-        c = _prior_rv("guessing", spec.priors["guessing"], dims="item") if spec.has_guessing else None
-        s = _prior_rv("slip", spec.priors["slip"], dims="item") if spec.has_slip else None
+        c = prior_rv("guessing", spec.priors["guessing"], dims="item") if spec.has_guessing else None
+        s = prior_rv("slip", spec.priors["slip"], dims="item") if spec.has_slip else None
 
         eta = a_col * theta_dev[None, :] + d_c[:, None]
-        pm.Potential("response_loglik", _fused_loglik(eta, c, s, y_obs, observed))
+        pm.Potential("response_loglik", fused_loglik(eta, c, s, y_obs, observed))
     return pm_model
 
 
-def _fused_loglik(eta, c, s, y_obs: np.ndarray, observed: np.ndarray):
-    """Sum of Bernoulli log-likelihoods over observed cells, as one PyTensor expression."""
+def fused_loglik(eta, c, s, y_obs: np.ndarray, observed: np.ndarray):
+    """Sum of Bernoulli log-likelihoods over observed cells, as one PyTensor expression.
+
+    ``eta`` is the (item, model) logit tensor; ``c`` and ``s`` the guessing and slip item vectors
+    or None; ``y_obs`` is 1.0 where a response is correct; ``observed`` marks observed cells.
+    """
     weight = None if observed.all() else observed.astype("float64")
     y_miss = (1.0 - y_obs) if weight is None else weight - y_obs  # 1 where an observed response is 0
     if c is None and s is None:
@@ -154,31 +159,36 @@ def response_probability(theta, discrimination, intercept, guessing=0.0, slip=0.
 def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, chunk_cells: int = 2_000_000) -> xr.DataArray:
     """Log-likelihood of every observed response under every posterior draw.
 
+    Works for the 1PL-4PL posteriors (``theta``, ``discrimination``, ``intercept``, optional
+    ``guessing``/``slip``) and MIRT posteriors (``theta`` (model, dim), ``loading`` (item, dim)).
     Returns a DataArray with dims (chain, draw, cell): one ``cell`` per observed response, with
-    coordinates ``item`` and ``model`` on it, so LOO can group cells by model. Draws are processed
+    coordinates ``item`` and ``model`` on it, so LOO can group cells by model. Cells are processed
     in chunks of about ``chunk_cells`` draw-cells so memory stays bounded on large matrices.
     """
     y = responses["responses"].values
     items, models = np.nonzero(y != MISSING)
     y_cell = y[items, models].astype(bool)
     n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
+    n_samples = n_chain * n_draw
 
     def draws(name, default):
+        """(sample, entity, dim) array; a missing parameter is a constant, a scalar one broadcasts."""
         if name not in posterior:
-            return np.full((n_chain * n_draw, 1), default)
-        v = posterior[name].values.reshape(n_chain * n_draw, -1)
+            return np.full((n_samples, 1, 1), default)
+        v = posterior[name].values.reshape(n_samples, -1, posterior[name].sizes.get("dim", 1))
         return v
 
+    mirt = "loading" in posterior
     theta = draws("theta", 0.0)
-    a, d = draws("discrimination", 1.0), draws("intercept", 0.0)
-    c, s = draws("guessing", 0.0), draws("slip", 0.0)
-    pick = lambda v, idx: v[:, idx] if v.shape[1] > 1 else v  # noqa: E731 (common slope / absent)
-    out = np.empty((n_chain * n_draw, items.size))
-    step = max(1, chunk_cells // max(1, n_chain * n_draw))
+    a = draws("loading" if mirt else "discrimination", 1.0)
+    d, c, s = draws("intercept", 0.0)[..., 0], draws("guessing", 0.0)[..., 0], draws("slip", 0.0)[..., 0]
+    pick = lambda v, idx: v[:, idx] if v.shape[1] > 1 else v[:, :1]  # noqa: E731 (common slope / absent)
+    out = np.empty((n_samples, items.size))
+    step = max(1, chunk_cells // max(1, n_samples))
     for start in range(0, items.size, step):
         sl = slice(start, start + step)
         ii, mm = items[sl], models[sl]
-        eta = pick(a, ii) * theta[:, mm] + pick(d, ii)
+        eta = (pick(a, ii) * theta[:, mm]).sum(axis=-1) + pick(d, ii)
         ci, si = pick(c, ii), pick(s, ii)
         scale = 1.0 - ci - si
         with np.errstate(divide="ignore"):

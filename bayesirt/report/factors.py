@@ -1,0 +1,223 @@
+"""Outputs of the factor-structure job (:func:`bayesirt.ability_structure.run_factors_job`): ``factors.nc``
+(a labelled DataTree), CSV tables, ``report.md`` and the factor-selection figure (SAFE Figure 9)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display is assumed
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from bayesirt.outputs import staged_output  # noqa: E402
+from bayesirt.report.markdown import markdown_table  # noqa: E402
+
+__all__ = ["factors_tree", "write_factors", "factors_report", "plot_factor_selection", "CFI_GOOD", "RMSEA_CLOSE"]
+
+CFI_GOOD = 0.95  # conventional thresholds (SAFE App. D)
+RMSEA_CLOSE = 0.06
+_FIT_COLUMNS = ("chi2", "dof", "rmsea", "cfi", "tli", "p_value", "objective", "null_chi2", "null_dof")
+CONVENTIONS = (
+    "Minimum-residual (ULS) extraction; uniquenesses bounded to [0.005, 1]. Fit indices follow R psych `fa`: "
+    "F = tr(S^-1 R) - log det(S^-1 R) - p with S = L Phi L' (unit diagonal); chi2 = (n - 1 - (2p + 5)/6 - 2k/3) F "
+    "(Bartlett) on dof = ((p - k)^2 - (p + k))/2; RMSEA = sqrt(max(F/dof - 1/(n - 1), 0)); TLI = (F0/dof0 - F/dof) / "
+    "(F0/dof0 - 1/m) with F0 = -log det R, dof0 = p(p - 1)/2 and m the Bartlett multiplier; CFI = 1 - max(chi2 - dof, "
+    "0) / max(chi2_0 - dof0, chi2 - dof, 0) with chi2_0 = (n - 1 - (2p + 5)/6) F0 (Bentler 1990). n is the smallest "
+    "pairwise-complete number of models.")
+
+
+def _factors(k: int) -> list[str]:
+    return [f"F{j + 1}" for j in range(k)]
+
+
+def _solutions_dataset(solutions, width: int) -> xr.Dataset:
+    def pad(a, shape):
+        out = np.full(shape, np.nan)
+        out[tuple(slice(0, s) for s in a.shape)] = a
+        return out
+
+    p = len(solutions[0].variables)
+    data = {
+        "loadings": (("n_factors", "benchmark", "factor"), [pad(s.loadings, (p, width)) for s in solutions]),
+        "unrotated_loadings": (("n_factors", "benchmark", "factor"), [pad(s.unrotated, (p, width)) for s in solutions]),
+        "phi": (("n_factors", "factor", "other_factor"), [pad(s.phi, (width, width)) for s in solutions]),
+        "rotation_matrix": (("n_factors", "factor", "other_factor"),
+                            [pad(s.rotation_matrix, (width, width)) for s in solutions]),
+        "communality": (("n_factors", "benchmark"), [s.communalities for s in solutions]),
+        "uniqueness": (("n_factors", "benchmark"), [s.uniquenesses for s in solutions]),
+        "variance_explained": ("n_factors", [s.variance_explained for s in solutions]),
+        "converged": ("n_factors", [s.converged for s in solutions]),
+        "heywood": ("n_factors", [s.heywood for s in solutions]),
+        **{c: ("n_factors", [getattr(s.fit, c) for s in solutions]) for c in _FIT_COLUMNS},
+    }
+    coords = {"n_factors": [s.n_factors for s in solutions], "benchmark": list(solutions[0].variables),
+              "factor": _factors(width), "other_factor": _factors(width)}
+    return xr.Dataset(data, coords=coords,
+                      attrs={"n_obs": solutions[0].fit.n_obs, "rotation": solutions[0].rotation,
+                             "gamma": solutions[0].gamma, "conventions": CONVENTIONS})
+
+
+def factors_tree(*, abilities: xr.Dataset, correlation: pd.DataFrame, solutions, parallel, posterior,
+                 settings: dict) -> xr.DataTree:
+    """Everything the job computed, labelled by ``model``, ``benchmark``, ``factor`` and ``n_factors``."""
+    width = max(s.n_factors for s in solutions)
+    labels = list(correlation.columns)
+    nodes = {
+        "abilities": abilities,
+        "correlation": xr.Dataset({"correlation": (("benchmark", "other_benchmark"), correlation.to_numpy())},
+                                  coords={"benchmark": labels, "other_benchmark": labels},
+                                  attrs={"n_obs": solutions[0].fit.n_obs, "method": "pairwise-complete Pearson"}),
+        "solutions": _solutions_dataset(solutions, width),
+        "parallel": xr.Dataset(
+            {name: ("rank", getattr(parallel, name)) for name in ("observed_fa", "reference_fa", "observed_pc",
+                                                                  "reference_pc")},
+            coords={"rank": np.arange(1, len(labels) + 1)},
+            attrs={"n_factors": parallel.n_factors, "n_components": parallel.n_components,
+                   "quantile": parallel.quantile, "n_iter": parallel.n_iter, "communalities": parallel.communalities}),
+    }
+    if posterior:
+        padded = [p.reindex(factor=_factors(width), other_factor=_factors(width)) for p in posterior]
+        nodes["posterior"] = xr.concat(padded, dim=pd.Index([s.n_factors for s in solutions], name="n_factors"),
+                                       combine_attrs="drop_conflicts")
+        nodes["posterior"].attrs["failed_draws"] = [int(p.attrs["failed_draws"]) for p in posterior]
+    tree = xr.DataTree.from_dict(nodes)
+    tree.attrs = {"settings": json.dumps(settings), "reference": "SAFE Latent Ability Inference and App. D"}
+    return tree
+
+
+def _interval(mean: float, lower: float, upper: float) -> str:
+    return "" if np.isnan(mean) else f"{mean:.2f} [{lower:.2f}, {upper:.2f}]"
+
+
+def _loadings_table(solution, post: xr.Dataset | None) -> pd.DataFrame:
+    names = _factors(solution.n_factors)
+    table = pd.DataFrame(solution.loadings, columns=names, index=pd.Index(solution.variables, name="benchmark"))
+    table["communality"], table["uniqueness"] = solution.communalities, solution.uniquenesses
+    if post is not None:
+        for f in names:
+            for bound in ("lower", "upper"):
+                table[f"{f}_{bound}"] = post[f"loadings_{bound}"].sel(factor=f).to_numpy()
+    return table
+
+
+def _selection_lines(solutions, parallel) -> list[str]:
+    def first(test):
+        hits = [s.n_factors for s in solutions if test(s)]
+        return str(hits[0]) if hits else "none of the solutions"
+
+    return [f"- CFI first reaches {CFI_GOOD} at: {first(lambda s: s.fit.cfi >= CFI_GOOD)}.",
+            f"- RMSEA first reaches close fit (<= {RMSEA_CLOSE}) at: {first(lambda s: s.fit.rmsea <= RMSEA_CLOSE)}.",
+            f"- Horn's parallel analysis ({parallel.n_iter:,} random-normal data sets, "
+            f"{parallel.quantile:.0%} quantile) retains {parallel.n_factors} factor(s) on the reduced matrix "
+            f"({parallel.communalities} communalities) and {parallel.n_components} component(s) in the PCA variant."]
+
+
+def factors_report(*, abilities: xr.Dataset, solutions, parallel, posterior, settings: dict,
+                   figure: str | None) -> str:
+    """The Markdown report: model selection (fit indices, parallel analysis), loadings and phi."""
+    p, n_models = len(solutions[0].variables), abilities.sizes["model"]
+    source = (f"2PL posterior means ({settings['method']}) of {len(settings['inputs'])} response files"
+              if posterior else f"ability CSV {settings['inputs'][0]}")
+    lines = ["# Factor structure of abilities", "",
+             f"{n_models} models x {p} benchmarks ({source}); fit indices use n = {solutions[0].fit.n_obs} "
+             f"(smallest pairwise-complete count). Rotation: {solutions[0].rotation}"
+             + (f" (gamma = {solutions[0].gamma:g})" if solutions[0].rotation == "oblimin" else "") + ".", "",
+             "## Number of factors", ""]
+    fit = pd.DataFrame([{"factors": s.n_factors, "chi2": s.fit.chi2, "dof": s.fit.dof, "RMSEA": s.fit.rmsea,
+                         "CFI": s.fit.cfi, "TLI": s.fit.tli, "variance explained": s.variance_explained}
+                        for s in solutions])
+    lines += [markdown_table(fit), "", *_selection_lines(solutions, parallel), ""]
+    if figure:
+        lines += [f"![Factor selection]({figure})", ""]
+    lines += [f"Conventions: {CONVENTIONS}", ""]
+    unconverged = [b for b, f in json.loads(abilities.attrs.get("fits", "{}")).items() if f.get("advi_converged") == 0]
+    if unconverged:
+        lines += [f"- **Warning.** ADVI reached its iteration cap before converging on {', '.join(unconverged)}; "
+                  "raise advi_iterations or use NUTS.", ""]
+    for s in solutions:
+        post = next((q for q in posterior if q.attrs["n_factors"] == s.n_factors), None)
+        lines += [f"## {s.n_factors}-factor solution", ""]
+        table = _loadings_table(s, post).reset_index()
+        if post is not None:
+            for f in _factors(s.n_factors):
+                table[f] = [_interval(m, lo, hi) for m, lo, hi in
+                            zip(table[f], table[f"{f}_lower"], table[f"{f}_upper"])]
+            table = table.drop(columns=[c for c in table.columns if c.endswith(("_lower", "_upper"))])
+            lines += [f"Loadings of the posterior-mean abilities with {post.attrs['ci']:.0%} intervals over "
+                      f"{post.sizes['sample']} posterior draws (each draw re-analysed and aligned to this solution; "
+                      f"median congruence {float(post['congruence'].median()):.3f}, "
+                      f"{post.attrs['failed_draws']} unusable draws). Per-draw abilities carry posterior noise, "
+                      "which attenuates their correlations, so an interval can sit below the point estimate.", ""]
+        lines += [markdown_table(table), ""]
+        if s.n_factors > 1 and s.rotation == "oblimin":
+            phi = pd.DataFrame(s.phi, columns=_factors(s.n_factors))
+            if post is not None:
+                phi = pd.DataFrame([[_interval(s.phi[i, j], float(post["phi_lower"][i, j]),
+                                               float(post["phi_upper"][i, j])) for j in range(s.n_factors)]
+                                    for i in range(s.n_factors)], columns=_factors(s.n_factors))
+            lines += ["Factor correlations (phi):", "", markdown_table(phi.assign(factor=_factors(s.n_factors))
+                                                                     [["factor", *_factors(s.n_factors)]]), ""]
+        warnings = []
+        if s.heywood:
+            warnings.append("a uniqueness is at its lower bound (Heywood case); read this solution with care")
+        if not s.converged:
+            warnings.append("the extraction or rotation did not converge")
+        lines += [f"- **Warning.** {w}" for w in warnings] + [""] * bool(warnings)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plot_factor_selection(solutions, parallel, path: Path) -> Path:
+    """Two panels (SAFE Figure 9): CFI and RMSEA by number of factors; observed eigenvalues against
+    the parallel-analysis reference (reduced matrix solid, PCA variant dashed)."""
+    ks = [s.n_factors for s in solutions]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(ks, [s.fit.cfi for s in solutions], "o-", label="CFI")
+    left.plot(ks, [s.fit.rmsea for s in solutions], "s-", label="RMSEA")
+    left.axhline(CFI_GOOD, color="C0", ls=":", lw=1)
+    left.axhline(RMSEA_CLOSE, color="C1", ls=":", lw=1)
+    left.set(xlabel="number of factors", ylabel="fit index", title="(A) fit by number of factors", xticks=ks)
+    left.legend(fontsize=8)
+    rank = np.arange(1, len(parallel.observed_fa) + 1)
+    right.plot(rank, parallel.observed_fa, "o-", color="C0", label=f"observed (reduced, {parallel.communalities})")
+    right.plot(rank, parallel.reference_fa, "-", color="C3", label=f"random data, {parallel.quantile:.0%} quantile")
+    right.plot(rank, parallel.observed_pc, "o--", color="C0", alpha=0.5, label="observed (PCA)")
+    right.plot(rank, parallel.reference_pc, "--", color="C3", alpha=0.5, label="random data (PCA)")
+    if parallel.n_factors:
+        right.axvspan(0.5, parallel.n_factors + 0.5, color="0.9", zorder=0)
+    right.set(xlabel="rank", ylabel="eigenvalue", xticks=rank,
+              title=f"(B) parallel analysis: {parallel.n_factors} factor(s) retained")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation: pd.DataFrame, solutions, parallel,
+                  posterior, settings: dict, force: bool = False) -> Path:
+    """Write the job's folder atomically (staged, then renamed into place)."""
+    with staged_output(out, force=force) as folder:
+        factors_tree(abilities=abilities, correlation=correlation, solutions=solutions, parallel=parallel,
+                     posterior=posterior, settings=settings).to_netcdf(folder / "factors.nc", engine="h5netcdf")
+        pd.DataFrame([{"n_factors": s.n_factors, **{c: getattr(s.fit, c) for c in _FIT_COLUMNS},
+                       "variance_explained": s.variance_explained, "converged": s.converged, "heywood": s.heywood}
+                      for s in solutions]).to_csv(folder / "fit_indices.csv", index=False)
+        for s in solutions:
+            post = next((q for q in posterior if q.attrs["n_factors"] == s.n_factors), None)
+            _loadings_table(s, post).to_csv(folder / f"loadings_{s.n_factors}.csv")
+            if s.n_factors > 1 and s.rotation == "oblimin":
+                pd.DataFrame(s.phi, index=pd.Index(_factors(s.n_factors), name="factor"),
+                             columns=_factors(s.n_factors)).to_csv(folder / f"phi_{s.n_factors}.csv")
+        pd.DataFrame({"rank": np.arange(1, len(parallel.observed_fa) + 1), "observed_fa": parallel.observed_fa,
+                      "reference_fa": parallel.reference_fa, "observed_pc": parallel.observed_pc,
+                      "reference_pc": parallel.reference_pc}).to_csv(folder / "parallel.csv", index=False)
+        figure = plot_factor_selection(solutions, parallel, folder / "factor_selection.png").name
+        (folder / "report.md").write_text(factors_report(abilities=abilities, solutions=solutions, parallel=parallel,
+                                                         posterior=posterior, settings=settings, figure=figure))
+    return Path(out)

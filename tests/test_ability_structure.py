@@ -1,0 +1,127 @@
+"""Factor structure of fitted abilities (bayesirt.ability_structure): the per-benchmark ability
+matrix, the per-draw Bayesian factor analysis and the ``bayesirt factors`` job."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+# shared data fixture (test_factor.py; tests/ is on sys.path)
+from test_factor import two_factor  # noqa: F401
+
+from bayesirt.ability_structure import ability_matrix, posterior_factor_analysis, read_abilities, run_factors_job
+from bayesirt.data.datasets.simulate import simulate_pl
+from bayesirt.data.io import save_responses
+from bayesirt.errors import BayesIRTError, DataError, OutputError
+from bayesirt.factor import factor_analysis
+
+
+def _err(match):
+    return pytest.raises(BayesIRTError, match=match)
+
+
+def test_error_messages(two_factor, tmp_path):
+    x = two_factor
+    with pytest.raises(DataError, match="no such file"):
+        read_abilities(tmp_path / "absent.csv")
+    (tmp_path / "text.csv").write_text("model,a,b\nm1,0.1,high\nm2,0.2,low\n")
+    with pytest.raises(DataError, match=r"column\(s\) \['b'\] are not numeric"):
+        read_abilities(tmp_path / "text.csv")
+    (tmp_path / "dup.csv").write_text("model,a,b\nm1,0.1,0.2\nm1,0.2,0.3\n")
+    with pytest.raises(DataError, match="model ids in the first column repeat"):
+        read_abilities(tmp_path / "dup.csv")
+    with _err("at least 3 benchmarks; got 2"):
+        ability_matrix({"a": None, "b": None})
+    with _err("posterior_draws must be a positive integer"):
+        ability_matrix({"a": None, "b": None, "c": None}, posterior_draws=0)
+    draws = xr.DataArray(np.zeros((2, 5, 3)), dims=("sample", "model", "benchmark"),
+                         coords={"benchmark": ["p", "q", "s"]})
+    with _err("ability draws have benchmarks"):
+        posterior_factor_analysis(draws, factor_analysis(x, 1))
+    with _err(r"ability draws need dims \('sample', 'model', 'benchmark'\) and ci a fraction"):
+        posterior_factor_analysis(draws.rename(sample="draw"), factor_analysis(x, 1))
+    with _err("'rotation' parameter of run_factors_job"):
+        run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", rotation="promax")
+    with _err("at least 3, one per benchmark, with distinct file names"):
+        run_factors_job([tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv", tmp_path / "y.csv"], tmp_path / "out")
+    with _err("n_factors must be distinct positive integers"):
+        run_factors_job([tmp_path / "x.csv", tmp_path / "y.csv", tmp_path / "z.csv"], tmp_path / "out", n_factors=())
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(OutputError, match="already exists; pass --force"):
+        run_factors_job([tmp_path / "dup.csv"], tmp_path / "taken")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """Three simulated benchmarks (40 models x 30 items) sharing one ability, tiny ADVI fits."""
+    rng = np.random.default_rng(5)
+    common = rng.standard_normal(40)
+    datasets, truth = {}, {}
+    for j, weight in enumerate((0.95, 0.9, 0.85)):
+        truth[f"bench{j}"] = weight * common + np.sqrt(1 - weight ** 2) * rng.standard_normal(40)
+        datasets[f"bench{j}"] = simulate_pl("2pl", n_items=30, n_models=40, seed=10 + j, theta=truth[f"bench{j}"])[0]
+    abilities = ability_matrix(datasets, method="advi", draws=60, advi_iterations=2000, posterior_draws=40, seed=1,
+                               progress=False)
+    return datasets, abilities, truth
+
+
+def test_ability_matrix_and_per_draw_factor_analysis(fitted):
+    _, abilities, truth = fitted
+    assert dict(abilities["ability_draws"].sizes) == {"sample": 40, "model": 40, "benchmark": 3}
+    assert list(abilities["benchmark"].values) == ["bench0", "bench1", "bench2"]
+    assert all("advi_iterations_run" in f for f in json.loads(abilities.attrs["fits"]).values())
+    means = abilities["ability"].to_pandas()
+    assert all(np.corrcoef(means[b], truth[b])[0, 1] > 0.8 for b in means)
+    target = factor_analysis(means, 1)
+    assert np.all(target.loadings > 0.5)
+    post = posterior_factor_analysis(abilities["ability_draws"], target, progress=False)
+    assert post.attrs["failed_draws"] == 0 and post.sizes["sample"] == 40
+    assert float(post["congruence"].min()) > 0.9
+    lower, upper = post["loadings_lower"].values, post["loadings_upper"].values
+    assert np.all(lower <= post["loadings_mean"].values) and np.all(post["loadings_mean"].values <= upper)
+    assert np.all(upper - lower > 0)  # posterior uncertainty propagates to the loadings
+    assert np.isnan(post["rmsea"]).all()  # one factor of three benchmarks: dof = 0
+
+
+def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
+    frame = two_factor.set_axis([f"m{i:03d}" for i in range(300)])
+    frame.to_csv(tmp_path / "abilities.csv", index_label="model")
+    out = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", n_factors=(1, 2, 3), parallel_iter=100,
+                          progress=False)
+    names = {p.name for p in out.iterdir()}
+    assert names == {"factors.nc", "fit_indices.csv", "loadings_1.csv", "loadings_2.csv", "loadings_3.csv",
+                     "phi_2.csv", "phi_3.csv", "parallel.csv", "report.md", "factor_selection.png"}
+    table = pd.read_csv(out / "fit_indices.csv")
+    assert list(table.columns[:6]) == ["n_factors", "chi2", "dof", "rmsea", "cfi", "tli"]
+    assert table["cfi"].iloc[1] > 0.99 and table["rmsea"].iloc[0] > 0.1
+    assert pd.read_csv(out / "parallel.csv").shape == (8, 5)
+    tree = xr.open_datatree(out / "factors.nc", engine="h5netcdf")
+    sol = tree["solutions"].to_dataset()
+    assert dict(sol["loadings"].sizes) == {"n_factors": 3, "benchmark": 8, "factor": 3}
+    assert np.isnan(sol["loadings"].sel(n_factors=1, factor="F2")).all()
+    assert tree["abilities"]["ability"].dims == ("model", "benchmark")
+    assert "CFI first reaches 0.95 at: 2" in (out / "report.md").read_text()
+    run_factors_job([tmp_path / "abilities.csv"], out, n_factors=2, parallel_iter=20, progress=False, force=True)
+    assert not (out / "loadings_1.csv").exists()
+
+
+def test_job_on_response_files_adds_posterior_intervals(fitted, tmp_path, monkeypatch):
+    """The response-file branch, reusing the fitted abilities (ability_matrix is tested above)."""
+    datasets, abilities, _ = fitted
+    paths = []
+    for name, ds in datasets.items():
+        save_responses(ds, tmp_path / f"{name}.nc")
+        paths.append(tmp_path / f"{name}.nc")
+    seen = {}
+    monkeypatch.setattr("bayesirt.ability_structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
+    out = run_factors_job(paths, tmp_path / "out", n_factors=1, parallel_iter=20, progress=False)
+    assert sorted(seen) == ["bench0", "bench1", "bench2"]
+    loadings = pd.read_csv(out / "loadings_1.csv")
+    assert {"F1_lower", "F1_upper"} <= set(loadings.columns)
+    post = xr.open_datatree(out / "factors.nc", engine="h5netcdf")["posterior"]
+    assert post["loadings"].dims == ("n_factors", "sample", "benchmark", "factor")
+    assert "intervals over 40 posterior draws" in (out / "report.md").read_text()

@@ -1,0 +1,123 @@
+"""Model comparison: leave-one-model-out with integrated abilities, chunked cell LOO, K-fold, tables, job."""
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bayesirt.analyses import run_compare_job
+from bayesirt.cli import main
+from bayesirt.compare import (_item_draws, compare_table, kfold_models, loo_cells, loo_models,
+                              marginal_log_likelihood)
+from bayesirt.data.datasets.simulate import simulate_pl
+from bayesirt.errors import BayesIRTError, SpecError
+from bayesirt.inference import fit
+from bayesirt.marginal import pattern_log_marginal, quadrature_rule
+from bayesirt.models.logistic import pointwise_log_likelihood
+
+FIT = {"method": "advi", "draws": 200, "seed": 2, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return simulate_pl("2pl", n_items=25, n_models=80, seed=11, missing=0.05)[0]
+
+
+@pytest.fixture(scope="module")
+def fits(data):
+    return {name: fit(data, name, **FIT) for name in ("rasch", "2pl")}
+
+
+def test_marginal_log_likelihood_is_the_kernel_per_draw(fits, data):
+    tree = fits["2pl"]
+    ll = marginal_log_likelihood(tree, progress=False)
+    assert ll.dims == ("chain", "draw", "model") and ll.sizes["model"] == 80
+    draw = _item_draws(tree)[5]
+    y = data["responses"].values.T
+    direct = pattern_log_marginal((y == 1).astype(float), y != -1, draw, quadrature_rule(1))
+    np.testing.assert_array_equal(ll.isel(chain=0, draw=5).values, direct)
+    # the 2PL population is the spec's theta prior, N(0, 1)
+    assert draw.mean.tolist() == [0.0] and draw.covariance.tolist() == [[1.0]]
+
+
+def test_rasch_common_slope_broadcasts_to_every_item(fits):
+    draw = _item_draws(fits["rasch"])[0]
+    assert draw.loading.shape == (25, 1) and np.unique(draw.loading).size == 1
+
+
+def test_leave_one_model_out_is_psis_over_the_integrated_likelihood(fits):
+    tree = fits["2pl"]
+    res = loo_models(tree, progress=False)
+    assert res.pareto_k.dims == ("model",) and res.n_data_points == 80
+    ll = marginal_log_likelihood(tree, progress=False)
+    dt = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset()[["intercept"]],
+                                "log_likelihood": ll.to_dataset(name="y")})
+    direct = az.loo(dt, pointwise=True, var_name="y", reff=1.0)  # ADVI: one chain, r_eff = 1
+    assert res.elpd == pytest.approx(direct.elpd, rel=1e-12)
+    np.testing.assert_allclose(res.pareto_k.values, direct.pareto_k.values)
+    assert (res.elpd_i < 0).all()  # the log probability of a binary pattern is negative
+
+
+def test_chunked_cell_loo_equals_arviz_in_one_pass(fits, data):
+    tree = fits["2pl"]
+    chunked = loo_cells(tree, chunk_cells=400, progress=False)  # 5 items per chunk
+    ll = pointwise_log_likelihood(tree["posterior"].to_dataset(), data)
+    dt = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset()[["intercept"]],
+                                "log_likelihood": ll.to_dataset(name="y")})
+    whole = az.loo(dt, pointwise=True, var_name="y", reff=1.0)
+    assert chunked.n_data_points == ll.sizes["cell"]
+    assert chunked.elpd == pytest.approx(whole.elpd, rel=1e-12)
+    assert chunked.se == pytest.approx(whole.se, rel=1e-9)
+    assert chunked.p == pytest.approx(whole.p, rel=1e-9)
+    np.testing.assert_allclose(np.sort(chunked.pareto_k.values), np.sort(whole.pareto_k.values))
+    np.testing.assert_allclose(chunked.elpd_i.values, whole.elpd_i.values, rtol=1e-10)  # same cell order
+
+
+def test_kfold_scores_every_model_once_and_is_reproducible(data):
+    kw = {"folds": 3, "seed": 4, "workers": 1, "progress": False, "method": "advi", "draws": 100}
+    first = kfold_models(data, "2pl", **kw)
+    assert first.kind == "loo_kfold" and first.n_folds == 3
+    assert first.elpd_i.sizes["model"] == 80 and np.isfinite(first.elpd_i).all()
+    assert first.elpd == pytest.approx(float(first.elpd_i.sum()))
+    np.testing.assert_array_equal(first.elpd_i.values, kfold_models(data, "2pl", **kw).elpd_i.values)
+    with pytest.raises(BayesIRTError, match="folds must be an integer between 2"):
+        kfold_models(data, "2pl", folds=1)
+
+
+def test_compare_table_columns_and_ranks(fits):
+    results = {name: loo_models(tree, progress=False) for name, tree in fits.items()}
+    table = compare_table(results)
+    assert list(table.columns) == ["rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "weight", "method",
+                                   "bad_k", "n_units"]
+    assert table.loc[table["rank"] == 0, "elpd_diff"].item() == 0
+    assert table["weight"].sum() == pytest.approx(1.0)
+    with pytest.raises(BayesIRTError, match="at least two fits"):
+        compare_table({"2pl": results["2pl"]})
+
+
+def test_compare_table_refuses_different_units(fits, data):
+    a = loo_models(fits["2pl"], progress=False)
+    b = loo_cells(fits["rasch"], progress=False)
+    with pytest.raises(BayesIRTError, match="different numbers of units"):
+        compare_table({"2pl": a, "rasch": b})
+
+
+def test_compare_job_and_cli(tmp_path, data):
+    out = run_compare_job(data, tmp_path / "cmp", models=["rasch", "2pl"], kfold="never", **FIT)
+    assert {"compare.csv", "compare.png", "elpd.nc", "summary.json", "report.md"} <= {p.name for p in out.iterdir()}
+    table = pd.read_csv(out / "compare.csv", index_col="spec")
+    assert set(table.index) == {"rasch", "2pl"}
+    pointwise = xr.open_dataset(out / "elpd.nc", engine="h5netcdf")
+    assert pointwise["elpd_i"].dims == ("spec", "model")
+    assert "PSIS-LOO" in (out / "report.md").read_text()
+    with pytest.raises(SpecError, match="exactly one of --models"):
+        run_compare_job(data, tmp_path / "x", models=["2pl"], dims=[1, 2])
+    with pytest.raises(SpecError, match="at least two"):
+        run_compare_job(data, tmp_path / "x", models=["2pl"])
+
+
+def test_cli_refuses_bad_dimension_lists(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "lsat6", "--dims", "one,two", "--out", "x"])
+    assert "comma-separated integers" in capsys.readouterr().err
