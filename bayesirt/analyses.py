@@ -24,7 +24,7 @@ from bayesirt.summaries import DEFAULT_CI, is_sampled, item_table, model_table
 __all__ = ["run_fit_job", "run_ppc_job", "run_prior_check_job", "run_compare_job", "load_analysis", "run_analysis",
            "ANALYSIS_KINDS"]
 
-ANALYSIS_KINDS = ("fit", "audit")
+ANALYSIS_KINDS = ("fit", "audit", "safety")
 _OPTIONS = {  # per kind: its option table, and the types of its options
     "fit": ("fit", {
         "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int,
@@ -37,8 +37,10 @@ _OPTIONS = {  # per kind: its option table, and the types of its options
         "bayes": bool, "bayes_method": str, "bayes_draws": int, "bayes_prior": str, "sensitivity": bool,
         "adjustment": str, "workers": int,
     }),
+    "safety": ("safety", {"steps": list, "information": dict, "cat": dict, "personfit": dict, "sandbag": dict,
+                          "factors": dict}),
 }
-_REQUIRED = {"fit": ("data", "model", "out"), "audit": ("data", "out")}
+_REQUIRED = {"fit": ("data", "model", "out"), "audit": ("data", "out"), "safety": ("out",)}
 _SIMULATE = {"n_owners": int, "families": list, "models_per_owner_family": int, "n_items": int, "n_groups": int,
              "n_dims": int, "dif_fraction": float, "dif_sd": float, "missing": float, "seed": int}
 SIMULATED = "simulate_dif_benchmark"
@@ -59,10 +61,12 @@ def run_fit_job(
     if not 0 < ci < 1:
         raise SpecError(f"'ci' must be a probability between 0 and 1; got {ci!r}")
     responses = data if isinstance(data, xr.Dataset) else load(data)
-    spec = model if isinstance(model, IRTSpec) else load_spec(model)
+    spec = model if isinstance(model, (IRTSpec, MIRTSpec)) else load_spec(model)
     tree = fit(responses, spec, progress=progress, **fit_options)
     stats = element_diagnostics(tree) if is_sampled(tree["posterior"].to_dataset()) else None
     warnings = diagnose(tree, stats)
+    if spec.kind == "mirt":
+        return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, force=force)
     items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
     with staged_output(out, force=force) as folder:
         tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
@@ -86,6 +90,25 @@ def run_fit_job(
     return Path(out)
 
 
+def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, force) -> Path:
+    """The MIRT branch of :func:`run_fit_job`: posterior.nc, loadings/abilities (and factor
+    correlation) tables with intervals, summary.json and report.md."""
+    from bayesirt.report.mirt import mirt_report, mirt_tables
+
+    tables = mirt_tables(tree, ci=ci)
+    with staged_output(out, force=force) as folder:
+        tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
+        for name, table in tables.items():
+            table.to_csv(folder / f"{name}.csv", index=False)
+        summary = {"data": responses.attrs.get("name", ""), "spec": spec.name,
+                   "settings": json.loads(tree.attrs["bayesirt_settings"]),
+                   "timings": json.loads(tree.attrs["bayesirt_timings"]), "warnings": warnings, "ci": ci}
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+        (folder / "report.md").write_text(mirt_report(tree, tables, title=spec.title, ci=ci, warnings=warnings,
+                                                      data_name=responses.attrs.get("name", "responses")))
+    return Path(out)
+
+
 def load_analysis(path: str | Path) -> dict:
     """Read and validate an analysis spec (``analyses/*.toml``)."""
     path = Path(path)
@@ -104,6 +127,10 @@ def load_analysis(path: str | Path) -> dict:
     for key in _REQUIRED[kind]:
         if not isinstance(head.get(key), str) or not head[key]:
             raise SpecError(f"{path}: [analysis] needs {key!r} (a name or path)")
+    if kind == "safety":
+        files = head.get("data")
+        if not isinstance(files, list) or not files or not all(isinstance(f, str) and f for f in files):
+            raise SpecError(f"{path}: [analysis] needs 'data', a list of benchmark files or dataset names")
     table, allowed = _OPTIONS[kind]
     tables = {"analysis", table} | ({"simulate"} if kind == "audit" else set())
     unknown = set(raw) - tables
@@ -145,6 +172,12 @@ def run_analysis(path: str | Path, *, force: bool = False, progress: bool = True
         workers = options.pop("workers", 1)
         return run_audit_job(data, analysis["out"], config=AuditConfig(**options), workers=workers, force=force,
                              progress=progress)
+    if analysis["kind"] == "safety":
+        from bayesirt.safety_suite import SAFETY_STEPS, run_safety_suite
+
+        steps = options.pop("steps", list(SAFETY_STEPS))
+        return run_safety_suite(analysis["data"], analysis["out"], steps=steps, options=options, force=force,
+                                progress=progress)
     ci = float(options.pop("ci", DEFAULT_CI))
     return run_fit_job(analysis["data"], analysis["model"], analysis["out"], force=force, ci=ci,
                        progress=progress, **options)

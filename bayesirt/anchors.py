@@ -29,8 +29,9 @@ __all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION
            "blueprint_cells", "select_anchors",
            "anchor_weights", "purify", "Purification"]
 
-ADJUSTMENTS = ("spectral", "direct-mirt")
-"""Ability adjustments: NT's spectral working model (C.2) or direct penalized joint MIRT (B.1)."""
+ADJUSTMENTS = ("spectral", "direct-mirt", "bayes-mirt")
+"""Ability adjustments: NT's spectral working model (C.2), direct penalized joint MIRT (B.1), or the
+PyMC MIRT posterior (:mod:`bayesirt.audit.bayes_mirt`)."""
 ANCHOR_FRACTION = 0.5
 PURIFICATION_ROUNDS = 3
 EASINESS_STRATA = 4
@@ -39,12 +40,17 @@ EASINESS_STRATA = 4
 def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k: int, *, seed: int,
                        adjustment: str = "spectral") -> tuple[np.ndarray, int]:
     """Capability offsets (item, model) learned from the item ``rows`` (bool mask), and the rank
-    used: :func:`bayesirt.spectral.spectral_offsets` or
-    :func:`bayesirt.frequentist.joint_mirt.direct_offsets`."""
+    used: :func:`bayesirt.spectral.spectral_offsets`,
+    :func:`bayesirt.frequentist.joint_mirt.direct_offsets` or
+    :func:`bayesirt.audit.bayes_mirt.bayes_mirt_offsets`."""
     if adjustment == "direct-mirt":
         from bayesirt.frequentist.joint_mirt import direct_offsets
 
         return direct_offsets(y, observed, np.flatnonzero(rows), k, seed=seed)
+    if adjustment == "bayes-mirt":
+        from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
+
+        return bayes_mirt_offsets(y, observed, np.flatnonzero(rows), k, seed=seed)
     x, _, s = working_responses(y, observed)
     return spectral_offsets(x, s, np.flatnonzero(rows), k, seed=seed)
 
@@ -159,7 +165,7 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
         Seeds the randomized SVDs.
     dif_options : dict, optional
         Passed to :func:`bayesirt.dif.fit_family_dif` (schedule overrides).
-    adjustment : {"spectral", "direct-mirt"}
+    adjustment : {"spectral", "direct-mirt", "bayes-mirt"}
         How each round's capability offsets are learned (:func:`capability_offsets`).
 
     Returns

@@ -14,6 +14,12 @@
     bayesirt content-audit LABELS.csv --out DIR [--permutations N] [--seed S]   (NT blinded content audit)
     bayesirt compare DATA --models rasch,2pl,3pl,4pl --out DIR   (LOO / K-fold by model)
     bayesirt compare DATA --dims 1,2,3,4 --out DIR               (MIRT dimensions)
+    bayesirt factors ABILITIES.csv | DATA1 DATA2 DATA3 ... --out DIR   (factor structure of abilities)
+    bayesirt information SOURCE --out DIR                 (item and test information curves)
+    bayesirt cat DATA --budgets 10,25,50 --out DIR        (adaptive-testing study, SAFE Fig. 3)
+    bayesirt personfit DATA --fpr 0.1 --out DIR           (l_z person fit, calibrated cut-off)
+    bayesirt sandbag DATA --out DIR                       (sandbagging simulation and detection)
+    bayesirt fingerprint REFERENCE QUERY --out DIR        (response fingerprints)
 
 Problems with the input print one line naming the problem and the fix (exit status 2), never a
 traceback.
@@ -162,8 +168,9 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("--epsilon", type=float, default=0.01, help="near-tie band on the full score (0.01 = 1 pp) [0.01]")
     au.add_argument("--controls", type=int, default=1000, help="matched-random subtests per fold [1000]")
     au.add_argument("--bootstrap", type=int, default=2000, help="composition and owner bootstrap replicates [2000]")
-    au.add_argument("--adjustment", default="spectral", choices=("spectral", "direct-mirt"),
-                    help="ability adjustment: NT's spectral working model or direct penalized joint MIRT (B.1) [spectral]")
+    au.add_argument("--adjustment", default="spectral", choices=("spectral", "direct-mirt", "bayes-mirt"),
+                    help="ability adjustment: NT's spectral working model, direct penalized joint MIRT (B.1), or the "
+                         "PyMC MIRT posterior (ADVI; K by the spectral rule) [spectral]")
     au.add_argument("--bayes", action="store_true",
                     help="add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
     au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts"),
@@ -207,6 +214,63 @@ def _parser() -> argparse.ArgumentParser:
     cm.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
     _sampling(cm)
     _output(cm)
+
+    fa = sub.add_parser("factors", help="factor structure of abilities: minres EFA, rotation, RMSEA/CFI, parallel analysis")
+    fa.add_argument("inputs", nargs="+", help="one CSV of abilities (models x benchmarks), or three or more response data files")
+    fa.add_argument("--n-factors", type=_integers, default=[1, 2, 3, 4], help="factor counts to fit [1,2,3,4]")
+    fa.add_argument("--rotation", default="oblimin", choices=("oblimin", "varimax", "none"), help="rotation [oblimin]")
+    fa.add_argument("--posterior-draws", type=int, default=200,
+                    help="ability draws analysed one by one for intervals (response-file input) [200]")
+    fa.add_argument("--parallel-iter", type=int, default=1000, help="random data sets of the parallel analysis [1000]")
+    _sampling(fa)
+    fa.set_defaults(method="advi")  # one 2PL per benchmark file; --method nuts for the full posterior
+    _output(fa)
+
+    inf = sub.add_parser("information", help="item and test information curves (posterior-averaged for a fit)")
+    inf.add_argument("source", help="posterior.nc of a fit, an item-parameter .nc, or response data (calibrated by MML)")
+    inf.add_argument("--model", default="2pl", help="spec used to calibrate response data [2pl]")
+    _output(inf)
+
+    ct = sub.add_parser("cat", help="adaptive testing on held-out models: CAT vs informed and random tests (SAFE Fig. 3)")
+    ct.add_argument("data", help=_DATA_HELP)
+    ct.add_argument("--budgets", type=_integers, default=[10, 25, 50, 100], help="test lengths [10,25,50,100]")
+    ct.add_argument("--splits", type=int, default=20, help="random calibration/test splits of the models [20]")
+    ct.add_argument("--random-subsets", type=int, default=100, help="random item subsets per budget and split [100]")
+    ct.add_argument("--rule", default="fisher", choices=("fisher", "kl", "posterior"), help="CAT item selection [fisher]")
+    ct.add_argument("--estimator", default="eap", choices=("eap", "map"), help="ability update [eap]")
+    ct.add_argument("--seed", type=int, default=0, help="seed of splits and subsets [0]")
+    ct.add_argument("--workers", type=int, help="worker processes [one per core]")
+    ct.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
+    _output(ct)
+
+    pf = sub.add_parser("personfit", help="l_z person fit with a cut-off calibrated to a false-positive rate")
+    pf.add_argument("data", help=_DATA_HELP)
+    pf.add_argument("--fpr", type=float, default=0.1, help="false-positive rate on the genuine cohort [0.1]")
+    pf.add_argument("--statistic", default="lz", choices=("lz", "lz_star"), help="person-fit statistic [lz]")
+    pf.add_argument("--posterior", help="posterior.nc of a fit: add posterior predictive person-fit p-values")
+    pf.add_argument("--seed", type=int, default=0, help="random seed [0]")
+    _output(pf)
+
+    sg = sub.add_parser("sandbag", help="simulate uniform/targeted/triggered sandbagging and detect it")
+    sg.add_argument("data", help=_DATA_HELP)
+    sg.add_argument("--fpr", type=float, default=0.1, help="false-positive rate of the detectors [0.1]")
+    sg.add_argument("--statistic", default="lz", choices=("lz", "lz_star"), help="person-fit statistic [lz]")
+    sg.add_argument("--direction", default="down", choices=("down", "up"),
+                    help="down: correct answers turned wrong (under-performance); up: the reverse [down]")
+    sg.add_argument("--test-length", type=int, default=40, help="items of the ability-shift test [40]")
+    sg.add_argument("--seed", type=int, default=0, help="random seed [0]")
+    sg.add_argument("--workers", type=int, default=1, help="worker processes [1]")
+    sg.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
+    _output(sg)
+
+    fp = sub.add_parser("fingerprint", help="identify endpoints by response disagreement with reference responses")
+    fp.add_argument("reference", help="reference responses (" + _DATA_HELP + ")")
+    fp.add_argument("query", help="query responses on the same items")
+    fp.add_argument("--identities", help="CSV model_id,identity marking repeated collections of one model")
+    fp.add_argument("--alpha", type=float, default=0.05, help="level of the self-disagreement null [0.05]")
+    fp.add_argument("--resamples", type=int, default=50, help="resamples of the null without repeats [50]")
+    fp.add_argument("--seed", type=int, default=0, help="random seed [0]")
+    _output(fp)
 
     sub.add_parser("datasets", help="list the embedded datasets")
 
@@ -295,6 +359,42 @@ def main(argv: list[str] | None = None) -> int:
                                                folds=args.folds, rotation=args.rotation, force=args.force,
                                                progress=progress, workers=args.workers, scheduler=args.scheduler,
                                                **_sampling_options(args))
+            case "factors":
+                from bayesirt.ability_structure import run_factors_job
+
+                out = run_factors_job(args.inputs, args.out, n_factors=tuple(args.n_factors), rotation=args.rotation,
+                                      method=args.method, draws=args.draws, tune=args.tune, chains=args.chains,
+                                      advi_iterations=args.advi_iterations, posterior_draws=args.posterior_draws,
+                                      parallel_iter=args.parallel_iter, seed=args.seed, force=args.force,
+                                      progress=progress)
+            case "information":
+                from bayesirt.cat_study import run_information_job
+
+                out = run_information_job(args.source, args.out, spec=args.model, force=args.force)
+            case "cat":
+                from bayesirt.cat_study import run_cat_job
+
+                out = run_cat_job(args.data, args.out, budgets=tuple(args.budgets), splits=args.splits,
+                                  random_subsets=args.random_subsets, rule=args.rule, estimator=args.estimator,
+                                  seed=args.seed, workers=args.workers, scheduler=args.scheduler, force=args.force,
+                                  progress=progress)
+            case "personfit":
+                from bayesirt.personfit import run_personfit_job
+
+                out = run_personfit_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
+                                        posterior=args.posterior, seed=args.seed, force=args.force, progress=progress)
+            case "sandbag":
+                from bayesirt.sandbagging import run_sandbag_job
+
+                out = run_sandbag_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
+                                      direction=args.direction, test_length=args.test_length, seed=args.seed,
+                                      workers=args.workers, scheduler=args.scheduler, force=args.force,
+                                      progress=progress)
+            case "fingerprint":
+                from bayesirt.fingerprint import run_fingerprint_job
+
+                out = run_fingerprint_job(args.reference, args.query, args.out, identities=args.identities,
+                                          alpha=args.alpha, resamples=args.resamples, seed=args.seed, force=args.force)
             case "splithalf":
                 out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
                                                splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)

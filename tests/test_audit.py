@@ -243,3 +243,18 @@ def test_direct_mirt_adjustment_runs_the_same_audit_with_its_own_k_rule():
         assert fold.purification.adjustment == "direct-mirt"
         assert fold.purification.weights.sum() == pytest.approx(120)
     assert result.summary["status"] == "estimated"
+
+
+def test_bayes_mirt_adjustment_offsets_track_the_direct_ones():
+    """The PyMC MIRT adjustment gives offsets of the same shape and close to the direct MIRT's."""
+    from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
+    from bayesirt.frequentist.joint_mirt import direct_offsets
+
+    ds, _ = simulate_dif_benchmark(n_owners=40, n_items=80, n_dims=2, seed=6)
+    y = ds["responses"].values
+    observed = y != -1
+    rows = np.arange(0, 80, 2)
+    bayes, rank = bayes_mirt_offsets(y, observed, rows, 2, seed=1)
+    direct, _ = direct_offsets(y, observed, rows, 2, seed=1)
+    assert bayes.shape == y.shape and rank == 2 and np.abs(bayes).max() <= 6
+    assert np.corrcoef(bayes.ravel(), direct.ravel())[0, 1] > 0.8

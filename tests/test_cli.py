@@ -95,7 +95,7 @@ def test_demo_analysis_is_valid():
 @pytest.mark.parametrize(
     "body, message",
     [
-        ('[analysis]\nkind = "cat"\ndata = "x"\nmodel = "2pl"\nout = "o"\n', r"'kind' must be one of \['fit', 'audit'\]"),
+        ('[analysis]\nkind = "cat"\ndata = "x"\nmodel = "2pl"\nout = "o"\n', r"'kind' must be one of \['fit', 'audit', 'safety'\]"),
         ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[fit]\ndraws = 5\n', r"unknown table\(s\) \['fit'\]"),
         ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[audit]\ncontrols = 1.5\n', r"'controls' must be of type int"),
         ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[simulate]\nn_items = 50\n', r"need data = 'simulate_dif"),

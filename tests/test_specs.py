@@ -7,9 +7,14 @@ from bayesirt.specs import Prior, builtin_specs, load_spec
 
 
 def test_builtin_specs_declare_safe_regularization():
-    assert builtin_specs() == ["2pl", "3pl", "4pl", "rasch"]
+    assert builtin_specs() == ["2pl", "3pl", "4pl", "mirt", "mirt-confirmatory", "rasch"]
     kinds = {name: load_spec(name).kind for name in builtin_specs()}
-    assert kinds == {"2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "rasch": "1pl"}
+    assert kinds == {"2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "mirt": "mirt", "mirt-confirmatory": "mirt",
+                     "rasch": "1pl"}
+    mirt = load_spec("mirt")
+    assert mirt.priors["loading"] == Prior("normal", {"mu": 0.0, "sigma": 1.5})  # SAFE App. C
+    assert (mirt.structure, mirt.dimensions) == ("exploratory", 2)
+    assert load_spec("mirt-confirmatory").item_map == "item_group"
     two = load_spec("2pl")
     assert two.priors["discrimination"] == Prior("lognormal", {"mu": 0.0, "sigma": 0.5})
     assert two.priors["intercept"] == Prior("normal", {"mu": 0.0, "sigma": 2.0})
@@ -76,7 +81,7 @@ def test_malformed_spec_names_key_and_allowed_values(tmp_path, body, message):
 
 
 def test_unknown_spec_name_lists_builtins():
-    with pytest.raises(SpecError, match=r"unknown model spec '5pl': give one of \['2pl', '3pl', '4pl', 'rasch', '1pl'\]"):
+    with pytest.raises(SpecError, match=r"unknown model spec '5pl': give one of \['2pl', '3pl', '4pl', 'mirt', 'mirt-confirmatory', 'rasch', '1pl'\]"):
         load_spec("5pl")
 
 

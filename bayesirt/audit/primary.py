@@ -51,8 +51,10 @@ class AuditConfig:
     (:func:`bayesirt.data.populations.audit_population`); ``fixed_k`` freezes K per audit fold
     instead of selecting it (the population perturbations of NT D.2). ``bootstrap = 0`` or
     ``owner_bootstrap = 0`` skips that bootstrap. ``adjustment`` is the ability adjustment:
-    NT's spectral working model or "direct-mirt", the direct penalized joint MIRT of NT B.1
-    (K selected by the same nested one-SE rule on its own held-out loss).
+    NT's spectral working model, "direct-mirt", the direct penalized joint MIRT of NT B.1
+    (K selected by the same nested one-SE rule on its own held-out loss), or "bayes-mirt", the
+    PyMC MIRT posterior means fitted by ADVI (:mod:`bayesirt.audit.bayes_mirt`; K by the spectral
+    rule).
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
     each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws;
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned

@@ -202,4 +202,5 @@ def loading_table(tree: xr.DataTree, *, rotation: str | None = None, ci: float =
                         "lower": draws.quantile(tail, "sample").drop_vars("quantile"),
                         "upper": draws.quantile(1 - tail, "sample").drop_vars("quantile")})
     keep = [c for c in table.coords if c not in ("item", "dim")]
-    return table.drop_vars(keep).to_dataframe().reset_index()
+    frame = table.drop_vars(keep).to_dataframe().reset_index()
+    return frame[["item", "dim", "mean", "sd", "lower", "upper"]]

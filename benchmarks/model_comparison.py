@@ -1,0 +1,141 @@
+"""Model comparison on simulated data with known truth (issue 9 acceptance), and its costs.
+
+1. Two-factor data (300 models x 120 items): MIRT D = 1, 2, 3 by NUTS, compared by
+   leave-one-model-out elpd (PSIS over the ability-integrated likelihood, or exact 5-fold by model
+   when Pareto k flags more than 5% of models); Tucker congruence of the oblimin-rotated posterior
+   mean loadings with the truth.
+2. 3PL data with guessing 0.25, and 2PL data (300 x 40): 2PL against 3PL, both by NUTS.
+3. Costs: MIRT D = 2 fit time by NUTS and ADVI on 300 x 1,000; leave-one-model-out and cell-level
+   LOO time and peak memory on a 1,000 x 5,000 2PL posterior (ADVI, 1,000 draws).
+
+    .venv/bin/python benchmarks/model_comparison.py [--quick]
+
+Writes benchmarks/results/model_comparison.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import versions  # noqa: E402
+
+from bayesirt.compare import compare_table, kfold_models, loo_cells, loo_models  # noqa: E402
+from bayesirt.data import make_responses  # noqa: E402
+from bayesirt.data.datasets.simulate import simulate_pl  # noqa: E402
+from bayesirt.inference import fit  # noqa: E402
+from bayesirt.models.mirt import rotate_posterior  # noqa: E402
+from bayesirt.rotation import align_loadings  # noqa: E402
+from bayesirt.specs import load_spec  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def two_factor(n_models, n_items, seed):
+    rng = np.random.default_rng(seed)
+    half = n_items // 2
+    loading = rng.uniform(0.0, 0.3, (n_items, 2))
+    loading[:half, 0] = rng.uniform(0.8, 2.0, half)
+    loading[half:, 1] = rng.uniform(0.8, 2.0, n_items - half)
+    theta = rng.normal(size=(n_models, 2))
+    d = rng.normal(0, 1, n_items)
+    p = 1 / (1 + np.exp(-(loading @ theta.T + d[:, None])))
+    return make_responses((rng.uniform(size=p.shape) < p).astype(np.int8)), loading
+
+
+def compare(responses, specs, nuts, label):
+    """LOMO PSIS for every spec; exact 5-fold by model for all when k flags > 5% of models."""
+    trees, results, seconds = {}, {}, {}
+    for name, spec in specs.items():
+        t0 = time.perf_counter()
+        trees[name] = fit(responses, spec, progress=False, **nuts)
+        seconds[name] = time.perf_counter() - t0
+        results[name] = loo_models(trees[name], progress=False)
+    flagged = max(float((r.pareto_k > r.good_k).mean()) for r in results.values())
+    method = "psis"
+    if flagged > 0.05:
+        method = "kfold"
+        results = {name: kfold_models(responses, spec, folds=5, seed=0, full_fit=trees[name], workers=2,
+                                      progress=False, **nuts) for name, spec in specs.items()}
+    table = compare_table(results)
+    print(label, method, f"(worst Pareto-k share {flagged:.1%})\n", table.round(2), flush=True)
+    return trees, table, method, flagged, seconds
+
+
+def main(quick: bool) -> None:
+    nuts = {"method": "nuts", "draws": 300 if quick else 500, "tune": 300 if quick else 500, "chains": 2, "seed": 1}
+    out: dict = {"versions": versions(["bayesirt", "pymc", "nutpie", "arviz", "numpy"]), "quick": quick,
+                 "date": time.strftime("%Y-%m-%d"), "nuts": nuts}
+
+    responses, truth = two_factor(300, 120, seed=3)
+    mirt = load_spec("mirt")
+    trees, table, method, flagged, seconds = compare(
+        responses, {f"{d}d": mirt.with_dimensions(d) for d in (1, 2, 3)}, nuts, "two-factor")
+    rotated = rotate_posterior(trees["2d"]["posterior"].to_dataset(), "oblimin")["loading"].mean("sample").values
+    _, _, _, congruence = align_loadings(rotated, truth)
+    out["two_factor"] = {"table": json.loads(table.reset_index().to_json(orient="records")), "method": method,
+                         "worst_bad_k_share": flagged, "fit_seconds": seconds,
+                         "tucker_congruence_oblimin": congruence.tolist()}
+    print("congruence", congruence, flush=True)
+
+    for kind in ("3pl", "2pl"):
+        data, _ = simulate_pl(kind, n_items=40, n_models=300, seed=7, guessing=0.25 if kind == "3pl" else None)
+        _, table, method, flagged, _ = compare(data, {"2pl": load_spec("2pl"), "3pl": load_spec("3pl")}, nuts,
+                                               f"{kind} data")
+        out[f"{kind}_data"] = {"table": json.loads(table.reset_index().to_json(orient="records")), "method": method,
+                               "worst_bad_k_share": flagged}
+
+    big, _ = two_factor(300, 1000, seed=4)
+    costs = {}
+    for method in ("advi", "nuts"):
+        options = {"method": method, "draws": 500, "seed": 1} | ({"tune": 500, "chains": 2} if method == "nuts" else {})
+        t0 = time.perf_counter()
+        fit(big, mirt.with_dimensions(2), progress=False, **options)
+        costs[f"mirt2_300x1000_{method}_s"] = time.perf_counter() - t0
+        print(method, costs, flush=True)
+
+    large, _ = simulate_pl("2pl", n_items=5000, n_models=1000, seed=9)
+    tree = fit(large, "2pl", method="advi", draws=1000, seed=1, progress=False)
+    for name, function in (("loo_models", loo_models), ("loo_cells", loo_cells)):
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        result = function(tree, progress=False)
+        costs[f"{name}_1000x5000_s"] = time.perf_counter() - t0
+        costs[f"{name}_1000x5000_peak_traced_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        costs[f"{name}_bad_k"] = int((result.pareto_k > result.good_k).sum())
+        print(name, costs, flush=True)
+    costs["process_max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["costs"] = costs
+
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "model_comparison.json").write_text(json.dumps(out, indent=2))
+    lines = ["# Model comparison on simulated data (issue 9)", "",
+             f"Date {out['date']}; NUTS {nuts}; versions {out['versions']}.", "",
+             "Command: `.venv/bin/python benchmarks/model_comparison.py`", ""]
+    for key in ("two_factor", "3pl_data", "2pl_data"):
+        rows = out[key]["table"]
+        lines += [f"## {key} ({out[key]['method']}; worst share of models with bad Pareto k "
+                  f"{out[key]['worst_bad_k_share']:.1%})", "",
+                  "| spec | elpd | se | elpd_diff | dse | p | weight | bad_k |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['spec']} | {r['elpd']:.1f} | {r['se']:.1f} | {r['elpd_diff']:.1f} | {r['dse']:.1f} | "
+                  f"{r['p']:.1f} | {r['weight']:.3f} | {r['bad_k']} |" for r in rows]
+        lines.append("")
+    lines += [f"Tucker congruence (oblimin-rotated posterior mean, D = 2, vs truth): "
+              f"{out['two_factor']['tucker_congruence_oblimin']}", "", "## Costs", "",
+              *[f"- {k}: {v:.1f}" if isinstance(v, float) else f"- {k}: {v}" for k, v in costs.items()]]
+    (RESULTS / "model_comparison.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    main(parser.parse_args().quick)
