@@ -12,6 +12,7 @@
     bayesirt sbc --model 2pl --design 100x40 --replicates 200 --out DIR [--workers N]
     bayesirt audit DATA --out DIR [--quick] [--bayes] [--models CSV] [--scheduler ADDR]   (NT near-tie audit)
     bayesirt content-audit LABELS.csv --out DIR [--permutations N] [--seed S]   (NT blinded content audit)
+    bayesirt audit-compare LEFT_AUDIT RIGHT_AUDIT --out DIR     (exact-common-model shifts, NT B.7)
     bayesirt compare DATA --models rasch,2pl,3pl,4pl --out DIR   (LOO / K-fold by model)
     bayesirt compare DATA --dims 1,2,3,4 --out DIR               (MIRT dimensions)
     bayesirt factors ABILITIES.csv | DATA1 DATA2 DATA3 ... --out DIR   (factor structure of abilities)
@@ -191,6 +192,13 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")
     _output(au)
 
+    ac = sub.add_parser("audit-compare", help="family shifts of two audits on their exact common models (NT B.7)")
+    ac.add_argument("left", help="output folder of `bayesirt audit` on the first benchmark")
+    ac.add_argument("right", help="output folder of `bayesirt audit` on the second benchmark")
+    ac.add_argument("--bootstrap", type=int, default=2000, help="owner-bootstrap replicates [2000]")
+    ac.add_argument("--seed", type=int, default=0, help="seed of the owner bootstrap [0]")
+    _output(ac)
+
     ca = sub.add_parser("content-audit", help="blinded content-audit statistics of two annotators' labels (NT D.4)")
     ca.add_argument("labels", help="CSV of content-audit labels: two annotators x matched high-DIF/control items")
     ca.add_argument("--permutations", type=int, default=10_000,
@@ -348,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
                                     matched=args.matched, perturbations=args.perturbations,
                                     profiles=args.profiles, workers=args.workers, scheduler=args.scheduler, force=args.force,
                                     progress=progress)
+            case "audit-compare":
+                from bayesirt.audit.common_models import run_common_models_job
+
+                out = run_common_models_job(args.left, args.right, args.out, replicates=args.bootstrap,
+                                            seed=args.seed, force=args.force)
             case "content-audit":
                 from bayesirt.audit.content import run_content_audit_job
 
