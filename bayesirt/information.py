@@ -1,4 +1,4 @@
-"""Fisher information of 1PL-4PL items.
+"""Fisher information of 1PL-4PL items and tests, at point estimates or averaged over a posterior.
 
 For P = c + (u - c) * sigmoid(a * theta + d) with upper asymptote u = 1 - s, the item information
 at ability theta is (Lord 1980; Barton & Lord 1981 for the 4PL)
@@ -6,14 +6,31 @@ at ability theta is (Lord 1980; Barton & Lord 1981 for the 4PL)
     I(theta) = a^2 * (P - c)^2 * (u - P)^2 / ((u - c)^2 * P * (1 - P)),
 
 which reduces to a^2 * P * (1 - P) for the 2PL (c = 0, u = 1). Test information is the sum over items.
+
+Three layers, as in ArviZ: array kernels (:func:`item_information`, :func:`test_information`),
+a labelled wrapper over item-parameter Datasets (:func:`information_curves`), and the
+posterior-averaged curves of a fitted DataTree (:func:`posterior_information`).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+import xarray as xr
 from scipy.special import expit
 
-__all__ = ["item_information"]
+from bayesirt.errors import BayesIRTError
+
+__all__ = ["item_information", "test_information", "ItemBank", "item_bank", "information_curves",
+           "posterior_information", "THETA_GRID"]
+
+#: Default abilities of information curves.
+THETA_GRID = np.linspace(-4.0, 4.0, 161)
+
+_TINY = 1e-300
+_PARAMS = ("discrimination", "intercept", "guessing", "slip")
+_SAMPLE = ("chain", "draw")
 
 
 def item_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -> np.ndarray:
@@ -41,3 +58,175 @@ def item_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -
     # (P - c)(u - P) / (u - c)^2 = sig * (1 - sig); far in the tails both sides underflow to 0.
     num = a**2 * (u - c) ** 2 * (sig * sig_minus) ** 2
     return np.divide(num, p * q, out=np.zeros(np.broadcast_shapes(num.shape, p.shape)), where=num > 0)
+
+
+def test_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -> np.ndarray:
+    """Test information (sum of :func:`item_information` over items), shape ``(..., n_models)``."""
+    return item_information(theta, discrimination, intercept, guessing, slip).sum(axis=-2)
+
+
+test_information.__test__ = False  # a library function, not a pytest test
+
+
+class ItemBank(NamedTuple):
+    """Item parameters, each of shape ``(n_items,)``: ``P = c + (1 - c - s) * sigmoid(a * theta + d)``."""
+
+    discrimination: np.ndarray
+    intercept: np.ndarray
+    guessing: np.ndarray
+    slip: np.ndarray
+
+    @property
+    def n_items(self) -> int:
+        return self.intercept.shape[0]
+
+    def subset(self, items) -> ItemBank:
+        """The bank restricted to ``items`` (indices), in that order."""
+        return ItemBank(*(x[items] for x in self))
+
+    def log_pq(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        """``log P`` and ``log(1 - P)`` of every item at every ``theta``, shape ``(n_items, n_theta)``."""
+        eta = self.discrimination[:, None] * np.asarray(theta, dtype=float)[None, :] + self.intercept[:, None]
+        sg, sm = expit(eta), expit(-eta)
+        c, s = self.guessing[:, None], self.slip[:, None]
+        p = c + (1.0 - c - s) * sg
+        q = (1.0 - c) * sm + s * sg  # 1 - P without cancellation
+        return np.log(np.maximum(p, _TINY)), np.log(np.maximum(q, _TINY))
+
+    def information(self, theta) -> np.ndarray:
+        """Fisher information, shape ``(n_items, n_theta)``."""
+        return item_information(np.atleast_1d(theta), *self)
+
+
+def item_bank(discrimination, intercept, guessing=0.0, slip=0.0) -> ItemBank:
+    """Validate point item parameters and broadcast them to one length.
+
+    Raises
+    ------
+    BayesIRTError
+        Parameters not 1-D over items, of different lengths, not finite, or asymptotes outside
+        ``guessing >= 0``, ``slip >= 0``, ``guessing + slip < 1``.
+    """
+    arrays = {}
+    for name, value in zip(_PARAMS, (discrimination, intercept, guessing, slip)):
+        arr = np.asarray(value, dtype=float)
+        if arr.ndim > 1:
+            raise BayesIRTError(f"{name} must be a scalar or 1-D over items, got shape {arr.shape}; "
+                                "pass one value per item (e.g. posterior means)")
+        if not np.all(np.isfinite(arr)):
+            raise BayesIRTError(f"{name} contains non-finite values; pass finite item parameters")
+        arrays[name] = arr
+    sizes = {k: v.shape[0] for k, v in arrays.items() if v.ndim == 1}
+    if not sizes:
+        raise BayesIRTError("item parameters are all scalars; pass discrimination or intercept with one value per item")
+    if len(set(sizes.values())) > 1:
+        raise BayesIRTError(f"item parameters have different lengths {sizes}; pass one value per item for each")
+    n = next(iter(sizes.values()))
+    if n == 0:
+        raise BayesIRTError("the item bank is empty; pass at least one item")
+    bank = ItemBank(*(np.broadcast_to(v, (n,)).copy() for v in arrays.values()))
+    if np.any(bank.guessing < 0) or np.any(bank.slip < 0) or np.any(bank.guessing + bank.slip >= 1):
+        raise BayesIRTError("asymptotes must satisfy guessing >= 0, slip >= 0 and guessing + slip < 1; "
+                            "check the guessing and slip values")
+    return bank
+
+
+def _theta(theta) -> np.ndarray:
+    arr = np.asarray(THETA_GRID if theta is None else theta, dtype=float)
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
+        raise BayesIRTError(f"theta must be a non-empty 1-D array of finite abilities; got shape {arr.shape}")
+    return arr
+
+
+def _curves(item_info: np.ndarray, theta: np.ndarray, items: xr.Dataset) -> xr.Dataset:
+    coords = {"theta": theta, **{k: v for k, v in items.coords.items() if v.dims == ("item",)}}
+    ds = xr.Dataset({"item_information": (("item", "theta"), item_info),
+                     "test_information": ("theta", item_info.sum(axis=0))}, coords=coords)
+    ds["standard_error"] = 1.0 / np.sqrt(ds["test_information"].where(ds["test_information"] > 0))
+    if "item_group" in ds.coords:
+        by_group = ds["item_information"].groupby("item_group").sum("item")
+        ds["group_information"] = by_group.rename(item_group="group")
+    ds["test_information"].attrs["description"] = "sum of item information over items"
+    ds["standard_error"].attrs["description"] = "1 / sqrt(test information): the asymptotic SE of theta"
+    return ds
+
+
+def information_curves(items: xr.Dataset, theta=None) -> xr.Dataset:
+    """Item, group and test information curves of point item parameters.
+
+    Parameters
+    ----------
+    items : xarray.Dataset
+        Dim ``item`` with ``discrimination`` and ``intercept`` and optionally ``guessing``,
+        ``slip`` (e.g. :attr:`bayesirt.frequentist.mml.MMLResult.items`); coordinates on
+        ``item`` (such as ``item_group``) are kept.
+    theta : array_like, optional
+        Abilities; default :data:`THETA_GRID` (-4 to 4 by 0.05).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``item_information`` (item, theta), ``test_information`` (theta), ``standard_error``
+        (theta) and, with an ``item_group`` coordinate, ``group_information`` (group, theta).
+    """
+    missing = [k for k in _PARAMS[:2] if k not in items]
+    if missing or "item" not in items.dims:
+        raise BayesIRTError(f"items needs dim 'item' and variables {list(_PARAMS[:2])}; missing {missing or ['item']}"
+                            " (pass e.g. fit_mml(...).items)")
+    th = _theta(theta)
+    bank = item_bank(*(items[k].values if k in items else 0.0 for k in _PARAMS))
+    return _curves(bank.information(th), th, items)
+
+
+def posterior_information(tree: xr.DataTree, theta=None, *, max_draws: int | None = None,
+                          chunk: int = 64) -> xr.Dataset:
+    """Information curves averaged over posterior draws of the item parameters.
+
+    ``E_post[I_j(theta)]`` at each fixed ``theta``: the information expected under item
+    parameter uncertainty. It is flatter than the curve at the posterior means (uncertain
+    difficulties spread the peak), so it does not overrate items that are poorly calibrated.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        A fit with a ``posterior`` group holding ``discrimination`` and ``intercept`` (and
+        optionally ``guessing``, ``slip``) over ``(chain, draw, item)``; a ``discrimination``
+        without ``item`` (a common 1PL slope) is broadcast.
+    theta : array_like, optional
+        Abilities; default :data:`THETA_GRID`.
+    max_draws : int, optional
+        Use this many draws, evenly thinned; default all.
+    chunk : int, default 64
+        Draws per vectorized block (bounds memory to ``chunk * n_items * n_theta`` floats).
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`information_curves`, plus ``test_information_sd`` (theta): the posterior SD
+        of the test information.
+    """
+    if not isinstance(tree, xr.DataTree) or "posterior" not in tree.children:
+        raise BayesIRTError("tree must be a DataTree with a 'posterior' group; "
+                            "pass the result of bayesirt.inference.fit")
+    post = tree["posterior"].to_dataset()
+    missing = [k for k in _PARAMS[:2] if k not in post]
+    if missing or "item" not in post["intercept"].dims:
+        raise BayesIRTError(f"the posterior lacks {missing or ['intercept over item']}; pass a fit of a 1PL-4PL spec")
+    stacked = post[[k for k in _PARAMS if k in post]].stack(sample=_SAMPLE)
+    n = stacked.sizes["sample"]
+    keep = np.arange(n) if max_draws is None or max_draws >= n else np.linspace(0, n - 1, int(max_draws)).astype(int)
+    draws = {k: stacked[k].broadcast_like(stacked["intercept"]).transpose("sample", "item").values[keep]
+             for k in stacked.data_vars}
+    th = _theta(theta)
+    total = np.zeros((post.sizes["item"], th.size))
+    tests = []
+    for start in range(0, keep.size, chunk):
+        part = [draws[k][start:start + chunk] if k in draws else 0.0 for k in _PARAMS]
+        info = item_information(th, *part)  # (chunk, item, theta)
+        total += info.sum(axis=0)
+        tests.append(info.sum(axis=1))
+    ds = _curves(total / keep.size, th, post["intercept"].isel({d: 0 for d in _SAMPLE}, drop=True).to_dataset())
+    ds["test_information_sd"] = ("theta", np.concatenate(tests).std(axis=0, ddof=1) if keep.size > 1
+                                 else np.zeros(th.size))
+    ds.attrs["draws"] = int(keep.size)
+    return ds

@@ -1,0 +1,360 @@
+"""Benchmark distillation on held-out models: adaptive, static and random short tests (SAFE Fig. 3).
+
+For each of ``splits`` random calibration/test splits of the models (75/25 by default):
+
+1. fit the 2PL by regularized marginal maximum likelihood on the calibration models only
+   (:func:`bayesirt.frequentist.mml.fit_mml`, ``priors=True``);
+2. for each item budget ``k``, give every model (calibration and test) three ``k``-item tests
+   built from the calibration fit, using its real responses: an adaptive test
+   (:func:`bayesirt.adaptive.run_cat`), the static test most informative over the calibration
+   abilities (:func:`bayesirt.adaptive.static_test`) and ``random_subsets`` random item sets
+   with the same per-benchmark quotas;
+3. map each model's reduced-test score and ability estimate to a predicted full score with a
+   spline regression fitted on the calibration models (:func:`score_calibration`), the same
+   for every test, so that differences reflect item selection only;
+4. on the test models, compare predicted and actual full scores (RMSE, Spearman) and the
+   ``k``-item ability with the all-item ability under the same calibration (RMSE).
+
+The full score is the proportion correct over a model's observed items. Results are averaged
+over splits with 95% t-intervals (splits share models, so the intervals are optimistic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import stats
+
+from bayesirt.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
+from bayesirt.data.responses import make_responses, validate_responses
+from bayesirt.errors import BayesIRTError
+from bayesirt.frequentist.mml import fit_mml
+from bayesirt.information import item_bank
+from bayesirt.outputs import check_output, staged_output
+from bayesirt.parallel import parallel_map, spawn_seeds
+
+__all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "run_cat_job",
+           "run_information_job", "DESIGNS", "METRICS"]
+
+#: Short tests compared (coordinate ``design``; not ``method``, which ``.sel`` reserves).
+DESIGNS = ("cat", "static", "random")
+#: Metrics per split (coordinate-free variables of the study Dataset).
+METRICS = ("rmse", "spearman", "theta_rmse")
+
+
+def combine_benchmarks(datasets: Mapping[str, xr.Dataset]) -> xr.Dataset:
+    """One response Dataset from several benchmarks: items concatenated, models outer-joined.
+
+    Each benchmark's items get ``item_group`` = its key (and ids prefixed ``key/`` when ids
+    repeat across benchmarks); a model missing from a benchmark has those cells missing.
+    """
+    if not datasets:
+        raise BayesIRTError("no benchmarks given; pass a mapping name -> response Dataset")
+    parts = {k: validate_responses(v) for k, v in datasets.items()}
+    ids = [str(i) for ds in parts.values() for i in ds["item"].values]
+    clash = len(set(ids)) < len(ids)
+    models = list(dict.fromkeys(str(m) for ds in parts.values() for m in ds["model"].values))
+    blocks, item_ids, groups = [], [], []
+    for name, ds in parts.items():
+        r = ds["responses"].where(ds["responses"] >= 0).reindex(model=models)
+        blocks.append(r.transpose("item", "model").values)
+        item_ids += [f"{name}/{i}" if clash else str(i) for i in ds["item"].values]
+        groups += [str(name)] * ds.sizes["item"]
+    return make_responses(np.vstack(blocks), item_id=item_ids, model_id=models, item_group=groups,
+                          name="+".join(map(str, parts)))
+
+
+def score_calibration(score, theta, target, *, n_knots: int = 5, degree: int = 3, alpha: float = 1e-3):
+    """Spline regression of full score on reduced-test score and ability (fitted on calibration models).
+
+    An additive cubic B-spline model ``target ~ f(score) + g(theta)`` (scikit-learn
+    ``SplineTransformer`` with linear extrapolation, then a lightly penalized ``Ridge``).
+
+    Returns
+    -------
+    callable
+        ``predict(score, theta) -> ndarray``, clipped to [0, 1] (full scores are proportions).
+    """
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import SplineTransformer
+
+    x = np.column_stack([np.asarray(score, dtype=float), np.asarray(theta, dtype=float)])
+    y = np.asarray(target, dtype=float)
+    if x.shape[0] != y.shape[0] or x.shape[0] < 3 or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
+        raise BayesIRTError(f"score calibration needs equally long finite score, theta and target with at least 3 "
+                            f"models; got {x.shape[0]} and {y.shape[0]}")
+    fit = make_pipeline(SplineTransformer(n_knots=n_knots, degree=degree, extrapolation="linear"),
+                        Ridge(alpha=alpha)).fit(x, y)
+    return lambda s, t: np.clip(fit.predict(np.column_stack([np.asarray(s, float), np.asarray(t, float)])), 0, 1)
+
+
+def _reduced_score(y: np.ndarray, items: np.ndarray, bank, theta: np.ndarray) -> np.ndarray:
+    """Proportion correct on the administered items (rows ``items``; a 2-D array is per model).
+
+    A model with none of them observed gets its expected proportion correct at ``theta``.
+    """
+    sub = y[items] if items.ndim == 1 else np.take_along_axis(y, items.T, axis=0)
+    n_obs = (sub >= 0).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        score = (sub == 1).sum(axis=0) / n_obs
+    if np.any(n_obs == 0):
+        p = np.exp(bank.log_pq(theta)[0])  # (items, models)
+        expected = p[items].mean(axis=0) if items.ndim == 1 else np.take_along_axis(p, items.T, 0).mean(axis=0)
+        score = np.where(n_obs == 0, expected, score)
+    return score
+
+
+def _metrics(predict, score, theta, full, theta_full, test) -> tuple[float, float, float]:
+    pred = predict(score[test], theta[test])
+    rmse = float(np.sqrt(np.mean((pred - full[test]) ** 2)))
+    rho = stats.spearmanr(pred, full[test]).statistic if np.ptp(pred) > 0 else np.nan
+    return rmse, float(rho), float(np.sqrt(np.mean((theta[test] - theta_full[test]) ** 2)))
+
+
+def _one_split(task: dict) -> dict:
+    """One calibration/test split: fit, build the tests, calibrate scores, evaluate (a parallel task)."""
+    rng = np.random.default_rng(task["seed"])
+    ds, budgets, n_random = task["data"], task["budgets"], task["random_subsets"]
+    y = ds["responses"].values
+    n_models = y.shape[1]
+    perm = rng.permutation(n_models)
+    n_cal = int(round(task["calibration"] * n_models))
+    cal, test = np.sort(perm[:n_cal]), np.sort(perm[n_cal:])
+    usable = (y[:, cal] >= 0).any(axis=1)  # items the calibration models answered
+    fit = fit_mml(ds.isel(item=usable, model=cal), "2pl", priors=True, se=False)
+    bank = item_bank(fit.items["discrimination"].values, fit.items["intercept"].values)
+    a_d, y_u = bank[:2], y[usable]
+    groups = ds["item_group"].values[usable]
+    balance = np.unique(groups).size > 1
+    full = np.array([(col[col >= 0] == 1).mean() for col in y.T])
+    theta_full = score_test(y_u, *a_d).theta
+    out = {m: np.full((len(budgets), 3), np.nan) for m in DESIGNS}
+    out["random_all"] = np.full((len(budgets), n_random, 3), np.nan)
+    ok = [k for k in budgets if k <= bank.n_items]
+    if not ok:
+        return out
+    cat = run_cat(y_u, *a_d, budget=max(ok), rule=task["rule"], estimator=task["estimator"],
+                  groups=groups if balance else None)
+
+    def evaluate(items, theta):
+        score = _reduced_score(y_u, items, bank, theta)
+        predict = score_calibration(score[cal], theta[cal], full[cal])
+        return _metrics(predict, score, theta, full, theta_full, test)
+
+    for b, k in enumerate(budgets):
+        if k not in ok:
+            continue
+        out["cat"][b] = evaluate(cat.items[:, :k], cat.theta[:, k])
+        chosen = static_test(*a_d, theta_full[cal], k, groups=groups if balance else None)
+        out["static"][b] = evaluate(chosen, score_test(y_u, *a_d, chosen).theta)
+        counts = quota_counts(groups, k)
+        for r in range(n_random):
+            items = np.concatenate([rng.choice(np.flatnonzero(groups == g), n, replace=False)
+                                    for g, n in counts.items() if n])
+            out["random_all"][b, r] = evaluate(items, score_test(y_u, *a_d, items).theta)
+        out["random"][b] = np.nanmean(out["random_all"][b], axis=0)
+    return out
+
+
+def _check_budgets(budgets, n_items: int) -> tuple[int, ...]:
+    try:
+        values = tuple(int(b) for b in budgets)
+    except (TypeError, ValueError):
+        raise BayesIRTError(f"budgets must be a sequence of positive integers; got {budgets!r}") from None
+    if not values or any(b < 1 for b in values) or len(set(values)) < len(values):
+        raise BayesIRTError(f"budgets must be distinct positive integers such as (10, 25, 50); got {budgets!r}")
+    if min(values) > n_items:
+        raise BayesIRTError(f"every budget exceeds the {n_items} items; choose budgets below the bank size")
+    return tuple(sorted(values))
+
+
+def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 100), splits: int = 20,
+              random_subsets: int = 100, calibration: float = 0.75, rule: str = "fisher", estimator: str = "eap",
+              per_benchmark: bool = False, seed: int = 0, workers: int | None = None, scheduler: str | None = None,
+              progress: bool = True) -> xr.Dataset:
+    """Held-out recovery of full scores from short adaptive, static and random tests.
+
+    Parameters
+    ----------
+    responses : xarray.Dataset
+        A response Dataset; its ``item_group`` coordinate names the benchmarks.
+    budgets : sequence of int, default (10, 25, 50, 100)
+        Test lengths; those above a benchmark's size give NaN for it.
+    splits : int, default 20
+        Random calibration/test splits of the models (SAFE: 20).
+    random_subsets : int, default 100
+        Random item sets per budget and split, with the static test's per-benchmark quotas.
+    calibration : float, default 0.75
+        Share of models in the calibration set.
+    rule, estimator : str
+        CAT item selection rule and ability update (:func:`bayesirt.adaptive.run_cat`).
+    per_benchmark : bool, default False
+        False: one pooled study (tests keep per-benchmark quotas; the target is the score over
+        all items). True: a separate 2PL and study per ``item_group``, on the models with responses to it.
+    seed : int
+        Root seed; each split draws from its own child seed (:func:`spawn_seeds`), so results
+        do not depend on ``workers``.
+    workers, scheduler, progress
+        Passed to :func:`bayesirt.parallel.parallel_map` (one task per benchmark and split).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``rmse``, ``spearman``, ``theta_rmse`` over ``(benchmark, split, design, budget)`` and
+        ``random_rmse``, ``random_spearman``, ``random_theta_rmse`` over ``(benchmark, split,
+        budget, subset)``.
+    """
+    ds = validate_responses(responses)
+    if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or splits < 2:
+        raise BayesIRTError(f"splits must be an integer >= 2 (SAFE uses 20); got {splits!r}")
+    if isinstance(random_subsets, bool) or not isinstance(random_subsets, (int, np.integer)) or random_subsets < 1:
+        raise BayesIRTError(f"random_subsets must be a positive integer (SAFE uses 100); got {random_subsets!r}")
+    if not 0 < calibration < 1 or min(round(calibration * ds.sizes["model"]), ds.sizes["model"]
+                                       - round(calibration * ds.sizes["model"])) < 3:
+        raise BayesIRTError(f"calibration={calibration!r} with {ds.sizes['model']} models leaves fewer than 3 models "
+                            "on one side; use a share in (0, 1) and at least 12 models")
+    for name, value, allowed in (("rule", rule, SELECTION_RULES), ("estimator", estimator, ESTIMATORS)):
+        if value not in allowed:
+            raise BayesIRTError(f"The '{name}' parameter must be one of {set(allowed)}. Got {value!r} instead.")
+    benches = {"all": ds}
+    if per_benchmark:
+        benches = {}
+        for g in dict.fromkeys(ds["item_group"].values):
+            part = ds.isel(item=ds["item_group"].values == g)
+            benches[str(g)] = part.isel(model=(part["responses"] >= 0).any("item").values)  # models it has data on
+    budgets = _check_budgets(budgets, max(b.sizes["item"] for b in benches.values()))
+    seeds = spawn_seeds(seed, len(benches) * splits)
+    tasks = [{"data": b, "seed": seeds[i * splits + s], "budgets": budgets, "random_subsets": int(random_subsets),
+              "calibration": float(calibration), "rule": rule, "estimator": estimator}
+             for i, b in enumerate(benches.values()) for s in range(splits)]
+    results = parallel_map(_one_split, tasks, workers=workers, scheduler=scheduler, progress=progress,
+                           description="CAT study splits")
+    shape = (len(benches), splits)
+    main = np.stack([np.stack([r[m] for m in DESIGNS]) for r in results]).reshape(*shape, len(DESIGNS),
+                                                                                     len(budgets), 3)
+    rand = np.stack([r["random_all"] for r in results]).reshape(*shape, len(budgets), int(random_subsets), 3)
+    coords = {"benchmark": list(benches), "split": np.arange(splits), "design": list(DESIGNS),
+              "budget": list(budgets), "subset": np.arange(int(random_subsets))}
+    data = {m: (("benchmark", "split", "design", "budget"), main[..., i]) for i, m in enumerate(METRICS)}
+    data |= {f"random_{m}": (("benchmark", "split", "budget", "subset"), rand[..., i]) for i, m in enumerate(METRICS)}
+    out = xr.Dataset(data, coords=coords)
+    out["rmse"].attrs["description"] = "RMSE of predicted vs actual full score (proportion correct), test models"
+    out["spearman"].attrs["description"] = "Spearman correlation of predicted and actual full scores, test models"
+    out["theta_rmse"].attrs["description"] = "RMSE of k-item vs all-item EAP ability (same calibration), test models"
+    out.attrs.update(splits=int(splits), random_subsets=int(random_subsets), calibration=float(calibration),
+                     rule=rule, estimator=estimator, seed=int(seed), per_benchmark=int(per_benchmark),
+                     n_items=int(ds.sizes["item"]), n_models=int(ds.sizes["model"]), model="2pl (MML, priors=True)",
+                     name=str(ds.attrs.get("name", "")))
+    return out
+
+
+def summarize_study(study: xr.Dataset, *, level: float = 0.95) -> pd.DataFrame:
+    """Mean over splits and ``level`` t-interval per benchmark, design, budget and metric (``cat_curves.csv``)."""
+    rows = []
+    n = study.sizes["split"]
+    tq = stats.t.ppf(0.5 + level / 2, n - 1)
+    for metric in METRICS:
+        da = study[metric]
+        mean, sd = da.mean("split"), da.std("split", ddof=1)
+        count = da.count("split")
+        frame = xr.Dataset({"mean": mean, "lower": mean - tq * sd / np.sqrt(n), "upper": mean + tq * sd / np.sqrt(n),
+                            "splits": count}).to_dataframe().reset_index()
+        rows.append(frame.assign(metric=metric))
+    cols = ["benchmark", "design", "budget", "metric", "mean", "lower", "upper", "splits"]
+    return pd.concat(rows, ignore_index=True)[cols].sort_values(["benchmark", "metric", "design", "budget"],
+                                                                 ignore_index=True)
+
+
+def _responses(data) -> xr.Dataset:
+    """A response Dataset from a Dataset, a path or dataset name, or several benchmarks (combined)."""
+    from bayesirt.data import load
+
+    if isinstance(data, xr.Dataset):
+        return data
+    if isinstance(data, Mapping):
+        return combine_benchmarks({k: _responses(v) for k, v in data.items()})
+    if isinstance(data, (list, tuple)):
+        names = [Path(p).stem for p in data]
+        if len(set(names)) < len(names):
+            raise BayesIRTError(f"benchmark files need distinct names (file stems) to label item_group; got {names}")
+        return combine_benchmarks({n: load(p) for n, p in zip(names, data)})
+    return load(data)
+
+
+def run_cat_job(data, out, *, budgets=(10, 25, 50, 100), splits: int = 20, random_subsets: int = 100, seed: int = 0,
+                rule: str = "fisher", estimator: str = "eap", per_benchmark: bool = False, calibration: float = 0.75,
+                workers: int | None = None, scheduler: str | None = None, force: bool = False,
+                progress: bool = True) -> Path:
+    """Run :func:`cat_study` on ``data`` and write the folder ``out``.
+
+    ``data`` is a response Dataset, a path or embedded-dataset name (:func:`bayesirt.data.load`),
+    or a list of benchmark files / a mapping ``name -> Dataset or path`` (items concatenated,
+    ``item_group`` = file stem or key; see :func:`combine_benchmarks`).
+
+    Writes ``cat.nc`` (the study Dataset), ``cat_curves.csv`` (:func:`summarize_study`),
+    ``cat_curves.png`` and ``report.md``; ``out`` must not exist unless ``force``. Returns ``out``.
+    """
+    from bayesirt.report.cat import cat_report, plot_cat_curves
+
+    check_output(out, force=force)
+    study = cat_study(_responses(data), budgets=budgets, splits=splits, random_subsets=random_subsets,
+                      calibration=calibration, rule=rule, estimator=estimator, per_benchmark=per_benchmark,
+                      seed=seed, workers=workers, scheduler=scheduler, progress=progress)
+    curves = summarize_study(study)
+    with staged_output(out, force=force) as folder:
+        study.to_netcdf(folder / "cat.nc", engine="h5netcdf")
+        curves.to_csv(folder / "cat_curves.csv", index=False)
+        figure = plot_cat_curves(curves, folder / "cat_curves.png").name
+        (folder / "report.md").write_text(cat_report(study, curves, figure))
+    return Path(out)
+
+
+def run_information_job(source, out, *, theta=None, spec: str = "2pl", max_draws: int | None = None,
+                        force: bool = False) -> Path:
+    """Information curves of a calibration, written to the folder ``out``.
+
+    ``source`` is a fitted DataTree or a NetCDF file holding one (``posterior.nc`` of
+    ``bayesirt fit``: curves averaged over posterior draws, :func:`~bayesirt.information.posterior_information`),
+    an item-parameter Dataset (``discrimination``, ``intercept`` over ``item``), or response
+    data (a Dataset, path or dataset name), which is calibrated by regularized MML with ``spec``
+    first (:func:`~bayesirt.information.information_curves`).
+
+    Writes ``information.nc``, ``information.csv`` (per theta: test information, SE and any
+    per-group information), ``information.png`` and ``report.md``. Returns ``out``.
+    """
+    from bayesirt.information import information_curves, posterior_information
+    from bayesirt.report.cat import information_report, plot_information
+
+    check_output(out, force=force)
+    tree = None
+    name = source.attrs.get("name") or "calibration" if isinstance(source, (xr.Dataset, xr.DataTree)) else str(source)
+    if isinstance(source, xr.DataTree):
+        tree = source
+    elif isinstance(source, (str, Path)) and Path(source).suffix == ".nc":
+        opened = xr.open_datatree(source, engine="h5netcdf")
+        tree = opened if "posterior" in opened.children else None
+    if tree is not None:
+        info = posterior_information(tree, theta, max_draws=max_draws)
+        info.attrs["parameters"] = f"posterior-averaged over {info.attrs['draws']} draws"
+    elif isinstance(source, xr.Dataset) and "discrimination" in source:
+        info = information_curves(source, theta)
+        info.attrs["parameters"] = "item parameters as given"
+    else:
+        fit = fit_mml(_responses(source), spec, priors=True, se=False)
+        info = information_curves(fit.items, theta)
+        info.attrs["parameters"] = f"{spec} calibrated by MML with the spec's priors"
+    table = info[["test_information", "standard_error"]].to_dataframe().reset_index()
+    if "group_information" in info:
+        groups = info["group_information"].to_pandas().T.add_prefix("information_")
+        table = table.join(groups.reset_index(drop=True))
+    with staged_output(out, force=force) as folder:
+        info.to_netcdf(folder / "information.nc", engine="h5netcdf")
+        table.to_csv(folder / "information.csv", index=False)
+        figure = plot_information(info, folder / "information.png").name
+        (folder / "report.md").write_text(information_report(info, name, figure))
+    return Path(out)

@@ -1,0 +1,130 @@
+"""Figures and Markdown of the benchmark-distillation study (CAT curves) and of information curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display is assumed
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from bayesirt.report.markdown import markdown_table  # noqa: E402
+
+__all__ = ["plot_cat_curves", "cat_report", "plot_information", "information_report"]
+
+_STYLE = {"cat": ("CAT", "C0", "o"), "static": ("static test", "C1", "s"),
+          "random": ("random (same quotas)", "C7", "^")}
+_PANELS = (("rmse", "full-score RMSE (lower is better)"), ("spearman", "Spearman rank recovery"))
+
+
+def plot_cat_curves(curves: pd.DataFrame, path: Path) -> Path:
+    """RMSE (top) and Spearman (bottom) against budget per benchmark, mean and 95% band over splits."""
+    benches = list(dict.fromkeys(curves["benchmark"]))
+    fig, axes = plt.subplots(2, len(benches), figsize=(4.2 * len(benches), 6.5), squeeze=False, sharex="col")
+    for col, bench in enumerate(benches):
+        for row, (metric, label) in enumerate(_PANELS):
+            ax = axes[row, col]
+            for design, (name, color, marker) in _STYLE.items():
+                part = curves.query("benchmark == @bench and metric == @metric and design == @design")
+                ax.plot(part["budget"], part["mean"], marker=marker, color=color, label=name)
+                ax.fill_between(part["budget"], part["lower"], part["upper"], color=color, alpha=0.2)
+            ax.set_xscale("log")
+            ax.set_ylabel(label if col == 0 else "")
+            if row == 0:
+                ax.set_title(bench)
+            else:
+                ax.set_xlabel("items administered (k)")
+            ticks = sorted(curves["budget"].unique())
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.minorticks_off()
+    axes[0, 0].legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path
+
+
+def _wide(curves: pd.DataFrame, bench: str, metric: str) -> pd.DataFrame:
+    part = curves.query("benchmark == @bench and metric == @metric").copy()
+    part["value"] = [f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in part[["mean", "lower", "upper"]].to_numpy()]
+    wide = part.pivot(index="budget", columns="design", values="value")[list(_STYLE)].reset_index()
+    return wide.rename(columns={k: v[0] for k, v in _STYLE.items()})
+
+
+def _gain_line(curves: pd.DataFrame, bench: str) -> str:
+    rmse = curves.query("benchmark == @bench and metric == 'rmse'").pivot(index="budget", columns="design",
+                                                                          values="mean")
+    gains = [f"k={k}: {100 * (r['cat'] / r['random'] - 1):+.0f}%" for k, r in rmse.iterrows() if np.isfinite(r["cat"])]
+    return "CAT full-score RMSE relative to random subsets (negative = CAT better): " + ", ".join(gains) + "."
+
+
+def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> str:
+    """``report.md`` of :func:`bayesirt.cat_study.run_cat_job`."""
+    a = study.attrs
+    lines = [f"# Short tests on held-out models: {a.get('name') or 'responses'}", "",
+             f"{a['n_models']} models x {a['n_items']} items; {a['splits']} random splits into "
+             f"{a['calibration']:.0%} calibration and {1 - a['calibration']:.0%} held-out models. Per split: "
+             f"{a['model']} on the calibration models; CAT ({a['rule']} selection, {a['estimator'].upper()} updates), "
+             f"the static test most informative over the calibration abilities, and {a['random_subsets']} random "
+             "item sets with the same per-benchmark quotas. Every test's reduced score and ability go through the "
+             "same spline calibration to the full score, fitted on the calibration models.", "",
+             "Intervals: 95% t-intervals of the mean over splits (splits share models, so they are optimistic).", ""]
+    if figure:
+        lines += [f"![CAT curves]({figure})", ""]
+    for bench in dict.fromkeys(curves["benchmark"]):
+        lines += [f"## {bench}", "", _gain_line(curves, bench), ""]
+        for metric, title in (("rmse", "Full-score RMSE"), ("spearman", "Spearman rank recovery"),
+                              ("theta_rmse", "Ability RMSE against the all-item ability")):
+            lines += [f"**{title}**", "", markdown_table(_wide(curves, bench, metric)), ""]
+    lines += ["Files: `cat.nc` (per-split and per-random-subset metrics), `cat_curves.csv` (this summary).", ""]
+    return "\n".join(lines)
+
+
+def plot_information(info: xr.Dataset, path: Path) -> Path:
+    """Test information and its standard error; per-group curves when ``group_information`` exists."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    theta = info["theta"].values
+    left.plot(theta, info["test_information"], color="k", label="test")
+    if "test_information_sd" in info:
+        sd = info["test_information_sd"].values
+        left.fill_between(theta, info["test_information"] - sd, info["test_information"] + sd, color="k", alpha=0.15,
+                          label="\u00b11 posterior SD")
+    if "group_information" in info and info.sizes["group"] > 1:
+        for g in info["group"].values:
+            left.plot(theta, info["group_information"].sel(group=g), label=str(g), lw=1)
+    left.set(xlabel="ability (theta)", ylabel="information", title="Test information")
+    left.legend(frameon=False, fontsize=8)
+    right.plot(theta, info["standard_error"], color="C3")
+    right.set(xlabel="ability (theta)", ylabel="SE(theta) = 1 / sqrt(information)", title="Standard error",
+              ylim=(0, None))
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path
+
+
+def information_report(info: xr.Dataset, source: str, figure: str | None, n_top: int = 10) -> str:
+    """``report.md`` of :func:`bayesirt.cat_study.run_information_job`."""
+    test = info["test_information"]
+    peak = float(test["theta"][int(test.argmax("theta"))])
+    inside = test["theta"].values[(test >= 10).values]
+    lines = [f"# Information curves: {source}", "",
+             f"{info.sizes['item']} items; {info.attrs.get('parameters', '')}.", "",
+             f"Test information peaks at theta = {peak:.2f} ({float(test.max()):.1f}, "
+             f"SE {float(1 / np.sqrt(test.max())):.3f}).",
+             (f"It exceeds 10 (SE < 0.32) for theta in [{inside.min():.2f}, {inside.max():.2f}]." if inside.size
+              else "It never reaches 10 (SE 0.32) on the grid."), ""]
+    if figure:
+        lines += [f"![information]({figure})", ""]
+    total = info["item_information"].sum("theta") * float(np.mean(np.diff(info["theta"].values)))
+    top = total.sortby(total, ascending=False)[:n_top]
+    frame = pd.DataFrame({"item": top["item"].values, "area under curve": top.values,
+                          "peak theta": info["theta"].values[info["item_information"].sel(item=top["item"]).argmax(
+                              "theta").values]})
+    lines += [f"## The {len(frame)} most informative items (area under the information curve)", "",
+              markdown_table(frame), "", "Files: `information.nc`, `information.csv`.", ""]
+    return "\n".join(lines)

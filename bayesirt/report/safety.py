@@ -1,0 +1,281 @@
+"""Output folders of the SAFE audit jobs: figures, Markdown and the writers of person fit
+(l_z distributions), sandbagging detection (l_z by scope, ROC curves, ability shifts and
+resolvable gaps) and response fingerprints (self-disagreement null versus cross-model)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display is assumed
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from bayesirt.report.markdown import markdown_table  # noqa: E402
+
+__all__ = ["caught", "write_json", "header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
+           "personfit_section", "sandbag_section", "fingerprint_section", "write_personfit", "write_sandbag",
+           "write_fingerprint"]
+
+_LABEL = {"lz": "$l_z$", "lz_star": "$l_z^*$"}
+MAX_ROWS = 50
+
+
+def caught(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` and the messages of the warnings it raised (re-emitted), for reports."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = fn(*args, **kwargs)
+    messages = [str(w.message) for w in seen if issubclass(w.category, (RuntimeWarning, UserWarning))]
+    for m in messages:
+        warnings.warn(m, RuntimeWarning, stacklevel=3)
+    return result, messages
+
+
+def _plain(value):
+    if isinstance(value, (np.integer, np.bool_)):
+        return value.item()
+    if isinstance(value, np.floating):
+        return None if np.isnan(value) else float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """Write ``payload`` as indented JSON (NumPy scalars and arrays converted)."""
+    path.write_text(json.dumps(payload, indent=2, default=_plain))
+
+
+def header(title: str, responses: xr.Dataset) -> list[str]:
+    """Title and one line describing the data."""
+    y = responses["responses"].values
+    return [f"# {title} on {responses.attrs.get('name', 'responses')}", "",
+            f"{y.shape[0]:,} items x {y.shape[1]:,} models; {(y < 0).mean():.1%} missing cells (left out of every "
+            "statistic).", ""]
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_lz(values: dict, cutoff: float, path: Path, *, statistic: str = "lz", fpr: float = 0.1) -> Path:
+    """Histograms of person-fit values (first entry filled: the genuine cohort) and the cut-off."""
+    finite = {k: np.asarray(v, dtype=float)[np.isfinite(v)] for k, v in values.items()}
+    pooled = np.concatenate([v for v in finite.values() if v.size])
+    bins = np.linspace(np.quantile(pooled, 0.002), np.quantile(pooled, 0.998), 50)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, (name, v) in enumerate(finite.items()):
+        ax.hist(np.clip(v, bins[0], bins[-1]), bins=bins, density=True, histtype="stepfilled" if k == 0 else "step",
+                alpha=0.35 if k == 0 else 1.0, lw=1.5, label=f"{name} (n={v.size:,})")
+    ax.axvline(cutoff, ls="--", color="k", label=f"cut-off {cutoff:.2f} ({fpr:.0%} false positives)")
+    ax.set_xlabel(f"person fit {_LABEL.get(statistic, statistic)} (low = aberrant)")
+    ax.set_ylabel("density")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_roc(roc: pd.DataFrame, detection: pd.DataFrame, path: Path) -> Path:
+    """ROC curves of person fit, one panel per scope and one curve per strength; dots mark the
+    calibrated cut-off."""
+    scopes = list(dict.fromkeys(roc["scope"]))
+    fpr0 = float(detection.loc[detection["scope"] == "genuine", "personfit_rate"].iloc[0])
+    fig, axes = plt.subplots(1, max(len(scopes), 1), figsize=(4 * max(len(scopes), 1), 4), squeeze=False)
+    for ax, scope in zip(axes[0], scopes):
+        for k, (strength, curve) in enumerate(roc[roc["scope"] == scope].groupby("strength", sort=True)):
+            row = detection[(detection["scope"] == scope) & (detection["strength"] == strength)].iloc[0]
+            ax.plot(curve["fpr"], curve["tpr"], color=f"C{k}", label=f"strength {strength:g} (AUC {row['auc']:.2f})")
+            ax.plot(fpr0, row["personfit_rate"], "o", color=f"C{k}")
+        ax.plot([0, 1], [0, 1], ":", color="grey")
+        ax.set_title(scope)
+        ax.set_xlabel("false-positive rate (genuine)")
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("detection rate")
+    return _save(fig, path)
+
+
+def plot_shift(genuine: xr.Dataset, runs: xr.Dataset, gaps: xr.Dataset, path: Path) -> Path:
+    """Ability shifts by condition (left) and genuine shifts with the resolvable gap (right)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    data, labels = [genuine["shift"].values], ["genuine"]
+    for scope in runs["scope"].values:
+        for strength in runs["strength"].values:
+            run = runs.sel(scope=scope, strength=strength)
+            data.append(run["shift"].values[run["changed"].values > 0])
+            labels.append(f"{scope}\n{strength:g}")
+    left.boxplot([d[np.isfinite(d)] for d in data], showfliers=False)
+    left.set_xticks(np.arange(1, len(labels) + 1), labels, fontsize=6, rotation=90)
+    left.axhline(0, color="grey", lw=0.8)
+    left.set_ylabel("ability shift (short test - historical)")
+    theta = genuine["theta"].values
+    right.plot(theta, genuine["shift"].values, ".", ms=2, alpha=0.4, label="genuine cohort")
+    grid = np.linspace(np.nanmin(theta), np.nanmax(theta), 200)
+    gap = np.interp(grid, gaps["center"].values, gaps["gap"].values)
+    right.plot(grid, gap, "k--", label="resolvable gap")
+    right.plot(grid, -gap, "k--")
+    right.set_xlabel("historical ability")
+    right.set_ylabel("ability shift")
+    right.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_fingerprint(null: xr.Dataset, cross: np.ndarray, matches: pd.DataFrame, path: Path) -> Path:
+    """Self-disagreement null versus disagreement between reference identities, with the
+    threshold and each query's disagreement with its nearest reference identity."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    values = null["value"].values
+    top = max(np.nanmax(values), np.nanmax(cross) if cross.size else 0, matches["nearest_disagreement"].max())
+    bins = np.linspace(0, top + 1e-9, 50)
+    ax.hist(values, bins=bins, density=True, alpha=0.5, label=f"self-disagreement null ({null.attrs['source']})")
+    if cross.size:
+        ax.hist(cross, bins=bins, density=True, histtype="step", lw=1.5, label="between reference identities")
+    ax.axvline(matches["threshold"].iloc[0], ls="--", color="k", label="threshold")
+    ax.plot(matches["nearest_disagreement"], np.zeros(len(matches)), "v", color="C3", ms=7, label="queries (nearest)")
+    ax.set_xlabel("share of items with different responses")
+    ax.set_ylabel("density")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def personfit_section(fit: xr.Dataset, cutoff: float, *, statistic: str, fpr: float, figure: str,
+                      ppp: xr.Dataset | None = None) -> list[str]:
+    """Markdown of the person-fit job."""
+    flagged = fit["flagged"].values
+    lines = ["## Person fit", "",
+             f"Abilities: {fit.attrs['ability']}. l_z (Drasgow et al. 1985) and l_z* (Snijders 2001, corrected for "
+             "the estimated ability) on each model's observed items.", "",
+             f"Cut-off on {statistic}: **{cutoff:.3f}**, the {fpr:.0%} point of this cohort (flag {statistic} <= "
+             f"cut-off); {int(flagged.sum())} of {flagged.size} models flagged ({flagged.mean():.1%}).", "",
+             f"![Person-fit distribution]({figure})", "", "Lowest person fit:", ""]
+    table = fit[["theta", "n_items", "lz", "lz_star"]].to_dataframe().sort_values(statistic).head(20)
+    lines += [markdown_table(table.reset_index()), ""]
+    if ppp is not None:
+        p = ppp["ppp"].values
+        lines += ["## Posterior predictive person fit", "",
+                  f"{ppp.attrs['draws_used']} posterior draws; ppp = Pr(l_z(replicate) < l_z(observed)), ties half. "
+                  f"{np.mean(p < 0.05):.1%} of models have ppp < 0.05 and {np.mean(p < 0.01):.1%} below 0.01 "
+                  "(ppp values are conservative under good fit).", ""]
+    return lines
+
+
+def sandbag_section(detection: pd.DataFrame, settings: dict, figures: dict) -> list[str]:
+    """Markdown of the sandbagging job."""
+    flip = "correct -> incorrect" if settings["direction"] == "down" else "incorrect -> correct"
+    lines = ["## Sandbagging simulation", "",
+             f"Every model sandbagged from its genuine responses in each scope and strength; direction "
+             f"**{settings['direction']}** ({flip}); targeted scope: each model's {settings['target']} item group "
+             f"({settings['groups']}); triggered scope: a random {settings['trigger_fraction']:.0%} of the items per "
+             "run. Detection is blind: fixed item parameters calibrated on the genuine cohort.", "",
+             f"- Person fit: flag {settings['statistic']} <= {settings['cutoff']:.3f} (the {settings['fpr']:.0%} point "
+             "of the genuine cohort).",
+             f"- Ability shift: MAP ability from a {settings['test_length']}-item maximum-information test minus the "
+             "historical (full-data) ability; flagged beyond the gap the test resolves at that ability "
+             f"(pairs distinguished at {settings['level']:.0%}; the test distinguishes "
+             f"{settings['resolved_pairs']:.1%} of cohort pairs).",
+             "- Combined: flagged by either (its genuine false-positive rate is the first row).", "",
+             "Rates are over runs that changed at least one response (`runs`).", "",
+             markdown_table(detection), ""]
+    lines += [f"![{caption}]({name})" for caption, name in figures.items()]
+    return lines + [""]
+
+
+def fingerprint_section(matches: pd.DataFrame, null: xr.Dataset, alpha: float, figure: str) -> list[str]:
+    """Markdown of the fingerprint job."""
+    v = null["value"].values
+    counts = matches["verdict"].value_counts().to_dict()
+    return ["## Response fingerprints", "",
+            f"Self-disagreement null from **{null.attrs['source']}** ({v.size:,} comparisons; median "
+            f"{np.median(v):.1%}, {1 - alpha:.0%} quantile {matches['threshold'].iloc[0]:.1%})."
+            + (" The resampling null treats all IRT residual variation as noise: an upper bound for near-"
+               "deterministic endpoints; collect repeated collections for a sharper null."
+               if null.attrs["source"] == "resampling" else ""), "",
+            "Verdicts: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + ".", "",
+            *([f"First {MAX_ROWS} of {len(matches)} queries (all in `matches.csv`):", ""] if len(matches) > MAX_ROWS
+              else []), markdown_table(matches.head(MAX_ROWS)), "", f"![Fingerprint null]({figure})", ""]
+
+
+def _warnings(messages: list[str]) -> list[str]:
+    return ["## Warnings", "", *[f"- {m}" for m in messages], ""] if messages else []
+
+
+def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, out, *, ppp: xr.Dataset | None,
+                    warnings: list[str], force: bool) -> Path:
+    """Write the person-fit folder: personfit.nc, models.csv, items.csv, summary.json, report.md, lz.png."""
+    from bayesirt.outputs import staged_output
+
+    a = fit.attrs
+    summary = {k: a[k] for k in ("fpr", "statistic", "cutoff", "calibration")} | {
+        "flagged": int(fit["flagged"].sum()), "models": fit.sizes["model"], "warnings": warnings}
+    with staged_output(out, force=force) as folder:
+        xr.DataTree.from_dict({"models": fit, "items": items}).to_netcdf(folder / "personfit.nc", engine="h5netcdf")
+        fit.to_dataframe().reset_index().to_csv(folder / "models.csv", index=False)
+        items.to_dataframe().reset_index().to_csv(folder / "items.csv", index=False)
+        write_json(folder / "summary.json", summary)
+        figure = plot_lz({"genuine cohort": fit[a["statistic"]].values}, a["cutoff"], folder / "lz.png",
+                         statistic=a["statistic"], fpr=a["fpr"]).name
+        lines = header("Person fit", responses) + personfit_section(
+            fit, a["cutoff"], statistic=a["statistic"], fpr=a["fpr"], figure=figure, ppp=ppp) + _warnings(warnings)
+        (folder / "report.md").write_text("\n".join(lines))
+    return Path(out)
+
+
+def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], force: bool) -> Path:
+    """Write the sandbagging folder: sandbagging.nc, detection.csv, roc.csv, gaps.csv, genuine.csv,
+    summary.json, report.md and the figures lz.png, roc.png, shift.png."""
+    from bayesirt.outputs import staged_output
+
+    st = result.settings
+    with staged_output(out, force=force) as folder:
+        tree = xr.DataTree.from_dict({"genuine": result.genuine, "runs": result.runs, "gaps": result.gaps,
+                                      "items": result.items})
+        tree.attrs = {"settings": json.dumps(st, default=_plain)}
+        tree.to_netcdf(folder / "sandbagging.nc", engine="h5netcdf")
+        result.detection.to_csv(folder / "detection.csv", index=False)
+        result.roc.to_csv(folder / "roc.csv", index=False)
+        result.gaps.to_dataframe().reset_index().to_csv(folder / "gaps.csv", index=False)
+        result.genuine.to_dataframe().reset_index().to_csv(folder / "genuine.csv", index=False)
+        write_json(folder / "summary.json", {"settings": st, "detection": result.detection.to_dict("records"),
+                                             "warnings": warnings})
+        runs, top = result.runs, result.runs["strength"].values.max()
+        values = {"genuine": result.genuine[st["statistic"]].values}
+        for scope in runs["scope"].values:
+            run = runs.sel(scope=scope, strength=top)
+            values[f"{scope} (strength {top:g})"] = run[st["statistic"]].values[run["changed"].values > 0]
+        figures = {"Person-fit distributions": plot_lz(values, st["cutoff"], folder / "lz.png",
+                                                       statistic=st["statistic"], fpr=st["fpr"]).name,
+                   "ROC curves": plot_roc(result.roc, result.detection, folder / "roc.png").name,
+                   "Ability shifts": plot_shift(result.genuine, runs, result.gaps, folder / "shift.png").name}
+        lines = header("Sandbagging detection", responses) + sandbag_section(result.detection, st, figures)
+        (folder / "report.md").write_text("\n".join(lines + _warnings(warnings)))
+    return Path(out)
+
+
+def write_fingerprint(table: xr.Dataset, null: xr.Dataset, matches: pd.DataFrame, cross: np.ndarray,
+                      reference: xr.Dataset, out, *, alpha: float, warnings: list[str], force: bool) -> Path:
+    """Write the fingerprint folder: fingerprint.nc, matches.csv, disagreement.csv, null.csv,
+    summary.json, report.md, fingerprint.png."""
+    from bayesirt.outputs import staged_output
+
+    with staged_output(out, force=force) as folder:
+        match_ds = xr.Dataset.from_dataframe(matches.set_index("query"))
+        xr.DataTree.from_dict({"disagreement": table, "null": null, "matches": match_ds}).to_netcdf(
+            folder / "fingerprint.nc", engine="h5netcdf")
+        matches.to_csv(folder / "matches.csv", index=False)
+        table["disagreement"].to_pandas().to_csv(folder / "disagreement.csv")
+        null.to_dataframe().to_csv(folder / "null.csv", index=False)
+        write_json(folder / "summary.json", {"alpha": alpha, "null_source": null.attrs["source"],
+                                             "threshold": float(matches["threshold"].iloc[0]),
+                                             "verdicts": matches["verdict"].value_counts().to_dict(),
+                                             "shared_items": table.attrs["items"], "warnings": warnings})
+        figure = plot_fingerprint(null, cross, matches, folder / "fingerprint.png").name
+        lines = header("Response fingerprints", reference) + fingerprint_section(matches, null, alpha, figure)
+        (folder / "report.md").write_text("\n".join(lines + _warnings(warnings)))
+    return Path(out)

@@ -1,0 +1,151 @@
+"""The held-out distillation study (SAFE Fig. 3 protocol), its jobs and their files."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bayesirt.cat_study import (
+    DESIGNS,
+    cat_study,
+    combine_benchmarks,
+    run_cat_job,
+    run_information_job,
+    score_calibration,
+    summarize_study,
+)
+from bayesirt.data import make_responses
+from bayesirt.data.datasets.simulate import simulate_pl
+from bayesirt.errors import BayesIRTError, DataError, OutputError
+
+
+@pytest.fixture(scope="module")
+def data():
+    ds, _ = simulate_pl("2pl", n_items=90, n_models=48, seed=5, missing=0.05)
+    return ds.assign_coords(item_group=("item", np.repeat(["A", "B"], [40, 50])))
+
+
+@pytest.fixture(scope="module")
+def study(data):
+    return cat_study(data, budgets=(5, 15, 500), splits=3, random_subsets=4, seed=1, workers=1, progress=False)
+
+
+def test_score_calibration_recovers_a_known_function():
+    rng = np.random.default_rng(0)
+    score, theta = rng.uniform(0, 1, 400), rng.normal(0, 1, 400)
+
+    def truth(s, t):
+        return 0.1 + 0.5 * s**2 + 0.1 * np.tanh(t)
+
+    predict = score_calibration(score, theta, truth(score, theta))
+    s_new, t_new = rng.uniform(0.05, 0.95, 200), rng.uniform(-1.5, 1.5, 200)
+    assert np.max(np.abs(predict(s_new, t_new) - truth(s_new, t_new))) < 0.01
+    assert np.all((predict([5.0], [9.0]) <= 1) & (predict([-5.0], [-9.0]) >= 0))  # clipped proportions
+
+
+def test_study_layout_and_values(study, data):
+    assert dict(study.sizes) == {"benchmark": 1, "split": 3, "design": 3, "budget": 3, "subset": 4}
+    assert list(study["design"].values) == list(DESIGNS)
+    ok = study.sel(budget=[5, 15])
+    assert np.isfinite(ok["rmse"]).all() and np.isfinite(ok["random_rmse"]).all()
+    assert np.isnan(study["rmse"].sel(budget=500)).all()  # above the bank size
+    assert ((ok["rmse"] > 0) & (ok["rmse"] < 0.5)).all() and (np.abs(ok["spearman"]) <= 1).all()
+    np.testing.assert_allclose(ok["rmse"].sel(design="random"), ok["random_rmse"].mean("subset"))
+    assert study.attrs["n_models"] == data.sizes["model"]
+
+
+def test_study_is_seeded(data, study):
+    again = cat_study(data, budgets=(5, 15, 500), splits=3, random_subsets=4, seed=1, workers=1, progress=False)
+    xr.testing.assert_identical(study, again)
+
+
+def test_summary_intervals_by_hand(study):
+    curves = summarize_study(study)
+    row = curves.query("metric == 'rmse' and design == 'cat' and budget == 5").iloc[0]
+    values = study["rmse"].sel(design="cat", budget=5).values.ravel()
+    half = 4.302652729911275 * values.std(ddof=1) / np.sqrt(3)  # t(0.975, 2)
+    assert row["mean"] == pytest.approx(values.mean())
+    assert (row["lower"], row["upper"]) == pytest.approx((values.mean() - half, values.mean() + half))
+    assert set(curves["metric"]) == {"rmse", "spearman", "theta_rmse"} and row["splits"] == 3
+
+
+def test_combine_benchmarks_outer_joins_models():
+    one = make_responses([[1, 0, 1], [0, 1, 1]], item_id=["q1", "q2"], model_id=["m1", "m2", "m3"])
+    two = make_responses([[1, 1], [0, 1]], item_id=["q1", "q3"], model_id=["m3", "m4"])
+    ds = combine_benchmarks({"one": one, "two": two})
+    assert list(ds["item"].values) == ["one/q1", "one/q2", "two/q1", "two/q3"]  # ids clashed: prefixed
+    assert list(ds["item_group"].values) == ["one", "one", "two", "two"]
+    assert list(ds["model"].values) == ["m1", "m2", "m3", "m4"]
+    assert ds["responses"].sel(item="two/q3").values.tolist() == [-1, -1, 0, 1]
+
+
+def test_run_cat_job_writes_every_file(tmp_path, data):
+    out = run_cat_job(data, tmp_path / "cat", budgets=(5, 10), splits=2, random_subsets=2, per_benchmark=True,
+                      workers=1, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["cat.nc", "cat_curves.csv", "cat_curves.png", "report.md"]
+    with xr.open_dataset(out / "cat.nc", engine="h5netcdf") as saved:
+        assert list(saved["benchmark"].values) == ["A", "B"]
+    curves = pd.read_csv(out / "cat_curves.csv")
+    assert set(curves["benchmark"]) == {"A", "B"} and set(curves["design"]) == set(DESIGNS)
+    report = (out / "report.md").read_text()
+    assert "## A" in report and "CAT full-score RMSE relative to random" in report
+    with pytest.raises(OutputError, match="already exists"):
+        run_cat_job(data, out, budgets=(5,), splits=2, random_subsets=1, workers=1, progress=False)
+
+
+def test_run_cat_job_combines_benchmark_files(tmp_path, data):
+    from bayesirt.data.io import save_responses
+
+    paths = [save_responses(data.isel(item=slice(0, 40)), tmp_path / "alpha.nc"),
+             save_responses(data.isel(item=slice(40, 90)), tmp_path / "beta.nc")]
+    out = run_cat_job(paths, tmp_path / "combined", budgets=(6,), splits=2, random_subsets=1, workers=1,
+                      progress=False)
+    assert (out / "report.md").read_text().startswith("# Short tests on held-out models: alpha+beta")
+    with xr.open_dataset(out / "cat.nc", engine="h5netcdf") as saved:
+        assert saved.attrs["n_items"] == 90 and list(saved["benchmark"].values) == ["all"]
+    with pytest.raises(BayesIRTError, match="distinct names"):
+        run_cat_job([paths[0], paths[0]], tmp_path / "dup", splits=2, workers=1, progress=False)
+
+
+def test_run_information_job_from_data_posterior_and_items(tmp_path, data):
+    out = run_information_job(data, tmp_path / "info")
+    assert sorted(p.name for p in out.iterdir()) == ["information.csv", "information.nc", "information.png",
+                                                     "report.md"]
+    table = pd.read_csv(out / "information.csv")
+    np.testing.assert_allclose(table["information_A"] + table["information_B"], table["test_information"])
+    rng = np.random.default_rng(0)
+    post = xr.Dataset({"discrimination": (("chain", "draw", "item"), rng.lognormal(0, 0.3, (2, 10, 5))),
+                       "intercept": (("chain", "draw", "item"), rng.normal(0, 1, (2, 10, 5)))},
+                      coords={"item": [f"i{j}" for j in range(5)]})
+    tree = xr.DataTree.from_dict({"posterior": post})
+    tree.to_netcdf(tmp_path / "posterior.nc", engine="h5netcdf")
+    out = run_information_job(tmp_path / "posterior.nc", tmp_path / "post_info")
+    assert "posterior-averaged over 20 draws" in (out / "report.md").read_text()
+    items = post.mean(("chain", "draw"))
+    out = run_information_job(items, tmp_path / "item_info", theta=np.linspace(-2, 2, 5))
+    assert len(pd.read_csv(out / "information.csv")) == 5
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"budgets": ()}, "budgets must be distinct positive integers"),
+    ({"budgets": (5, 5)}, "budgets must be distinct positive integers"),
+    ({"budgets": ("x",)}, "budgets must be a sequence of positive integers"),
+    ({"budgets": (1000,)}, "every budget exceeds the 90 items"),
+    ({"splits": 1}, "splits must be an integer >= 2"),
+    ({"random_subsets": 0}, "random_subsets must be a positive integer"),
+    ({"calibration": 1.0}, "leaves fewer than 3 models"),
+    ({"rule": "random"}, "'rule' parameter must be one of"),
+    ({"estimator": "mle"}, "'estimator' parameter must be one of"),
+])
+def test_study_errors(data, kwargs, match):
+    with pytest.raises(BayesIRTError, match=match):
+        cat_study(data, **{"splits": 2, "workers": 1, "progress": False} | kwargs)
+
+
+def test_other_errors():
+    with pytest.raises(BayesIRTError, match="no benchmarks given"):
+        combine_benchmarks({})
+    with pytest.raises(BayesIRTError, match="score calibration needs equally long finite"):
+        score_calibration([0.1, 0.2], [0.0, 1.0], [0.3, 0.4])
+    with pytest.raises(DataError, match="not a response Dataset"):
+        cat_study(xr.Dataset(), splits=2)

@@ -1,0 +1,151 @@
+"""Sandbagging: the simulators change exactly the intended cells, ability-shift detection rises
+with strength while the genuine cohort stays near its false-positive rates, parallel runs equal
+serial ones, the job writes its files, and every error message."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from bayesirt.data import make_responses, simulate_pl
+from bayesirt.errors import BayesIRTError
+from bayesirt.sandbagging import item_groups, run_sandbag_job, sandbag, sandbagging_experiment
+
+
+@pytest.fixture(scope="module")
+def data():
+    responses, _ = simulate_pl("2pl", n_items=60, n_models=300, seed=7, missing=0.05)
+    return responses
+
+
+@pytest.fixture(scope="module")
+def grouped():
+    responses, _ = simulate_pl("2pl", n_items=30, n_models=50, seed=8, missing=0.1)
+    groups = np.repeat(["chem", "bio", "cyber"], 10)
+    return make_responses(np.where(responses["responses"].values < 0, np.nan, responses["responses"].values),
+                          item_id=responses["item"].values, model_id=responses["model"].values, item_group=groups)
+
+
+def _check_only_scope_changes(before, after, direction):
+    y0, y1 = before["responses"].values, after["responses"].values
+    changed, scope = after["changed"].values, after["in_scope"].values
+    np.testing.assert_array_equal(changed, y0 != y1)
+    assert not (changed & ~scope).any()
+    assert ((y0 == -1) == (y1 == -1)).all() and not (scope & (y0 == -1)).any()
+    source, goal = (1, 0) if direction == "down" else (0, 1)
+    assert (y0[changed] == source).all() and (y1[changed] == goal).all()
+
+
+@pytest.mark.parametrize("direction", ["down", "up"])
+def test_uniform_at_full_strength_changes_every_observed_source_cell(data, direction):
+    out = sandbag(data, scope="uniform", strength=1.0, direction=direction, seed=1)
+    _check_only_scope_changes(data, out, direction)
+    y = data["responses"].values
+    np.testing.assert_array_equal(out["changed"].values, y == (1 if direction == "down" else 0))
+
+
+def test_partial_strength_changes_that_share_of_source_cells(data):
+    out = sandbag(data, scope="uniform", strength=0.3, seed=2)
+    _check_only_scope_changes(data, out, "down")
+    share = out["changed"].values.sum() / (data["responses"].values == 1).sum()
+    assert share == pytest.approx(0.3, abs=0.02)
+    assert not sandbag(data, scope="uniform", strength=0.0, seed=2)["changed"].values.any()
+
+
+@pytest.mark.parametrize("target", ["weakest", "strongest", "bio"])
+def test_targeted_scope_is_each_models_chosen_group(grouped, target):
+    out = sandbag(grouped, scope="targeted", strength=1.0, target=target, seed=3)
+    _check_only_scope_changes(grouped, out, "down")
+    y, groups = grouped["responses"].values, grouped["item_group"].values
+    for m in range(y.shape[1]):
+        seen = y[:, m] >= 0
+        rate = {g: (y[:, m][seen & (groups == g)] == 1).mean() for g in sorted(set(groups))}
+        pick = target if target == "bio" else (min if target == "weakest" else max)(rate, key=rate.get)
+        np.testing.assert_array_equal(out["in_scope"].values[:, m], seen & (groups == pick))
+
+
+def test_triggered_scope_is_a_fresh_item_subset_per_model(data):
+    out = sandbag(data, scope="triggered", strength=1.0, trigger_fraction=0.25, seed=4)
+    _check_only_scope_changes(data, out, "down")
+    observed = data["responses"].values >= 0
+    triggered = out["in_scope"].values | ~observed  # the 15 drawn items, some of them unanswered
+    assert ((out["in_scope"].values).sum(0) <= 15).all() and (triggered.sum(0) >= 15).all()
+    assert len({tuple(np.flatnonzero(col)) for col in out["in_scope"].values.T}) > 290
+    again = sandbag(data, scope="triggered", strength=1.0, trigger_fraction=0.25, seed=4)
+    np.testing.assert_array_equal(out["responses"].values, again["responses"].values)
+
+
+def test_pseudo_groups_when_the_data_have_one_group(data, grouped):
+    labels = item_groups(data, groups=6, seed=0)
+    _, sizes = np.unique(labels, return_counts=True)
+    assert sizes.tolist() == [10] * 6
+    np.testing.assert_array_equal(labels, item_groups(data, groups=6, seed=0))
+    assert not np.array_equal(labels, item_groups(data, groups=6, seed=1))
+    np.testing.assert_array_equal(item_groups(grouped), grouped["item_group"].values)
+
+
+@pytest.fixture(scope="module")
+def experiment(data):
+    return sandbagging_experiment(data, strengths=(0.25, 0.5, 1.0), test_length=20, seed=5, progress=False)
+
+
+def test_ability_shift_detection_rises_with_strength(experiment):
+    table = experiment.detection.set_index(["scope", "strength"])
+    genuine = table.loc[("genuine", 0.0)]
+    assert genuine["personfit_rate"] <= 0.1 and genuine["shift_rate"] <= 0.03
+    assert (np.diff(table.loc["uniform"]["shift_rate"].to_numpy()) > 0.1).all()
+    assert table.loc[("uniform", 1.0), "shift_rate"] > 0.7
+    assert table.loc[("triggered", 1.0), "shift_rate"] > table.loc[("triggered", 0.25), "shift_rate"]
+    for scope in ("uniform", "triggered"):  # targeted runs at low strength are a subset of models
+        assert (table.loc[scope]["median_shift"].diff().dropna() < 0).all(), scope
+    assert (table["combined_rate"] >= table[["personfit_rate", "shift_rate"]].max(axis=1) - 1e-12).all()
+    runs = experiment.runs
+    assert runs["lz"].dims == ("scope", "strength", "model") and runs.sizes["strength"] == 3
+    assert int(experiment.items["in_test"].sum()) == 20
+    changed = runs["changed"].values  # common random numbers: more strength, a superset of changes
+    assert (np.diff(changed, axis=1) >= 0).all()
+    assert set(experiment.roc["scope"]) == {"uniform", "targeted", "triggered"}
+
+
+def test_parallel_workers_reproduce_the_serial_run(data, experiment):
+    small = dict(strengths=(0.5,), scopes=("triggered",), test_length=20, seed=5, progress=False)
+    serial = sandbagging_experiment(data, workers=1, **small)
+    parallel = sandbagging_experiment(data, workers=2, **small)
+    xr.testing.assert_identical(serial.runs, parallel.runs)
+    np.testing.assert_array_equal(serial.runs["lz"].values[0, 0],
+                                  experiment.runs["lz"].sel(scope="triggered", strength=0.5).values)
+
+
+def test_job_writes_every_file(tmp_path, grouped):
+    out = run_sandbag_job(grouped, tmp_path / "sb", strengths=(1.0,), test_length=10, progress=False)
+    names = {p.name for p in out.iterdir()}
+    assert names == {"sandbagging.nc", "detection.csv", "roc.csv", "gaps.csv", "genuine.csv", "summary.json",
+                     "report.md", "lz.png", "roc.png", "shift.png"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["settings"]["groups"] == "item_group" and len(summary["detection"]) == 4
+    saved = xr.open_datatree(out / "sandbagging.nc", engine="h5netcdf")
+    assert {"genuine", "runs", "gaps", "items"} <= set(saved.children)
+
+
+def test_error_messages(data, grouped):
+    with pytest.raises(BayesIRTError, match="'scope' parameter must be one of"):
+        sandbag(data, scope="partial")
+    with pytest.raises(BayesIRTError, match="'direction' parameter must be one of"):
+        sandbag(data, scope="uniform", direction="sideways")
+    with pytest.raises(BayesIRTError, match=r"'strength' parameter must be a number in \[0, 1\]"):
+        sandbag(data, scope="uniform", strength=1.5)
+    with pytest.raises(BayesIRTError, match=r"'trigger_fraction' parameter must be a number in \(0, 1\)"):
+        sandbag(data, scope="triggered", trigger_fraction=1.0)
+    with pytest.raises(BayesIRTError, match="target 'law' is not an item group"):
+        sandbag(grouped, scope="targeted", target="law")
+    with pytest.raises(BayesIRTError, match=r"labels must have one item group per item \(60\)"):
+        sandbag(data, scope="targeted", labels=["a", "b"])
+    with pytest.raises(BayesIRTError, match=r"groups must be an integer in \[2, 60\]"):
+        item_groups(data, groups=1)
+    with pytest.raises(BayesIRTError, match="'statistic' parameter must be one of"):
+        sandbagging_experiment(data, statistic="ht")
+    with pytest.raises(BayesIRTError, match="'scopes' parameter must be one of"):
+        sandbagging_experiment(data, scopes=("everything",))
+    with pytest.raises(BayesIRTError, match="must each name at least one condition"):
+        sandbagging_experiment(data, strengths=())
