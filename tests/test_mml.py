@@ -289,3 +289,15 @@ def test_warm_start(lsat6):
     assert warm.objective >= warm.objective_trace[0]
     with pytest.raises(BayesIRTError, match="same items"):
         fit_mml(lsat6.isel(item=slice(0, 4)), "3pl", start=two)
+
+
+def test_eap_of_a_long_test_is_integrated_on_a_dense_grid():
+    """On 400 items the ability posterior is narrower than the EM's node spacing (a 61-node EAP SD
+    was 0.064); the dense-grid EAP SD agrees with the MAP's curvature SE, as it should for a
+    near-normal posterior."""
+    from bayesirt.data.datasets.simulate import simulate_pl
+
+    ds, _ = simulate_pl("2pl", n_items=400, n_models=60, seed=1)
+    abilities = fit_mml(ds, "2pl", priors=True, se=False).abilities
+    np.testing.assert_allclose(abilities["eap_sd"], abilities["map_se"], rtol=0.1)
+    np.testing.assert_allclose(abilities["eap"], abilities["map"], atol=0.05)
