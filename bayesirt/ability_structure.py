@@ -4,11 +4,13 @@ A 2PL is fitted to each benchmark separately; the posterior abilities are joined
 (models x benchmarks) matrix, whose factor structure is analysed (:func:`bayesirt.factor.factor_analysis`)
 for the posterior means and, as a Bayesian counterpart, repeated on posterior draws and aligned to
 the posterior-mean solution. :func:`run_factors_job` is the ``bayesirt factors`` job.
+:func:`composite_alignment` checks that a composite's member abilities point the same way (App. D).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,7 +29,8 @@ from bayesirt.parallel import blas_threads, spawn_seeds
 from bayesirt.progress import progress_bar
 from bayesirt.rotation import ROTATIONS, align_loadings, align_phi
 
-__all__ = ["read_abilities", "ability_matrix", "posterior_factor_analysis", "run_factors_job"]
+__all__ = ["read_abilities", "ability_matrix", "posterior_factor_analysis", "run_factors_job", "CompositeAlignment",
+           "composite_alignment"]
 
 
 def _fail(message: str) -> NoReturn:
@@ -255,3 +258,64 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                      "advi_iterations": advi_iterations, "posterior_draws": posterior_draws}
     return write_factors(out, abilities=abilities, correlation=correlation_matrix(frame)[0], solutions=solutions,
                          parallel=parallel, posterior=posterior, settings=settings, force=force)
+
+
+@dataclass(frozen=True)
+class CompositeAlignment:
+    """Sign agreement of a composite's members (SAFE App. D, Table 5).
+
+    ``mean_correlation``: mean pairwise correlation of the members after the flips (a flipped
+    member's correlations change sign); ``unflipped_mean_correlation``: the same without flips;
+    ``member_agreement``: each member's mean correlation with the others after the flips (a negative
+    value marks a member pointing the other way); ``flip_effects``: for each flipped member, the mean
+    correlation with all flips but that one, with all flips, and the gain."""
+
+    members: tuple[str, ...]
+    flips: tuple[str, ...]
+    mean_correlation: float
+    unflipped_mean_correlation: float
+    member_agreement: pd.Series
+    flip_effects: pd.DataFrame
+
+
+def _mean_signed(r: pd.DataFrame, members: list[str], flips: set[str]) -> float:
+    signs = np.array([-1.0 if m in flips else 1.0 for m in members])
+    signed = r.loc[members, members].to_numpy() * np.outer(signs, signs)
+    return float(signed[np.triu_indices(len(members), 1)].mean())
+
+
+def composite_alignment(correlation: pd.DataFrame, members: Sequence[str], *,
+                        flips: Sequence[str] = ()) -> CompositeAlignment:
+    """Mean signed pairwise correlation of a composite's members, and what each flip contributes.
+
+    Parameters
+    ----------
+    correlation : pandas.DataFrame
+        Labelled correlation matrix (e.g. from :func:`correlation_matrix`).
+    members : sequence of str
+        At least two distinct benchmark labels.
+    flips : sequence of str, default ()
+        Members whose scores are reversed before averaging (e.g. OR-Bench-Hard in SAFE).
+
+    Returns
+    -------
+    CompositeAlignment
+    """
+    members, flips = [str(m) for m in members], [str(f) for f in flips]
+    labels = [str(c) for c in correlation.columns]
+    r = pd.DataFrame(np.asarray(correlation, dtype=float), index=labels, columns=labels)
+    unknown = sorted(set(members) - set(labels))
+    if len(set(members)) != len(members) or len(members) < 2 or unknown:
+        _fail(f"composite members must be at least 2 distinct benchmarks of the correlation matrix; unknown "
+              f"{unknown}, given {members}; choose from {labels}")
+    if not set(flips) <= set(members):
+        _fail(f"flips {sorted(set(flips) - set(members))} are not composite members; flip only members of {members}")
+    signs = pd.Series([-1.0 if m in flips else 1.0 for m in members], index=members)
+    signed = r.loc[members, members] * np.outer(signs, signs)
+    agreement = (signed.sum(axis=1) - 1.0) / (len(members) - 1)
+    full = _mean_signed(r, members, set(flips))
+    effects = pd.DataFrame([{"member": f, "without_flip": _mean_signed(r, members, set(flips) - {f}),
+                             "with_flip": full} for f in flips], columns=["member", "without_flip", "with_flip"])
+    effects["gain"] = effects["with_flip"] - effects["without_flip"]
+    return CompositeAlignment(tuple(members), tuple(flips), full, _mean_signed(r, members, set()),
+                              agreement.rename("mean_signed_correlation"), effects)

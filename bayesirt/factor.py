@@ -1,7 +1,7 @@
 """Exploratory factor analysis of abilities (SAFE "Latent Ability Inference" and App. D).
 
 Minimum-residual (ULS) exploratory factor analysis of a (models x benchmarks) ability matrix, fit
-indices (chi-square, RMSEA, CFI, TLI), Horn's parallel analysis and composite sign alignment.
+indices (chi-square, RMSEA, CFI, TLI) and Horn's parallel analysis.
 Rotations and loading alignment live in :mod:`bayesirt.rotation`; the two-stage analysis of
 fitted abilities (per-benchmark 2PL, then factors, also per posterior draw) in
 :mod:`bayesirt.ability_structure`.
@@ -28,9 +28,8 @@ from bayesirt.errors import BayesIRTError
 from bayesirt.parallel import blas_threads
 from bayesirt.rotation import ROTATIONS, _reflect, _rotate_one
 
-__all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "ParallelAnalysis", "CompositeAlignment",
-           "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis",
-           "composite_alignment"]
+__all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "ParallelAnalysis",
+           "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis"]
 
 PSI_BOUNDS = (0.005, 1.0)  # psych::fa and factor_analyzer bound the uniquenesses to this interval
 _PD_TOL = 1e-10
@@ -438,64 +437,3 @@ def parallel_analysis(x, *, correlation: bool = False, n_obs: int | None = None,
     observed_pc = np.linalg.eigvalsh(r)[::-1]
     return ParallelAnalysis(observed_fa, reference_fa, observed_pc, reference_pc, _retained(observed_fa, reference_fa),
                             _retained(observed_pc, reference_pc), float(quantile), int(n_iter), communalities)
-
-
-@dataclass(frozen=True)
-class CompositeAlignment:
-    """Sign agreement of a composite's members (SAFE App. D, Table 5).
-
-    ``mean_correlation``: mean pairwise correlation of the members after the flips (a flipped
-    member's correlations change sign); ``unflipped_mean_correlation``: the same without flips;
-    ``member_agreement``: each member's mean correlation with the others after the flips (a negative
-    value marks a member pointing the other way); ``flip_effects``: for each flipped member, the mean
-    correlation with all flips but that one, with all flips, and the gain."""
-
-    members: tuple[str, ...]
-    flips: tuple[str, ...]
-    mean_correlation: float
-    unflipped_mean_correlation: float
-    member_agreement: pd.Series
-    flip_effects: pd.DataFrame
-
-
-def _mean_signed(r: pd.DataFrame, members: list[str], flips: set[str]) -> float:
-    signs = np.array([-1.0 if m in flips else 1.0 for m in members])
-    signed = r.loc[members, members].to_numpy() * np.outer(signs, signs)
-    return float(signed[np.triu_indices(len(members), 1)].mean())
-
-
-def composite_alignment(correlation: pd.DataFrame, members: Sequence[str], *,
-                        flips: Sequence[str] = ()) -> CompositeAlignment:
-    """Mean signed pairwise correlation of a composite's members, and what each flip contributes.
-
-    Parameters
-    ----------
-    correlation : pandas.DataFrame
-        Labelled correlation matrix (e.g. from :func:`correlation_matrix`).
-    members : sequence of str
-        At least two distinct benchmark labels.
-    flips : sequence of str, default ()
-        Members whose scores are reversed before averaging (e.g. OR-Bench-Hard in SAFE).
-
-    Returns
-    -------
-    CompositeAlignment
-    """
-    members, flips = [str(m) for m in members], [str(f) for f in flips]
-    labels = [str(c) for c in correlation.columns]
-    r = pd.DataFrame(np.asarray(correlation, dtype=float), index=labels, columns=labels)
-    unknown = sorted(set(members) - set(labels))
-    if len(set(members)) != len(members) or len(members) < 2 or unknown:
-        _fail(f"composite members must be at least 2 distinct benchmarks of the correlation matrix; unknown "
-              f"{unknown}, given {members}; choose from {labels}")
-    if not set(flips) <= set(members):
-        _fail(f"flips {sorted(set(flips) - set(members))} are not composite members; flip only members of {members}")
-    signs = pd.Series([-1.0 if m in flips else 1.0 for m in members], index=members)
-    signed = r.loc[members, members] * np.outer(signs, signs)
-    agreement = (signed.sum(axis=1) - 1.0) / (len(members) - 1)
-    full = _mean_signed(r, members, set(flips))
-    effects = pd.DataFrame([{"member": f, "without_flip": _mean_signed(r, members, set(flips) - {f}),
-                             "with_flip": full} for f in flips], columns=["member", "without_flip", "with_flip"])
-    effects["gain"] = effects["with_flip"] - effects["without_flip"]
-    return CompositeAlignment(tuple(members), tuple(flips), full, _mean_signed(r, members, set()),
-                              agreement.rename("mean_signed_correlation"), effects)

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 from scipy import optimize
 
+from bayesirt.ability_structure import composite_alignment
 from bayesirt.errors import BayesIRTError
 from bayesirt.factor import (
-    composite_alignment, correlation_matrix, factor_analysis, fit_indices, minres, parallel_analysis,
+    correlation_matrix, factor_analysis, fit_indices, minres, parallel_analysis,
 )
 
 TRUE_PHI = np.array([[1.0, 0.4], [0.4, 1.0]])
