@@ -8,9 +8,10 @@
 3. Costs: MIRT D = 2 fit time by NUTS and ADVI on 300 x 1,000; leave-one-model-out and cell-level
    LOO time and peak memory on a 1,000 x 5,000 2PL posterior (ADVI, 1,000 draws).
 
-    .venv/bin/python benchmarks/model_comparison.py [--quick]
+    .venv/bin/python benchmarks/model_comparison.py [--part comparisons|costs] [--quick]
 
-Writes benchmarks/results/model_comparison.{json,md}.
+Writes benchmarks/results/model_comparison_<part>.{json,md} (updated after every stage, so an
+interrupted run keeps what it finished).
 """
 
 from __future__ import annotations
@@ -66,15 +67,36 @@ def compare(responses, specs, nuts, label):
         results = {name: kfold_models(responses, spec, folds=5, seed=0, full_fit=trees[name], workers=2,
                                       progress=False, **nuts) for name, spec in specs.items()}
     table = compare_table(results)
-    print(label, method, f"(worst Pareto-k share {flagged:.1%})\n", table.round(2), flush=True)
+    print(label, method, f"(worst Pareto-k share {flagged:.1%})\n", table.round(2).to_string(), flush=True)
     return trees, table, method, flagged, seconds
 
 
-def main(quick: bool) -> None:
-    nuts = {"method": "nuts", "draws": 300 if quick else 500, "tune": 300 if quick else 500, "chains": 2, "seed": 1}
-    out: dict = {"versions": versions(["bayesirt", "pymc", "nutpie", "arviz", "numpy"]), "quick": quick,
-                 "date": time.strftime("%Y-%m-%d"), "nuts": nuts}
+def _write(part: str, out: dict) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"model_comparison_{part}.json").write_text(json.dumps(out, indent=2))
+    lines = [f"# Model comparison on simulated data (issue 9): {part}", "",
+             f"Date {out['date']}; versions {out['versions']}; NUTS {out.get('nuts')}.", "",
+             f"Command: `.venv/bin/python benchmarks/model_comparison.py --part {part}`", ""]
+    for key in ("two_factor", "3pl_data", "2pl_data"):
+        if key not in out:
+            continue
+        rows = out[key]["table"]
+        lines += [f"## {key} ({out[key]['method']}; worst share of models with bad Pareto k "
+                  f"{out[key]['worst_bad_k_share']:.1%})", "",
+                  "| spec | elpd | se | elpd_diff | dse | p | weight | bad_k |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['spec']} | {r['elpd']:.1f} | {r['se']:.1f} | {r['elpd_diff']:.1f} | {r['dse']:.1f} | "
+                  f"{r['p']:.1f} | {r['weight']:.3f} | {r['bad_k']} |" for r in rows]
+        lines.append("")
+    if "two_factor" in out:
+        lines += [f"Tucker congruence (oblimin-rotated posterior mean, D = 2, vs truth): "
+                  f"{out['two_factor']['tucker_congruence_oblimin']}", ""]
+    if "costs" in out:
+        lines += ["## Costs", "", *[f"- {k}: {v:.1f}" if isinstance(v, float) else f"- {k}: {v}"
+                                    for k, v in out["costs"].items()]]
+    (RESULTS / f"model_comparison_{part}.md").write_text("\n".join(lines) + "\n")
 
+
+def comparisons(out: dict, nuts: dict) -> None:
     responses, truth = two_factor(300, 120, seed=3)
     mirt = load_spec("mirt")
     trees, table, method, flagged, seconds = compare(
@@ -84,26 +106,29 @@ def main(quick: bool) -> None:
     out["two_factor"] = {"table": json.loads(table.reset_index().to_json(orient="records")), "method": method,
                          "worst_bad_k_share": flagged, "fit_seconds": seconds,
                          "tucker_congruence_oblimin": congruence.tolist()}
-    print("congruence", congruence, flush=True)
-
+    _write("comparisons", out)
     for kind in ("3pl", "2pl"):
         data, _ = simulate_pl(kind, n_items=40, n_models=300, seed=7, guessing=0.25 if kind == "3pl" else None)
         _, table, method, flagged, _ = compare(data, {"2pl": load_spec("2pl"), "3pl": load_spec("3pl")}, nuts,
                                                f"{kind} data")
         out[f"{kind}_data"] = {"table": json.loads(table.reset_index().to_json(orient="records")), "method": method,
                                "worst_bad_k_share": flagged}
+        _write("comparisons", out)
 
+
+def costs(out: dict, draws: int) -> None:
+    mirt = load_spec("mirt")
+    out["costs"] = costs = {}
     big, _ = two_factor(300, 1000, seed=4)
-    costs = {}
     for method in ("advi", "nuts"):
         options = {"method": method, "draws": 500, "seed": 1} | ({"tune": 500, "chains": 2} if method == "nuts" else {})
         t0 = time.perf_counter()
         fit(big, mirt.with_dimensions(2), progress=False, **options)
         costs[f"mirt2_300x1000_{method}_s"] = time.perf_counter() - t0
-        print(method, costs, flush=True)
-
+        _write("costs", out)
     large, _ = simulate_pl("2pl", n_items=5000, n_models=1000, seed=9)
-    tree = fit(large, "2pl", method="advi", draws=1000, seed=1, progress=False)
+    tree = fit(large, "2pl", method="advi", draws=draws, seed=1, progress=False)
+    costs["loo_posterior_draws"] = draws
     for name, function in (("loo_models", loo_models), ("loo_cells", loo_cells)):
         tracemalloc.start()
         t0 = time.perf_counter()
@@ -112,30 +137,18 @@ def main(quick: bool) -> None:
         costs[f"{name}_1000x5000_peak_traced_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         costs[f"{name}_bad_k"] = int((result.pareto_k > result.good_k).sum())
-        print(name, costs, flush=True)
-    costs["process_max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out["costs"] = costs
-
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "model_comparison.json").write_text(json.dumps(out, indent=2))
-    lines = ["# Model comparison on simulated data (issue 9)", "",
-             f"Date {out['date']}; NUTS {nuts}; versions {out['versions']}.", "",
-             "Command: `.venv/bin/python benchmarks/model_comparison.py`", ""]
-    for key in ("two_factor", "3pl_data", "2pl_data"):
-        rows = out[key]["table"]
-        lines += [f"## {key} ({out[key]['method']}; worst share of models with bad Pareto k "
-                  f"{out[key]['worst_bad_k_share']:.1%})", "",
-                  "| spec | elpd | se | elpd_diff | dse | p | weight | bad_k |", "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['spec']} | {r['elpd']:.1f} | {r['se']:.1f} | {r['elpd_diff']:.1f} | {r['dse']:.1f} | "
-                  f"{r['p']:.1f} | {r['weight']:.3f} | {r['bad_k']} |" for r in rows]
-        lines.append("")
-    lines += [f"Tucker congruence (oblimin-rotated posterior mean, D = 2, vs truth): "
-              f"{out['two_factor']['tucker_congruence_oblimin']}", "", "## Costs", "",
-              *[f"- {k}: {v:.1f}" if isinstance(v, float) else f"- {k}: {v}" for k, v in costs.items()]]
-    (RESULTS / "model_comparison.md").write_text("\n".join(lines) + "\n")
+        costs["process_max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        _write("costs", out)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
+    parser.add_argument("--part", choices=("comparisons", "costs"), default="comparisons")
     parser.add_argument("--quick", action="store_true")
-    main(parser.parse_args().quick)
+    parser.add_argument("--loo-draws", type=int, default=1000, help="posterior draws of the 1,000 x 5,000 fit")
+    args = parser.parse_args()
+    nuts = {"method": "nuts", "draws": 300 if args.quick else 500, "tune": 300 if args.quick else 500, "chains": 2,
+            "seed": 1}
+    record = {"versions": versions(["bayesirt", "pymc", "nutpie", "arviz", "numpy"]), "quick": args.quick,
+              "date": time.strftime("%Y-%m-%d"), "nuts": nuts}
+    comparisons(record, nuts) if args.part == "comparisons" else costs(record, args.loo_draws)

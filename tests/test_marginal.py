@@ -12,7 +12,7 @@ from bayesirt.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
 def _brute(y, observed, draw, half_width=7.0, n=None):
     """Riemann sum of prod_i p(y_i | theta) N(theta; mean, cov) on a fine regular grid."""
     dims = draw.loading.shape[1]
-    n = n or {1: 20001, 2: 801}[dims]
+    n = n or {1: 4001, 2: 401}[dims]
     x = np.linspace(-half_width, half_width, n)
     pts = np.stack([g.ravel() for g in np.meshgrid(*([x] * dims), indexing="ij")], axis=1)
     eta = pts @ draw.loading.T + draw.intercept
