@@ -173,14 +173,15 @@ def loo_cells(tree: xr.DataTree, *, chunk_cells: int = 200_000, progress: bool =
                        elpd_i=cells["elpd_i"], pareto_k=cells["pareto_k"])
 
 
-def _kfold_task(task: dict) -> np.ndarray:
+def _kfold_task(task: dict) -> tuple[np.ndarray, int]:
+    """Held-out models' log predictive densities of one fold, and the posterior sample count."""
     from bayesirt.inference import fit  # imported in the worker
 
     train, test = task["train"], task["test"]
     tree = fit(train, task["spec"], seed=task["seed"], progress=False, cores=1, **task["fit_options"])
     ll = marginal_log_likelihood(tree, test, progress=False)
     n = ll.sizes["chain"] * ll.sizes["draw"]
-    return logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n)
+    return logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n), n
 
 
 def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, full_fit: xr.DataTree | None = None,
@@ -205,7 +206,7 @@ def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, 
     results = parallel_map(_kfold_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
                            description=f"{folds}-fold refits")
     elpd = np.empty(n_models)
-    for k, values in enumerate(results):
+    for k, (values, _) in enumerate(results):
         elpd[assignment == k] = values
     elpd_i = xr.DataArray(elpd, dims="model", coords={"model": responses["model"].values}, name="elpd_i")
     p = np.nan
@@ -213,9 +214,8 @@ def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, 
         ll = marginal_log_likelihood(full_fit, progress=False)
         n = ll.sizes["chain"] * ll.sizes["draw"]
         p = float((logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n)).sum() - elpd.sum())
-    n_samples = fit_options.get("draws", 1000)
     return ELPDDataLOOKFold(elpd=float(elpd.sum()), se=float(np.sqrt(n_models * elpd.var(ddof=1))), p=p,
-                            n_samples=n_samples, n_data_points=n_models, scale="log", warning=False, good_k=None,
+                            n_samples=results[0][1], n_data_points=n_models, scale="log", warning=False, good_k=None,
                             elpd_i=elpd_i, n_folds=folds)
 
 

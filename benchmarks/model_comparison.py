@@ -116,11 +116,11 @@ def comparisons(out: dict, nuts: dict) -> None:
         _write("comparisons", out)
 
 
-def costs(out: dict, draws: int) -> None:
+def costs(out: dict, draws: int, mirt_methods: tuple[str, ...]) -> None:
     mirt = load_spec("mirt")
     out["costs"] = costs = {}
     big, _ = two_factor(300, 1000, seed=4)
-    for method in ("advi", "nuts"):
+    for method in mirt_methods:
         options = {"method": method, "draws": 500, "seed": 1} | ({"tune": 500, "chains": 2} if method == "nuts" else {})
         t0 = time.perf_counter()
         fit(big, mirt.with_dimensions(2), progress=False, **options)
@@ -146,9 +146,13 @@ if __name__ == "__main__":
     parser.add_argument("--part", choices=("comparisons", "costs"), default="comparisons")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--loo-draws", type=int, default=1000, help="posterior draws of the 1,000 x 5,000 fit")
+    parser.add_argument("--mirt-methods", default="advi,nuts", help="MIRT D = 2 fits to time ('' for none)")
     args = parser.parse_args()
     nuts = {"method": "nuts", "draws": 300 if args.quick else 500, "tune": 300 if args.quick else 500, "chains": 2,
             "seed": 1}
     record = {"versions": versions(["bayesirt", "pymc", "nutpie", "arviz", "numpy"]), "quick": args.quick,
               "date": time.strftime("%Y-%m-%d"), "nuts": nuts}
-    comparisons(record, nuts) if args.part == "comparisons" else costs(record, args.loo_draws)
+    if args.part == "comparisons":
+        comparisons(record, nuts)
+    else:
+        costs(record, args.loo_draws, tuple(m for m in args.mirt_methods.split(",") if m))

@@ -77,7 +77,7 @@ def test_chunked_cell_loo_equals_arviz_in_one_pass(fits, data):
 def test_kfold_scores_every_model_once_and_is_reproducible(data):
     kw = {"folds": 2, "seed": 4, "workers": 1, "progress": False, "method": "advi", "draws": 100}
     first = kfold_models(data, "2pl", **kw)
-    assert first.kind == "loo_kfold" and first.n_folds == 2
+    assert first.kind == "loo_kfold" and first.n_folds == 2 and first.n_samples == 100
     assert first.elpd_i.sizes["model"] == 80 and np.isfinite(first.elpd_i).all()
     assert first.elpd == pytest.approx(float(first.elpd_i.sum()))
     np.testing.assert_array_equal(first.elpd_i.values, kfold_models(data, "2pl", **kw).elpd_i.values)
