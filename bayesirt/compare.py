@@ -38,8 +38,8 @@ from bayesirt.progress import progress_bar
 from bayesirt.psis import psis_loo
 from bayesirt.specs import parse_spec
 
-__all__ = ["marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "compare_table", "UNITS",
-           "KFOLD_MODES"]
+__all__ = ["marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "compare_table", "elpd_dataset",
+           "UNITS", "KFOLD_MODES"]
 
 UNITS = ("model", "cell")
 KFOLD_MODES = ("auto", "always", "never")
@@ -125,6 +125,8 @@ def _relative_efficiency(tree: xr.DataTree) -> float:
 
 
 def _psis(log_lik: xr.DataArray, reff: float) -> ELPDDataLOO:
+    """ArviZ PSIS-LOO of a (chain, draw, unit) log-likelihood; the posterior group is a placeholder
+    (``az.loo`` requires one, and r_eff, the only thing it would be read for, is given)."""
     dt = xr.DataTree.from_dict({"posterior": xr.Dataset({"dummy": log_lik.isel({log_lik.dims[-1]: 0}, drop=True)}),
                                 "log_likelihood": log_lik.to_dataset(name="y")})
     return az.loo(dt, pointwise=True, var_name="y", reff=reff)
