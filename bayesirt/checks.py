@@ -4,7 +4,6 @@ the Bayes-versus-MML agreement check and the split-half regularization check."""
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +11,7 @@ import xarray as xr
 
 from bayesirt.data import load
 from bayesirt.diagnostics import diagnose
+from bayesirt.errors import recorded_warnings
 from bayesirt.frequentist import (
     DEFAULT_THRESHOLD_SD, compare_estimates, fit_mml, information_criteria, pl_ladder, split_half_retention,
 )
@@ -29,17 +29,6 @@ def _inputs(data, model=None):
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = None if model is None else model if isinstance(model, IRTSpec) else load_spec(model)
     return responses, spec
-
-
-def _caught(fn, *args, **kwargs):
-    """Run ``fn`` recording its warnings, so they reach the report as well as the terminal."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = fn(*args, **kwargs)
-    messages = [str(w.message) for w in caught if issubclass(w.category, (RuntimeWarning, UserWarning))]
-    for m in messages:
-        warnings.warn(m, RuntimeWarning, stacklevel=3)
-    return result, messages
 
 
 def _header(title: str, responses: xr.Dataset) -> list[str]:
@@ -76,7 +65,7 @@ def run_mml_job(data, model, out, *, force: bool = False, quadrature: int = 61, 
     mml.nc and report.md to ``out``."""
     check_output(out, force=force)
     responses, spec = _inputs(data, model)
-    result, messages = _caught(fit_mml, responses, spec, quadrature=quadrature, priors=priors, se=se, max_iter=max_iter)
+    result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=priors, se=se, max_iter=max_iter)
     items, models = _mml_tables(result)
     summary = _mml_summary(result, responses.sizes["model"]) | {"warnings": messages}
     with staged_output(out, force=force) as folder:
@@ -93,7 +82,7 @@ def run_ladder_job(data, out, *, force: bool = False, quadrature: int = 61, max_
     """Fit the 1PL-4PL ladder; write ladder.csv, lrt.csv, summary.json and report.md."""
     check_output(out, force=force)
     responses, _ = _inputs(data)
-    (table, lrt), messages = _caught(pl_ladder, responses, quadrature=quadrature, max_iter=max_iter)
+    (table, lrt), messages = recorded_warnings(pl_ladder, responses, quadrature=quadrature, max_iter=max_iter)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "ladder.csv", index=False)
         lrt.to_csv(folder / "lrt.csv", index=False)
@@ -113,8 +102,8 @@ def run_check_job(data, model, out, *, force: bool = False, progress: bool = Tru
     check_output(out, force=force)
     responses, spec = _inputs(data, model)
     tree = fit(responses, spec, progress=progress, **fit_options)
-    ml, ml_messages = _caught(fit_mml, responses, spec, quadrature=quadrature, priors=False, se=True)
-    mode, map_messages = _caught(fit_mml, responses, spec, quadrature=quadrature, priors=True, se=False)
+    ml, ml_messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=False, se=True)
+    mode, map_messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=True, se=False)
     agreement = compare_estimates(tree, ml, mode, threshold_sd=threshold_sd)
     diagnostics = diagnose(tree)
     messages = [f"ML: {m}" for m in ml_messages] + [f"MAP-EM: {m}" for m in map_messages] + diagnostics

@@ -16,7 +16,6 @@ Missing cells use pairwise-complete Pearson correlations (R's ``use="pairwise"``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 

@@ -29,7 +29,7 @@ from scipy.special import log_ndtr, ndtri
 
 from bayesirt.adaptive import score_test
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, recorded_warnings
 from bayesirt.models.logistic import response_probability
 from bayesirt.personfit import check_responses, item_parameters
 
@@ -343,12 +343,12 @@ def run_fingerprint_job(reference, query, out, *, identities=None, alpha: float 
     """
     from bayesirt.data import load
     from bayesirt.outputs import check_output
-    from bayesirt.report.safety import caught, write_fingerprint
+    from bayesirt.report.safety import write_fingerprint
 
     check_output(out, force=force)
     mapping = _read_identities(identities)
     ref, qry = (d if isinstance(d, xr.Dataset) else load(d) for d in (reference, query))
-    null, messages = caught(self_disagreement_null, ref, identity=mapping, resamples=resamples, seed=seed)
+    null, messages = recorded_warnings(self_disagreement_null, ref, identity=mapping, resamples=resamples, seed=seed)
     matches = identify(ref, qry, null, reference_identity=mapping, claim=mapping, alpha=alpha)
     table = disagreement(ref, qry)
     ident = _identity(check_responses(ref), mapping, "reference")

@@ -95,7 +95,7 @@ def _log_pq(eta: np.ndarray, c, s) -> tuple[np.ndarray, np.ndarray]:
 def _mode(y: np.ndarray, observed: np.ndarray, draw: ItemDraws, precision: np.ndarray):
     """Mode of log f per model by Fisher scoring, and the curvature there (M, D, D)."""
     a, d, c, s = draw.loading, draw.intercept, draw.guessing, draw.slip
-    n_models, n_dims = y.shape[0], a.shape[1]
+    n_models = y.shape[0]
     theta = np.tile(draw.mean, (n_models, 1))
     moving = np.ones(n_models, dtype=bool)
     for _ in range(_SCORING_STEPS):

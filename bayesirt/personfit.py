@@ -39,7 +39,7 @@ from scipy.special import expit
 
 from bayesirt.adaptive import score_test
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
 from bayesirt.information import ItemBank, item_bank
 from bayesirt.models.logistic import response_probability
 from bayesirt.progress import progress_bar
@@ -371,14 +371,14 @@ def run_personfit_job(data, out, *, fpr: float = 0.1, statistic: str = "lz", pos
     from bayesirt.data import load
     from bayesirt.frequentist.mml import fit_mml
     from bayesirt.outputs import check_output
-    from bayesirt.report.safety import caught, write_personfit
+    from bayesirt.report.safety import write_personfit
 
     if statistic not in STATISTICS:
         raise BayesIRTError(f"The 'statistic' parameter must be one of {set(STATISTICS)}. Got {statistic!r} instead.")
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     tree = None if posterior is None else posterior if isinstance(posterior, xr.DataTree) else _open_tree(posterior)
-    calibration, messages = caught(fit_mml, responses, "2pl", priors=True, se=False)
+    calibration, messages = recorded_warnings(fit_mml, responses, "2pl", priors=True, se=False)
     fit = person_fit(responses, calibration.items)
     cutoff = calibrate_cutoff(fit[statistic].values, fpr=fpr)
     fit["flagged"] = fit[statistic] <= cutoff

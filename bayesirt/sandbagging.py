@@ -35,7 +35,7 @@ import pandas as pd
 import xarray as xr
 from bayesirt.adaptive import score_test, static_test
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, recorded_warnings
 from bayesirt.fingerprint import gap_at, resolvable_gap
 from bayesirt.information import ItemBank
 from bayesirt.parallel import parallel_map, spawn_seeds
@@ -372,11 +372,11 @@ def run_sandbag_job(data, out, *, fpr: float = 0.1, statistic: str = "lz", stren
     shift.png. Options as :func:`sandbagging_experiment`."""
     from bayesirt.data import load
     from bayesirt.outputs import check_output
-    from bayesirt.report.safety import caught, write_sandbag
+    from bayesirt.report.safety import write_sandbag
 
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)
-    result, messages = caught(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, strengths=strengths,
+    result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, strengths=strengths,
                               direction=direction, trigger_fraction=trigger_fraction, target=target, groups=groups,
                               test_length=test_length, level=level, seed=seed, workers=workers,
                               scheduler=scheduler, progress=progress)

@@ -12,7 +12,7 @@ from scipy import optimize
 from bayesirt.ability_structure import composite_alignment
 from bayesirt.errors import BayesIRTError
 from bayesirt.factor import (
-    correlation_matrix, factor_analysis, fit_indices, minres, parallel_analysis,
+    correlation_matrix, factor_analysis, fit_indices, parallel_analysis,
 )
 
 TRUE_PHI = np.array([[1.0, 0.4], [0.4, 1.0]])

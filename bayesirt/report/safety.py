@@ -5,7 +5,6 @@ resolvable gaps) and response fingerprints (self-disagreement null versus cross-
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import matplotlib
@@ -18,23 +17,12 @@ import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
-__all__ = ["caught", "write_json", "header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
+__all__ = ["write_json", "header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
            "personfit_section", "sandbag_section", "fingerprint_section", "write_personfit", "write_sandbag",
            "write_fingerprint"]
 
 _LABEL = {"lz": "$l_z$", "lz_star": "$l_z^*$"}
 MAX_ROWS = 50
-
-
-def caught(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` and the messages of the warnings it raised (re-emitted), for reports."""
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        result = fn(*args, **kwargs)
-    messages = [str(w.message) for w in seen if issubclass(w.category, (RuntimeWarning, UserWarning))]
-    for m in messages:
-        warnings.warn(m, RuntimeWarning, stacklevel=3)
-    return result, messages
 
 
 def _plain(value):
