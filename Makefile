@@ -18,8 +18,12 @@ test: bootstrap
 validate: bootstrap
 	$(PY) -m pytest -q benchmarks/validation
 
+# Every side-by-side comparison in one run (benchmarks/harness.py): pip-installs the pinned peers (mirt via the
+# "bench" extra as bench-mml does, catsim==0.21.0, factor-analyzer via the "test" extra) unless already installed,
+# runs each comparison script in its own subprocess and writes BENCHMARKS.md from their results JSONs. Hours on 2 cores (the NUTS comparison alone ~2 h); not part of `make test`.
+# Subsets and re-rendering: benchmarks/harness.py --run mml,cat | --render-only | --quick (see benchmarks/README.md).
 bench: bootstrap
-	$(PY) benchmarks/nuts_2pl.py
+	$(PY) benchmarks/harness.py
 
 # The NT audit at default settings on simulated 5,000 x 1,267 and 5,000 x 14,042 matrices, and planted-DIF recovery.
 bench-audit: bootstrap

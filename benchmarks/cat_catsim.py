@@ -24,15 +24,21 @@ Usage::
 
     python benchmarks/cat_catsim.py             # 500 items, 1,000 examinees, budgets 10, 25, 50
     python benchmarks/cat_catsim.py --quick     # 200 items, 100 examinees, budget 25
+    python benchmarks/cat_catsim.py --render    # re-render the Markdown (and rows) from the existing JSON
 
-Writes ``benchmarks/results/cat_catsim.md`` (``--out``) and prints it.
+Writes ``benchmarks/results/cat_catsim.{json,md}`` (``--out``: either name; ``--quick`` defaults to
+``cat_catsim_quick.{json,md}`` so a smoke run never overwrites the full results) and prints the
+Markdown. The JSON holds the numbers and ``benchmark_rows`` for BENCHMARKS.md
+(``benchmarks/harness.py``): one row per budget.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import sys
 import time
 import traceback
 from datetime import datetime, timezone
@@ -41,7 +47,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-from _common import versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "catsim", "numpy", "scipy")
 SEED = 20261130
@@ -111,17 +117,17 @@ def run(n_items: int, n_examinees: int, budgets) -> list[dict]:
     return rows
 
 
-def _markdown(rows, args, wall, load) -> str:
-    v = versions(PACKAGES)
+def _markdown(result: dict) -> str:
+    v, cfg, rows = result["versions"], result["config"], result["rows"]
+    m = result["machine"]
     lines = [f"# CAT benchmark: bayesirt run_cat vs catsim {v['catsim']}", "",
-             f"{platform.platform()}, {os.cpu_count()} CPUs; {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%S%z}; "
-             + ", ".join(f"{k} {val}" for k, val in v.items()) + f". Total wall time {wall:.0f} s. Load average at "
-             f"start {load[0]}, at end {[round(x, 2) for x in os.getloadavg()]} (wall times are only comparable "
-             "on an idle machine).", "",
-             f"Design: 2PL bank of {args.items} items (a ~ LogNormal(0.2, 0.3), b ~ N(0, 1.2)), {args.examinees} "
+             f"{m['platform']}, {m['cpu_count']} CPUs; {result['date']}; "
+             + ", ".join(f"{k} {val}" for k, val in v.items()) + f". Total wall time {result['total_wall_s']:.0f} s. "
+             f"Load average at start {result['loadavg_start']}, at end {result['loadavg_end']} (wall times are only "
+             "comparable on an idle machine).", "",
+             f"Design: 2PL bank of {cfg['items']} items (a ~ LogNormal(0.2, 0.3), b ~ N(0, 1.2)), {cfg['examinees']} "
              f"examinees with theta ~ N(0, 1), seed {SEED}; fixed-length tests, first item at theta = 0, maximum "
-             "Fisher information selection in both tools. Command: `.venv/bin/python benchmarks/cat_catsim.py"
-             + (" --quick" if args.quick else "") + "`.", "",
+             f"Fisher information selection in both tools. Command: `{result['command']}`.", "",
              "| budget | run | ability RMSE (± SE) | bias | wall s | catsim / bayesirt wall |",
              "|---:|---|---|---:|---:|---:|"]
     for k in dict.fromkeys(r["budget"] for r in rows):
@@ -145,22 +151,94 @@ def _markdown(rows, args, wall, load) -> str:
     return "\n".join(lines)
 
 
+def benchmark_rows(result: dict) -> list[dict]:
+    """BENCHMARKS.md rows: one per budget (test length), all from this run.
+
+    Every budget gets its own row rather than one chosen budget: the speed ratio and the RMSE both
+    change with the test length (not necessarily monotonically), so showing one budget would mean
+    picking a number. Ratio = catsim s / bayesirt EAP s (``run_cat``'s default estimator); the MAP
+    time is in the bayesirt figure. Quality = ability RMSE against the simulated truth.
+    """
+    cfg, m = result["config"], result["machine"]
+    machine = f"{m['platform']}, {m['cpu_count']} CPUs, Python {result['versions']['python']}"
+    out = []
+    for k in dict.fromkeys(r["budget"] for r in result["rows"]):
+        block = {r["run"]: r for r in result["rows"] if r["budget"] == k}
+        eap, map_, cat = (block.get(n, {"error": "not run"}) for n in ("bayesirt EAP", "bayesirt MAP", "catsim"))
+        ratio = cat["seconds"] / eap["seconds"] if "error" not in cat and "error" not in eap else None
+        bay = f"EAP {eap['seconds']:.2f} s" if "error" not in eap else f"EAP failed: {eap['error']}"
+        bay += f" (MAP {map_['seconds']:.2f} s)" if "error" not in map_ else f" (MAP failed: {map_['error']})"
+        quality = []
+        if "error" not in eap:
+            quality.append(f"bayesirt EAP {eap['rmse'][0]:.3f} ± {eap['rmse'][1]:.3f}")
+        if "error" not in cat:
+            quality.append(f"catsim (ML) {cat['rmse'][0]:.3f} ± {cat['rmse'][1]:.3f}")
+            if "rescored" in cat:
+                quality.append(f"EAP on catsim's tests {cat['rescored'][0]:.3f}")
+        status = "ok"
+        if "error" in cat:
+            status = f"peer failed: {cat['error']}"
+        elif "error" in eap:
+            status = f"bayesirt failed: {eap['error']}"
+        out.append(benchmark_row(
+            task=f"CAT, {k}-item fixed-length tests (max Fisher information)",
+            data_size=f"{cfg['items']}-item 2PL bank, {cfg['examinees']:,} examinees",
+            bayesirt=bay, peer=f"catsim {result['versions'].get('catsim', '?')} (Simulator, ML estimator)",
+            peer_figure=f"{cat['seconds']:.2f} s" if "error" not in cat else "—", ratio=ratio,
+            ratio_meaning="catsim s / bayesirt EAP s (wall)", target="no slower than catsim (ratio >= 1)",
+            target_met=None if ratio is None else bool(ratio >= 1),
+            quality="ability RMSE vs truth: " + ", ".join(quality) if quality else "—", status=status,
+            command=result["command"], date=result["date"], machine_description=machine))
+    return out
+
+
+def _paths(out: Path | None, quick: bool) -> tuple[Path, Path]:
+    if out is None:
+        out = Path(__file__).parent / "results" / ("cat_catsim_quick.json" if quick else "cat_catsim.json")
+    return out.with_suffix(".json"), out.with_suffix(".md")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="200 items, 100 examinees, budget 25")
     parser.add_argument("--items", type=int, default=500)
     parser.add_argument("--examinees", type=int, default=1000)
     parser.add_argument("--budgets", default="10,25,50")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "cat_catsim.md")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results .json or .md (both are written); default benchmarks/results/cat_catsim[_quick]")
+    parser.add_argument("--render", action="store_true", help="only re-render the Markdown and rows from the JSON")
     args = parser.parse_args()
+    json_path, md_path = _paths(args.out, args.quick)
+    if args.render:
+        result = json.loads(json_path.read_text())
+        result["benchmark_rows"] = benchmark_rows(result)
+        json_path.write_text(json.dumps(result, indent=2) + "\n")
+        md_path.write_text(_markdown(result))
+        print(_markdown(result))
+        return
     if args.quick:
         args.items, args.examinees, args.budgets = 200, 100, "25"
-    load, start = [[round(x, 2) for x in os.getloadavg()]], time.perf_counter()
+    load, start = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
     rows = run(args.items, args.examinees, [int(k) for k in args.budgets.split(",")])
-    text = _markdown(rows, args, time.perf_counter() - start, load)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    result = {
+        "config": {"items": args.items, "examinees": args.examinees, "budgets": [int(k) for k in args.budgets.split(",")],
+                   "seed": SEED, "quick": args.quick},
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "processor": platform.processor()},
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "versions": versions(PACKAGES),
+        "loadavg_start": load,
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "total_wall_s": time.perf_counter() - start,
+        "rows": rows,
+    }
+    result["benchmark_rows"] = benchmark_rows(result)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    text = _markdown(result)
+    md_path.write_text(text)
     print(text)
+    print(f"wrote {json_path} and {md_path}")
 
 
 if __name__ == "__main__":

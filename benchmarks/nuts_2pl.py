@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 AXES_NUTS = ("theta", "discrimination", "intercept")  # the free parameters: ESS / R-hat over these
 AXES_TRUTH = ("theta", "discrimination", "difficulty")  # compared with the truth / NUTS reference
@@ -459,6 +459,84 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _machine_description(result: dict) -> str:
+    m = result["machine"]
+    return f"{m['platform']}, {m['cpu_count']} CPUs, Python {result['versions']['python']}"
+
+
+def benchmark_rows(result: dict) -> list[dict]:
+    """BENCHMARKS.md rows of this run (``benchmarks/harness.py`` also calls this on JSONs written
+    before the rows were stored): NUTS, ratio = bayesirt min bulk ESS/s / naive PyMC NUTS min bulk
+    ESS/s (target >= 2x), quality = correlation of posterior means with the truth; and ADVI against
+    naive ``pm.fit`` (ratio = naive s / bayesirt s, no target: the issue's ADVI target is against py-irt)."""
+    cfg, nuts, advi = result["config"], result["nuts"], result.get("advi", {})
+    pymc_v = result["versions"].get("pymc", "?")
+    size = f"{cfg['models']:,} models x {cfg['items']:,} items (simulated 2PL, complete)"
+    common = dict(command=result["command"], date=result["date"], machine_description=_machine_description(result))
+    bay = nuts.get("bayesirt (nutpie, fused likelihood)", {"status": "missing"})
+    base = nuts.get("naive model + PyMC NUTS (baseline)", {"status": "missing"})
+    ok_b, ok_p = bay.get("status") == "ok", base.get("status") == "ok"
+
+    def ess(r):
+        return f"{r['ess_per_s']:.3g} ESS/s (min bulk ESS {r['min_bulk_ess']:.0f} in {r['sample_s']:,.0f} s sampling)"
+
+    def corr(r):
+        c = r["corr_truth"]
+        return f"{c['theta']:.3f} / {c['discrimination']:.3f} / {c['difficulty']:.3f}"
+
+    quality = []
+    if ok_b:
+        quality.append(f"r(truth) theta / a / b: bayesirt {corr(bay)}")
+    if ok_p:
+        quality.append(f"naive PyMC {corr(base)}")
+    if ok_b and ok_p:
+        quality.append(f"max R-hat {bay['max_rhat']:.3f} vs {base['max_rhat']:.3f}")
+    status = "ok" if ok_b and ok_p else (f"peer failed: {base.get('error', base.get('status'))}" if ok_b
+                                         else f"bayesirt failed: {bay.get('error', bay.get('status'))}")
+    ratio = result.get("headline_ratio")
+    cpu = result.get("headline_ratio_cpu")
+    rows = [benchmark_row(
+        task="2PL posterior sampling, NUTS (min bulk ESS per second)",
+        data_size=f"{size}; {cfg['chains']} chains x ({cfg['tune']:,} tune + {cfg['draws']:,} draws)",
+        bayesirt=ess(bay) if ok_b else "—",
+        peer=f"naive PyMC {pymc_v} 2PL (dense pm.Bernoulli) + pm.NUTS",
+        peer_figure=ess(base) if ok_p else "—", ratio=ratio,
+        ratio_meaning="bayesirt ESS/s / naive PyMC ESS/s (wall)" + (f"; by CPU time {cpu:.1f}x" if cpu else ""),
+        target="bayesirt >= 2x naive PyMC", target_met=None if ratio is None else bool(ratio >= 2),
+        quality="; ".join(quality) or "—", status=status, **common)]
+
+    ab = advi.get("bayesirt ADVI (Adam 0.01, loss plateau)", {"status": "missing"})
+    an = advi.get("naive ADVI (PyMC defaults, CheckParametersConvergence)", {"status": "missing"})
+    if ab.get("status") == "skipped" and an.get("status") == "skipped":
+        return rows
+    ok_b, ok_p = ab.get("status") == "ok", an.get("status") == "ok"
+
+    def fit(r):
+        conv = "converged" if r["converged"] else f"not converged (cap {cfg['advi_cap']:,})"
+        return f"{r['fit_s']:,.1f} s; {r['iterations']:,} iterations, {conv}"
+
+    def agree(r):
+        a = r.get("agreement")
+        return "—" if not a else " / ".join(f"{a['corr_nuts'][v]:.3f}" for v in AXES_TRUTH)
+
+    quality = []
+    if ok_b:
+        quality.append(f"r(posterior means, {result.get('advi_reference', 'NUTS')}) theta / a / b: bayesirt {agree(ab)}")
+    if ok_p:
+        quality.append(f"naive {agree(an)}")
+    status = "ok" if ok_b and ok_p else (f"peer failed: {an.get('error', an.get('status'))}" if ok_b
+                                         else f"bayesirt failed: {ab.get('error', ab.get('status'))}")
+    ratio = an["fit_s"] / ab["fit_s"] if ok_b and ok_p else None
+    rows.append(benchmark_row(
+        task="2PL mean-field ADVI vs naive PyMC ADVI (time to fit)", data_size=size,
+        bayesirt=fit(ab) if ok_b else "—",
+        peer=f"naive PyMC {pymc_v} 2PL + pm.fit(method='advi'), defaults + CheckParametersConvergence",
+        peer_figure=fit(an) if ok_p else "—", ratio=ratio, ratio_meaning="naive PyMC s / bayesirt s (wall)",
+        target="none (the issue's ADVI target is against py-irt)", target_met=None,
+        quality="; ".join(quality) or "—", status=status, **common))
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--items", type=int, default=1000)
@@ -506,6 +584,7 @@ def main(argv=None) -> int:
             print(f"(no matching {args.out} to merge into)")
             return 0
         result["gradient"] = gradient | {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "merged_later": True}
+        result["benchmark_rows"] = benchmark_rows(result)
         args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
         md = markdown(result)
         args.out.with_suffix(".md").write_text(md)
@@ -571,6 +650,7 @@ def main(argv=None) -> int:
         "advi": advi,
         "total_wall_s": time.perf_counter() - t_start,
     }
+    result["benchmark_rows"] = benchmark_rows(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
     md = markdown(result)
