@@ -15,6 +15,10 @@ offsets, the near-tie pairs, the full scores and the control rates T_r stay froz
 describes uncertainty from the DIF estimate given the spectral adjustment, not from K selection,
 the offsets or the population.
 
+The same per-draw anchors are carried through the audit's diagnostics (specificity, matched
+controls, threshold and fraction curves, signature replication) by
+:mod:`bayesirt.audit.bayes_diagnostics`.
+
 :func:`fit_family_dif_posterior` fits one fold (ADVI by default, NUTS or MAP on request);
 :func:`schedule_gap` measures how far NT's five-cycle Newton schedule stops from the optimum that
 the MAP reproduces.

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import xarray as xr
 
+from bayesirt.audit.bayes_diagnostics import add_posterior_diagnostics
 from bayesirt.audit.output import write_audit
 from bayesirt.audit.primary import AuditConfig, run_audit
 from bayesirt.audit.robustness import add_diagnostics
@@ -28,7 +29,9 @@ def run_audit_job(data, out, *, models_csv=None, items_csv=None, config: AuditCo
     item-signature replication always runs (it is cheap); ``matched`` adds the discrimination-
     and reliability-matched controls, ``perturbations`` the population reruns, ``profiles`` the
     capability-profile matching
-    (:func:`bayesirt.audit.robustness.add_diagnostics`).
+    (:func:`bayesirt.audit.robustness.add_diagnostics`). With the Bayesian layer (``config.bayes``)
+    the signatures and the matched controls also get their posterior counterparts
+    (:func:`bayesirt.audit.bayes_diagnostics.add_posterior_diagnostics`).
     """
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)
@@ -39,4 +42,6 @@ def run_audit_job(data, out, *, models_csv=None, items_csv=None, config: AuditCo
     result = run_audit(responses, config, workers=workers, scheduler=scheduler, progress=progress)
     add_diagnostics(result, responses, matched=matched, perturbations=perturbations, profiles=profiles,
                     workers=workers, scheduler=scheduler, progress=progress)
+    add_posterior_diagnostics(result, responses, replicates=result.config.bayes_controls, workers=workers,
+                              scheduler=scheduler, progress=progress)
     return write_audit(result, responses, out, force=force)

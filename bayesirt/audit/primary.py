@@ -30,16 +30,19 @@ from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, p
                               weighted_scores)
 from bayesirt.bootstrap import composition_bootstrap, owner_bootstrap
 from bayesirt.resampling import matched_random_controls
-from bayesirt.audit.sensitivity import gap_and_fraction_sensitivity
+from bayesirt.audit.sensitivity import fraction_purifications, gap_and_fraction_sensitivity
 from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.spectral import DimensionSelection, select_dimension
 
-__all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "check_audit", "QUICK_MAX_K", "QUICK_CONTROLS"]
+__all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "check_audit", "QUICK_MAX_K", "QUICK_CONTROLS",
+           "BAYES_CONTROLS"]
 
 BAYES_METHODS = ("advi", "fullrank_advi", "nuts")
 BAYES_PRIORS = ("ridge", "hierarchical")
 QUICK_MAX_K = 32
 QUICK_CONTROLS = 199
+#: Discrimination-matched controls per posterior draw and fold (:mod:`bayesirt.audit.bayes_diagnostics`).
+BAYES_CONTROLS = 200
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,12 @@ class AuditConfig:
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
     each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws;
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
-    scale) carried through anchors and reversals. ``sensitivity`` adds the score-gap threshold and
-    anchor-fraction curves (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
+    scale) carried through anchors and reversals, and through the diagnostics
+    (:mod:`bayesirt.audit.bayes_diagnostics`: within-family specificity always, the curves with
+    ``sensitivity``, and, in :func:`bayesirt.audit.run_audit_job`, the signatures and the
+    discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``).
+    ``sensitivity`` adds the score-gap threshold and anchor-fraction curves
+    (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
 
     owner_cap: int = 5
@@ -81,12 +88,13 @@ class AuditConfig:
     bayes_method: str = "advi"
     bayes_draws: int = 400
     bayes_prior: str = "ridge"
+    bayes_controls: int = BAYES_CONTROLS
     adjustment: str = "spectral"
     sensitivity: bool = False
 
     def __post_init__(self):
         for name, low in (("owner_cap", 1), ("min_family_size", 1), ("controls", 1), ("bootstrap", 0),
-                          ("owner_bootstrap", 0), ("bayes_draws", 1)):
+                          ("owner_bootstrap", 0), ("bayes_draws", 1), ("bayes_controls", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 kind = "a positive integer" if low else "a non-negative integer"
@@ -135,6 +143,9 @@ class FoldResult:
     all_cross_reversed: int
     target_index: np.ndarray  # positions of the target models in the Dataset
     posterior: xr.Dataset | None = None  # the Bayesian layer's per-draw chain (config.bayes)
+    # its stacked draws: family_effect (draw, item, family), easiness (draw, item); in memory only, read by
+    # bayesirt.audit.bayes_diagnostics (not written: (draw, item, family) is large on big item banks)
+    draws: xr.Dataset | None = None
     schedule_gap: dict | None = None  # NT's five Newton cycles against the converged optimum
 
 
@@ -186,9 +197,10 @@ def check_audit(result, responses, caller: str, *, estimated: bool = True) -> No
 
 
 def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_ids, purification, k, seed,
-               config: AuditConfig, target: dict) -> tuple[xr.Dataset, dict, list[str]]:
+               config: AuditConfig, target: dict) -> tuple[xr.Dataset, xr.Dataset, dict, list[str]]:
     """The Bayesian layer in one fold: the DIF posterior given the offsets that chose the anchors
-    (the last purification round's), propagated through anchors and reversals."""
+    (the last purification round's), propagated through anchors and reversals; also returns the
+    stacked draws (family coordinate 0..F-1, relabelled by the caller)."""
     offsets, _ = capability_offsets(y_audit, obs_audit, purification.selection_rows, k, seed=purification.seed,
                                     adjustment=purification.adjustment)
     gap = schedule_gap(y_audit, obs_audit, offsets, family_audit, n_families)
@@ -207,7 +219,9 @@ def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_id
     chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
                                 **target)
     chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior, easiness_prior=easiness_prior)
-    return chain, gap, notes
+    draws = xr.Dataset({"family_effect": (("draw", "item", "family"), delta), "easiness": (("draw", "item"), easiness)},
+                       coords={"draw": chain["draw"].values, "item": item_ids, "family": np.arange(n_families)})
+    return chain, draws, gap, notes
 
 
 def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item_group, item_ids,
@@ -237,9 +251,9 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
     all_eligible, all_rev = reversal_counts(full, anchor, all_pairs)
     table = pd.DataFrame({"model_id": pop["model_id"].to_numpy()[target], "family": fam_t, "owner": own_t,
                           "full": full, "anchor": anchor, "shift": anchor - full})
-    posterior, gap, notes = None, None, []
+    posterior, draws, gap, notes = None, None, None, []
     if config.bayes:
-        posterior, gap, notes = _posterior(
+        posterior, draws, gap, notes = _posterior(
             y[:, audit], observed[:, audit], family_index[audit], n_families, item_group, item_ids, purification,
             selection.k, seeds[2], config, {"y_target": y_t, "observed_target": obs_t, "full": full, "pairs": pairs,
                                             "model_ids": table["model_id"].to_numpy()})
@@ -247,7 +261,7 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
                       within_pairs=within, eligible=int(eligible), reversed=int(n_rev),
                       tau_b=float(kendall_tau_b(full, anchor)),
                       all_cross_eligible=int(all_eligible), all_cross_reversed=int(all_rev), target_index=target,
-                      posterior=posterior, schedule_gap=gap), notes
+                      posterior=posterior, schedule_gap=gap, draws=draws), notes
 
 
 def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, workers: int | None = 1,
@@ -303,6 +317,8 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
         t = time.perf_counter()
         fold, fold_notes = _fold(h, y, observed, family_index, len(families), pop, item_group, item_ids, config,
                                  fold_seeds[h])
+        if fold.draws is not None:
+            fold.draws = fold.draws.assign_coords(family=families)
         folds.append(fold)
         notes += fold_notes
         timings[f"fold{h}_s"] = time.perf_counter() - t
@@ -349,6 +365,7 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
                                                        replicates=config.bootstrap, seed=seeds[3], workers=workers,
                                                        scheduler=scheduler, progress=progress)
         timings["bootstrap_s"] = time.perf_counter() - t
+        purifications = None
         if config.sensitivity:
             t = time.perf_counter()
             halves = []
@@ -357,11 +374,12 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
                 halves.append({"y": y[:, audit], "observed": observed[:, audit], "family": family_index[audit],
                                "n_families": len(families), "item_group": item_group, "seed": fold_seeds[h][1],
                                "adjustment": config.adjustment})
+            purifications = fraction_purifications(folds, halves, alpha=config.alpha)
             result.sensitivity = gap_and_fraction_sensitivity(
                 folds, fold_inputs, halves, alpha=config.alpha, epsilon=config.epsilon, item_group=item_group,
                 controls=config.controls, bootstrap=config.bootstrap,
                 seeds={"controls": seeds[2], "bootstrap": seeds[3]}, workers=workers, scheduler=scheduler,
-                progress=progress)
+                progress=progress, purifications=purifications)
             timings["sensitivity_s"] = time.perf_counter() - t
     if config.owner_bootstrap:
         result.owners = _owner_shifts(folds, config.owner_bootstrap, seeds[4])
@@ -369,8 +387,26 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
     if config.bayes:
         result.bayes = pool_folds([f.posterior for f in folds], result.controls["rate"].sel(pair_set="primary").values)
         summary["bayes"] = _bayes_summary(result.bayes, folds)
+        t = time.perf_counter()
+        _posterior_diagnostics(result, purifications, y, observed, item_group)
+        timings["bayes_diagnostics_s"] = time.perf_counter() - t
     timings["total_s"] = time.perf_counter() - t0
     return result
+
+
+def _posterior_diagnostics(result: AuditResult, purifications, y, observed, item_group) -> None:
+    """Posterior counterparts of the within-family specificity and, with ``sensitivity``, of the
+    threshold and fraction curves (:mod:`bayesirt.audit.bayes_diagnostics`)."""
+    from bayesirt.audit.bayes_diagnostics import attach, fraction_scores, posterior_sensitivity, posterior_specificity
+
+    folds = result.folds
+    attach(result, "specificity", posterior_specificity([f.posterior for f in folds], [f.within_pairs for f in folds],
+                                                        result.controls))
+    if result.sensitivity is not None:
+        scores = fraction_scores(folds, purifications, y=y, observed=observed, item_group=item_group,
+                                 alpha=result.config.alpha)
+        attach(result, "sensitivity", posterior_sensitivity(scores, [f.target for f in folds],
+                                                            sensitivity=result.sensitivity))
 
 
 def _owner_shifts(folds: list[FoldResult], replicates: int, seed: int) -> xr.Dataset:

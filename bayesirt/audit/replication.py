@@ -49,8 +49,8 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 
 __all__ = ["TOP_SHARE", "PERMUTATIONS", "MIN_GROUP_ITEMS", "STATISTICS", "within_cell_centre", "top_share_mask",
-           "cell_permutations", "signature_test", "signature_replication", "item_group_attribution",
-           "score_contributions", "group_contributions", "replication_section"]
+           "cell_permutations", "signature_statistics", "signature_test", "signature_replication",
+           "item_group_attribution", "score_contributions", "group_contributions", "replication_section"]
 
 TOP_SHARE = 0.2
 PERMUTATIONS = 500
@@ -114,6 +114,32 @@ def _statistics(z_d, z_v, range_v, argmax_d, argmax_v, top_d, cell, share, perm)
         return rho, n_both / top_d.sum(), np.where(n_both > 0, agree / n_both, np.nan)
 
 
+def _signatures(delta_d, delta_v, cell, top_share) -> tuple[np.ndarray, ...]:
+    """What :func:`_statistics` reads of the two halves: standardized ranks of the centred effects
+    (eq. 64-65), the validation ranges D_i, both argmax families and the discovery top mask."""
+    z_d = _standardized_ranks(within_cell_centre(delta_d, cell))
+    z_v = _standardized_ranks(within_cell_centre(delta_v, cell))
+    range_d, range_v = np.ptp(delta_d, axis=1), np.ptp(delta_v, axis=1)
+    top_d = top_share_mask(cell, range_d, top_share)
+    return z_d, z_v, range_v, delta_d.argmax(axis=1), delta_v.argmax(axis=1), top_d
+
+
+def signature_statistics(delta_d: np.ndarray, delta_v: np.ndarray, cell: np.ndarray, *,
+                         top_share: float = TOP_SHARE) -> tuple[np.ndarray, np.ndarray]:
+    """The observed statistics of :func:`signature_test` without its permutations (no input checks).
+
+    Returns
+    -------
+    (rho, values) : ndarray (family,) and ndarray (3,)
+        ``rho_f`` (eq. 65) and the :data:`STATISTICS` (median rho, O, A; A NaN when the top sets do
+        not overlap), computed as :func:`signature_test` computes its ``observed``.
+    """
+    rho, overlap, agreement = _statistics(*_signatures(np.asarray(delta_d, dtype=np.float64),
+                                                       np.asarray(delta_v, dtype=np.float64), cell, top_share),
+                                          cell, top_share, np.arange(cell.size)[None])
+    return rho[0], np.array([np.median(rho[0]), overlap[0], agreement[0]])
+
+
 def signature_test(delta_d: np.ndarray, delta_v: np.ndarray, cell: np.ndarray, *, permutations: int = PERMUTATIONS,
                    seed: int = 0, top_share: float = TOP_SHARE) -> xr.Dataset:
     """Cross-half replication statistics and their within-cell permutation test (eq. 64-68).
@@ -149,22 +175,17 @@ def signature_test(delta_d: np.ndarray, delta_v: np.ndarray, cell: np.ndarray, *
     _check_positive_int(permutations, "permutations", "signature_test")
     if not 0 < top_share <= 1:
         raise DataError(f"The 'top_share' parameter of signature_test must be in (0, 1]. Got {top_share!r} instead.")
-    z_d = _standardized_ranks(within_cell_centre(delta_d, cell))
-    z_v = _standardized_ranks(within_cell_centre(delta_v, cell))
-    range_d, range_v = np.ptp(delta_d, axis=1), np.ptp(delta_v, axis=1)
-    top_d = top_share_mask(cell, range_d, top_share)
-    argmax_d, argmax_v = delta_d.argmax(axis=1), delta_v.argmax(axis=1)
+    signatures = _signatures(delta_d, delta_v, cell, top_share)
     perms = np.vstack([np.arange(cell.size), cell_permutations(cell, permutations, np.random.default_rng(seed))])
     step = max(1, _CHUNK_ELEMENTS // delta_d.size)
-    parts = [_statistics(z_d, z_v, range_v, argmax_d, argmax_v, top_d, cell, top_share, perms[s:s + step])
-             for s in range(0, perms.shape[0], step)]
+    parts = [_statistics(*signatures, cell, top_share, perms[s:s + step]) for s in range(0, perms.shape[0], step)]
     rho = np.concatenate([p[0] for p in parts])
     values = np.column_stack([np.median(rho, axis=1), *[np.concatenate([p[j] for p in parts]) for j in (1, 2)]])
     observed, null = values[0], values[1:]
     exceed = ((null >= observed) | np.isnan(null)).sum(axis=0)
     sizes = np.bincount(cell)
     k = np.maximum(1, np.rint(top_share * sizes[sizes > 0]).astype(np.int64))
-    top_v = top_share_mask(cell, range_v, top_share)
+    top_d, top_v = signatures[5], top_share_mask(cell, signatures[2], top_share)
     return xr.Dataset(
         {"observed": ("statistic", observed), "null_mean": ("statistic", np.nanmean(null, axis=0)),
          "p_value": ("statistic", np.where(np.isnan(observed), np.nan, (1 + exceed) / (permutations + 1))),

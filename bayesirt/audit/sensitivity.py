@@ -19,10 +19,19 @@ from bayesirt.ranking import near_tie_pairs
 from bayesirt.bootstrap import composition_bootstrap
 from bayesirt.resampling import matched_random_controls
 
-__all__ = ["THRESHOLDS", "FRACTIONS", "gap_and_fraction_sensitivity"]
+__all__ = ["THRESHOLDS", "FRACTIONS", "fraction_purifications", "gap_and_fraction_sensitivity"]
 
 THRESHOLDS = (0.0025, 0.005, 0.01, 0.02, 0.03, 0.05)
 FRACTIONS = (0.3, 0.5, 0.7)
+
+
+def fraction_purifications(folds, audit_halves: list[dict], *, alpha: float, fractions=FRACTIONS) -> dict:
+    """Each anchor fraction's anchors per fold: ``{fraction: [Purification per fold]}``, the primary
+    run's at ``alpha`` and otherwise rebuilt by :func:`bayesirt.anchors.purify` with the fold's K
+    frozen (``audit_halves`` as in :func:`gap_and_fraction_sensitivity`)."""
+    return {fraction: [fold.purification if np.isclose(fraction, alpha) else
+                       purify(**audit_halves[h], k=fold.selection.k, alpha=fraction) for h, fold in enumerate(folds)]
+            for fraction in fractions}
 
 
 def _label(epsilon: float) -> str:
@@ -32,7 +41,7 @@ def _label(epsilon: float) -> str:
 def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: list[dict], *, alpha: float,
                                  epsilon: float, item_group, controls: int, bootstrap: int, seeds: dict,
                                  thresholds=THRESHOLDS, fractions=FRACTIONS, workers=1, scheduler=None,
-                                 progress=False) -> xr.Dataset:
+                                 progress=False, purifications: dict | None = None) -> xr.Dataset:
     """Reversal rates, matched-random references and bootstrap ranges over (alpha, threshold).
 
     Parameters
@@ -55,6 +64,10 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
     thresholds, fractions : sequence of float
     workers, scheduler, progress
         As :func:`bayesirt.resampling.matched_random_controls`.
+    purifications : dict, optional
+        :func:`fraction_purifications` of these folds and fractions, when the caller needs the
+        rebuilt anchors too (the posterior curves of :mod:`bayesirt.audit.bayes_diagnostics`);
+        computed here when omitted.
 
     Returns
     -------
@@ -70,13 +83,15 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
            ("low_dif_rate", "eligible", "random_median", "random_lower", "random_upper", "excess_pp", "p_value",
             "bootstrap_lower", "bootstrap_upper")}
     anchors = np.zeros((len(fractions), len(folds)), dtype=np.int64)
+    if purifications is None:
+        purifications = fraction_purifications(folds, audit_halves, alpha=alpha, fractions=fractions)
     for a, fraction in enumerate(fractions):
         inputs = []
         for h, (fold, base) in enumerate(zip(folds, fold_inputs, strict=True)):
             if np.isclose(fraction, alpha):
                 cell, weights = base["cell"], base["anchor_weights"]
             else:
-                rebuilt = purify(**audit_halves[h], k=fold.selection.k, alpha=fraction)
+                rebuilt = purifications[fraction][h]
                 cell, weights = rebuilt.cell, rebuilt.weights
             anchors[a, h] = int((weights > 0).sum())
             inputs.append(base | {"cell": cell, "anchor_weights": weights, "extra_pairs": extra[h]})
