@@ -50,7 +50,8 @@ def _data_model(p: argparse.ArgumentParser) -> None:
 
 def _sampling(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", default="nuts", choices=METHODS, help="inference method [nuts]")
-    p.add_argument("--sampler", default="nutpie", choices=SAMPLERS, help="NUTS implementation [nutpie]")
+    p.add_argument("--sampler", default="nutpie", choices=SAMPLERS,
+                   help="NUTS implementation; numpyro and blackjax need bayesirt[jax] [nutpie]")
     p.add_argument("--draws", type=int, default=1000, help="draws per chain (ADVI: from the approximation) [1000]")
     p.add_argument("--tune", type=int, default=1000, help="tuning steps per chain [1000]")
     p.add_argument("--chains", type=int, default=4, help="chains [4]")
@@ -178,6 +179,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="inference of the Bayesian layer [advi]")
     au.add_argument("--bayes-prior", default="ridge", choices=("ridge", "hierarchical"),
                     help="prior on the family effects: NT's ridge as N(0, 1), or a learned common scale [ridge]")
+    au.add_argument("--bayes-draws", type=int, default=400,
+                    help="posterior draws of the Bayesian layer per audit half [400]")
+    au.add_argument("--bayes-controls", type=int, default=200,
+                    help="with --bayes --matched: discrimination-matched controls per posterior draw and fold, "
+                         "at most --controls [200]")
     au.add_argument("--matched", action="store_true",
                     help="add the discrimination- and reliability-matched controls (NT B.2)")
     au.add_argument("--perturbations", action="store_true",
@@ -350,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
                                      epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
                                      owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick,
                                      bayes=args.bayes, bayes_method=args.bayes_method,
-                                     bayes_prior=args.bayes_prior, sensitivity=args.sensitivity,
+                                     bayes_prior=args.bayes_prior, bayes_draws=args.bayes_draws,
+                                     bayes_controls=args.bayes_controls,
+                                     sensitivity=args.sensitivity,
                                      adjustment=args.adjustment)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
                                     matched=args.matched, perturbations=args.perturbations,

@@ -98,10 +98,11 @@ def _as_builder_point(params, spec):
 
 
 @pytest.mark.parametrize("name", list(KINDS))
-@pytest.mark.parametrize("missing", [0.0, 0.25])
+@pytest.mark.parametrize("missing", [0.0, 0.25, 0.5])
 def test_builder_logp_equals_naive_iid_model_up_to_a_constant(name, missing, tmp_path):
     """Exactness of the reparameterization: log-density differences between random parameter
-    points agree with the naive model to 1e-9, and the Deterministics return (theta, a, b, d)."""
+    points agree with the naive model to 1e-9, and the Deterministics return (theta, a, b, d).
+    At 50% missing the likelihood runs in long format (below ``DENSE_FROM``)."""
     spec = _spec(name, tmp_path)
     responses, _ = simulate_pl(KINDS[name], n_items=7, n_models=11, seed=5, missing=missing)
     ours, ref = build_logistic(responses, spec), _reference_model(responses, spec)
@@ -174,3 +175,42 @@ def test_information_matches_finite_difference_fisher_information():
     sig = expit(a[:, None] * theta + d[:, None])
     np.testing.assert_allclose(two, a[:, None] ** 2 * sig * (1 - sig), rtol=1e-12)
     assert (info >= 0).all()
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_long_and_dense_layouts_give_the_same_log_density(name, tmp_path, monkeypatch):
+    """The observed-cell (long) likelihood equals the dense masked one at random points."""
+    import bayesirt.models.logistic as logistic
+
+    spec = _spec(name, tmp_path)
+    responses, _ = simulate_pl(KINDS[name], n_items=9, n_models=13, seed=2, missing=0.3)
+    monkeypatch.setattr(logistic, "DENSE_FROM", 0.0)
+    dense = build_logistic(responses, spec)
+    monkeypatch.setattr(logistic, "DENSE_FROM", 2.0)
+    long = build_logistic(responses, spec)
+    f_dense, f_long = dense.compile_logp(), long.compile_logp()
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        point = _value_point(dense, _as_builder_point(_random_parameters(rng, spec, 9, 13), spec))
+        np.testing.assert_allclose(f_long(point), f_dense(point), rtol=1e-12)
+
+
+def test_minibatch_likelihood_is_an_unbiased_estimate():
+    """The scaled minibatch log-likelihood averages to the full one (new cells at every call),
+    and a batch larger than the data is refused."""
+    from bayesirt.errors import BayesIRTError
+
+    responses, _ = simulate_pl("2pl", n_items=20, n_models=30, seed=4, missing=0.2)
+    spec = load_spec("2pl")
+    full, batched = build_logistic(responses, spec), build_logistic(responses, spec, batch_size=60)
+    point = full.initial_point()
+    rng = np.random.default_rng(0)
+    point = {k: v + rng.normal(0, 0.3, np.shape(v)) for k, v in point.items()}
+    f_full, f_batch = (m.compile_fn(m.potentiallogp, inputs=m.value_vars, on_unused_input="ignore")
+                       for m in (full, batched))
+    draws = np.array([f_batch(point) for _ in range(3000)])
+    assert np.unique(draws).size > 2900  # a fresh batch at every evaluation
+    se = draws.std() / np.sqrt(draws.size)
+    assert abs(draws.mean() - f_full(point)) < 4 * se
+    with pytest.raises(BayesIRTError, match="exceeds the 480 observed cells"):
+        build_logistic(responses, spec, batch_size=481)

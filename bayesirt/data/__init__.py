@@ -29,7 +29,7 @@ from bayesirt.data.populations import (
     derive_family,
     derive_owner,
 )
-from bayesirt.data.responses import MISSING, make_responses, observed_mask, summarize, validate_responses
+from bayesirt.data.responses import MISSING, make_responses, observed_cells, observed_mask, summarize, validate_responses
 
 __all__ = [
     "MISSING",
@@ -37,6 +37,7 @@ __all__ = [
     "validate_responses",
     "summarize",
     "observed_mask",
+    "observed_cells",
     "read_wide_csv",
     "read_long",
     "read_nt_npz",

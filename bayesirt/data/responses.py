@@ -24,7 +24,7 @@ import xarray as xr
 from bayesirt.data.populations import derive_family, derive_owner
 from bayesirt.errors import DataError
 
-__all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask"]
+__all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask", "observed_cells"]
 
 MISSING = -1
 """Code of a missing (unobserved) cell in the int8 ``responses`` variable."""
@@ -312,6 +312,23 @@ def observed_mask(ds: xr.Dataset | xr.DataArray) -> np.ndarray:
     """
     da = ds["responses"] if isinstance(ds, xr.Dataset) else ds
     return np.asarray(da.values != MISSING)
+
+
+def observed_cells(y: np.ndarray, *, chunk_items: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The observed cells of an int8 (item, model) response matrix in long format.
+
+    Returns ``(item, model, response)``: int32 row and column indices in row-major order and the
+    int8 responses there. Built a block of rows at a time, so no full-size index or float array
+    exists beside the matrix (a 5,000 x 14,042 matrix needs 9 bytes per observed cell).
+    """
+    items, models, values = [], [], []
+    for start in range(0, y.shape[0], chunk_items):
+        block = y[start:start + chunk_items]
+        i, m = np.nonzero(block != MISSING)
+        items.append((i + start).astype(np.int32))
+        models.append(m.astype(np.int32))
+        values.append(block[i, m].astype(np.int8))
+    return np.concatenate(items), np.concatenate(models), np.concatenate(values)
 
 
 def summarize(ds: xr.Dataset) -> dict[str, Any]:

@@ -142,6 +142,7 @@ def build_mirt(responses: xr.Dataset, spec: MIRTSpec) -> pm.Model:
         pm.Potential("response_loglik", fused_loglik(eta, None, None, (y == 1).astype("float64"), observed))
     if anchors is not None:
         pm_model.anchor_items = responses["item"].values[anchors]
+    pm_model.n_cells = int(observed.sum())  # read by the ADVI stopping rule (bayesirt.inference)
     return pm_model
 
 
