@@ -28,7 +28,7 @@ ANALYSIS_KINDS = ("fit", "audit", "safety")
 _OPTIONS = {  # per kind: its option table, and the types of its options
     "fit": ("fit", {
         "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int,
-        "advi_iterations": int, "advi_tolerance": float, "advi_learning_rate": float,
+        "advi_iterations": int, "advi_tolerance": float, "advi_learning_rate": float, "advi_batch_size": int,
         "log_likelihood": bool, "ci": float,
     }),
     "audit": ("audit", {

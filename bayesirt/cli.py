@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="fit an IRT spec to response data and write posterior, tables, report, figures")
     _data_model(f)
     _sampling(f)
+    f.add_argument("--advi-batch-size", type=int,
+                   help="minibatch ADVI: observed cells per step (for matrices of millions of responses) [all]")
     f.add_argument("--ci", type=float, default=0.9, help="credible-interval probability of tables [0.9]")
     f.add_argument("--log-likelihood", action="store_true", help="store pointwise log-likelihood (for LOO)")
     _output(f)
@@ -320,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         match args.command:
             case "fit":
                 out = analyses.run_fit_job(args.data, args.model, args.out, force=args.force, ci=args.ci,
-                                           progress=progress, log_likelihood=args.log_likelihood, **_sampling_options(args))
+                                           progress=progress, log_likelihood=args.log_likelihood,
+                                           advi_batch_size=args.advi_batch_size, **_sampling_options(args))
             case "run":
                 out = analyses.run_analysis(args.analysis, force=args.force, progress=progress)
             case "mml":
