@@ -195,14 +195,16 @@ def test_long_and_dense_layouts_give_the_same_log_density(name, tmp_path, monkey
         np.testing.assert_allclose(f_long(point), f_dense(point), rtol=1e-12)
 
 
-def test_minibatch_likelihood_is_an_unbiased_estimate():
-    """The scaled minibatch log-likelihood averages to the full one (new cells at every call),
-    and a batch larger than the data is refused."""
+def test_minibatch_likelihood_is_an_unbiased_estimate(monkeypatch):
+    """The scaled minibatch log-likelihood averages to the full one (new blocks at every call;
+    480 cells in 69 blocks of 7, the last padded), and a batch larger than the data is refused."""
+    import bayesirt.models.logistic as logistic
     from bayesirt.errors import BayesIRTError
 
+    monkeypatch.setattr(logistic, "MINIBATCH_BLOCK", 7)  # 69 blocks, 5 padding cells
     responses, _ = simulate_pl("2pl", n_items=20, n_models=30, seed=4, missing=0.2)
     spec = load_spec("2pl")
-    full, batched = build_logistic(responses, spec), build_logistic(responses, spec, batch_size=60)
+    full, batched = build_logistic(responses, spec), build_logistic(responses, spec, batch_size=63)
     point = full.initial_point()
     rng = np.random.default_rng(0)
     point = {k: v + rng.normal(0, 0.3, np.shape(v)) for k, v in point.items()}

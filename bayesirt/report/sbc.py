@@ -95,7 +95,7 @@ def _diagnostics_lines(result: SBCResult, n_draws: int) -> list[str]:
             f"- divergent transitions: {int(np.nansum(div))} in total, in {int((div > 0).sum())} of {n} replicates.",
             f"- smallest bulk ESS per replicate: median {np.nanmedian(ess):.0f}; {int((ess < n_draws).sum())} of {n} "
             f"replicates below L = {n_draws} (thinned draws then still carry autocorrelation).",
-            f"- replicates with any problem (R-hat > 1.01 or divergences): "
+            "- replicates with any problem (R-hat > 1.01 or divergences): "
             + (", ".join(str(int(r)) for r in d["replicate"].values[bad][:30]) or "none")
             + (" ..." if bad.sum() > 30 else "") + ".",
         ]
