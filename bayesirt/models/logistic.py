@@ -132,9 +132,9 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
 
 #: Smallest observed share of the matrix for which the likelihood runs over the dense matrix;
 #: sparser matrices run over their observed cells in long format. One logp + gradient on 2,000 x
-#: 1,000 cost the same per observed cell in both layouts when complete, and 28% less in long
-#: format at 70% observed (``benchmarks/results/scale_advi.md``); long format also needs 9 bytes
-#: per observed cell against 16 per cell for the dense float64 responses and mask.
+#: 1,000 cost 8% more per observed cell in long format when complete, and 26% less at 70%
+#: observed (``benchmarks/results/scale_advi.md``); long format also needs 9 bytes per observed
+#: cell against 16 per cell for the dense float64 responses and mask.
 DENSE_FROM = 0.8
 
 
