@@ -126,8 +126,8 @@ def fit(
         ADVI (at 0.01 its Cholesky factor diverged on that design; at 0.001 it converged on a
         20 x 60 2PL with posterior sds matching NUTS).
     advi_batch_size : int, optional
-        Minibatch ADVI (1PL-4PL specs): each step uses the likelihood of this many observed
-        cells drawn at random, scaled to the whole matrix (see
+        Minibatch ADVI (1PL-4PL specs): each step uses the likelihood of about this many observed
+        cells drawn at random (in blocks of 4,096), scaled to the whole matrix (see
         :func:`~bayesirt.models.logistic.build_logistic`). Default: every cell at every step.
         On large matrices a step then costs the batch, not the matrix; the stochastic gradient
         needs more steps, which the loss-plateau rule counts.
@@ -360,7 +360,7 @@ class _LossPlateau:
         self.iterations: list[int] = []
         self.losses: list[float] = []
 
-    def __call__(self, approx, loss_hist, i):
+    def __call__(self, i: int) -> None:
         if i % self.every:
             return
         self.iterations.append(i)
@@ -393,7 +393,7 @@ def _advi(pm_model, method, iterations, tolerance, learning_rate, draws, seed, p
             for i in range(1, iterations + 1):
                 step()
                 advance()
-                plateau(inference.approx, None, i)
+                plateau(i)
                 if i % plateau.every == 0 and not all(np.isfinite(p.get_value()).all() for p in params):
                     raise FloatingPointError(f"ADVI diverged at iteration {i} (non-finite variational parameters)")
         except StopIteration:

@@ -62,9 +62,10 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
     spec : IRTSpec
         From :func:`bayesirt.specs.load_spec`.
     batch_size : int, optional
-        Observed cells per evaluation, for minibatch ADVI: the likelihood of a uniform random
-        subset of this many observed cells (drawn anew at every evaluation, with replacement),
-        scaled by n_observed / batch_size, an unbiased estimate of the full log-likelihood.
+        Observed cells per evaluation, for minibatch ADVI: the likelihood of about this many
+        observed cells, drawn anew at every evaluation as random blocks of consecutive cells of
+        a fixed shuffled order (see ``_long_loglik``) and scaled to the whole matrix, an unbiased
+        estimate of the full log-likelihood.
         Default: every observed cell. Only for stochastic optimization; NUTS and MAP need the
         exact likelihood.
 
