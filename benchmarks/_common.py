@@ -41,3 +41,20 @@ def benchmark_row(*, task: str, data_size: str, bayesirt: str, peer: str, peer_f
         "target_met": target_met, "quality": quality, "status": status, "command": command, "date": date,
         "machine": machine_description or machine(),
     }
+
+
+def write_results(out, result: dict, markdown) -> str:
+    """Write a results dict as ``out`` (JSON) and its Markdown ``markdown(result)`` next to it
+    (``.md``), each through a temporary file and a rename, so an interrupted write leaves the
+    previous results whole. Returns the Markdown."""
+    import json
+    from pathlib import Path
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    md = markdown(result)
+    for path, text in ((out, json.dumps(result, indent=2, default=float) + "\n"), (out.with_suffix(".md"), md)):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return md

@@ -72,7 +72,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, machine, versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, machine, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / ".peer-venvs" / "pyirt"
@@ -663,10 +663,7 @@ def main(argv=None) -> int:
         "sizes": results,
         "benchmark_rows": [s["row"] for s in results],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-    md = markdown(result)
-    args.out.with_suffix(".md").write_text(md)
+    md = write_results(args.out, result, markdown)
     print(md)
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
     return 0

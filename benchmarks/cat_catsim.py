@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-from _common import benchmark_row, versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "catsim", "numpy", "scipy")
 SEED = 20261130
@@ -212,9 +212,7 @@ def main() -> None:
     if args.render:
         result = json.loads(json_path.read_text())
         result["benchmark_rows"] = benchmark_rows(result)
-        json_path.write_text(json.dumps(result, indent=2) + "\n")
-        md_path.write_text(_markdown(result))
-        print(_markdown(result))
+        print(write_results(json_path, result, _markdown))
         return
     if args.quick:
         args.items, args.examinees, args.budgets = 200, 100, "25"
@@ -233,11 +231,7 @@ def main() -> None:
         "rows": rows,
     }
     result["benchmark_rows"] = benchmark_rows(result)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
-    text = _markdown(result)
-    md_path.write_text(text)
-    print(text)
+    print(write_results(json_path, result, _markdown))
     print(f"wrote {json_path} and {md_path}")
 
 

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "factor-analyzer", "numpy", "scipy", "scikit-learn", "threadpoolctl")
 SEED = 20261130
@@ -329,9 +329,7 @@ def main(argv=None) -> int:
     if args.render:
         result = json.loads(args.out.read_text())
         result["benchmark_rows"] = benchmark_rows(result)
-        args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-        args.out.with_suffix(".md").write_text(markdown(result))
-        print(markdown(result))
+        print(write_results(args.out, result, markdown))
         return 0
     if args.cases is None:
         args.cases = list(QUICK_CASES if args.quick else DEFAULT_CASES)
@@ -356,10 +354,7 @@ def main(argv=None) -> int:
         "total_wall_s": time.perf_counter() - t_start,
     }
     result["benchmark_rows"] = benchmark_rows(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-    md = markdown(result)
-    args.out.with_suffix(".md").write_text(md)
+    md = write_results(args.out, result, markdown)
     print(md)
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
     return 0

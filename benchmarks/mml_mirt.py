@@ -59,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "mirt", "numpy", "scipy", "xarray", "threadpoolctl")
 PUBLISHED_LSAT7 = -2658.805  # LSAT7 2PL marginal log-likelihood (e.g. R mirt / ltm)
@@ -735,7 +735,7 @@ def benchmark_rows(result: dict) -> list[dict]:
             if ok_b and b.get("corr_truth"):
                 names = ("a", "b", "c") if case == "3pl" else ("a", "b")
                 quality.append(f"r(truth) {'/'.join(names)}: bayesirt " + " / ".join(f"{b['corr_truth'][k]:.3f}" for k in names)
-                               + (f", mirt " + " / ".join(f"{ref['corr_truth'][k]:.3f}" for k in names)
+                               + (", mirt " + " / ".join(f"{ref['corr_truth'][k]:.3f}" for k in names)
                                   if ref.get("corr_truth") else ""))
             if case == "2pl" and lsat7:
                 quality.append(lsat7)
@@ -771,10 +771,7 @@ def main(argv=None) -> int:
     if args.render:
         result = json.loads(args.out.read_text())
         result["benchmark_rows"] = benchmark_rows(result)
-        args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-        md = markdown(result)
-        args.out.with_suffix(".md").write_text(md)
-        print(md)
+        print(write_results(args.out, result, markdown))
         return 0
     if args.quick:
         args.items, args.models, args.repeats, args.repeats_small = 20, 1000, 1, 3
@@ -807,10 +804,7 @@ def main(argv=None) -> int:
         "total_wall_s": time.perf_counter() - t_start,
     }
     result["benchmark_rows"] = benchmark_rows(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-    md = markdown(result)
-    args.out.with_suffix(".md").write_text(md)
+    md = write_results(args.out, result, markdown)
     print(md)
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
     return 0

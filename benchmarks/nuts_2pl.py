@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, versions  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 AXES_NUTS = ("theta", "discrimination", "intercept")  # the free parameters: ESS / R-hat over these
 AXES_TRUTH = ("theta", "discrimination", "difficulty")  # compared with the truth / NUTS reference
@@ -585,10 +585,7 @@ def main(argv=None) -> int:
             return 0
         result["gradient"] = gradient | {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "merged_later": True}
         result["benchmark_rows"] = benchmark_rows(result)
-        args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-        md = markdown(result)
-        args.out.with_suffix(".md").write_text(md)
-        print(md)
+        print(write_results(args.out, result, markdown))
         return 0
 
     gradient = gradient_section() if "gradient" not in args.skip else {"status": "skipped"}
@@ -651,10 +648,7 @@ def main(argv=None) -> int:
         "total_wall_s": time.perf_counter() - t_start,
     }
     result["benchmark_rows"] = benchmark_rows(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-    md = markdown(result)
-    args.out.with_suffix(".md").write_text(md)
+    md = write_results(args.out, result, markdown)
     print(md)
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
     return 0

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import benchmark_row, machine, versions  # noqa: E402
+from _common import benchmark_row, machine, versions, write_results  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 SEED = 20261130
@@ -243,10 +243,7 @@ def main(argv=None) -> int:
     def save() -> None:  # after every case, so an interrupted run keeps what it measured
         result["load_end"] = os.getloadavg()
         result["benchmark_rows"] = benchmark_rows(result)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=2, default=float) + "\n")
-        tmp.replace(out)
-        out.with_suffix(".md").write_text(markdown(result))
+        write_results(out, result, markdown)
 
     for name in args.cases.split(","):
         result["cases"].append(_run_worker(name, args))

@@ -316,13 +316,6 @@ def test_without_the_bayesian_layer_the_posteriors_fail_clearly(bench, audit):
     assert bd.add_posterior_diagnostics(audit, bench) is audit and audit.bayes is None
 
 
-def test_sections_go_before_the_next_heading():
-    report = "# T\n\n## A one\n\ntext\n\n## B two\n\nmore\n"
-    out = bd.insert_sections(report, {"## A": ["### post", ""], "## C": ["### tail"]})
-    assert out.split("\n") == ["# T", "", "## A one", "", "text", "", "### post", "", "## B two", "", "more", "",
-                               "### tail"]
-
-
 # ------------------------------------------------------------------ end to end
 
 

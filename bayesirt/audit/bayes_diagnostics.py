@@ -100,8 +100,8 @@ from bayesirt.resampling import PRIMARY, _check_integer, _pack_folds, matched_ra
 
 __all__ = ["POSTERIOR_CONTROLS", "QUANTILES", "describe", "shifted_draws", "posterior_specificity",
            "fraction_scores", "posterior_sensitivity", "posterior_matched_controls", "posterior_signatures",
-           "signature_draws", "add_posterior_diagnostics", "attach", "SECTIONS", "posterior_sections",
-           "insert_sections", "specificity_lines", "matched_lines", "sensitivity_lines", "signatures_lines"]
+           "signature_draws", "add_posterior_diagnostics", "attach", "posterior_lines",
+           "specificity_lines", "matched_lines", "sensitivity_lines", "signatures_lines"]
 
 #: Discrimination-matched controls drawn per posterior draw and fold (module notes; the default of
 #: ``AuditConfig.bayes_controls``).
@@ -694,31 +694,15 @@ def signatures_lines(ds: xr.Dataset) -> list[str]:
             markdown_table(pd.DataFrame(rows)), ""]
 
 
-#: Report section (heading prefix of :mod:`bayesirt.report.audit` and the diagnostic modules) that
-#: each posterior counterpart follows, with its line builder.
-SECTIONS = {"specificity": ("## Within-family specificity", specificity_lines),
-            "sensitivity": ("## Score-gap thresholds and anchor fractions", sensitivity_lines),
-            "matched": ("## Discrimination- and reliability-matched control", matched_lines),
-            "signatures": ("## Item-family signature replication", signatures_lines)}
+#: Report lines of each posterior counterpart held in ``AuditResult.bayes``.
+_LINES = {"specificity": specificity_lines, "sensitivity": sensitivity_lines, "matched": matched_lines,
+          "signatures": signatures_lines}
 
 
-def posterior_sections(result: AuditResult) -> dict[str, list[str]]:
-    """``{heading prefix: markdown lines}`` of every posterior counterpart held in ``result.bayes``."""
-    if result.bayes is None:
-        return {}
-    return {heading: build(result.bayes[name].to_dataset()) for name, (heading, build) in SECTIONS.items()
-            if name in result.bayes.children}
-
-
-def insert_sections(report: str, sections: Mapping[str, list[str]]) -> str:
-    """Insert each block of lines at the end of the ``## `` section whose heading starts with its
-    key (before the next ``## `` heading); a block whose section is absent is appended at the end."""
-    lines = report.split("\n")
-    for heading, block in sections.items():
-        start = next((k for k, line in enumerate(lines) if line.startswith(heading)), None)
-        if start is None:
-            lines += block
-            continue
-        end = next((k for k in range(start + 1, len(lines)) if lines[k].startswith("## ")), len(lines))
-        lines[end:end] = block
-    return "\n".join(lines)
+def posterior_lines(result: AuditResult, name: str) -> list[str]:
+    """report.md lines of the posterior counterpart ``name`` ("specificity", "sensitivity",
+    "matched" or "signatures"), placed by :func:`bayesirt.report.audit.audit_report` right after
+    its deterministic section; empty when the audit holds none."""
+    if result.bayes is None or name not in result.bayes.children:
+        return []
+    return _LINES[name](result.bayes[name].to_dataset())

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.bayes_diagnostics import insert_sections, posterior_sections
 from bayesirt.audit.primary import AuditResult, FoldResult
 from bayesirt.outputs import staged_output
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
@@ -168,7 +167,5 @@ def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, 
         if result.sensitivity is not None:
             result.sensitivity.to_dataframe().to_csv(folder / "sensitivity.csv")
             curve = plot_sensitivity(result.sensitivity, folder / "sensitivity.png").name
-        report = audit_report(result, summary, responses, figure, curve)
-        # each posterior counterpart (bayesirt.audit.bayes_diagnostics) goes next to its deterministic section
-        (folder / "report.md").write_text(insert_sections(report, posterior_sections(result)))
+        (folder / "report.md").write_text(audit_report(result, summary, responses, figure, curve))
     return Path(out)

@@ -157,10 +157,12 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
     lines += ["## Folds", "", "Each audit half selects K (one-SE rule), learns the spectral directions, estimates "
               "residual family DIF and chooses the anchors; the opposite half's representatives are scored.", "",
               markdown_table(pd.DataFrame(fold_rows)), ""]
+    from bayesirt.audit.bayes_diagnostics import posterior_lines  # each posterior counterpart follows its section
+
     if "within_family" in summary:
-        lines += _within_section(summary["within_family"])
+        lines += _within_section(summary["within_family"]) + posterior_lines(result, "specificity")
     if result.sensitivity is not None:
-        lines += _sensitivity_section(result.sensitivity, curve)
+        lines += _sensitivity_section(result.sensitivity, curve) + posterior_lines(result, "sensitivity")
     if result.owners is not None:
         lines += _owner_shifts(result.owners)
     if result.perturbations is not None:
@@ -178,12 +180,13 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
     if result.matched is not None:
         from bayesirt.audit.matched import matched_section
 
-        lines += matched_section(result.matched) + [""]
+        lines += matched_section(result.matched) + [""] + posterior_lines(result, "matched")
     if result.replication is not None:
         from bayesirt.audit.replication import replication_section
 
         rep = result.replication
-        lines += replication_section(rep["signatures"], rep["groups"], rep["contributions"]) + [""]
+        lines += (replication_section(rep["signatures"], rep["groups"], rep["contributions"]) + [""]
+                  + posterior_lines(result, "signatures"))
     if "bayes" in summary:
         lines += _bayes_section(summary["bayes"], result)
     if summary["warnings"]:
