@@ -234,9 +234,8 @@ def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, ch
     coordinates ``item`` and ``model`` on it, so LOO can group cells by model. Cells are processed
     in chunks of about ``chunk_cells`` draw-cells so memory stays bounded on large matrices.
     """
-    y = responses["responses"].values
-    items, models = np.nonzero(y != MISSING)
-    y_cell = y[items, models].astype(bool)
+    items, models, y_cell = observed_cells(responses["responses"].values)
+    y_cell = y_cell.astype(bool)
     n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
     n_samples = n_chain * n_draw
 
