@@ -638,7 +638,7 @@ def markdown(result: dict) -> str:
              "run on a Rayon pool with one thread per CPU by default (the process gains "
              f"{result.get('mirt_rayon_threads_added', '?')} threads at the first mirt fit); the `1 thread` rows rerun mirt in a "
              "subprocess with RAYON_NUM_THREADS=1 and OMP/OPENBLAS/MKL_NUM_THREADS=1. SEs: bayesirt inverts the "
-             "observed information (central differences of the analytic gradient); mirt's default `se_method='auto'` is "
+             "observed information (exact, Louis' identity); mirt's default `se_method='auto'` is "
              "'oakes' (observed information by Louis' identity) for these models.", "",
              "3PL: bayesirt's `priors=False` 3PL still keeps the spec's guessing ~ Beta(5, 17) prior (MAP for c), while "
              "mirt's 3PL is plain ML with c boxed to [0, 0.5] (a in [0.1, 5], b in [-6, 6]). The two maximize different "

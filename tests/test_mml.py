@@ -143,6 +143,75 @@ def test_se_3pl_includes_beta_prior_curvature(lsat6):
     assert fit.objective == pytest.approx(logpost(v), abs=1e-6)
 
 
+def _spec_with(name, **priors):
+    spec = load_spec(name)
+    return dataclasses.replace(spec, priors={**spec.priors, **priors})
+
+
+def _log_posterior(y, spec, priors, a, d, c, s):
+    """Independent marginal log posterior with missing cells (-1) and the priors fit_mml activates."""
+    x, w = hermegauss(61)
+    p = c[:, None] + (1 - c - s)[:, None] / (1 + np.exp(-(a[:, None] * x + d[:, None])))
+    ll = np.log(np.exp((y == 1).T @ np.log(p) + (y == 0).T @ np.log(1 - p)) @ (w / w.sum())).sum()
+    pr = {k: v for k, v in spec.priors.items() if k != "theta" and (priors or k in ("guessing", "slip"))}
+    if "discrimination" in pr:
+        one = a[:1] if spec.discrimination_structure == "common" else a
+        par = pr["discrimination"].params
+        ll += (stats.lognorm.logpdf(one, s=par["sigma"], scale=np.exp(par["mu"])) if pr["discrimination"].distribution
+               == "lognormal" else stats.halfnorm.logpdf(one, scale=par["sigma"])).sum()
+    for name, value in (("intercept", d), ("difficulty", -d / a)):
+        if name in pr:
+            ll += stats.norm.logpdf(value, pr[name].params["mu"], pr[name].params["sigma"]).sum()
+    for name, value in (("guessing", c), ("slip", s)):
+        if name in pr:
+            ll += stats.beta.logpdf(value, pr[name].params["alpha"], pr[name].params["beta"]).sum()
+    return ll
+
+
+@pytest.mark.parametrize(("name", "priors", "extra", "size"), [
+    ("1pl", True, {"difficulty": Prior("normal", {"mu": 0.0, "sigma": 1.5})}, (6, 400)),  # shared slope + b prior
+    ("2pl", False, {}, (6, 400)),
+    ("2pl", True, {"discrimination": Prior("halfnormal", {"sigma": 1.5}),
+                   "difficulty": Prior("normal", {"mu": 0.5, "sigma": 1.0})}, (6, 400)),
+    ("2pl", True, {}, (16, 12)),  # fewer response patterns than items: the other summation order
+    ("3pl", True, {}, (6, 400)),
+    ("4pl", True, {}, (6, 400)),
+])
+def test_observed_information_is_the_exact_hessian(name, priors, extra, size):
+    """Louis' identity in fit_mml vs second differences of an independent log posterior, with
+    missing cells, a shared slope and every kind of prior (lognormal, halfnormal, normal on d or b, beta)."""
+    spec = _spec_with(name, **extra)
+    if "difficulty" in extra:
+        spec = dataclasses.replace(spec, priors={k: v for k, v in spec.priors.items() if k != "intercept"})
+    ds, _ = simulate_pl("4pl" if name == "4pl" else "2pl", n_items=size[0], n_models=size[1], seed=11)
+    y = ds["responses"].values.copy()
+    y[np.random.default_rng(2).random(y.shape) < 0.15] = MISSING
+    ds = make_responses(y)
+    fit = fit_mml(ds, spec, priors=priors, tol=1e-10, ll_tol=1e-15)
+    it = {k: fit.items[k].values for k in ("discrimination", "intercept", "guessing", "slip")}
+    it["guessing"], it["slip"] = np.nan_to_num(it["guessing"]), np.nan_to_num(it["slip"])
+    item_index = {str(i): k for k, i in enumerate(fit.items["item"].values)}
+    where = []  # (slot, item position or None for the shared slope) of each covariance row
+    for label in fit.covariance["parameter"].values:
+        slot, _, item = str(label).partition("[")
+        where.append((slot, item_index[item[:-1]] if item else None))
+
+    def f(v):
+        par = {k: x.copy() for k, x in it.items()}
+        for (k, i), value in zip(where, v, strict=True):
+            if i is None:
+                par[k][:] = value
+            else:
+                par[k][i] = value
+        return _log_posterior(y, spec, priors, par["discrimination"], par["intercept"], par["guessing"], par["slip"])
+
+    v = np.array([it[k][0 if i is None else i] for k, i in where])
+    expected = np.linalg.inv(-_hessian(f, v, h=2e-4))
+    assert fit.attrs["se_method"].startswith("inverse observed information (exact")
+    np.testing.assert_allclose(np.sqrt(np.diag(fit.covariance.values)), np.sqrt(np.diag(expected)), rtol=2e-4)
+    np.testing.assert_allclose(fit.covariance.values, expected, atol=2e-4 * np.abs(expected).max())
+
+
 def test_priors_true_is_a_mode_of_the_log_posterior(lsat6):
     y = lsat6["responses"].values.astype(float)
     fit = fit_mml(lsat6, "2pl", priors=True, tol=1e-9, ll_tol=1e-15, se=False)
