@@ -184,6 +184,20 @@ def test_minibatch_advi_recovers_truth(sim2pl, monkeypatch):
         assert float(gap.max()) < 1.5, name
 
 
+def test_sparse_loss_evaluation_leaves_the_steps_unchanged(sim2pl, monkeypatch):
+    """On large matrices the full-batch loss is evaluated every 20th step; the optimizer steps,
+    and so the estimates after a fixed number of steps, are those of the every-step run."""
+    import bayesirt.inference
+
+    responses, _ = sim2pl
+    every_step = fit(responses, "2pl", method="advi", advi_iterations=400, draws=50, seed=3, progress=False)
+    monkeypatch.setattr(bayesirt.inference, "SCORE_SPARSELY_FROM", 0)
+    sparse = fit(responses, "2pl", method="advi", advi_iterations=400, draws=50, seed=3, progress=False)
+    np.testing.assert_array_equal(sparse["variational_fit"]["iteration"].values[:3], [20, 40, 60])
+    assert every_step["variational_fit"].sizes["iteration"] == 400
+    xr.testing.assert_equal(sparse.posterior.to_dataset(), every_step.posterior.to_dataset())
+
+
 def test_fullrank_advi_matches_nuts_on_small_design():
     # Full-rank ADVI captures posterior correlations, so its sds should be close to NUTS's
     # (seen: median sd ratio .99 for intercepts, 1.01 for abilities; means within .07).
