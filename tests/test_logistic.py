@@ -195,6 +195,30 @@ def test_long_and_dense_layouts_give_the_same_log_density(name, tmp_path, monkey
         np.testing.assert_allclose(f_long(point), f_dense(point), rtol=1e-12)
 
 
+@pytest.mark.parametrize("dense_from", [0.0, 2.0])
+def test_float32_model_is_float32_and_agrees_with_float64(dense_from, monkeypatch):
+    """Under floatX=float32 the whole log density (dense or long layout, with asymptotes) is
+    float32 and agrees with float64 to float32 precision (benchmarks/float32_advi.py times it)."""
+    import pytensor
+
+    import bayesirt.models.logistic as logistic
+
+    spec = load_spec("4pl")
+    responses, _ = simulate_pl("4pl", n_items=40, n_models=30, seed=4, missing=0.2)
+    monkeypatch.setattr(logistic, "DENSE_FROM", dense_from)
+    wide = build_logistic(responses, spec)
+    with pytensor.config.change_flags(floatX="float32"):
+        narrow = build_logistic(responses, spec)
+        f32 = narrow.compile_logp()
+    f64 = wide.compile_logp()
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        point = _value_point(wide, _as_builder_point(_random_parameters(rng, spec, 40, 30), spec))
+        value = f32({k: v.astype("float32") for k, v in point.items()})
+        assert value.dtype == np.float32
+        np.testing.assert_allclose(value, f64(point), rtol=2e-6)
+
+
 def test_minibatch_likelihood_is_an_unbiased_estimate(monkeypatch):
     """The scaled minibatch log-likelihood averages to the full one (new blocks at every call;
     480 cells in 69 blocks of 7, the last padded), and a batch larger than the data is refused."""

@@ -95,7 +95,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         # the priors. Likewise b = difficulty_centered + theta_mean in the difficulty form.
         tp = spec.priors["theta"].params
         n_models = len(coords["model"])
-        theta_mean = pm.Normal("theta_mean", mu=tp["mu"], sigma=tp["sigma"] / np.sqrt(n_models))
+        theta_mean = pm.Normal("theta_mean", mu=tp["mu"], sigma=float(tp["sigma"] / np.sqrt(n_models)))  # a Python float follows floatX
         theta_dev = pm.ZeroSumNormal("theta_deviation", sigma=tp["sigma"], dims="model")
         pm.Deterministic("theta", theta_mean + theta_dev, dims="model")
         if spec.discrimination_structure == "item":
@@ -122,7 +122,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         if batch_size is None and observed.mean() >= DENSE_FROM:
             eta = a_col * theta_dev[None, :] + d_c[:, None]
             column = lambda v: None if v is None else v[:, None]  # noqa: E731
-            loglik = fused_loglik(eta, column(c), column(s), (y == 1).astype("float64"), observed)
+            loglik = fused_loglik(eta, column(c), column(s), (y == 1).astype(pytensor.config.floatX), observed)
         else:
             loglik = _long_loglik(y, a, theta_dev, d_c, c, s, batch_size)
         pm.Potential("response_loglik", loglik)
@@ -170,12 +170,12 @@ def _long_loglik(y: np.ndarray, a, theta_dev, d_c, c, s, batch_size: int | None)
         valid = pytensor.shared(np.concatenate([np.ones(n_cells, np.int8), np.zeros(pad, np.int8)]), borrow=True)
         starts = pm.Minibatch(pytensor.shared(np.arange(n_blocks, dtype=np.int64) * block), batch_size=n_draw)
         index = (starts[:, None] + pt.arange(block)[None, :]).ravel()
-        item, model, response, weight = item[index], model[index], response[index], pt.cast(valid[index], "float64")
+        item, model, response, weight = item[index], model[index], response[index], pt.cast(valid[index], pytensor.config.floatX)
         scale = n_blocks / n_draw
     per_item = lambda v: None if v is None else v[item]  # noqa: E731
     a_cell = a[item] if a.ndim == 1 else a
     eta = a_cell * theta_dev[model] + d_c[item]
-    y_obs = pt.cast(response, "float64")
+    y_obs = pt.cast(response, pytensor.config.floatX)
     if weight is not None:
         return scale * fused_loglik(eta, per_item(c), per_item(s), y_obs * weight, weight)
     return scale * fused_loglik(eta, per_item(c), per_item(s), y_obs)
@@ -191,7 +191,7 @@ def fused_loglik(eta, c, s, y_obs, observed: np.ndarray | None = None):
     """
     weight = None if observed is None or (isinstance(observed, np.ndarray) and observed.all()) else observed
     if isinstance(weight, np.ndarray):
-        weight = weight.astype("float64")
+        weight = weight.astype(pytensor.config.floatX)
     y_miss = (1.0 - y_obs) if weight is None else weight - y_obs  # 1 where an observed response is 0
     if c is None and s is None:
         # log p = eta - softplus(eta), log(1 - p) = -softplus(eta)
