@@ -111,7 +111,8 @@ def main(argv=None) -> int:
                    "step_ms_all": times[prec]["step"], "loss_ms_all": times[prec]["loss"],
                    "fit": _fit(responses, truth, prec)} for prec in PRECISIONS}
     result = {"size": f"{models} x {items:,}", "repeats": repeats, "precisions": rows,
-              "command": " ".join([".venv/bin/python", "benchmarks/float32_advi.py", *(argv if argv is not None else sys.argv[1:])]),
+              "command": " ".join([".venv/bin/python", "benchmarks/float32_advi.py",
+                                   *(argv if argv is not None else sys.argv[1:])]),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
               "versions": versions(("bayesirt", "pymc", "pytensor", "numpy")),
               "loadavg_start": [round(x, 2) for x in load_start], "loadavg_end": [round(x, 2) for x in os.getloadavg()]}

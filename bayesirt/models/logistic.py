@@ -95,7 +95,8 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         # the priors. Likewise b = difficulty_centered + theta_mean in the difficulty form.
         tp = spec.priors["theta"].params
         n_models = len(coords["model"])
-        theta_mean = pm.Normal("theta_mean", mu=tp["mu"], sigma=float(tp["sigma"] / np.sqrt(n_models)))  # a Python float follows floatX
+        # (a Python float, not a NumPy float64, so the graph follows floatX)
+        theta_mean = pm.Normal("theta_mean", mu=tp["mu"], sigma=float(tp["sigma"] / np.sqrt(n_models)))
         theta_dev = pm.ZeroSumNormal("theta_deviation", sigma=tp["sigma"], dims="model")
         pm.Deterministic("theta", theta_mean + theta_dev, dims="model")
         if spec.discrimination_structure == "item":
