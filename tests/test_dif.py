@@ -97,6 +97,20 @@ def test_vectorized_schedule_matches_the_literal_per_item_schedule(missing):
     np.testing.assert_allclose(fit.easiness, b, atol=1e-6)
 
 
+def test_saturated_offsets_stay_finite():
+    """Offsets far beyond the sigmoid's range (+-1,000: exp overflows) act as +-50 does: the cell
+    is certain either way (the fit forms exp(-offset) once per Newton solve, clipped)."""
+    y, observed, offsets, family = _data(n_items=10, seed=3)
+    far, near = offsets.copy(), offsets.copy()
+    far[0, :5], near[0, :5] = 1000.0, 50.0
+    far[1, :5], near[1, :5] = -1000.0, -50.0
+    y[0, :5], y[1, :5] = 1, 0
+    a, b = fit_family_dif(y, observed, far, family, 3), fit_family_dif(y, observed, near, family, 3)
+    assert np.isfinite(a.easiness).all() and np.isfinite(a.family_effect).all()
+    np.testing.assert_allclose(a.easiness, b.easiness, atol=1e-10)
+    np.testing.assert_allclose(a.family_effect, b.family_effect, atol=1e-10)
+
+
 def test_nt_schedule_stops_after_five_cycles_centred_and_reports_its_distance():
     y, observed, offsets, family = _data(seed=2)
     fit = fit_family_dif(y, observed, offsets, family, 3)
