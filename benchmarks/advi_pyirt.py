@@ -49,6 +49,7 @@ Usage::
     python benchmarks/advi_pyirt.py --sizes 300x1000                           # one size
     python benchmarks/advi_pyirt.py                                            # 300x1000 and 2000x5000
     python benchmarks/advi_pyirt.py --render        # re-render the Markdown from the existing --out JSON
+    python benchmarks/advi_pyirt.py --sizes 300x1000 --update   # remeasure one size, keep the others
 
 Sizes are "MODELSxITEMS" (models = respondents). Writes ``--out`` (JSON, with the BENCHMARKS.md
 rows under ``benchmark_rows``) and the same stem with ``.md``, and prints the Markdown.
@@ -441,6 +442,16 @@ def make_row(size: dict, command: str, date: str, peer_label: str) -> dict:
                          target_met=met, quality=quality, status=status, command=command, date=date)
 
 
+def kept_sizes(previous: dict, measured: list[dict]) -> list[dict]:
+    """The sizes of an earlier results JSON that ``measured`` does not cover, each with the metadata
+    of the run that measured it (``--update``)."""
+    done = {(x["models"], x["items"]) for x in measured}
+    run = {"date": previous.get("date"), "command": previous.get("command"),
+           "bayesirt_head": (previous.get("bayesirt_source") or {}).get("head"),
+           "loadavg_start": previous.get("loadavg_start"), "loadavg_end": previous.get("loadavg_end")}
+    return [{"run": run} | x for x in previous.get("sizes", []) if (x["models"], x["items"]) not in done]
+
+
 def markdown(result: dict) -> str:
     cfg = result["config"]
     peer = result["peer_venv"]
@@ -460,6 +471,14 @@ def markdown(result: dict) -> str:
         f"{str(result['bayesirt_source'].get('head'))[:10]}, {len(result['bayesirt_source'].get('uncommitted') or [])} "
         f"uncommitted file(s) under bayesirt/ (sha256 of its .py files {result['bayesirt_source']['bayesirt_py_sha256']}).",
         "",
+    ]
+    earlier = [x for x in result["sizes"] if x.get("run") and x["run"]["date"] != result["date"]]
+    if earlier:
+        lines += ["Sizes measured by an earlier run (kept by `--update`; each row is from one run): " + "; ".join(
+            f"{x['models']:,} x {x['items']:,} on {x['run']['date']} (`{x['run']['command']}`, bayesirt HEAD "
+            f"{str(x['run']['bayesirt_head'])[:10]}, load average {x['run']['loadavg_start']} to {x['run']['loadavg_end']})"
+            for x in earlier) + ". The header above describes the latest run.", ""]
+    lines += [
         "| size (models x items) | tool | settings | fit s | fit CPU s | wall s | steps | r(theta) | r(a) | r(b) "
         "| py-irt s / bayesirt s |",
         "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
@@ -572,6 +591,9 @@ def main(argv=None) -> int:
                         "not at 2000x5000)")
     p.add_argument("--reinstall-peer", action="store_true", help="delete and re-create the py-irt venv first")
     p.add_argument("--render", action="store_true", help="only re-render the Markdown from the existing --out JSON")
+    p.add_argument("--update", action="store_true",
+                   help="keep the sizes of the existing --out JSON that this run does not measure (each size's rows "
+                        "keep the date, command and source of the run that measured them)")
     p.add_argument("--out", type=Path, default=HERE / "results" / "advi_pyirt.json")
     args = p.parse_args(argv)
     if args.render:
@@ -640,6 +662,13 @@ def main(argv=None) -> int:
             size["cpu_ratio"] = size["pyirt"]["fit_cpu_s"] / size["bayesirt"]["fit_cpu_s"]
         size["row"] = make_row(size, command, date, peer_label)
         results.append(size)
+
+    run = {"date": date, "command": command, "bayesirt_head": source.get("head"), "loadavg_start": load_start,
+           "loadavg_end": _load()}
+    for size in results:
+        size["run"] = run
+    if args.update and args.out.exists():
+        results = sorted(results + kept_sizes(json.loads(args.out.read_text()), results), key=lambda x: x["cells"])
 
     result = {
         "task": TASK,
