@@ -214,7 +214,8 @@ def test_fullrank_advi_matches_nuts_on_small_design():
 
 def test_pymc_sampler_path():
     responses, truth = simulate_pl("1pl", n_items=10, n_models=40, seed=2)
-    tree = fit(responses, "rasch", sampler="pymc", draws=100, tune=100, chains=2, seed=3, progress=False)
+    # cores=1: chains in turn, so PyMC does not fork a test worker that holds threads (pytest-xdist)
+    tree = fit(responses, "rasch", sampler="pymc", draws=100, tune=100, chains=2, cores=1, seed=3, progress=False)
     post = tree.posterior
     assert post["discrimination"].dims == ("chain", "draw")  # one common slope
     assert _corr(post, truth, "difficulty") >= 0.9
