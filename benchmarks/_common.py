@@ -43,10 +43,10 @@ def benchmark_row(*, task: str, data_size: str, bayesirt: str, peer: str, peer_f
     }
 
 
-def write_results(out, result: dict, markdown) -> str:
+def write_results(out, result: dict, markdown, *, echo: bool = False) -> str:
     """Write a results dict as ``out`` (JSON) and its Markdown ``markdown(result)`` next to it
     (``.md``), each through a temporary file and a rename, so an interrupted write leaves the
-    previous results whole. Returns the Markdown."""
+    previous results whole. ``echo``: also print the Markdown and the two paths. Returns the Markdown."""
     import json
     from pathlib import Path
 
@@ -57,4 +57,7 @@ def write_results(out, result: dict, markdown) -> str:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(path)
+    if echo:
+        print(md)
+        print(f"wrote {out} and {out.with_suffix('.md')}")
     return md

@@ -597,9 +597,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=HERE / "results" / "advi_pyirt.json")
     args = p.parse_args(argv)
     if args.render:
-        md = markdown(json.loads(args.out.read_text()))
-        args.out.with_suffix(".md").write_text(md)
-        print(md)
+        write_results(args.out, json.loads(args.out.read_text()), markdown, echo=True)
         return 0
     sizes = [parse_size(s) for s in (QUICK_SIZES if args.quick else args.sizes).split(",") if s.strip()]
 
@@ -692,9 +690,7 @@ def main(argv=None) -> int:
         "sizes": results,
         "benchmark_rows": [s["row"] for s in results],
     }
-    md = write_results(args.out, result, markdown)
-    print(md)
-    print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    write_results(args.out, result, markdown, echo=True)
     return 0
 
 

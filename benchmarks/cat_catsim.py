@@ -192,10 +192,10 @@ def benchmark_rows(result: dict) -> list[dict]:
     return out
 
 
-def _paths(out: Path | None, quick: bool) -> tuple[Path, Path]:
+def _json_path(out: Path | None, quick: bool) -> Path:
     if out is None:
         out = Path(__file__).parent / "results" / ("cat_catsim_quick.json" if quick else "cat_catsim.json")
-    return out.with_suffix(".json"), out.with_suffix(".md")
+    return out.with_suffix(".json")
 
 
 def main() -> None:
@@ -208,11 +208,11 @@ def main() -> None:
                         help="results .json or .md (both are written); default benchmarks/results/cat_catsim[_quick]")
     parser.add_argument("--render", action="store_true", help="only re-render the Markdown and rows from the JSON")
     args = parser.parse_args()
-    json_path, md_path = _paths(args.out, args.quick)
+    json_path = _json_path(args.out, args.quick)
     if args.render:
         result = json.loads(json_path.read_text())
         result["benchmark_rows"] = benchmark_rows(result)
-        print(write_results(json_path, result, _markdown))
+        write_results(json_path, result, _markdown, echo=True)
         return
     if args.quick:
         args.items, args.examinees, args.budgets = 200, 100, "25"
@@ -231,8 +231,7 @@ def main() -> None:
         "rows": rows,
     }
     result["benchmark_rows"] = benchmark_rows(result)
-    print(write_results(json_path, result, _markdown))
-    print(f"wrote {json_path} and {md_path}")
+    write_results(json_path, result, _markdown, echo=True)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ def main(argv=None) -> int:
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
               "versions": versions(("bayesirt", "pymc", "pytensor", "numpy")),
               "loadavg_start": [round(x, 2) for x in load_start], "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
-    print(write_results(args.out, result, markdown))
+    write_results(args.out, result, markdown, echo=True)
     return 0
 
 

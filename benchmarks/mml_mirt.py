@@ -771,7 +771,7 @@ def main(argv=None) -> int:
     if args.render:
         result = json.loads(args.out.read_text())
         result["benchmark_rows"] = benchmark_rows(result)
-        print(write_results(args.out, result, markdown))
+        write_results(args.out, result, markdown, echo=True)
         return 0
     if args.quick:
         args.items, args.models, args.repeats, args.repeats_small = 20, 1000, 1, 3
@@ -804,9 +804,7 @@ def main(argv=None) -> int:
         "total_wall_s": time.perf_counter() - t_start,
     }
     result["benchmark_rows"] = benchmark_rows(result)
-    md = write_results(args.out, result, markdown)
-    print(md)
-    print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    write_results(args.out, result, markdown, echo=True)
     return 0
 
 

@@ -585,7 +585,7 @@ def main(argv=None) -> int:
             return 0
         result["gradient"] = gradient | {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "merged_later": True}
         result["benchmark_rows"] = benchmark_rows(result)
-        print(write_results(args.out, result, markdown))
+        write_results(args.out, result, markdown, echo=True)
         return 0
 
     gradient = gradient_section() if "gradient" not in args.skip else {"status": "skipped"}
@@ -648,9 +648,7 @@ def main(argv=None) -> int:
         "total_wall_s": time.perf_counter() - t_start,
     }
     result["benchmark_rows"] = benchmark_rows(result)
-    md = write_results(args.out, result, markdown)
-    print(md)
-    print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    write_results(args.out, result, markdown, echo=True)
     return 0
 
 
