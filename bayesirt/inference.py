@@ -333,7 +333,7 @@ def _xla_compile_seconds():
 SCORE_SPARSELY_FROM = 100_000
 #: Steps per loss evaluation from ``SCORE_SPARSELY_FROM`` cells: full batch, and minibatch (whose
 #: noise-aware rule needs the standard error of the window mean, so more values per window). One
-#: loss costs about two steps (300 x 1,000 2PL: 8.4-9.7 vs 4.6-5.4 ms CPU), so every 20th step
+#: loss costs about two steps (300 x 1,000 2PL: 10.7 vs 5.3 ms CPU, ``benchmarks/float32_advi.py``), so every 20th step
 #: instead of every 5th saves about a fifth of a full-batch fit. The optimizer steps are the
 #: same either way (the loss has its own random stream); only where the rule stops can move.
 SCORE_EVERY = {"full": 20, "minibatch": 5}

@@ -592,9 +592,10 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
     theta_method : {"eap", "map"}
         Which ability estimate fills ``abilities["theta"]``; both are always computed.
     se : bool
-        Compute the observed-information covariance, exactly (Louis' identity): about 1 s for
-        5,000 models x 80 items (3PL), 14 s for ChemBench's 5,708 parameters, where inverting
-        the information dominates (cubic in the parameters); pass False for large item banks.
+        Compute the observed-information covariance, exactly (Louis' identity): about 1.7 s of
+        a 4.4 s 3PL fit on 5,000 models x 80 items (``benchmarks/mml_mirt.py``), about 11 s for
+        ChemBench's 5,708 parameters, where inverting the information dominates (cubic in the
+        parameters); pass False for large item banks.
     threads : int or None
         BLAS threads during the fit (default 1: the products have only ``quadrature`` columns,
         so extra threads gain little and an oversubscribed machine loses up to 100x). None
