@@ -2,6 +2,6 @@
 
 import sys
 
-from bayesirt.cli import main
+from bayesirt.cli.main import main
 
 sys.exit(main())

@@ -312,7 +312,7 @@ class PeerFailure(RuntimeError):
 
 # ------------------------------------------------------------------------------------- bayesirt
 def fit_accepts_batch_size() -> bool:
-    from bayesirt.inference import fit
+    from bayesirt.inference.fitting import fit
 
     return "advi_batch_size" in inspect.signature(fit).parameters
 
@@ -335,7 +335,7 @@ def resolve_batch_size(requested: str, cells: int, accepted: bool) -> tuple[int 
 
 
 def run_bayesirt(responses, truth, args, batch_size) -> tuple[dict, dict]:
-    from bayesirt.inference import fit
+    from bayesirt.inference.fitting import fit
 
     kwargs = {"seed": args.seed, "progress": False}
     if batch_size is not None:

@@ -85,7 +85,7 @@ def _catsim(a, b, theta, k):
 
 
 def _rescored(sim, a, b, n_items):
-    from bayesirt.adaptive import score_test
+    from bayesirt.safety.adaptive import score_test
 
     y = np.full((n_items, len(sim.administered_items)), -1, dtype=np.int8)
     for m, (items, answers) in enumerate(zip(sim.administered_items, sim.response_vectors)):
@@ -94,7 +94,7 @@ def _rescored(sim, a, b, n_items):
 
 
 def run(n_items: int, n_examinees: int, budgets) -> list[dict]:
-    from bayesirt.adaptive import run_cat
+    from bayesirt.safety.adaptive import run_cat
 
     a, b, theta, y = _design(n_items, n_examinees)
     rows = []

@@ -35,9 +35,9 @@ def _step_and_loss(responses, precision):
     import pymc as pm
     import pytensor
 
-    from bayesirt.inference import _step_function
+    from bayesirt.inference.fitting import _step_function
     from bayesirt.models.logistic import build_logistic
-    from bayesirt.specs import load_spec
+    from bayesirt.models.specs import load_spec
 
     with pytensor.config.change_flags(floatX=precision):
         advi = pm.ADVI(model=build_logistic(responses, load_spec("2pl")), random_seed=1)
@@ -54,7 +54,7 @@ def _cpu_ms(fn, calls=100) -> float:
 def _fit(responses, truth, precision) -> dict:
     import pytensor
 
-    from bayesirt.inference import fit
+    from bayesirt.inference.fitting import fit
 
     with pytensor.config.change_flags(floatX=precision):
         wall, cpu = time.perf_counter(), time.process_time()

@@ -29,13 +29,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import versions  # noqa: E402
 
-from bayesirt.compare import compare_table, kfold_models, loo_cells, loo_models  # noqa: E402
+from bayesirt.comparison.loo import compare_table, kfold_models, loo_cells, loo_models  # noqa: E402
 from bayesirt.data import make_responses  # noqa: E402
 from bayesirt.data.datasets.simulate import simulate_pl  # noqa: E402
-from bayesirt.inference import fit  # noqa: E402
+from bayesirt.inference.fitting import fit  # noqa: E402
 from bayesirt.models.mirt import rotate_posterior  # noqa: E402
-from bayesirt.rotation import align_loadings  # noqa: E402
-from bayesirt.specs import load_spec  # noqa: E402
+from bayesirt.structure.rotation import align_loadings  # noqa: E402
+from bayesirt.models.specs import load_spec  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

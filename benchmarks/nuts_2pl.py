@@ -179,7 +179,7 @@ def naive_model(responses):
 def run_bayesirt_nuts(responses, truth, args, ref):
     import nutpie
 
-    from bayesirt.inference import fit
+    from bayesirt.inference.fitting import fit
 
     t0 = time.perf_counter()
     with _CpuTimed(nutpie, "sample") as cpu:
@@ -256,7 +256,7 @@ def advi_agreement(post, nuts_post) -> dict:
 def run_bayesirt_advi(responses, truth, args, ref):
     import pymc as pm
 
-    from bayesirt.inference import fit
+    from bayesirt.inference.fitting import fit
 
     t0 = time.perf_counter()
     with _CpuTimed(pm, "fit") as cpu:
@@ -310,7 +310,7 @@ def gradient_cost(responses, args) -> dict:
     import pymc as pm  # noqa: F401
 
     from bayesirt.models.logistic import build_logistic
-    from bayesirt.specs import load_spec
+    from bayesirt.models.specs import load_spec
 
     rng = np.random.default_rng(args.seed)
     models = {"bayesirt (fused Potential)": build_logistic(responses, load_spec("2pl")),

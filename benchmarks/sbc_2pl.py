@@ -3,8 +3,8 @@
 The acceptance run of issue 8: ``models/2pl.toml`` on a small design (100 models x 40 items),
 each replicate's parameters drawn from the spec's priors, responses simulated, the data fitted,
 and the rank of every true theta, discrimination, difficulty and intercept among L thinned
-posterior draws recorded (``bayesirt.sbc``). Replicates run through the Dask layer
-(``bayesirt.parallel``) on ``--workers`` local processes.
+posterior draws recorded (``bayesirt.workflow.sbc``). Replicates run through the Dask layer
+(``bayesirt.utils.parallel``) on ``--workers`` local processes.
 
 - NUTS (nutpie): 2 chains x 500 draws after 500 tuning steps, every 10th draw kept (L = 100).
   Acceptance: chi-square uniformity p > 0.01 for ability, discrimination and difficulty.
@@ -43,7 +43,7 @@ def _versions() -> dict:
 
 def _run(method: str, args, figure: Path) -> dict:
     from bayesirt.report.sbc import plot_rank_histograms, sbc_section
-    from bayesirt.sbc import simulation_based_calibration
+    from bayesirt.workflow.sbc import simulation_based_calibration
 
     replicates = args.replicates if method == "nuts" else args.advi_replicates
     options = dict(replicates=replicates, method=method, seed=args.seed, workers=args.workers, bins=args.bins,
@@ -134,7 +134,7 @@ def main() -> None:
         args.design, args.replicates, args.advi_replicates = "30x10", 6, 6
         args.draws, args.tune, args.thin, args.bins = 100, 150, 5, 5
         args.advi_draws = 40
-    from bayesirt.analyses import parse_design
+    from bayesirt.cli.analyses import parse_design
 
     args.design = parse_design(args.design)
     out = Path(args.out)

@@ -66,7 +66,7 @@ def simulate(n_models: int, n_items: int, missing: float, seed: int, block: int 
 
 def run_case(name: str, n_models: int, n_items: int, missing: float, batch_size: int, draws: int) -> dict:
     from bayesirt.data.responses import make_responses
-    from bayesirt.inference import fit
+    from bayesirt.inference.fitting import fit
 
     stages = {}
 
@@ -101,7 +101,7 @@ def layout_timing(n_items: int = 2000, n_models: int = 1000, fractions=(1.0, 0.7
 
     import bayesirt.models.logistic as logistic
     from bayesirt.data.responses import make_responses
-    from bayesirt.specs import load_spec
+    from bayesirt.models.specs import load_spec
 
     spec = load_spec("2pl")
     rows = []

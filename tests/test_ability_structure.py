@@ -1,4 +1,4 @@
-"""Factor structure of fitted abilities (bayesirt.ability_structure): the per-benchmark ability
+"""Factor structure of fitted abilities (bayesirt.structure.ability_structure): the per-benchmark ability
 matrix, the per-draw Bayesian factor analysis and the ``bayesirt factors`` job."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import xarray as xr
 # shared data fixture (test_factor.py; tests/ is on sys.path)
 from test_factor import two_factor  # noqa: F401
 
-from bayesirt.ability_structure import ability_matrix, posterior_factor_analysis, read_abilities, run_factors_job
+from bayesirt.structure.ability_structure import ability_matrix, posterior_factor_analysis, read_abilities, run_factors_job
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.data.io import save_responses
 from bayesirt.errors import BayesIRTError, DataError, OutputError
-from bayesirt.factor import factor_analysis
+from bayesirt.structure.factor import factor_analysis
 
 
 def _err(match):
@@ -117,7 +117,7 @@ def test_job_on_response_files_adds_posterior_intervals(fitted, tmp_path, monkey
         save_responses(ds, tmp_path / f"{name}.nc")
         paths.append(tmp_path / f"{name}.nc")
     seen = {}
-    monkeypatch.setattr("bayesirt.ability_structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
+    monkeypatch.setattr("bayesirt.structure.ability_structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
     out = run_factors_job(paths, tmp_path / "out", n_factors=1, parallel_iter=20, progress=False)
     assert sorted(seen) == ["bench0", "bench1", "bench2"]
     loadings = pd.read_csv(out / "loadings_1.csv")

@@ -8,8 +8,8 @@ import pytest
 from bayesirt.data import load_dataset, simulate_pl
 from bayesirt.errors import DataError
 from bayesirt.frequentist import compare_estimates, fit_mml
-from bayesirt.inference import fit
-from bayesirt.specs import load_spec
+from bayesirt.inference.fitting import fit
+from bayesirt.models.specs import load_spec
 
 NUTS = {"method": "nuts", "draws": 500, "tune": 500, "chains": 2, "seed": 1, "progress": False}
 

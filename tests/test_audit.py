@@ -11,7 +11,7 @@ import xarray as xr
 from scipy.stats import rankdata
 
 from bayesirt.audit import AuditConfig, run_audit, run_audit_job, write_audit
-from bayesirt.cli import main
+from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 
 SMALL = AuditConfig(quick=True, controls=39, bootstrap=39, owner_bootstrap=39)
@@ -136,7 +136,7 @@ def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
 
 
 def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
-    from bayesirt.analyses import load_analysis, run_analysis
+    from bayesirt.cli.analyses import load_analysis, run_analysis
 
     declared = load_analysis("analyses/near_tie_audit.toml")
     assert declared["kind"] == "audit" and declared["options"]["controls"] == 1000

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesirt.anchors import anchor_weights, blueprint_cells
+from bayesirt.audit.anchors import anchor_weights, blueprint_cells
 from bayesirt.audit import AuditConfig, run_audit
 from bayesirt.audit import bayes_diagnostics as bd
 from bayesirt.audit.bayes import pool_folds, propagate_posterior
@@ -20,7 +20,7 @@ from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.resampling import _add_randomization_summaries
+from bayesirt.audit.resampling import _add_randomization_summaries
 
 CONFIG = AuditConfig(quick=True, controls=29, bootstrap=9, owner_bootstrap=9, sensitivity=True)
 MATCHED = 30
@@ -320,7 +320,7 @@ def test_without_the_bayesian_layer_the_posteriors_fail_clearly(bench, audit):
 
 
 def test_cli_audit_with_bayes_and_diagnostics_end_to_end(tmp_path):
-    from bayesirt.cli import main
+    from bayesirt.cli.main import main
 
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
     path = tmp_path / "bench.nc"

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesirt.cat_study import (
+from bayesirt.safety.cat_study import (
     DESIGNS,
     cat_study,
     combine_benchmarks,

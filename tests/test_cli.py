@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesirt.analyses import load_analysis
-from bayesirt.cli import main
+from bayesirt.cli.analyses import load_analysis
+from bayesirt.cli.main import main
 from bayesirt.errors import SpecError
 
 FAST = ["--method", "map", "--no-progress"]

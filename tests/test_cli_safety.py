@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesirt.cli import main
+from bayesirt.cli.main import main
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.data.io import save_responses
 
@@ -87,7 +87,7 @@ def test_declared_safety_suite_pools_benchmarks(tmp_path):
 
 def test_safety_suite_refuses_factors_with_too_few_files(tmp_path, data_file):
     from bayesirt.errors import SpecError
-    from bayesirt.safety_suite import run_safety_suite
+    from bayesirt.safety.suite import run_safety_suite
 
     with pytest.raises(SpecError, match="three or more benchmark files"):
         run_safety_suite([data_file], tmp_path / "x", steps=["factors"])

@@ -6,14 +6,14 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesirt.analyses import run_compare_job
-from bayesirt.cli import main
-from bayesirt.compare import (_item_draws, compare_table, kfold_models, loo_cells, loo_models,
+from bayesirt.cli.analyses import run_compare_job
+from bayesirt.cli.main import main
+from bayesirt.comparison.loo import (_item_draws, compare_table, kfold_models, loo_cells, loo_models,
                               marginal_log_likelihood)
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.errors import BayesIRTError, SpecError
-from bayesirt.inference import fit
-from bayesirt.marginal import pattern_log_marginal, quadrature_rule
+from bayesirt.inference.fitting import fit
+from bayesirt.comparison.marginal import pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
 
 FIT = {"method": "advi", "draws": 200, "seed": 2, "progress": False}

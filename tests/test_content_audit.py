@@ -15,7 +15,7 @@ from bayesirt.audit.content import (
     confirmatory_rule, content_audit, family_permutation_tests, mcnemar_exact, paired_binary_tests,
     paired_ordinal_tests, validate_labels,
 )
-from bayesirt.cli import main
+from bayesirt.cli.main import main
 from bayesirt.errors import DataError
 
 AXES = (*BINARY_AXES, *ORDINAL_AXES)

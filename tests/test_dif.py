@@ -7,9 +7,9 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from bayesirt.dif import fit_family_dif
+from bayesirt.audit.dif import fit_family_dif
 from bayesirt.errors import DataError
-from bayesirt.spectral import select_dimension, spectral_offsets, working_responses
+from bayesirt.audit.spectral import select_dimension, spectral_offsets, working_responses
 
 
 def _data(n_items=12, n_models=90, n_families=3, seed=0, missing=0.0):

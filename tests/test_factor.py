@@ -1,4 +1,4 @@
-"""Exploratory factor analysis of abilities (bayesirt.factor): minres, fit indices, parallel analysis,
+"""Exploratory factor analysis of abilities (bayesirt.structure.factor): minres, fit indices, parallel analysis,
 composites, and the data fixtures shared with test_rotation and test_ability_structure.
 Oracle: factor_analyzer 0.5.1."""
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy import optimize
 
-from bayesirt.ability_structure import composite_alignment
+from bayesirt.structure.ability_structure import composite_alignment
 from bayesirt.errors import BayesIRTError
-from bayesirt.factor import (
+from bayesirt.structure.factor import (
     correlation_matrix, factor_analysis, fit_indices, parallel_analysis,
 )
 

@@ -8,13 +8,13 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from bayesirt.anchors import anchor_weights, blueprint_cells, select_anchors
+from bayesirt.audit.anchors import anchor_weights, blueprint_cells, select_anchors
 from bayesirt.audit.bayes import (fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap,
                                   stacked_draws)
-from bayesirt.dif import fit_family_dif
+from bayesirt.audit.dif import fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.ranking import near_tie_pairs, reversal_counts, weighted_scores
+from bayesirt.audit.ranking import near_tie_pairs, reversal_counts, weighted_scores
 
 FAMILIES = ["gemma", "llama", "qwen"]
 

@@ -12,7 +12,7 @@ import xarray as xr
 
 from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError, OutputError
-from bayesirt.fingerprint import (
+from bayesirt.safety.fingerprint import (
     disagreement, gap_at, identify, resolvable_gap, run_fingerprint_job, self_disagreement_null,
 )
 
@@ -93,7 +93,7 @@ def test_resampling_null_matches_its_expectation(case):
     null = self_disagreement_null(responses, items=truth, resamples=400, seed=3)
     assert null.attrs["source"] == "resampling" and null.sizes["pair"] == N_MODELS * 400
     values = null["value"].values.reshape(N_MODELS, 400)
-    from bayesirt.adaptive import score_test
+    from bayesirt.safety.adaptive import score_test
 
     y = responses["responses"].values
     a, d = truth["discrimination"].values, truth["intercept"].values

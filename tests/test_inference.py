@@ -8,9 +8,9 @@ import pytest
 import xarray as xr
 
 from bayesirt.data import load_dataset, simulate_pl
-from bayesirt.diagnostics import diagnose
+from bayesirt.inference.diagnostics import diagnose
 from bayesirt.errors import BayesIRTError
-from bayesirt.inference import fit
+from bayesirt.inference.fitting import fit
 
 SAMPLE = ("chain", "draw")
 
@@ -164,12 +164,12 @@ def test_approximate_methods(sim2pl, nuts2pl, method):
 def test_minibatch_advi_recovers_truth(sim2pl, monkeypatch):
     """Minibatch ADVI (a quarter of the cells per step, the loss evaluated every 5th step as on
     large matrices) lands where full-batch ADVI does."""
-    import bayesirt.inference
+    import bayesirt.inference.fitting
 
     responses, truth = sim2pl
     n_cells = int((responses["responses"].values != -1).sum())
     full = fit(responses, "2pl", method="advi", draws=200, seed=1, progress=False).posterior
-    monkeypatch.setattr(bayesirt.inference, "SCORE_SPARSELY_FROM", 0)
+    monkeypatch.setattr(bayesirt.inference.fitting, "SCORE_SPARSELY_FROM", 0)
     tree = fit(responses, "2pl", method="advi", advi_batch_size=n_cells // 4, draws=200, seed=1, progress=False)
     np.testing.assert_array_equal(tree["variational_fit"]["iteration"].values[:3], [5, 10, 15])
     post = tree.posterior
@@ -187,11 +187,11 @@ def test_minibatch_advi_recovers_truth(sim2pl, monkeypatch):
 def test_sparse_loss_evaluation_leaves_the_steps_unchanged(sim2pl, monkeypatch):
     """On large matrices the full-batch loss is evaluated every 20th step; the optimizer steps,
     and so the estimates after a fixed number of steps, are those of the every-step run."""
-    import bayesirt.inference
+    import bayesirt.inference.fitting
 
     responses, _ = sim2pl
     every_step = fit(responses, "2pl", method="advi", advi_iterations=400, draws=50, seed=3, progress=False)
-    monkeypatch.setattr(bayesirt.inference, "SCORE_SPARSELY_FROM", 0)
+    monkeypatch.setattr(bayesirt.inference.fitting, "SCORE_SPARSELY_FROM", 0)
     sparse = fit(responses, "2pl", method="advi", advi_iterations=400, draws=50, seed=3, progress=False)
     np.testing.assert_array_equal(sparse["variational_fit"]["iteration"].values[:3], [20, 40, 60])
     assert every_step["variational_fit"].sizes["iteration"] == 400

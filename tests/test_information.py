@@ -7,7 +7,7 @@ import xarray as xr
 from scipy.special import expit
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.information import (
+from bayesirt.safety.information import (
     THETA_GRID,
     information_curves,
     item_bank,

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesirt.cli import main
+from bayesirt.cli.main import main
 from bayesirt.data import simulate_pl
 from bayesirt.errors import BayesIRTError
-from bayesirt.inference import fit, sample_model
+from bayesirt.inference.fitting import fit, sample_model
 
 SAMPLE = ("chain", "draw")
 RUN = {"draws": 500, "tune": 500, "chains": 2, "progress": False}
@@ -55,7 +55,7 @@ def test_same_layout_as_nutpie(jax_fits, nutpie_fit):
         assert post[name].dtype == ref[name].dtype
     xr.testing.assert_equal(post.coords.to_dataset(), ref.coords.to_dataset())  # attrs: each sampler's own
     stats = tree["sample_stats"]
-    assert {"diverging", "energy"} <= set(stats.data_vars)  # what bayesirt.diagnostics reads
+    assert {"diverging", "energy"} <= set(stats.data_vars)  # what bayesirt.inference.diagnostics reads
     assert stats["diverging"].dims == SAMPLE and stats["diverging"].shape == (2, 500)
     assert json.loads(tree.attrs["bayesirt_settings"])["sampler"] == sampler
     timings = json.loads(tree.attrs["bayesirt_timings"])

@@ -10,7 +10,7 @@ from bayesirt.errors import DataError
 from bayesirt.frequentist import joint_mirt
 from bayesirt.frequentist.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
                                              select_dimension_direct)
-from bayesirt.spectral import select_dimension
+from bayesirt.audit.spectral import select_dimension
 
 
 def _simulate(n_items, n_models, *, seed, missing=0.0, intercept_sd=1.5):

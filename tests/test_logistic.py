@@ -11,9 +11,9 @@ from scipy import stats
 from scipy.special import expit
 
 from bayesirt.data import MISSING, simulate_pl
-from bayesirt.information import item_information
+from bayesirt.safety.information import item_information
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood, response_probability
-from bayesirt.specs import load_spec
+from bayesirt.models.specs import load_spec
 
 KINDS = {"rasch": "1pl", "2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "difficulty-2pl": "2pl"}
 

@@ -6,7 +6,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
+from bayesirt.comparison.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
 
 
 def _brute(y, observed, draw, half_width=7.0, n=None):

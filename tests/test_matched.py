@@ -15,9 +15,9 @@ from bayesirt.audit.matched import (DIAGNOSTICS, balance_diagnostics, corrected_
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.parallel import spawn_seeds
-from bayesirt.ranking import pooled_rate, reversal_counts, weighted_scores
-from bayesirt.resampling import matched_random_weights, randomization_summary
+from bayesirt.utils.parallel import spawn_seeds
+from bayesirt.audit.ranking import pooled_rate, reversal_counts, weighted_scores
+from bayesirt.audit.resampling import matched_random_weights, randomization_summary
 
 REPLICATES = 40
 SEED = 5

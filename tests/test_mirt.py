@@ -8,11 +8,11 @@ from scipy.special import log_expit
 
 from bayesirt.data import make_responses
 from bayesirt.errors import BayesIRTError, SpecError
-from bayesirt.inference import fit
+from bayesirt.inference.fitting import fit
 from bayesirt.models.logistic import pointwise_log_likelihood
 from bayesirt.models.mirt import align_signs, anchor_items, build_mirt, loading_table, rotate_posterior
-from bayesirt.rotation import tucker_congruence
-from bayesirt.specs import load_spec, parse_spec
+from bayesirt.structure.rotation import tucker_congruence
+from bayesirt.models.specs import load_spec, parse_spec
 
 
 def two_factor(n_models=150, n_items=40, seed=0, missing=0.0):

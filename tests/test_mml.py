@@ -20,7 +20,7 @@ from scipy import stats
 from bayesirt.data import MISSING, load_dataset, make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist import MMLResult, fit_mml
-from bayesirt.specs import Prior, load_spec
+from bayesirt.models.specs import Prior, load_spec
 
 LSAT6_B = [-3.3597, -1.3696, -0.2799, -1.8659, -3.1236]
 LSAT6_A = [0.8254, 0.7229, 0.8905, 0.6886, 0.6575]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.parallel import WORKER_ENV, parallel_map, spawn_seeds
+from bayesirt.utils.parallel import WORKER_ENV, parallel_map, spawn_seeds
 
 
 def _random_task(task):
@@ -58,6 +58,6 @@ def test_bad_worker_counts_are_refused(workers):
 
 
 def test_unreachable_scheduler_is_one_clear_error(monkeypatch):
-    monkeypatch.setattr("bayesirt.parallel.CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr("bayesirt.utils.parallel.CONNECT_TIMEOUT", "1s")
     with pytest.raises(BayesIRTError, match="cannot reach the Dask scheduler"):
         parallel_map(_random_task, [(0, 1), (1, 2)], scheduler="tcp://127.0.0.1:1", progress=False)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesirt.adaptive import ability_grid, grid_log_posterior, score_test
+from bayesirt.safety.adaptive import ability_grid, grid_log_posterior, score_test
 from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError, DataError, OutputError
 from bayesirt.frequentist.mml import fit_mml
-from bayesirt.information import item_bank
-from bayesirt.personfit import (
+from bayesirt.safety.information import item_bank
+from bayesirt.safety.personfit import (
     calibrate_cutoff, check_responses, item_parameters, lz_statistics, person_fit, posterior_predictive_person_fit,
     roc_auc, roc_curve, run_personfit_job,
 )

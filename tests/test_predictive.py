@@ -7,8 +7,8 @@ import xarray as xr
 
 from bayesirt.data import MISSING, simulate_pl
 from bayesirt.errors import DataError
-from bayesirt.inference import fit
-from bayesirt.predictive import _item_rest_correlation, _ppp, _quadratic_contrast, posterior_predictive_check
+from bayesirt.inference.fitting import fit
+from bayesirt.workflow.predictive import _item_rest_correlation, _ppp, _quadratic_contrast, posterior_predictive_check
 
 N_ITEMS, N_MODELS = 30, 2000
 SLOPE = 2.0
@@ -113,8 +113,8 @@ def _tiny_posterior():
 
 
 def test_prior_check_flags_priors_that_make_items_degenerate(tmp_path):
-    from bayesirt.predictive import prior_predictive_check
-    from bayesirt.specs import load_spec
+    from bayesirt.workflow.predictive import prior_predictive_check
+    from bayesirt.models.specs import load_spec
 
     text = load_spec("2pl").text.replace("mu = 0.0\nsigma = 2.0", "mu = 0.0\nsigma = 30.0")
     (tmp_path / "wide.toml").write_text(text)
@@ -130,8 +130,8 @@ def test_prior_check_flags_priors_that_make_items_degenerate(tmp_path):
 
 
 def test_prior_check_chunks_draws_without_changing_the_result():
-    from bayesirt.predictive import prior_predictive_check
-    from bayesirt.specs import load_spec
+    from bayesirt.workflow.predictive import prior_predictive_check
+    from bayesirt.models.specs import load_spec
 
     spec = load_spec("3pl")
     whole, _ = prior_predictive_check(spec, design=(30, 20), draws=40, seed=3)

@@ -16,10 +16,10 @@ from bayesirt.audit.profiles import (PROFILE_CALIPERS, capability_profiles, pair
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.parallel import spawn_seeds
-from bayesirt.ranking import pooled_rate, reversal_counts, weighted_scores
-from bayesirt.resampling import randomization_summary
-from bayesirt.spectral import MAX_OFFSET, spectral_loadings, working_responses
+from bayesirt.utils.parallel import spawn_seeds
+from bayesirt.audit.ranking import pooled_rate, reversal_counts, weighted_scores
+from bayesirt.audit.resampling import randomization_summary
+from bayesirt.audit.spectral import MAX_OFFSET, spectral_loadings, working_responses
 
 REPLICATES = 60
 SEED = 11

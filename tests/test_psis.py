@@ -17,9 +17,9 @@ from arviz_stats.base import array_stats
 from scipy import stats
 from scipy.special import log_expit, logsumexp
 
-from bayesirt import psis
+from bayesirt.comparison import psis
 from bayesirt.errors import BayesIRTError
-from bayesirt.psis import PsisLoo, psis_log_weights, psis_loo
+from bayesirt.comparison.psis import PsisLoo, psis_log_weights, psis_loo
 
 TOL = 1e-8
 

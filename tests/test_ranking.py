@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesirt import ranking
+from bayesirt.audit import ranking
 from bayesirt.errors import DataError
-from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
+from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
                               weighted_scores)
 
 # Six models scored on 200 items (scores are k / 200). By hand, with epsilon = 0.01:

@@ -7,14 +7,14 @@ import pytest
 import xarray as xr
 from scipy.stats import binomtest, spearmanr
 
-from bayesirt.anchors import blueprint_cells, select_anchors
+from bayesirt.audit.anchors import blueprint_cells, select_anchors
 from bayesirt.audit import AuditConfig, run_audit
 from bayesirt.audit.replication import (cell_permutations, group_contributions, item_group_attribution,
                                         replication_section, score_contributions, signature_replication,
                                         signature_test, top_share_mask, within_cell_centre)
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import DataError
-from bayesirt.ranking import weighted_scores
+from bayesirt.audit.ranking import weighted_scores
 
 SMALL = AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9)
 R = 99

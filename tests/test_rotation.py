@@ -1,4 +1,4 @@
-"""Rotations and loading alignment (bayesirt.rotation): GPA oblimin/varimax, Tucker congruence,
+"""Rotations and loading alignment (bayesirt.structure.rotation): GPA oblimin/varimax, Tucker congruence,
 alignment of loadings and factor correlations. Oracle: factor_analyzer 0.5.1."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from test_factor import oracle, three_factor, two_factor  # noqa: F401
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.factor import correlation_matrix, factor_analysis, minres
-from bayesirt.rotation import align_loadings, align_phi, rotate, tucker_congruence
+from bayesirt.structure.factor import correlation_matrix, factor_analysis, minres
+from bayesirt.structure.rotation import align_loadings, align_phi, rotate, tucker_congruence
 
 
 @pytest.mark.parametrize(("data", "k"), [("two_factor", 2), ("three_factor", 3)])

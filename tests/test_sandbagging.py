@@ -10,7 +10,7 @@ import xarray as xr
 
 from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError
-from bayesirt.sandbagging import item_groups, run_sandbag_job, sandbag, sandbagging_experiment
+from bayesirt.safety.sandbagging import item_groups, run_sandbag_job, sandbag, sandbagging_experiment
 
 
 @pytest.fixture(scope="module")

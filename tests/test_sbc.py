@@ -10,9 +10,9 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from bayesirt.cli import main
+from bayesirt.cli.main import main
 from bayesirt.errors import BayesIRTError
-from bayesirt.sbc import rank_statistics, simulation_based_calibration, uniformity_test
+from bayesirt.workflow.sbc import rank_statistics, simulation_based_calibration, uniformity_test
 
 # ---------------------------------------------------------------------------------------------
 # ranks
@@ -174,8 +174,8 @@ def test_pipeline_passes_a_calibrated_fit_and_catches_a_shrunk_one():
 def test_the_truth_is_drawn_from_the_spec_priors():
     """With the stand-in fit, the truths are visible through the ranks' seed-independent part:
     check the prior draws directly (2PL: theta ~ N(0, 1), log a ~ N(0, 0.5), d ~ N(0, 2))."""
-    from bayesirt.sbc import _prior_draws
-    from bayesirt.specs import load_spec
+    from bayesirt.workflow.sbc import _prior_draws
+    from bayesirt.models.specs import load_spec
 
     prior = _prior_draws(load_spec("2pl"), (50, 20), 200, seed=4)
     assert prior["theta"].shape == (200, 50) and prior["discrimination"].shape == (200, 20)

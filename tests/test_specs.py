@@ -3,7 +3,7 @@
 import pytest
 
 from bayesirt.errors import SpecError
-from bayesirt.specs import Prior, builtin_specs, load_spec
+from bayesirt.models.specs import Prior, builtin_specs, load_spec
 
 
 def test_builtin_specs_declare_safe_regularization():

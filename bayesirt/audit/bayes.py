@@ -32,12 +32,12 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from bayesirt.anchors import anchor_weights, blueprint_cells, select_anchors
-from bayesirt.dif import DIF_CYCLES, fit_family_dif
+from bayesirt.audit.anchors import anchor_weights, blueprint_cells, select_anchors
+from bayesirt.audit.dif import DIF_CYCLES, fit_family_dif
 from bayesirt.errors import DataError
-from bayesirt.inference import sample_model
+from bayesirt.inference.fitting import sample_model
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.ranking import pair_reversals, pooled_rate, weighted_scores
+from bayesirt.audit.ranking import pair_reversals, pooled_rate, weighted_scores
 
 __all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds",
            "MAP_TOLERANCE", "REFERENCE_CYCLES", "REFERENCE_TOLERANCE", "INTERVAL"]
@@ -74,14 +74,14 @@ def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, m
         with a flat easiness prior, whose mode is NT's estimate).
     progress : bool, default False
     **options
-        Other keywords of :func:`bayesirt.inference.sample_model`: ``sampler``, ``tune``,
+        Other keywords of :func:`bayesirt.inference.fitting.sample_model`: ``sampler``, ``tune``,
         ``chains``, ``cores``, ``advi_iterations``, ``advi_tolerance``, ``advi_learning_rate``,
         ``map_tolerance``.
 
     Returns
     -------
     xarray.DataTree
-        As :func:`~bayesirt.inference.sample_model`: ``posterior`` with ``easiness`` (chain, draw,
+        As :func:`~bayesirt.inference.fitting.sample_model`: ``posterior`` with ``easiness`` (chain, draw,
         item), ``family_effect`` (chain, draw, item, family), ``dif_range`` (chain, draw, item)
         (and ``family_effect_sd`` when hierarchical). The model settings are in the attribute
         ``bayesirt_family_dif`` (JSON).
@@ -100,7 +100,7 @@ def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, m
 def schedule_gap(y, observed, offsets, family, n_families: int, *, cycles: int = DIF_CYCLES) -> dict:
     """How far NT's Newton schedule (App. C.4) stops from the converged ridge optimum.
 
-    Runs :func:`bayesirt.dif.fit_family_dif` with the schedule (default NT's five cycles) and with
+    Runs :func:`bayesirt.audit.dif.fit_family_dif` with the schedule (default NT's five cycles) and with
     :data:`REFERENCE_CYCLES` cycles at tolerance :data:`REFERENCE_TOLERANCE` (the optimum the
     posterior mode reproduces).
 
@@ -156,7 +156,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
     full : array_like, shape (model,)
         The target half's frozen full-benchmark scores.
     pairs : tuple (i, j) of int arrays
-        The frozen near-tie pairs (:func:`bayesirt.ranking.near_tie_pairs`).
+        The frozen near-tie pairs (:func:`bayesirt.audit.ranking.near_tie_pairs`).
     item_ids, model_ids : sequence, optional
         Labels of the ``item`` and ``model`` coordinates. Default: 0, 1, ...
 
@@ -237,7 +237,7 @@ def pool_folds(folds: Sequence[xr.Dataset], control_rates) -> xr.DataTree:
         every fold forms joint draw s).
     control_rates : array_like, shape (replicate,)
         The deterministic run's pooled matched-random rates T_r (eq. 36); NaN rates (no eligible
-        pair) are left out, as in :func:`bayesirt.resampling.randomization_summary`.
+        pair) are left out, as in :func:`bayesirt.audit.resampling.randomization_summary`.
 
     Returns
     -------

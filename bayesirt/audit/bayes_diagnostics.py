@@ -85,7 +85,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.anchors import anchor_weights, blueprint_cells
+from bayesirt.audit.anchors import anchor_weights, blueprint_cells
 from bayesirt.audit.bayes import INTERVAL, propagate_posterior
 from bayesirt.audit.matched import DIAGNOSTICS, _balance, _item_statistics, _target_folds, discrimination_strata
 from bayesirt.audit.primary import BAYES_CONTROLS, AuditResult, check_audit
@@ -93,10 +93,10 @@ from bayesirt.audit.replication import STATISTICS, TOP_SHARE, signature_statisti
 from bayesirt.audit.sensitivity import THRESHOLDS
 from bayesirt.audit.specificity import WITHIN, within_family_specificity
 from bayesirt.errors import DataError
-from bayesirt.parallel import blas_threads, parallel_map, spawn_seeds
-from bayesirt.ranking import _prepared_scores, near_tie_pairs, pooled_rate, reversal_counts
+from bayesirt.utils.parallel import blas_threads, parallel_map, spawn_seeds
+from bayesirt.audit.ranking import _prepared_scores, near_tie_pairs, pooled_rate, reversal_counts
 from bayesirt.report.markdown import markdown_table
-from bayesirt.resampling import PRIMARY, _check_integer, _pack_folds, matched_random_weights, randomization_summary
+from bayesirt.audit.resampling import PRIMARY, _check_integer, _pack_folds, matched_random_weights, randomization_summary
 
 __all__ = ["POSTERIOR_CONTROLS", "QUANTILES", "describe", "shifted_draws", "posterior_specificity",
            "fraction_scores", "posterior_sensitivity", "posterior_matched_controls", "posterior_signatures",
@@ -384,9 +384,9 @@ def posterior_matched_controls(result: AuditResult, responses: xr.Dataset, *,
         The controls' streams (:func:`~bayesirt.audit.matched.discrimination_matched_controls`'s
         seed reproduces its first ``replicates`` controls when a draw equals the point estimate).
     workers, scheduler, progress
-        :func:`bayesirt.parallel.parallel_map` over blocks of draws; the numbers do not depend on them.
+        :func:`bayesirt.utils.parallel.parallel_map` over blocks of draws; the numbers do not depend on them.
     threads : int, optional
-        BLAS threads in this process (:func:`bayesirt.parallel.blas_threads`; None: the library
+        BLAS threads in this process (:func:`bayesirt.utils.parallel.blas_threads`; None: the library
         default). One, as in :func:`~bayesirt.audit.primary.run_audit`: the scoring products are
         small, and with the library default they ran ~15x slower on the loaded 2-core machine.
 

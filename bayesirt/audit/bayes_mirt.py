@@ -20,9 +20,9 @@ from scipy.special import logit
 
 from bayesirt.data.responses import MISSING, make_responses
 from bayesirt.frequentist.joint_mirt import fit_item_parameters
-from bayesirt.inference import fit
-from bayesirt.spectral import MAX_OFFSET, working_responses
-from bayesirt.specs import load_spec
+from bayesirt.inference.fitting import fit
+from bayesirt.audit.spectral import MAX_OFFSET, working_responses
+from bayesirt.models.specs import load_spec
 
 __all__ = ["bayes_mirt_offsets", "ADVI_DRAWS"]
 
@@ -34,7 +34,7 @@ def bayes_mirt_offsets(y: np.ndarray, observed: np.ndarray, fit_items: np.ndarra
                        threads: int | None = 1) -> tuple[np.ndarray, int]:
     """Capability offsets clip(a_i . theta_m, -6, 6) (item, model) from the PyMC MIRT, and the rank.
 
-    Same contract as :func:`bayesirt.spectral.spectral_offsets` and
+    Same contract as :func:`bayesirt.audit.spectral.spectral_offsets` and
     :func:`bayesirt.frequentist.joint_mirt.direct_offsets`: ``fit_items`` (indices or mask) are
     the rows whose fit gives the coordinates; ``k`` is lowered to what those rows identify.
     """

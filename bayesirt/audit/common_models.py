@@ -5,7 +5,7 @@ differ, or because different models of the family were evaluated on each. Holdin
 fixed removes the second reason: only models scored (as target representatives) in both audits,
 under the same family, enter; each family's left shift, right shift and their difference are
 means over exactly those models, with 95% intervals from the owner bootstrap (NT D.1 eq. 57-58;
-:func:`bayesirt.bootstrap.owner_bootstrap`), all three on the same owner draws. Because the
+:func:`bayesirt.audit.bootstrap.owner_bootstrap`), all three on the same owner draws. Because the
 models are the same, the difference of the two means is the mean of the per-model differences.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesirt.bootstrap import owner_bootstrap
+from bayesirt.audit.bootstrap import owner_bootstrap
 from bayesirt.errors import DataError
-from bayesirt.outputs import check_output, staged_output
+from bayesirt.utils.outputs import check_output, staged_output
 from bayesirt.report.markdown import markdown_table
 
 __all__ = ["audit_records", "exact_common_shifts", "run_common_models_job"]

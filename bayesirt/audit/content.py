@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from bayesirt.errors import DataError
-from bayesirt.outputs import check_output, staged_output
+from bayesirt.utils.outputs import check_output, staged_output
 from bayesirt.report import markdown_table
 
 __all__ = ["BINARY_AXES", "ORDINAL_AXES", "HIGH", "CONTROL", "ContentAudit", "read_labels", "validate_labels",

@@ -12,7 +12,7 @@ from bayesirt.audit.primary import AuditConfig, run_audit
 from bayesirt.audit.robustness import add_diagnostics
 from bayesirt.data import load
 from bayesirt.data.io import attach_metadata
-from bayesirt.outputs import check_output
+from bayesirt.utils.outputs import check_output
 
 __all__ = ["run_audit_job"]
 

@@ -5,20 +5,20 @@ Per outer fold, the frozen blueprint cells of the audit half are refined by the 
 discrimination proxy ``g_i`` (eq. 42, the SD over audit-half models of the final capability
 offsets): within each cell of ``n_c`` items, items ordered by ``g_i`` (ties by item index) are cut
 into ``min(4, n_c)`` nonempty near-equal strata (eq. 43, the cutting rule of
-:func:`bayesirt.anchors.blueprint_cells`). A control replicate samples without replacement, in
+:func:`bayesirt.audit.anchors.blueprint_cells`). A control replicate samples without replacement, in
 every stratum, as many items as the low-DIF anchors hold there, and gives each its cell's weight
-``n_c / k_c`` (:func:`bayesirt.resampling.matched_random_weights` with ``strata``). Only the audit
+``n_c / k_c`` (:func:`bayesirt.audit.resampling.matched_random_weights` with ``strata``). Only the audit
 half chooses the controls; the target half scores them, as in the primary controls, and gives the
 held-out balance diagnostics (eq. 44-50): weighted mean corrected item-total correlation (CITC),
 SEM, weighted Cronbach's alpha and the weighted mean ``g_i``.
 
-Random streams are those of :func:`bayesirt.resampling.matched_random_controls`: replicate ``r``
+Random streams are those of :func:`bayesirt.audit.resampling.matched_random_controls`: replicate ``r``
 of fold ``h`` uses child ``r`` of ``SeedSequence(spawn_seeds(seed, 2)[h])``, so the numbers depend
 on ``(seed, h, r)`` only, not on workers or blocks.
 
 Where NT is silent:
 
-- Missing target cells are handled as in :func:`bayesirt.ranking.weighted_scores`: the weighted
+- Missing target cells are handled as in :func:`bayesirt.audit.ranking.weighted_scores`: the weighted
   total of eq. 48 is renormalized over the model's observed items, ``S_m = (sum_i w_i) x`` its
   weighted score; ``s_i^2`` and ``r_i`` use the target models that answered item ``i``, with the
   rest score ``sum_{j != i} Y_jm`` renormalized likewise over the other items the model answered.
@@ -42,14 +42,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.anchors import blueprint_cells
+from bayesirt.audit.anchors import blueprint_cells
 from bayesirt.audit.primary import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.parallel import parallel_map, spawn_seeds
-from bayesirt.ranking import _prepared_responses, _prepared_scores
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.audit.ranking import _prepared_responses, _prepared_scores
 from bayesirt.report.markdown import markdown_table
-from bayesirt.resampling import (CONTROL_BLOCK, TargetFold, _add_randomization_summaries, _check_integer,
+from bayesirt.audit.resampling import (CONTROL_BLOCK, TargetFold, _add_randomization_summaries, _check_integer,
                                  _fold_statistics, _pack_folds, _replicate_dataset, control_blocks,
                                  matched_random_weights)
 
@@ -105,7 +105,7 @@ def _centred(values, mask) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _item_statistics(yobs, obs) -> _Items:
-    """``r_i`` and ``s_i^2`` of prepared responses (:func:`bayesirt.ranking._prepared_responses`)."""
+    """``r_i`` and ``s_i^2`` of prepared responses (:func:`bayesirt.audit.ranking._prepared_responses`)."""
     items, models = yobs.shape
     if models < 2:
         raise DataError(f"the balance diagnostics need at least 2 target models; got {models}")
@@ -188,7 +188,7 @@ def balance_diagnostics(y, w, g, *, observed=None) -> np.ndarray:
 
 
 def _target_folds(result: AuditResult, responses) -> list[TargetFold]:
-    """The folds' target halves as :class:`~bayesirt.resampling.TargetFold` (after
+    """The folds' target halves as :class:`~bayesirt.audit.resampling.TargetFold` (after
     :func:`~bayesirt.audit.primary.check_audit`)."""
     values = responses["responses"].transpose("item", "model").values
     observed = values != MISSING
@@ -232,14 +232,14 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
         See the module notes. With the primary controls' seed, replicate ``r`` would reuse their
         uniform keys (within finer strata); use another seed for independent controls.
     workers, scheduler, progress
-        Passed to :func:`bayesirt.parallel.parallel_map` (blocks of
-        :data:`bayesirt.resampling.CONTROL_BLOCK` replicates); the numbers do not depend on them.
+        Passed to :func:`bayesirt.utils.parallel.parallel_map` (blocks of
+        :data:`bayesirt.audit.resampling.CONTROL_BLOCK` replicates); the numbers do not depend on them.
 
     Returns
     -------
     xarray.Dataset
         Dims ``pair_set`` (``"primary"``, ``"within"``), ``fold``, ``replicate``, ``diagnostic``
-        (:data:`DIAGNOSTICS`), ``item``. As :func:`bayesirt.resampling.matched_random_controls`:
+        (:data:`DIAGNOSTICS`), ``item``. As :func:`bayesirt.audit.resampling.matched_random_controls`:
         ``rate`` (eq. 36), ``eligible``, ``reversed``, ``tau_b``, ``mean_tau_b``, the ``observed_*``
         low-DIF values and the summary ``median``, ``lower``, ``upper``, ``excess_pp``, ``p_value``,
         ``min_resolvable_p``, ``undefined`` per pair set. Balance: ``balance`` (diagnostic, fold,

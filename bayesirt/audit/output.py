@@ -12,7 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.primary import AuditResult, FoldResult
-from bayesirt.outputs import staged_output
+from bayesirt.utils.outputs import staged_output
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 
 __all__ = ["audit_summary", "audit_tree", "write_audit"]

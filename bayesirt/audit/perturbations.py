@@ -5,7 +5,7 @@ representative, the conservative lineage filter, and each family omitted in turn
 the primary run had). Each keeps K frozen per audit fold at the primary run's values, refits the
 spectral directions, the DIF and the three purification rounds, and compares the anchors with
 200 matched-random controls (every retained family needs at least 15 models). The perturbations
-run as independent tasks through :func:`bayesirt.parallel.parallel_map`.
+run as independent tasks through :func:`bayesirt.utils.parallel.parallel_map`.
 
 The pass rule of eq. 59-61 counts benchmarks: a perturbation passes when at least 3 of 5
 benchmarks keep a positive excess and at least 3 have p <= .05 (:func:`perturbation_pass`).
@@ -21,7 +21,7 @@ import xarray as xr
 
 from bayesirt.audit.primary import AuditConfig, AuditResult, check_audit, run_audit
 from bayesirt.errors import BayesIRTError
-from bayesirt.parallel import parallel_map
+from bayesirt.utils.parallel import parallel_map
 
 __all__ = ["PERTURBATION_CONTROLS", "PERTURBATION_MIN_FAMILY", "perturbations", "population_perturbations",
            "perturbation_pass"]

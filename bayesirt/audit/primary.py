@@ -20,19 +20,19 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification, capability_offsets, purify
+from bayesirt.audit.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification, capability_offsets, purify
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
 from bayesirt.data.populations import FAMILIES, POPULATION_SEED, audit_population
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.parallel import blas_threads, shared_cluster, spawn_seeds
-from bayesirt.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
+from bayesirt.utils.parallel import blas_threads, shared_cluster, spawn_seeds
+from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
-from bayesirt.bootstrap import composition_bootstrap, owner_bootstrap
-from bayesirt.resampling import matched_random_controls
+from bayesirt.audit.bootstrap import composition_bootstrap, owner_bootstrap
+from bayesirt.audit.resampling import matched_random_controls
 from bayesirt.audit.sensitivity import fraction_purifications, gap_and_fraction_sensitivity
 from bayesirt.audit.specificity import within_family_specificity
-from bayesirt.spectral import DimensionSelection, select_dimension
+from bayesirt.audit.spectral import DimensionSelection, select_dimension
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "check_audit", "QUICK_MAX_K", "QUICK_CONTROLS",
            "BAYES_CONTROLS"]
@@ -282,7 +282,7 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
     progress : bool
         Progress bars.
     threads : int, optional
-        BLAS threads in this process (:func:`bayesirt.parallel.blas_threads`; None: the library
+        BLAS threads in this process (:func:`bayesirt.utils.parallel.blas_threads`; None: the library
         default). One is the default: the folds are dominated by elementwise work, and on the
         2-core benchmark machine one thread was faster than two.
 

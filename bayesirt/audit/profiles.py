@@ -12,14 +12,14 @@ random-pairing reference pairs at random within cells. The target half enters on
 
 Control ``r`` keeps either endpoint of every pair with probability 1/2 and every unmatched low-DIF
 item, each with its cell's weight ``n_c / k_c``; near-tie counts are pooled over folds per
-replicate and compared with the low-DIF rate by :func:`bayesirt.resampling.randomization_summary`.
+replicate and compared with the low-DIF rate by :func:`bayesirt.audit.resampling.randomization_summary`.
 The all-swapped subtest moves every matched low-DIF item to its partner; ``Delta_swap`` (low-DIF
 minus all-swapped rate) is referred to ``Delta_r = T(z_r) - T(1 - z_r)``, control ``r`` minus its
 complementary endpoint configuration (low-DIF and all-swapped are one such pair), two-sided:
 ``(1 + #{|Delta_r| >= |Delta_swap|}) / (R + 1)``.
 
 Random streams. Replicate ``r`` of fold ``h`` draws one uniform key per item from
-``SeedSequence(spawn_seeds(seed, 2)[h], spawn_key=(r,))`` (as :mod:`bayesirt.resampling`); a
+``SeedSequence(spawn_seeds(seed, 2)[h], spawn_key=(r,))`` (as :mod:`bayesirt.audit.resampling`); a
 matched low-DIF item is swapped when its key is below 1/2. Every scenario uses the same keys
 (common random numbers). Fold ``h``'s random pairing uses ``spawn_seeds(seed, 4)[2 + h]``. Numbers
 depend on ``(seed, h, r)`` only, not on workers or blocks.
@@ -48,11 +48,11 @@ from bayesirt.audit.matched import _target_folds
 from bayesirt.audit.primary import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.parallel import parallel_map, spawn_seeds
-from bayesirt.ranking import _prepared_scores, pooled_rate, reversal_counts
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.audit.ranking import _prepared_scores, pooled_rate, reversal_counts
 from bayesirt.report.markdown import markdown_table
-from bayesirt.resampling import CONTROL_BLOCK, _check_integer, _pack_folds, control_blocks, randomization_summary
-from bayesirt.spectral import spectral_loadings, working_responses
+from bayesirt.audit.resampling import CONTROL_BLOCK, _check_integer, _pack_folds, control_blocks, randomization_summary
+from bayesirt.audit.spectral import spectral_loadings, working_responses
 
 __all__ = ["profile_matching", "profiles_section", "capability_profiles", "profile_pairs", "random_pairs",
            "paired_mixture_weights", "PROFILE_CALIPERS", "RANDOM"]
@@ -294,7 +294,7 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
     seed : int, default 0
         See the module notes; give it a seed of its own, not the primary controls'.
     workers, scheduler, progress
-        Passed to :func:`bayesirt.parallel.parallel_map` (blocks of ``CONTROL_BLOCK`` replicates).
+        Passed to :func:`bayesirt.utils.parallel.parallel_map` (blocks of ``CONTROL_BLOCK`` replicates).
 
     Returns
     -------
@@ -307,7 +307,7 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
         ``gap_*`` (mean, median, max); ``pooled_coverage`` (scenario). Controls: ``eligible``,
         ``reversed``, ``complement_eligible``, ``complement_reversed`` (scenario, fold, replicate),
         ``rate``, ``complement_rate``, ``delta`` (scenario, replicate); low-DIF ``observed_eligible``,
-        ``observed_reversed`` (fold), ``observed_rate``; :func:`~bayesirt.resampling.randomization_summary`
+        ``observed_reversed`` (fold), ``observed_rate``; :func:`~bayesirt.audit.resampling.randomization_summary`
         of ``rate`` per scenario (``median``, ``lower``, ``upper``, ``excess_pp``, ``p_value``,
         ``min_resolvable_p``, ``undefined``); all-swapped ``swap_eligible``, ``swap_reversed``
         (scenario, fold), ``swap_rate``, ``delta_swap_pp``, two-sided ``p_swap`` and

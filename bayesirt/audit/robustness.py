@@ -8,7 +8,7 @@ import xarray as xr
 
 from bayesirt.audit.primary import AuditResult
 from bayesirt.audit.replication import group_contributions, item_group_attribution, signature_replication
-from bayesirt.parallel import spawn_seeds
+from bayesirt.utils.parallel import spawn_seeds
 
 __all__ = ["add_diagnostics"]
 

@@ -111,7 +111,7 @@ def compare_estimates(
     Parameters
     ----------
     posterior : DataTree or Dataset
-        A :func:`bayesirt.inference.fit` result (its ``posterior`` group) or the group itself.
+        A :func:`bayesirt.inference.fitting.fit` result (its ``posterior`` group) or the group itself.
     ml, map_fit : MMLResult
         :func:`~bayesirt.frequentist.fit_mml` of the same data and spec with ``priors=False``
         and ``priors=True``.

@@ -32,8 +32,8 @@ from scipy.special import betaln, expit, logit
 
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.parallel import blas_threads
-from bayesirt.specs import IRTSpec, load_spec
+from bayesirt.utils.parallel import blas_threads
+from bayesirt.models.specs import IRTSpec, load_spec
 
 __all__ = ["MMLResult", "fit_mml", "quadrature_grid"]
 

@@ -25,8 +25,8 @@ from scipy import stats
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError, SpecError
 from bayesirt.frequentist.mml import fit_mml
-from bayesirt.progress import progress_bar
-from bayesirt.specs import IRTSpec, load_spec
+from bayesirt.utils.progress import progress_bar
+from bayesirt.models.specs import IRTSpec, load_spec
 
 __all__ = ["split_half_retention", "FITS"]
 

@@ -25,7 +25,7 @@ from scipy.special import expit, log_expit
 
 from bayesirt.data.responses import MISSING, observed_cells
 from bayesirt.errors import BayesIRTError
-from bayesirt.specs import IRTSpec, Prior
+from bayesirt.models.specs import IRTSpec, Prior
 
 __all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "prior_rv", "fused_loglik",
            "ITEM_PARAMETERS", "SAMPLER_VARIABLES"]
@@ -38,7 +38,7 @@ SAMPLER_VARIABLES = ("theta_mean", "theta_deviation", "intercept_centered", "dif
 
 
 def prior_rv(name: str, prior: Prior, dims=None):
-    """The PyMC random variable of a spec prior (distributions validated by ``bayesirt.specs``)."""
+    """The PyMC random variable of a spec prior (distributions validated by ``bayesirt.models.specs``)."""
     p = prior.params
     match prior.distribution:
         case "normal":
@@ -60,7 +60,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
     responses : xarray.Dataset
         The response data (``bayesirt.data``): ``responses`` (item, model) int8, missing = -1.
     spec : IRTSpec
-        From :func:`bayesirt.specs.load_spec`.
+        From :func:`bayesirt.models.specs.load_spec`.
     batch_size : int, optional
         Observed cells per evaluation, for minibatch ADVI: the likelihood of about this many
         observed cells, drawn anew at every evaluation as random blocks of consecutive cells of
@@ -127,7 +127,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         else:
             loglik = _long_loglik(y, a, theta_dev, d_c, c, s, batch_size)
         pm.Potential("response_loglik", loglik)
-    # read by the ADVI stopping rule (bayesirt.inference)
+    # read by the ADVI stopping rule (bayesirt.inference.fitting)
     pm_model.minibatch, pm_model.n_cells = batch_size is not None, int(observed.sum())
     return pm_model
 

@@ -35,7 +35,7 @@ import xarray as xr
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.logistic import fused_loglik, prior_rv
-from bayesirt.specs import MIRTSpec
+from bayesirt.models.specs import MIRTSpec
 
 __all__ = ["build_mirt", "align_signs", "anchor_items", "dimension_names", "rotate_posterior", "loading_table"]
 
@@ -142,7 +142,7 @@ def build_mirt(responses: xr.Dataset, spec: MIRTSpec) -> pm.Model:
         pm.Potential("response_loglik", fused_loglik(eta, None, None, (y == 1).astype("float64"), observed))
     if anchors is not None:
         pm_model.anchor_items = responses["item"].values[anchors]
-    pm_model.n_cells = int(observed.sum())  # read by the ADVI stopping rule (bayesirt.inference)
+    pm_model.n_cells = int(observed.sum())  # read by the ADVI stopping rule (bayesirt.inference.fitting)
     return pm_model
 
 
@@ -161,9 +161,9 @@ def align_signs(posterior: xr.Dataset, anchors) -> xr.Dataset:
 def rotate_posterior(posterior: xr.Dataset, method: str = "oblimin", *, max_draws: int = 500) -> xr.Dataset:
     """Rotate every posterior draw of the loadings and align it to the rotated posterior mean.
 
-    The posterior-mean loadings are rotated (:func:`bayesirt.rotation.rotate`; varimax or oblimin)
+    The posterior-mean loadings are rotated (:func:`bayesirt.structure.rotation.rotate`; varimax or oblimin)
     to give the target; each draw is rotated the same way and its factors permuted and reflected
-    to the target by Tucker congruence (:func:`bayesirt.rotation.align_loadings`), so rotation,
+    to the target by Tucker congruence (:func:`bayesirt.structure.rotation.align_loadings`), so rotation,
     order and sign agree across draws and chains. At most ``max_draws`` draws (evenly thinned).
 
     Returns
@@ -172,7 +172,7 @@ def rotate_posterior(posterior: xr.Dataset, method: str = "oblimin", *, max_draw
         ``loading`` (sample, item, dim) and ``factor_correlation`` (sample, dim, dim_bis) of the
         rotated draws, and ``congruence`` (sample, dim) of each draw with the target.
     """
-    from bayesirt.rotation import align_loadings, align_phi, rotate
+    from bayesirt.structure.rotation import align_loadings, align_phi, rotate
 
     loading = posterior["loading"].stack(sample=("chain", "draw")).transpose("sample", "item", "dim")
     step = max(1, int(np.ceil(loading.sizes["sample"] / max_draws)))

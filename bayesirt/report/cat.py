@@ -63,7 +63,7 @@ def _gain_line(curves: pd.DataFrame, bench: str) -> str:
 
 
 def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> str:
-    """``report.md`` of :func:`bayesirt.cat_study.run_cat_job`."""
+    """``report.md`` of :func:`bayesirt.safety.cat_study.run_cat_job`."""
     a = study.attrs
     lines = [f"# Short tests on held-out models: {a.get('name') or 'responses'}", "",
              f"{a['n_models']} models x {a['n_items']} items; {a['splits']} random splits into "
@@ -108,7 +108,7 @@ def plot_information(info: xr.Dataset, path: Path) -> Path:
 
 
 def information_report(info: xr.Dataset, source: str, figure: str | None, n_top: int = 10) -> str:
-    """``report.md`` of :func:`bayesirt.cat_study.run_information_job`."""
+    """``report.md`` of :func:`bayesirt.safety.cat_study.run_information_job`."""
     test = info["test_information"]
     peak = float(test["theta"][int(test.argmax("theta"))])
     inside = test["theta"].values[(test >= 10).values]

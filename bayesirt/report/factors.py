@@ -1,4 +1,4 @@
-"""Outputs of the factor-structure job (:func:`bayesirt.ability_structure.run_factors_job`): ``factors.nc``
+"""Outputs of the factor-structure job (:func:`bayesirt.structure.ability_structure.run_factors_job`): ``factors.nc``
 (a labelled DataTree), CSV tables, ``report.md`` and the factor-selection figure (SAFE Figure 9)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from bayesirt.outputs import staged_output  # noqa: E402
+from bayesirt.utils.outputs import staged_output  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
 __all__ = ["factors_tree", "write_factors", "factors_report", "plot_factor_selection", "CFI_GOOD", "RMSEA_CLOSE"]

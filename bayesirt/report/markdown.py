@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.diagnostics import convergence_table
-from bayesirt.specs import IRTSpec
+from bayesirt.inference.diagnostics import convergence_table
+from bayesirt.models.specs import IRTSpec
 
 __all__ = ["fit_report", "markdown_table"]
 

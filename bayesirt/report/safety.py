@@ -197,7 +197,7 @@ def _warnings(messages: list[str]) -> list[str]:
 def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, out, *, ppp: xr.Dataset | None,
                     warnings: list[str], force: bool) -> Path:
     """Write the person-fit folder: personfit.nc, models.csv, items.csv, summary.json, report.md, lz.png."""
-    from bayesirt.outputs import staged_output
+    from bayesirt.utils.outputs import staged_output
 
     a = fit.attrs
     summary = {k: a[k] for k in ("fpr", "statistic", "cutoff", "calibration")} | {
@@ -218,7 +218,7 @@ def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, o
 def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], force: bool) -> Path:
     """Write the sandbagging folder: sandbagging.nc, detection.csv, roc.csv, gaps.csv, genuine.csv,
     summary.json, report.md and the figures lz.png, roc.png, shift.png."""
-    from bayesirt.outputs import staged_output
+    from bayesirt.utils.outputs import staged_output
 
     st = result.settings
     with staged_output(out, force=force) as folder:
@@ -250,7 +250,7 @@ def write_fingerprint(table: xr.Dataset, null: xr.Dataset, matches: pd.DataFrame
                       reference: xr.Dataset, out, *, alpha: float, warnings: list[str], force: bool) -> Path:
     """Write the fingerprint folder: fingerprint.nc, matches.csv, disagreement.csv, null.csv,
     summary.json, report.md, fingerprint.png."""
-    from bayesirt.outputs import staged_output
+    from bayesirt.utils.outputs import staged_output
 
     with staged_output(out, force=force) as folder:
         match_ds = xr.Dataset.from_dataframe(matches.set_index("query"))

@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
-from bayesirt.sbc import SBCResult  # noqa: E402
+from bayesirt.workflow.sbc import SBCResult  # noqa: E402
 
 __all__ = ["sbc_section", "plot_rank_histograms", "LEVEL", "FAMILY_LABELS"]
 
@@ -70,7 +70,7 @@ def sbc_section(result: SBCResult, figure: str | None = None) -> list[str]:
         "histogram with the second-order Rao-Scott correction for the dependence of ranks within a replicate (they "
         "share one data set and one fit): X2 / (mean design effect x (1 + a^2)) against chi2 with "
         f"({bins - 1}) / (1 + a^2) df, a the coefficient of variation of the design effects, estimated from the "
-        f"spread between replicates (`bayesirt.sbc`). Verdict at the {LEVEL:g} level. Normalized ranks "
+        f"spread between replicates (`bayesirt.workflow.sbc`). Verdict at the {LEVEL:g} level. Normalized ranks "
         "(rank + 0.5) / (L + 1) have mean 0.5 and sd 0.289 when uniform; the 90% coverage is the share of true "
         "values inside the central 90% posterior interval.", "",
         markdown_table(_tests_table(tests)), "",

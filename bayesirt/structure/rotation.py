@@ -3,7 +3,7 @@
 Varimax and oblimin rotation by gradient projection (GPArotation's algorithm, one matrix or a stack
 of posterior draws), Tucker congruence, and the alignment of loadings and factor correlations to a
 target by permutation and reflection. Used by the factor analysis of abilities
-(:mod:`bayesirt.factor`) and by the MIRT models on posterior draws of the loadings.
+(:mod:`bayesirt.structure.factor`) and by the MIRT models on posterior draws of the loadings.
 
 Conventions follow R's GPArotation and psych: Kaiser normalisation for varimax only; a solution's
 factors are reflected so that each loading column sums to a positive number and ordered by their
@@ -19,7 +19,7 @@ import numpy as np
 from scipy import optimize
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.parallel import blas_threads
+from bayesirt.utils.parallel import blas_threads
 
 __all__ = ["ROTATIONS", "Rotation", "rotate", "tucker_congruence", "align_loadings", "align_phi"]
 

@@ -2,9 +2,9 @@
 
 Minimum-residual (ULS) exploratory factor analysis of a (models x benchmarks) ability matrix, fit
 indices (chi-square, RMSEA, CFI, TLI) and Horn's parallel analysis.
-Rotations and loading alignment live in :mod:`bayesirt.rotation`; the two-stage analysis of
+Rotations and loading alignment live in :mod:`bayesirt.structure.rotation`; the two-stage analysis of
 fitted abilities (per-benchmark 2PL, then factors, also per posterior draw) in
-:mod:`bayesirt.ability_structure`.
+:mod:`bayesirt.structure.ability_structure`.
 
 Conventions follow R's psych ``fa``/``fa.parallel`` and GPArotation, so numbers can be checked
 against R: minres minimises the residual of the correlation matrix over the uniquenesses (bounded
@@ -24,8 +24,8 @@ import pandas as pd
 from scipy import optimize, stats
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.parallel import blas_threads
-from bayesirt.rotation import ROTATIONS, _reflect, _rotate_one
+from bayesirt.utils.parallel import blas_threads
+from bayesirt.structure.rotation import ROTATIONS, _reflect, _rotate_one
 
 __all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "ParallelAnalysis",
            "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis"]
@@ -336,7 +336,7 @@ def factor_analysis(x, n_factors: int, *, correlation: bool = False, n_obs: int 
         Observations behind the correlations: required with ``correlation=True``; for data the
         default is the smallest pairwise-complete count.
     rotation : {"oblimin", "varimax", "none"}, default "oblimin"
-        As in :func:`bayesirt.rotation.rotate` (default Kaiser normalisation, tolerance 1e-8).
+        As in :func:`bayesirt.structure.rotation.rotate` (default Kaiser normalisation, tolerance 1e-8).
     gamma : float, default 0.0
         Oblimin's gamma (0 = quartimin).
 

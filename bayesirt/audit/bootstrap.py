@@ -1,11 +1,11 @@
 """Bootstrap references of the near-tie audit: the composition bootstrap over item units (NT C.7,
 eq. 37-38) and the owner bootstrap of family score shifts (NT D.1, eq. 57-58).
 
-Folds are :class:`bayesirt.resampling.TargetFold` objects (or mappings with their keys) whose
+Folds are :class:`bayesirt.audit.resampling.TargetFold` objects (or mappings with their keys) whose
 near-tie pair sets were frozen from the observed full scores. Each bootstrap draws all its
 multiplicities from one ``numpy.random.default_rng(seed)`` before any work is split, so results do
 not depend on the number of workers. Undefined replicates are handled as in
-:mod:`bayesirt.resampling`.
+:mod:`bayesirt.audit.resampling`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import xarray as xr
 from scipy import sparse
 
 from bayesirt.errors import DataError
-from bayesirt.parallel import parallel_map
-from bayesirt.ranking import _prepared_responses
-from bayesirt.resampling import (_check_integer, _fold_statistics, _pack_folds, _percentile_range,
+from bayesirt.utils.parallel import parallel_map
+from bayesirt.audit.ranking import _prepared_responses
+from bayesirt.audit.resampling import (_check_integer, _fold_statistics, _pack_folds, _percentile_range,
                                  _replicate_dataset, control_blocks)
 
 __all__ = ["bootstrap_units", "recomposed_scores", "composition_bootstrap", "owner_bootstrap", "BOOTSTRAP_BLOCK",
@@ -83,7 +83,7 @@ def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarra
 
     Parameters
     ----------
-    y, observed : as in :func:`bayesirt.ranking.weighted_scores`
+    y, observed : as in :func:`bayesirt.audit.ranking.weighted_scores`
     w : array_like, shape (item,)
         Item weights (``np.ones(item)`` for full scores, the anchor weights for anchor scores).
     unit : array_like of int, shape (item,)
@@ -93,7 +93,7 @@ def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarra
     Returns
     -------
     ndarray of float64, shape (replicate, model); NaN where a model keeps no weighted observed item.
-    With all multiplicities 1 these are :func:`~bayesirt.ranking.weighted_scores`.
+    With all multiplicities 1 these are :func:`~bayesirt.audit.ranking.weighted_scores`.
     """
     yobs, obs = _prepared_responses(y, observed, "recomposed_scores")
     w, unit, n = np.asarray(w, dtype=np.float64), np.asarray(unit), np.asarray(multiplicities)
@@ -133,7 +133,7 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
     seed : int, default 0
         Seed of the one generator that draws every multiplicity.
     workers, scheduler, progress
-        Passed to :func:`bayesirt.parallel.parallel_map` (blocks of :data:`BOOTSTRAP_BLOCK` replicates).
+        Passed to :func:`bayesirt.utils.parallel.parallel_map` (blocks of :data:`BOOTSTRAP_BLOCK` replicates).
 
     Returns
     -------
@@ -193,7 +193,7 @@ def owner_bootstrap(shift, family, owner, *, percentile_shift=None, replicates: 
     percentile_shift : array_like, shape (record,), optional
         Percentile-rank shift of every record, bootstrapped on the same owner draws:
         ``percentile_ranks(anchor) - percentile_ranks(full)``
-        (:func:`bayesirt.ranking.percentile_ranks`, ranks among all representatives passed, under
+        (:func:`bayesirt.audit.ranking.percentile_ranks`, ranks among all representatives passed, under
         each scoring; percentile points).
     replicates : int, default 2000
     seed : int, default 0

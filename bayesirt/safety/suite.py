@@ -22,7 +22,7 @@ import xarray as xr
 
 from bayesirt.data import load, make_responses
 from bayesirt.errors import SpecError
-from bayesirt.outputs import staged_output
+from bayesirt.utils.outputs import staged_output
 
 __all__ = ["SAFETY_STEPS", "pool_benchmarks", "run_safety_suite"]
 
@@ -55,10 +55,10 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
     ``options`` maps a step name to the keyword options of its job (e.g. ``{"cat": {"budgets":
     [10, 25]}}``), as the analysis file's ``[safety.<step>]`` tables give them.
     """
-    from bayesirt.ability_structure import run_factors_job
-    from bayesirt.cat_study import run_cat_job, run_information_job
-    from bayesirt.personfit import run_personfit_job
-    from bayesirt.sandbagging import run_sandbag_job
+    from bayesirt.structure.ability_structure import run_factors_job
+    from bayesirt.safety.cat_study import run_cat_job, run_information_job
+    from bayesirt.safety.personfit import run_personfit_job
+    from bayesirt.safety.sandbagging import run_sandbag_job
 
     options = options or {}
     unknown = set(steps) - set(SAFETY_STEPS) | set(options) - set(SAFETY_STEPS)

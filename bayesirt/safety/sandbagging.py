@@ -16,12 +16,12 @@ Detection (:func:`sandbagging_experiment`), blind to the intervention and at fix
 item parameters (default: the regularized 2PL by MAP-EM on the genuine cohort, as in SAFE):
 
 - person fit: the run's MAP ability and l_z (or l_z*) on all items; flagged at the cut-off that
-  flags ``fpr`` of the genuine cohort (:func:`bayesirt.personfit.calibrate_cutoff`);
+  flags ``fpr`` of the genuine cohort (:func:`bayesirt.safety.personfit.calibrate_cutoff`);
 - ability shift: the run's MAP ability from the ``test_length``-item maximum-information static
-  test (:func:`bayesirt.adaptive.static_test` over the cohort's abilities) minus the model's
+  test (:func:`bayesirt.safety.adaptive.static_test` over the cohort's abilities) minus the model's
   historical ability (its genuine full-data MAP); flagged when ``|shift|`` exceeds the smallest
   gap the test resolves at the historical ability
-  (:func:`bayesirt.fingerprint.resolvable_gap`);
+  (:func:`bayesirt.safety.fingerprint.resolvable_gap`);
 - combined: flagged by either. Its false-positive rate on the genuine cohort is reported, not
   recalibrated (SAFE reports the union at the person-fit operating point).
 """
@@ -33,13 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import xarray as xr
-from bayesirt.adaptive import score_test, static_test
+from bayesirt.safety.adaptive import score_test, static_test
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, recorded_warnings
-from bayesirt.fingerprint import gap_at, resolvable_gap
-from bayesirt.information import ItemBank
-from bayesirt.parallel import parallel_map, spawn_seeds
-from bayesirt.personfit import (
+from bayesirt.safety.fingerprint import gap_at, resolvable_gap
+from bayesirt.safety.information import ItemBank
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.safety.personfit import (
     STATISTICS, calibrate_cutoff, check_responses, item_parameters, lz_statistics, roc_auc, roc_curve,
 )
 
@@ -223,7 +223,7 @@ class SandbagResult:
     roc : pandas.DataFrame
         ``scope``, ``strength``, ``threshold``, ``fpr``, ``tpr``.
     gaps : xarray.Dataset
-        :func:`bayesirt.fingerprint.resolvable_gap`.
+        :func:`bayesirt.safety.fingerprint.resolvable_gap`.
     items : xarray.Dataset
         Calibration, ``group`` and ``in_test``.
     settings : dict
@@ -295,14 +295,14 @@ def sandbagging_experiment(responses: xr.Dataset, *, items: xr.Dataset | None = 
         Items of the static ability test.
     level : float, default 0.95
         Interval level at which the short test distinguishes two models
-        (:func:`bayesirt.fingerprint.resolvable_gap`).
+        (:func:`bayesirt.safety.fingerprint.resolvable_gap`).
     seed : int, default 0
         Seeds the pseudo-groups, the pair subset and each scope (``spawn_seeds``). All strengths of
         a scope share their random numbers (common random numbers), so a run's changed cells at
         one strength include those at any lower strength, and a condition's result does not
         depend on which other conditions run.
     workers, scheduler, progress
-        Conditions run through :func:`bayesirt.parallel.parallel_map`.
+        Conditions run through :func:`bayesirt.utils.parallel.parallel_map`.
 
     Returns
     -------
@@ -371,7 +371,7 @@ def run_sandbag_job(data, out, *, fpr: float = 0.1, statistic: str = "lz", stren
     detection.csv, roc.csv, gaps.csv, genuine.csv, summary.json, report.md, lz.png, roc.png,
     shift.png. Options as :func:`sandbagging_experiment`."""
     from bayesirt.data import load
-    from bayesirt.outputs import check_output
+    from bayesirt.utils.outputs import check_output
     from bayesirt.report.safety import write_sandbag
 
     check_output(out, force=force)

@@ -6,8 +6,8 @@ For each of ``splits`` random calibration/test splits of the models (75/25 by de
    (:func:`bayesirt.frequentist.mml.fit_mml`, ``priors=True``);
 2. for each item budget ``k``, give every model (calibration and test) three ``k``-item tests
    built from the calibration fit, using its real responses: an adaptive test
-   (:func:`bayesirt.adaptive.run_cat`), the static test most informative over the calibration
-   abilities (:func:`bayesirt.adaptive.static_test`) and ``random_subsets`` random item sets
+   (:func:`bayesirt.safety.adaptive.run_cat`), the static test most informative over the calibration
+   abilities (:func:`bayesirt.safety.adaptive.static_test`) and ``random_subsets`` random item sets
    with the same per-benchmark quotas;
 3. map each model's reduced-test score and ability estimate to a predicted full score with a
    spline regression fitted on the calibration models (:func:`score_calibration`), the same
@@ -29,13 +29,13 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from bayesirt.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
+from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
 from bayesirt.data.responses import make_responses, validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
-from bayesirt.information import item_bank
-from bayesirt.outputs import check_output, staged_output
-from bayesirt.parallel import parallel_map, spawn_seeds
+from bayesirt.safety.information import item_bank
+from bayesirt.utils.outputs import check_output, staged_output
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
 __all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "run_cat_job",
            "run_information_job", "DESIGNS", "METRICS"]
@@ -192,7 +192,7 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
     calibration : float, default 0.75
         Share of models in the calibration set.
     rule, estimator : str
-        CAT item selection rule and ability update (:func:`bayesirt.adaptive.run_cat`).
+        CAT item selection rule and ability update (:func:`bayesirt.safety.adaptive.run_cat`).
     per_benchmark : bool, default False
         False: one pooled study (tests keep per-benchmark quotas; the target is the score over
         all items). True: a separate 2PL and study per ``item_group``, on the models with responses to it.
@@ -200,7 +200,7 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
         Root seed; each split draws from its own child seed (:func:`spawn_seeds`), so results
         do not depend on ``workers``.
     workers, scheduler, progress
-        Passed to :func:`bayesirt.parallel.parallel_map` (one task per benchmark and split).
+        Passed to :func:`bayesirt.utils.parallel.parallel_map` (one task per benchmark and split).
 
     Returns
     -------
@@ -319,15 +319,15 @@ def run_information_job(source, out, *, theta=None, spec: str = "2pl", max_draws
     """Information curves of a calibration, written to the folder ``out``.
 
     ``source`` is a fitted DataTree or a NetCDF file holding one (``posterior.nc`` of
-    ``bayesirt fit``: curves averaged over posterior draws, :func:`~bayesirt.information.posterior_information`),
+    ``bayesirt fit``: curves averaged over posterior draws, :func:`~bayesirt.safety.information.posterior_information`),
     an item-parameter Dataset (``discrimination``, ``intercept`` over ``item``), or response
     data (a Dataset, path or dataset name), which is calibrated by regularized MML with ``spec``
-    first (:func:`~bayesirt.information.information_curves`).
+    first (:func:`~bayesirt.safety.information.information_curves`).
 
     Writes ``information.nc``, ``information.csv`` (per theta: test information, SE and any
     per-group information), ``information.png`` and ``report.md``. Returns ``out``.
     """
-    from bayesirt.information import information_curves, posterior_information
+    from bayesirt.safety.information import information_curves, posterior_information
     from bayesirt.report.cat import information_report, plot_information
 
     check_output(out, force=force)

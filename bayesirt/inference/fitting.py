@@ -23,10 +23,10 @@ import xarray as xr
 
 from bayesirt.data.responses import validate_responses
 from bayesirt.errors import BayesIRTError
-from bayesirt.progress import progress_bar
+from bayesirt.utils.progress import progress_bar
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
 from bayesirt.models.mirt import align_signs, build_mirt
-from bayesirt.specs import IRTSpec, MIRTSpec, load_spec
+from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 
 __all__ = ["fit", "sample_model", "METHODS", "SAMPLERS"]
 

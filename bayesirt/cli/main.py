@@ -35,7 +35,7 @@ import warnings
 
 from bayesirt import __version__
 from bayesirt.errors import BayesIRTError, SpecError
-from bayesirt.inference import METHODS, SAMPLERS
+from bayesirt.inference.fitting import METHODS, SAMPLERS
 
 __all__ = ["main"]
 
@@ -316,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
 
             print(markdown_table(list_datasets()))
             return 0
-        from bayesirt import analyses, checks
+        from bayesirt.cli import analyses
+        from bayesirt.frequentist import jobs as checks
 
         progress = not args.no_progress
         match args.command:
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = analyses.run_prior_check_job(args.model, args.out, data=args.data, design=args.design,
                                                    force=args.force, draws=args.draws, seed=args.seed)
             case "sbc":
-                from bayesirt.sbc import run_sbc_job
+                from bayesirt.workflow.sbc import run_sbc_job
 
                 out = run_sbc_job(args.model, args.out, design=args.design, force=args.force, progress=progress,
                                   replicates=args.replicates, method=args.method, draws=args.draws, tune=args.tune,
@@ -384,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                                                progress=progress, workers=args.workers, scheduler=args.scheduler,
                                                **_sampling_options(args))
             case "factors":
-                from bayesirt.ability_structure import run_factors_job
+                from bayesirt.structure.ability_structure import run_factors_job
 
                 out = run_factors_job(args.inputs, args.out, n_factors=tuple(args.n_factors), rotation=args.rotation,
                                       method=args.method, draws=args.draws, tune=args.tune, chains=args.chains,
@@ -392,30 +393,30 @@ def main(argv: list[str] | None = None) -> int:
                                       parallel_iter=args.parallel_iter, seed=args.seed, force=args.force,
                                       progress=progress)
             case "information":
-                from bayesirt.cat_study import run_information_job
+                from bayesirt.safety.cat_study import run_information_job
 
                 out = run_information_job(args.source, args.out, spec=args.model, force=args.force)
             case "cat":
-                from bayesirt.cat_study import run_cat_job
+                from bayesirt.safety.cat_study import run_cat_job
 
                 out = run_cat_job(args.data, args.out, budgets=tuple(args.budgets), splits=args.splits,
                                   random_subsets=args.random_subsets, rule=args.rule, estimator=args.estimator,
                                   seed=args.seed, workers=args.workers, scheduler=args.scheduler, force=args.force,
                                   progress=progress)
             case "personfit":
-                from bayesirt.personfit import run_personfit_job
+                from bayesirt.safety.personfit import run_personfit_job
 
                 out = run_personfit_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
                                         posterior=args.posterior, seed=args.seed, force=args.force, progress=progress)
             case "sandbag":
-                from bayesirt.sandbagging import run_sandbag_job
+                from bayesirt.safety.sandbagging import run_sandbag_job
 
                 out = run_sandbag_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
                                       direction=args.direction, test_length=args.test_length, seed=args.seed,
                                       workers=args.workers, scheduler=args.scheduler, force=args.force,
                                       progress=progress)
             case "fingerprint":
-                from bayesirt.fingerprint import run_fingerprint_job
+                from bayesirt.safety.fingerprint import run_fingerprint_job
 
                 out = run_fingerprint_job(args.reference, args.query, args.out, identities=args.identities,
                                           alpha=args.alpha, resamples=args.resamples, seed=args.seed, force=args.force)

@@ -9,7 +9,7 @@ import xarray as xr
 from scipy.stats import rankdata
 
 from bayesirt.data.responses import MISSING
-from bayesirt.information import item_information
+from bayesirt.safety.information import item_information
 from bayesirt.models.logistic import ITEM_PARAMETERS
 
 __all__ = ["item_table", "model_table", "posterior_ranks", "is_sampled", "DEFAULT_CI"]
@@ -52,7 +52,7 @@ def item_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None 
     proportion correct and the posterior-mean Fisher information averaged over the fitted models.
 
     A common (1PL) or fixed slope is repeated on every row. ``stats``:
-    :func:`bayesirt.diagnostics.element_diagnostics` of ``tree``, when already computed.
+    :func:`bayesirt.inference.diagnostics.element_diagnostics` of ``tree``, when already computed.
     """
     post = tree["posterior"].to_dataset()
     diag = is_sampled(post)

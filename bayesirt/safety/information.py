@@ -207,7 +207,7 @@ def posterior_information(tree: xr.DataTree, theta=None, *, max_draws: int | Non
     """
     if not isinstance(tree, xr.DataTree) or "posterior" not in tree.children:
         raise BayesIRTError("tree must be a DataTree with a 'posterior' group; "
-                            "pass the result of bayesirt.inference.fit")
+                            "pass the result of bayesirt.inference.fitting.fit")
     post = tree["posterior"].to_dataset()
     missing = [k for k in _PARAMS[:2] if k not in post]
     if missing or "item" not in post["intercept"].dims:

@@ -37,12 +37,12 @@ import pandas as pd
 import xarray as xr
 from scipy.special import expit
 
-from bayesirt.adaptive import score_test
+from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
-from bayesirt.information import ItemBank, item_bank
+from bayesirt.safety.information import ItemBank, item_bank
 from bayesirt.models.logistic import response_probability
-from bayesirt.progress import progress_bar
+from bayesirt.utils.progress import progress_bar
 
 __all__ = ["STATISTICS", "LZ", "lz_statistics", "check_responses", "item_parameters", "person_fit",
            "calibrate_cutoff", "roc_curve", "roc_auc", "posterior_predictive_person_fit", "run_personfit_job"]
@@ -282,7 +282,7 @@ def posterior_predictive_person_fit(tree: xr.DataTree, *, responses: xr.Dataset 
     Parameters
     ----------
     tree : xarray.DataTree
-        A :func:`bayesirt.inference.fit` result: ``posterior`` with ``theta`` (chain, draw, model),
+        A :func:`bayesirt.inference.fitting.fit` result: ``posterior`` with ``theta`` (chain, draw, model),
         ``discrimination`` (chain, draw[, item]), ``intercept`` (chain, draw, item) and optional
         ``guessing``, ``slip``.
     responses : xarray.Dataset, optional
@@ -305,7 +305,7 @@ def posterior_predictive_person_fit(tree: xr.DataTree, *, responses: xr.Dataset 
     post = tree["posterior"].to_dataset()
     missing = [k for k in ("theta", "intercept") if k not in post]
     if missing:
-        raise BayesIRTError(f"the posterior lacks {missing}; fit a 1PL-4PL spec with bayesirt.inference.fit")
+        raise BayesIRTError(f"the posterior lacks {missing}; fit a 1PL-4PL spec with bayesirt.inference.fitting.fit")
     if responses is None:
         if "observed_data" not in tree.children:
             raise BayesIRTError("the tree has no observed_data group; pass responses=")
@@ -370,7 +370,7 @@ def run_personfit_job(data, out, *, fpr: float = 0.1, statistic: str = "lz", pos
     """
     from bayesirt.data import load
     from bayesirt.frequentist.mml import fit_mml
-    from bayesirt.outputs import check_output
+    from bayesirt.utils.outputs import check_output
     from bayesirt.report.safety import write_personfit
 
     if statistic not in STATISTICS:

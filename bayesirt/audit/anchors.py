@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bayesirt.dif import DIFFit, fit_family_dif
+from bayesirt.audit.dif import DIFFit, fit_family_dif
 from bayesirt.errors import DataError
-from bayesirt.spectral import spectral_offsets, working_responses
+from bayesirt.audit.spectral import spectral_offsets, working_responses
 
 __all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA",
            "blueprint_cells", "select_anchors",
@@ -40,7 +40,7 @@ EASINESS_STRATA = 4
 def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k: int, *, seed: int,
                        adjustment: str = "spectral") -> tuple[np.ndarray, int]:
     """Capability offsets (item, model) learned from the item ``rows`` (bool mask), and the rank
-    used: :func:`bayesirt.spectral.spectral_offsets`,
+    used: :func:`bayesirt.audit.spectral.spectral_offsets`,
     :func:`bayesirt.frequentist.joint_mirt.direct_offsets` or
     :func:`bayesirt.audit.bayes_mirt.bayes_mirt_offsets`."""
     if adjustment == "direct-mirt":
@@ -164,7 +164,7 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
     seed : int
         Seeds the randomized SVDs.
     dif_options : dict, optional
-        Passed to :func:`bayesirt.dif.fit_family_dif` (schedule overrides).
+        Passed to :func:`bayesirt.audit.dif.fit_family_dif` (schedule overrides).
     adjustment : {"spectral", "direct-mirt", "bayes-mirt"}
         How each round's capability offsets are learned (:func:`capability_offsets`).
 

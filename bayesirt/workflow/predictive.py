@@ -140,7 +140,7 @@ def posterior_predictive_check(
     tree: xr.DataTree, *, draws: int = 500, seed: int = 0, alpha: float = DEFAULT_ALPHA, groups: int = 10,
     chunk_cells: int = 5_000_000,
 ) -> PPCResult:
-    """Posterior predictive checks of a :func:`bayesirt.inference.fit` result.
+    """Posterior predictive checks of a :func:`bayesirt.inference.fitting.fit` result.
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Factor structure of fitted abilities: SAFE's two-stage design ("Latent Ability Inference", App. D).
 
 A 2PL is fitted to each benchmark separately; the posterior abilities are joined on model id into a
-(models x benchmarks) matrix, whose factor structure is analysed (:func:`bayesirt.factor.factor_analysis`)
+(models x benchmarks) matrix, whose factor structure is analysed (:func:`bayesirt.structure.factor.factor_analysis`)
 for the posterior means and, as a Bayesian counterpart, repeated on posterior draws and aligned to
 the posterior-mean solution. :func:`run_factors_job` is the ``bayesirt factors`` job.
 :func:`composite_alignment` checks that a composite's member abilities point the same way (App. D).
@@ -21,13 +21,13 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.factor import (
+from bayesirt.structure.factor import (
     FactorSolution, _check_n_factors, _check_positive_definite, _solve, correlation_matrix, factor_analysis,
     parallel_analysis,
 )
-from bayesirt.parallel import blas_threads, spawn_seeds
-from bayesirt.progress import progress_bar
-from bayesirt.rotation import ROTATIONS, align_loadings, align_phi
+from bayesirt.utils.parallel import blas_threads, spawn_seeds
+from bayesirt.utils.progress import progress_bar
+from bayesirt.structure.rotation import ROTATIONS, align_loadings, align_phi
 
 __all__ = ["read_abilities", "ability_matrix", "posterior_factor_analysis", "run_factors_job", "CompositeAlignment",
            "composite_alignment"]
@@ -66,7 +66,7 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "advi", 
     ----------
     datasets : mapping of str to xarray.Dataset
         Response Datasets (:func:`bayesirt.data.io.load`) keyed by benchmark name; at least 3.
-    method, draws, tune, chains, advi_iterations : as in :func:`bayesirt.inference.fit`
+    method, draws, tune, chains, advi_iterations : as in :func:`bayesirt.inference.fitting.fit`
         Default ADVI (fast); ``"nuts"`` for the reference posterior.
     posterior_draws : int, default 200
         Draws kept per benchmark for the per-draw analysis (fewer if a posterior has fewer).
@@ -87,7 +87,7 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "advi", 
         _fail(f"factor analysis needs at least 3 benchmarks; got {len(datasets)}; pass more response datasets")
     if isinstance(posterior_draws, bool) or not isinstance(posterior_draws, (int, np.integer)) or posterior_draws < 1:
         _fail(f"posterior_draws must be a positive integer; got {posterior_draws!r}")
-    from bayesirt.inference import fit  # PyMC is imported only when abilities are fitted
+    from bayesirt.inference.fitting import fit  # PyMC is imported only when abilities are fitted
 
     seeds = spawn_seeds(seed, len(datasets) + 1)
     thetas, fits = {}, {}
@@ -119,8 +119,8 @@ def posterior_factor_analysis(ability_draws: xr.DataArray, target: FactorSolutio
 
     Each draw is analysed like ``target`` (minres, same rotation and number of factors, fit indices
     with the target's ``n_obs``); its factors are then permuted and reflected to match the target's
-    loadings (:func:`bayesirt.rotation.align_loadings`), and its factor correlations follow
-    (:func:`bayesirt.rotation.align_phi`).
+    loadings (:func:`bayesirt.structure.rotation.align_loadings`), and its factor correlations follow
+    (:func:`bayesirt.structure.rotation.align_phi`).
 
     Parameters
     ----------
@@ -204,10 +204,10 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         benchmark, named by file stem, read by :func:`bayesirt.data.io.load`), fitted by
         :func:`ability_matrix` and then analysed also per posterior draw.
     out : path
-        Output folder, written atomically (:func:`bayesirt.outputs.staged_output`).
+        Output folder, written atomically (:func:`bayesirt.utils.outputs.staged_output`).
     n_factors : int or sequence of int, default (1, 2, 3, 4)
         Solutions to compute; each must leave >= 0 degrees of freedom.
-    rotation, gamma : as in :func:`bayesirt.factor.factor_analysis`
+    rotation, gamma : as in :func:`bayesirt.structure.factor.factor_analysis`
     method, draws, tune, chains, advi_iterations, posterior_draws : as in :func:`ability_matrix`
         Used only with response files.
     parallel_iter : int, default 1000
@@ -225,7 +225,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         (oblique, k >= 2), ``parallel.csv``, ``report.md`` and ``factor_selection.png``.
     """
     from bayesirt.data.io import load
-    from bayesirt.outputs import check_output
+    from bayesirt.utils.outputs import check_output
     from bayesirt.report.factors import write_factors
 
     check_output(out, force=force)

@@ -10,17 +10,17 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.diagnostics import diagnose
+from bayesirt.inference.diagnostics import diagnose
 from bayesirt.errors import recorded_warnings
 from bayesirt.frequentist import (
     DEFAULT_THRESHOLD_SD, compare_estimates, fit_mml, information_criteria, pl_ladder, split_half_retention,
 )
-from bayesirt.inference import fit
-from bayesirt.outputs import check_output, staged_output
+from bayesirt.inference.fitting import fit
+from bayesirt.utils.outputs import check_output, staged_output
 from bayesirt.report.checks import (
     agreement_section, ladder_section, mml_section, plot_agreement, plot_splithalf, splithalf_section,
 )
-from bayesirt.specs import IRTSpec, load_spec
+from bayesirt.models.specs import IRTSpec, load_spec
 
 __all__ = ["run_mml_job", "run_ladder_job", "run_check_job", "run_splithalf_job"]
 

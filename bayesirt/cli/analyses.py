@@ -11,15 +11,15 @@ from pathlib import Path
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.diagnostics import diagnose, element_diagnostics
+from bayesirt.inference.diagnostics import diagnose, element_diagnostics
 from bayesirt.errors import SpecError
-from bayesirt.inference import fit
-from bayesirt.outputs import check_output, staged_output
-from bayesirt.predictive import posterior_predictive_check, prior_predictive_check
+from bayesirt.inference.fitting import fit
+from bayesirt.utils.outputs import check_output, staged_output
+from bayesirt.workflow.predictive import posterior_predictive_check, prior_predictive_check
 from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
 from bayesirt.report.predictive import plot_ppc, plot_prior, ppc_section, prior_section
-from bayesirt.specs import IRTSpec, MIRTSpec, load_spec
-from bayesirt.summaries import DEFAULT_CI, is_sampled, item_table, model_table
+from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
+from bayesirt.inference.summaries import DEFAULT_CI, is_sampled, item_table, model_table
 
 __all__ = ["run_fit_job", "run_ppc_job", "run_prior_check_job", "run_compare_job", "load_analysis", "run_analysis",
            "ANALYSIS_KINDS"]
@@ -173,7 +173,7 @@ def run_analysis(path: str | Path, *, force: bool = False, progress: bool = True
         return run_audit_job(data, analysis["out"], config=AuditConfig(**options), workers=workers, force=force,
                              progress=progress)
     if analysis["kind"] == "safety":
-        from bayesirt.safety_suite import SAFETY_STEPS, run_safety_suite
+        from bayesirt.safety.suite import SAFETY_STEPS, run_safety_suite
 
         steps = options.pop("steps", list(SAFETY_STEPS))
         return run_safety_suite(analysis["data"], analysis["out"], steps=steps, options=options, force=force,
@@ -265,7 +265,7 @@ def run_compare_job(data, out, *, models=None, dims=None, mirt_spec="mirt", unit
     over single responses. Writes ``compare.csv``, ``compare.png``, ``elpd.nc`` (pointwise elpd and
     Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
     """
-    from bayesirt.compare import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
+    from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
     from bayesirt.models.mirt import loading_table
     from bayesirt.report.compare import comparison_report, plot_comparison
 

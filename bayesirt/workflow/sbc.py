@@ -44,8 +44,8 @@ import xarray as xr
 from scipy import stats
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.parallel import parallel_map, spawn_seeds
-from bayesirt.specs import IRTSpec, load_spec
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.models.specs import IRTSpec, load_spec
 
 __all__ = ["simulation_based_calibration", "rank_statistics", "uniformity_test", "SBCResult", "run_sbc_job",
            "SBC_METHODS", "DEFAULT_BINS", "FAMILIES"]
@@ -203,7 +203,7 @@ def _run_replicate(task: _Replicate) -> dict:
     import arviz as az
 
     from bayesirt.data.datasets.simulate import simulate_pl
-    from bayesirt.inference import fit
+    from bayesirt.inference.fitting import fit
 
     data_seed, fit_seed = spawn_seeds(task.seed, 2)
     n_models, n_items = task.design
@@ -289,7 +289,7 @@ def simulation_based_calibration(
     method : {"nuts", "advi", "fullrank_advi"}, default "nuts"
         MAP is excluded: one point is not a posterior.
     draws, tune, chains : int, defaults 500, 500, 2
-        Passed to :func:`bayesirt.inference.fit` (ADVI: ``draws`` from the approximation; it
+        Passed to :func:`bayesirt.inference.fitting.fit` (ADVI: ``draws`` from the approximation; it
         reports one chain and ignores ``tune`` and ``chains``).
     thin : int, optional
         Keep every ``thin``-th draw of each chain, so ``L = chains * (draws // thin)`` draws
@@ -302,11 +302,11 @@ def simulation_based_calibration(
         The prior draws use ``SeedSequence(seed)``'s first child, replicate r the (r+1)-th (its
         data and its fit each get a child of that); results do not depend on ``workers``.
     workers, scheduler
-        Where replicates run: :func:`bayesirt.parallel.parallel_map` (``workers=1``: in this
+        Where replicates run: :func:`bayesirt.utils.parallel.parallel_map` (``workers=1``: in this
         process; default: one process per core).
     advi_iterations : int, default 50000
     fit_function : callable, optional
-        Used in place of :func:`bayesirt.inference.fit`, with the same call signature (for
+        Used in place of :func:`bayesirt.inference.fitting.fit`, with the same call signature (for
         testing the check itself, or custom inference). Must be importable by the workers.
     progress : bool, default True
         A progress bar over replicates.
@@ -390,8 +390,8 @@ def run_sbc_job(model, out, *, design: str = "100x40", force: bool = False, prog
                 **options) -> Path:
     """Run :func:`simulation_based_calibration` and write ``out``: sbc.nc (ranks and per-replicate
     diagnostics), sbc_tests.csv, sbc_diagnostics.csv, rank_histograms.png and report.md."""
-    from bayesirt.analyses import parse_design
-    from bayesirt.outputs import check_output, staged_output
+    from bayesirt.cli.analyses import parse_design
+    from bayesirt.utils.outputs import check_output, staged_output
     from bayesirt.report.sbc import plot_rank_histograms, sbc_section
 
     check_output(out, force=force)

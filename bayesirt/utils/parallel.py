@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.progress import progress_bar
+from bayesirt.utils.progress import progress_bar
 
 __all__ = ["parallel_map", "shared_cluster", "blas_threads", "spawn_seeds", "WORKER_ENV", "CONNECT_TIMEOUT"]
 

@@ -1,6 +1,6 @@
 """Matched-random references of the near-tie audit: blueprint-matched random subtests (NT 3.4 and
 C.6, eq. 10-11 and 35-36), the fold packing, counting and summaries that every resampling
-reference shares (the bootstraps live in :mod:`bayesirt.bootstrap`).
+reference shares (the bootstraps live in :mod:`bayesirt.audit.bootstrap`).
 
 Every function takes the folds' target halves as :class:`TargetFold` objects (or mappings with
 the same keys) whose near-tie pair sets were frozen from the observed full scores.
@@ -27,8 +27,8 @@ import numpy as np
 import xarray as xr
 
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.parallel import parallel_map, spawn_seeds
-from bayesirt.ranking import (GAP_TOLERANCE, _pair_arrays, _prepared_responses, _prepared_scores, kendall_tau_b,
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.audit.ranking import (GAP_TOLERANCE, _pair_arrays, _prepared_responses, _prepared_scores, kendall_tau_b,
                               pooled_rate, reversal_counts)
 
 __all__ = ["TargetFold", "control_blocks", "matched_random_weights", "randomization_summary",
@@ -54,7 +54,7 @@ class TargetFold:
     anchor_weights : array_like, shape (item,)
         Low-DIF weights: ``n_c / k_c`` on the ``k_c`` anchors of cell ``c``, 0 elsewhere (NT eq. 6).
     pairs : tuple (i, j) of int arrays
-        The frozen primary near-tie pairs (:func:`bayesirt.ranking.near_tie_pairs` on ``full``).
+        The frozen primary near-tie pairs (:func:`bayesirt.audit.ranking.near_tie_pairs` on ``full``).
     observed : array_like of bool, shape (item, model), optional
         False marks a missing cell; default all observed.
     full : array_like, shape (model,), optional
@@ -279,7 +279,7 @@ def matched_random_controls(folds, *, replicates: int = 1000, seed: int = 0, eps
         The full-score band the primary pairs were frozen with: checked against their gaps (a
         mismatched threshold is an error) and recorded in the attributes.
     workers, scheduler, progress
-        Passed to :func:`bayesirt.parallel.parallel_map` (blocks of :data:`CONTROL_BLOCK` replicates).
+        Passed to :func:`bayesirt.utils.parallel.parallel_map` (blocks of :data:`CONTROL_BLOCK` replicates).
 
     Returns
     -------

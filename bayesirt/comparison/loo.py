@@ -6,7 +6,7 @@ Two units of prediction are offered:
   of cells so a 5,000 x 14,000 matrix never holds every draw x cell at once.
 - ``model``: one LLM's whole response pattern, the unit an evaluator predicts when a new LLM
   arrives. Its ability is integrated out, not plugged in: for every posterior draw of the item
-  parameters, :mod:`bayesirt.marginal` computes log p(y_m | phi_s), and PSIS is applied over draws
+  parameters, :mod:`bayesirt.comparison.marginal` computes log p(y_m | phi_s), and PSIS is applied over draws
   (integrated importance sampling). Because abilities are conditionally independent given the
   item parameters and the population, these are exactly the importance ratios of the marginal
   posterior of phi. Summing a model's pointwise log-likelihoods with its own ability draws
@@ -15,7 +15,7 @@ Two units of prediction are offered:
 Exact K-fold cross-validation by model (calibrate on the training folds, score held-out models by
 the same marginal likelihood averaged over the training posterior) replaces PSIS when too many
 models have Pareto k above ArviZ's sample-size-dependent threshold, or on request. Folds are
-fitted in parallel through :func:`bayesirt.parallel.parallel_map`.
+fitted in parallel through :func:`bayesirt.utils.parallel.parallel_map`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from scipy.special import logsumexp
 
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError
-from bayesirt.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
+from bayesirt.comparison.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
-from bayesirt.parallel import parallel_map
-from bayesirt.progress import progress_bar
-from bayesirt.psis import psis_loo
-from bayesirt.specs import parse_spec
+from bayesirt.utils.parallel import parallel_map
+from bayesirt.utils.progress import progress_bar
+from bayesirt.comparison.psis import psis_loo
+from bayesirt.models.specs import parse_spec
 
 __all__ = ["marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "compare_table", "elpd_dataset",
            "UNITS", "KFOLD_MODES"]
@@ -79,14 +79,14 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
     Parameters
     ----------
     tree : xarray.DataTree
-        A fit from :func:`bayesirt.inference.fit` (1PL-4PL or MIRT).
+        A fit from :func:`bayesirt.inference.fitting.fit` (1PL-4PL or MIRT).
     responses : xarray.Dataset, optional
         Whose patterns to score. Default: the fit's own ``observed_data`` (for PSIS-LOO); K-fold
         passes the held-out models (same items).
     nodes, samples, seed
         Quadrature: adaptive Gauss-Hermite nodes per dimension (default 21/11/7 for D = 1/2/3),
         or importance samples (default 2,000 for D >= 4) drawn with ``seed``. See
-        :func:`bayesirt.marginal.quadrature_rule`.
+        :func:`bayesirt.comparison.marginal.quadrature_rule`.
 
     Returns
     -------
@@ -146,7 +146,7 @@ def loo_cells(tree: xr.DataTree, *, chunk_cells: int = 200_000, progress: bool =
     """PSIS-LOO over single responses, computed chunk by chunk (bounded memory).
 
     The pointwise log-likelihood of about ``chunk_cells`` responses at a time is built, smoothed
-    by the vectorized :func:`bayesirt.psis.psis_loo` (ArviZ's algorithm; ArviZ's ``az.loo``, its
+    by the vectorized :func:`bayesirt.comparison.psis.psis_loo` (ArviZ's algorithm; ArviZ's ``az.loo``, its
     test oracle, smooths one cell at a time and is 8-11x slower) and discarded. Returns ArviZ's
     ``ELPDDataLOO`` with ``elpd_i`` and ``pareto_k`` over ``cell`` (with ``item`` and ``model``
     coordinates) and ArviZ's totals: elpd = sum, se = sqrt(n var(elpd_i)) with ddof 1, p = sum.
@@ -177,7 +177,7 @@ def loo_cells(tree: xr.DataTree, *, chunk_cells: int = 200_000, progress: bool =
 
 def _kfold_task(task: dict) -> tuple[np.ndarray, int]:
     """Held-out models' log predictive densities of one fold, and the posterior sample count."""
-    from bayesirt.inference import fit  # imported in the worker
+    from bayesirt.inference.fitting import fit  # imported in the worker
 
     train, test = task["train"], task["test"]
     tree = fit(train, task["spec"], seed=task["seed"], progress=False, cores=1, **task["fit_options"])

@@ -19,10 +19,11 @@ __all__ = ["Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "builtin_s
 def _builtin_dir() -> Path:
     """Top-level ``models/`` of a source checkout, else the copy packaged inside the wheel."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "models", here / "builtin_specs"):
+    checkout = here.parent.parent / "models"
+    for candidate in (checkout, here / "builtin_specs"):
         if candidate.is_dir():
             return candidate
-    return here.parent / "models"
+    return checkout
 
 
 BUILTIN_DIR = _builtin_dir()

@@ -27,11 +27,11 @@ import xarray as xr
 from scipy.optimize import minimize
 from scipy.special import log_ndtr, ndtri
 
-from bayesirt.adaptive import score_test
+from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, recorded_warnings
 from bayesirt.models.logistic import response_probability
-from bayesirt.personfit import check_responses, item_parameters
+from bayesirt.safety.personfit import check_responses, item_parameters
 
 __all__ = ["MIN_SHARED_ITEMS", "VERDICTS", "disagreement", "self_disagreement_null", "identify", "resolvable_gap",
            "gap_at", "run_fingerprint_job"]
@@ -342,7 +342,7 @@ def run_fingerprint_job(reference, query, out, *, identities=None, alpha: float 
     disagreement.csv, null.csv, summary.json, report.md and fingerprint.png.
     """
     from bayesirt.data import load
-    from bayesirt.outputs import check_output
+    from bayesirt.utils.outputs import check_output
     from bayesirt.report.safety import write_fingerprint
 
     check_output(out, force=force)

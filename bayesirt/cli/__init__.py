@@ -1,0 +1,1 @@
+"""The command-line tool and the declared-analysis runner."""

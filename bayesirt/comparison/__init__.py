@@ -1,0 +1,1 @@
+"""Model comparison: PSIS-LOO, marginal likelihood over abilities, K-fold."""

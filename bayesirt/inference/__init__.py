@@ -1,0 +1,1 @@
+"""Fitting specs to responses: NUTS, ADVI and MAP, diagnostics and summaries."""

@@ -1,0 +1,1 @@
+"""Model specs and their PyMC builders."""

@@ -1,0 +1,1 @@
+"""The safety-IRT toolkit of the SAFE paper."""

@@ -1,0 +1,1 @@
+"""Factor structure of abilities across benchmarks."""

@@ -1,0 +1,1 @@
+"""Shared utilities: staged output folders, parallel execution, progress bars."""

@@ -1,0 +1,1 @@
+"""Bayesian workflow checks: prior and posterior predictive checks, simulation-based calibration."""
