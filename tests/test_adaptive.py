@@ -11,7 +11,7 @@ from scipy.special import expit
 
 from bayesirt.safety.adaptive import ability_grid, quota_counts, run_cat, score_test, static_test
 from bayesirt.errors import BayesIRTError
-from bayesirt.safety.information import item_information
+from bayesirt.models.information import item_information
 
 
 def _bank(n_items, seed, kind="2pl"):

@@ -12,6 +12,8 @@ import xarray as xr
 from bayesirt.audit.anchors import anchor_weights, blueprint_cells
 from bayesirt.audit import AuditConfig, run_audit
 from bayesirt.audit import bayes_diagnostics as bd
+from bayesirt.audit import bayes_matched
+from bayesirt.audit import posterior_draws as pdraws
 from bayesirt.audit.bayes import pool_folds, propagate_posterior
 from bayesirt.audit.matched import discrimination_matched_controls
 from bayesirt.audit.replication import signature_replication, signature_test
@@ -20,7 +22,7 @@ from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.audit.resampling import _add_randomization_summaries
+from bayesirt.audit.resampling import add_randomization_summaries
 
 CONFIG = AuditConfig(quick=True, controls=29, bootstrap=9, owner_bootstrap=9, sensitivity=True)
 MATCHED = 30
@@ -145,7 +147,7 @@ def test_sensitivity_of_point_draws_is_the_deterministic_curve(bench, audit, poi
 
 def test_matched_controls_of_point_draws_are_the_deterministic_ones(bench, point):
     det = discrimination_matched_controls(point, bench, replicates=MATCHED, seed=SEED)
-    ds = bd.posterior_matched_controls(dataclasses.replace(point, matched=det), bench, replicates=MATCHED, seed=SEED)
+    ds = bayes_matched.posterior_matched_controls(dataclasses.replace(point, matched=det), bench, replicates=MATCHED, seed=SEED)
     _same(ds["excess_pp"], det["excess_pp"].values)
     _same(ds["control_median"], det["median"].values)
     _same(ds["low_dif_rate"], det["observed_rate"].values)
@@ -158,7 +160,7 @@ def test_matched_controls_of_point_draws_are_the_deterministic_ones(bench, point
 def test_fewer_controls_per_draw_are_the_first_deterministic_replicates(bench, point):
     """Common random numbers: R' < R controls of a point draw are replicates 0..R'-1 of the run of R."""
     det = discrimination_matched_controls(point, bench, replicates=MATCHED, seed=SEED)
-    ds = bd.posterior_matched_controls(point, bench, replicates=10, seed=SEED)
+    ds = bayes_matched.posterior_matched_controls(point, bench, replicates=10, seed=SEED)
     first = det["rate"].isel(replicate=slice(0, 10))
     expected = 100 * (det["observed_rate"] - first.median("replicate"))
     _same(ds["excess_pp"], expected.values)
@@ -183,7 +185,7 @@ def _toy_controls(cross_rates, within_rates, observed_rates, observed_eligible):
                      "observed_rate": ("pair_set", np.array(observed_rates)),
                      "observed_eligible": (("pair_set", "fold"), np.array(observed_eligible))},
                     coords={"pair_set": ["primary", "within"]})
-    _add_randomization_summaries(ds)
+    add_randomization_summaries(ds)
     return ds
 
 
@@ -248,19 +250,19 @@ def test_each_draws_signature_is_the_deterministic_statistic_of_that_draw(noisy,
 
 def test_shifted_draws_move_a_point_draw_exactly_onto_the_target(audit, point):
     f = point.folds[0]
-    delta, b = bd.shifted_draws(f.draws, f.purification.selection_fit, f.purification.final_fit)
+    delta, b = pdraws.shifted_draws(f.draws, f.purification.selection_fit, f.purification.final_fit)
     np.testing.assert_array_equal(delta[1], f.purification.final_fit.family_effect)
     np.testing.assert_array_equal(b[2], f.purification.final_fit.easiness)
 
 
 def test_describe_leaves_out_undefined_draws():
-    ds = bd.describe(xr.Dataset({"x": (("draw", "k"), [[1.0, np.nan], [3.0, np.nan], [np.nan, np.nan], [-1, np.nan]])},
+    ds = pdraws.describe(xr.Dataset({"x": (("draw", "k"), [[1.0, np.nan], [3.0, np.nan], [np.nan, np.nan], [-1, np.nan]])},
                                 coords={"draw": np.arange(4)}), ["x"])
     np.testing.assert_allclose(ds["x_mean"], [1.0, np.nan])
     np.testing.assert_array_equal(ds["x_undefined"], [1, 4])
     np.testing.assert_allclose(ds["prob_x_positive"], [2 / 3, np.nan])
-    np.testing.assert_allclose(ds["x_quantiles"].sel(k=0), np.quantile([1.0, 3.0, -1.0], bd.QUANTILES))
-    assert ds["quantile"].values.tolist() == bd.QUANTILES
+    np.testing.assert_allclose(ds["x_quantiles"].sel(k=0), np.quantile([1.0, 3.0, -1.0], pdraws.QUANTILES))
+    assert ds["quantile"].values.tolist() == pdraws.QUANTILES
 
 
 # ------------------------------------------------------------------ differing draws, reproducibility
@@ -277,11 +279,11 @@ def test_differing_draws_spread_around_and_pair_folds_by_index(audit, noisy):
 
 
 def test_matched_controls_per_draw_are_reproducible_and_block_free(bench, noisy, monkeypatch):
-    a = bd.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED)
-    xr.testing.assert_identical(a, bd.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED))
-    monkeypatch.setattr(bd, "_DRAW_BLOCK", 5)
-    xr.testing.assert_identical(a, bd.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED))
-    other = bd.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED + 1)
+    a = bayes_matched.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED)
+    xr.testing.assert_identical(a, bayes_matched.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED))
+    monkeypatch.setattr(bayes_matched, "DRAW_BLOCK", 5)
+    xr.testing.assert_identical(a, bayes_matched.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED))
+    other = bayes_matched.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED + 1)
     assert not np.array_equal(a["control_median_balance"], other["control_median_balance"])
     np.testing.assert_array_equal(a["low_dif_rate"], other["low_dif_rate"])  # the anchors' own rates
     assert float(a["excess_pp"].std()) > 0 and a["excess_pp"].dims == ("draw", "pair_set")
@@ -290,7 +292,7 @@ def test_matched_controls_per_draw_are_reproducible_and_block_free(bench, noisy,
 def test_each_draws_controls_are_the_deterministic_controls_of_its_own_anchors(bench, noisy):
     """Draw s's controls are those the deterministic B.2 control draws for anchors S^(s) in the
     draw's cells: re-drawn and matched per draw, not the point anchors' controls."""
-    ds = bd.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED)
+    ds = bayes_matched.posterior_matched_controls(noisy, bench, replicates=12, seed=SEED)
     group = bench["item_group"].values.astype(str)
     for s in (0, 7):
         folds = []
@@ -304,13 +306,13 @@ def test_each_draws_controls_are_the_deterministic_controls_of_its_own_anchors(b
         np.testing.assert_allclose(ds["control_median_balance"].isel(draw=s), det["control_median_balance"],
                                    rtol=1e-12)
         np.testing.assert_allclose(ds["g_ratio"].isel(draw=s), float(det["g_ratio"]), rtol=1e-12)
-    point = bd.posterior_matched_controls(_with_posterior(noisy, bench), bench, replicates=12, seed=SEED)
+    point = bayes_matched.posterior_matched_controls(_with_posterior(noisy, bench), bench, replicates=12, seed=SEED)
     assert not np.allclose(ds["control_median_balance"], point["control_median_balance"].isel(draw=0))
 
 
 def test_without_the_bayesian_layer_the_posteriors_fail_clearly(bench, audit):
     with pytest.raises(DataError, match="bayes=True"):
-        bd.posterior_matched_controls(audit, bench)
+        bayes_matched.posterior_matched_controls(audit, bench)
     with pytest.raises(DataError, match="bayes=True"):
         bd.signature_draws(audit)
     assert bd.add_posterior_diagnostics(audit, bench) is audit and audit.bayes is None

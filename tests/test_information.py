@@ -7,7 +7,7 @@ import xarray as xr
 from scipy.special import expit
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.safety.information import (
+from bayesirt.models.information import (
     THETA_GRID,
     information_curves,
     item_bank,

@@ -11,7 +11,7 @@ from scipy import stats
 from scipy.special import expit
 
 from bayesirt.data import MISSING, simulate_pl
-from bayesirt.safety.information import item_information
+from bayesirt.models.information import item_information
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood, response_probability
 from bayesirt.models.specs import load_spec
 

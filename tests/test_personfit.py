@@ -14,7 +14,7 @@ from bayesirt.safety.adaptive import ability_grid, grid_log_posterior, score_tes
 from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError, DataError, OutputError
 from bayesirt.frequentist.mml import fit_mml
-from bayesirt.safety.information import item_bank
+from bayesirt.models.information import item_bank
 from bayesirt.safety.personfit import (
     calibrate_cutoff, check_responses, item_parameters, lz_statistics, person_fit, posterior_predictive_person_fit,
     roc_auc, roc_curve, run_personfit_job,

@@ -1,9 +1,25 @@
-"""The family-DIF near-tie audit of the NT paper (primary analysis)."""
+"""The family-DIF near-tie audit of the NT paper. Building blocks: spectral MIRT and K selection
+(:mod:`.spectral`), Newton residual DIF (:mod:`.dif`), anchor purification (:mod:`.anchors`),
+near-tie ranking statistics (:mod:`.ranking`), matched-random controls (:mod:`.resampling`) and
+bootstraps (:mod:`.bootstrap`). The primary pipeline (:mod:`.primary`, settings and results in
+:mod:`.result`), its diagnostics, its Bayesian layer (:mod:`.bayes`) and its outputs."""
 
-from bayesirt.audit.job import run_audit_job
-from bayesirt.audit.output import audit_summary, audit_tree, write_audit
-from bayesirt.audit.primary import AuditConfig, AuditResult, FoldResult, run_audit
-from bayesirt.audit.robustness import add_diagnostics
+from typing import TYPE_CHECKING
 
-__all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "audit_summary", "audit_tree", "write_audit",
-           "run_audit_job", "add_diagnostics"]
+from bayesirt.utils.lazy import attach
+
+if TYPE_CHECKING:
+    from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, check_audit
+    from bayesirt.audit.primary import run_audit
+    from bayesirt.audit.job import run_audit_job
+    from bayesirt.audit.output import audit_summary, audit_tree, write_audit
+    from bayesirt.audit.robustness import add_diagnostics
+    from bayesirt.audit.spectral import select_dimension
+    from bayesirt.audit.dif import fit_family_dif
+    from bayesirt.audit.anchors import blueprint_cells, purify
+    from bayesirt.audit.ranking import kendall_tau_b, near_tie_pairs, reversal_counts
+    from bayesirt.audit.resampling import matched_random_controls
+    from bayesirt.audit.bootstrap import composition_bootstrap, owner_bootstrap
+    from bayesirt.audit.bayes import fit_family_dif_posterior, propagate_posterior
+
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -78,108 +78,27 @@ draws -- no eligible pair, no overlap -- are left out and counted in ``*_undefin
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.anchors import anchor_weights, blueprint_cells
+from bayesirt.audit.anchors import blueprint_cells
 from bayesirt.audit.bayes import INTERVAL, propagate_posterior
-from bayesirt.audit.matched import DIAGNOSTICS, _balance, _item_statistics, _target_folds, discrimination_strata
-from bayesirt.audit.primary import BAYES_CONTROLS, AuditResult, check_audit
+from bayesirt.audit.bayes_matched import posterior_matched_controls
+from bayesirt.audit.posterior_draws import (POSTERIOR_CONTROLS, chain_counts, check_chains,
+                                            describe, draw_counts, shifted_draws)
+from bayesirt.audit.result import AuditResult, check_audit
 from bayesirt.audit.replication import STATISTICS, TOP_SHARE, signature_statistics
 from bayesirt.audit.sensitivity import THRESHOLDS
 from bayesirt.audit.specificity import WITHIN, within_family_specificity
 from bayesirt.errors import DataError
-from bayesirt.utils.parallel import blas_threads, parallel_map, spawn_seeds
-from bayesirt.audit.ranking import _prepared_scores, near_tie_pairs, pooled_rate, reversal_counts
-from bayesirt.report.markdown import markdown_table
-from bayesirt.audit.resampling import PRIMARY, _check_integer, _pack_folds, matched_random_weights, randomization_summary
+from bayesirt.audit.ranking import near_tie_pairs, pooled_rate, reversal_counts
+from bayesirt.audit.resampling import PRIMARY, randomization_summary
 
-__all__ = ["POSTERIOR_CONTROLS", "QUANTILES", "describe", "shifted_draws", "posterior_specificity",
-           "fraction_scores", "posterior_sensitivity", "posterior_matched_controls", "posterior_signatures",
-           "signature_draws", "add_posterior_diagnostics", "attach", "posterior_lines",
-           "specificity_lines", "matched_lines", "sensitivity_lines", "signatures_lines"]
-
-#: Discrimination-matched controls drawn per posterior draw and fold (module notes; the default of
-#: ``AuditConfig.bayes_controls``).
-POSTERIOR_CONTROLS = BAYES_CONTROLS
-_TAIL = (1 - INTERVAL) / 2
-#: Posterior quantiles reported (the coordinates of :func:`bayesirt.audit.bayes.pool_folds`).
-QUANTILES = [_TAIL, 0.5, 1 - _TAIL]
-_DRAW_BLOCK = 25  # posterior draws per parallel task of the matched controls (results do not depend on it)
-
-
-def describe(ds: xr.Dataset, names: Sequence[str]) -> xr.Dataset:
-    """Add the posterior summaries of every per-draw variable in ``names`` (dims ``draw``, ...).
-
-    For a variable ``v``: ``v_mean``, ``v_quantiles`` (``quantile``: :data:`QUANTILES`, linear
-    interpolation), ``prob_v_positive`` (share of defined draws above 0) and ``v_undefined`` (NaN
-    draws, left out of the rest). Statistics without a defined draw are NaN.
-    """
-    out = ds.assign_coords(quantile=QUANTILES)
-    for name in names:
-        x = ds[name].transpose("draw", ...)
-        values = x.values.astype(np.float64)
-        defined = ~np.isnan(values)
-        count = defined.sum(axis=0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, as documented
-            mean = np.nanmean(values, axis=0)
-            quantiles = np.nanquantile(values, QUANTILES, axis=0)
-        positive = np.where(count > 0, (values > 0).sum(axis=0) / np.maximum(count, 1), np.nan)
-        rest = x.dims[1:]
-        out[f"{name}_mean"] = (rest, mean)
-        out[f"{name}_quantiles"] = (("quantile", *rest), quantiles)
-        out[f"prob_{name}_positive"] = (rest, positive)
-        out[f"{name}_undefined"] = (rest, values.shape[0] - count)
-    return out
-
-
-def shifted_draws(draws: xr.Dataset, reference, target) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior draws moved from one point estimate to another (module notes).
-
-    Parameters
-    ----------
-    draws : xarray.Dataset
-        ``family_effect`` (draw, item, family) and ``easiness`` (draw, item): a fold's
-        :attr:`~bayesirt.audit.primary.FoldResult.draws`.
-    reference, target : DIFFit
-        The fit the posterior is centred on (the purification's ``selection_fit``) and the one the
-        diagnostic reads.
-
-    Returns
-    -------
-    (family_effect, easiness) : ndarray (draw, item, family), ndarray (draw, item)
-        ``(draw - reference) + target``: equal to ``target`` for a draw equal to ``reference``.
-    """
-    delta = draws["family_effect"].transpose("draw", "item", "family").values
-    b = draws["easiness"].transpose("draw", "item").values
-    return (delta - reference.family_effect) + target.family_effect, (b - reference.easiness) + target.easiness
-
-
-def _counts(chains: Sequence[xr.Dataset], pair_sets: Sequence) -> tuple[np.ndarray, np.ndarray]:
-    """Eligible and reversed counts (fold, draw) of each fold's ``pair_sets[h]`` under its
-    per-draw anchor scores."""
-    counts = [reversal_counts(c["full_score"].values, c["anchor_score"].transpose("draw", "model").values, pairs)
-              for c, pairs in zip(chains, pair_sets, strict=True)]
-    return np.stack([c[0] for c in counts]), np.stack([c[1] for c in counts])
-
-
-def _chain_counts(chains: Sequence[xr.Dataset]) -> tuple[np.ndarray, np.ndarray]:
-    return (np.stack([c["n_eligible"].values for c in chains]), np.stack([c["n_reversed"].values for c in chains]))
-
-
-def _check_chains(chains, caller: str) -> None:
-    if len(chains) == 0 or not all(isinstance(c, xr.Dataset) and {"anchor_score", "full_score", "n_eligible",
-                                                                   "n_reversed"} <= set(c.data_vars) for c in chains):
-        raise DataError(f"{caller} needs the propagate_posterior Dataset of every fold (FoldResult.posterior of an "
-                        "audit run with bayes=True)")
-    sizes = {c.sizes["draw"] for c in chains}
-    if len(sizes) != 1:
-        raise DataError(f"every fold must hold the same number of draws to pair them; got {sorted(sizes)}")
+__all__ = ["posterior_specificity", "fraction_scores", "posterior_sensitivity", "posterior_signatures",
+           "signature_draws", "add_posterior_diagnostics", "attach"]
 
 
 def posterior_specificity(chains: Sequence[xr.Dataset], within_pairs: Sequence, controls: xr.Dataset) -> xr.Dataset:
@@ -208,7 +127,7 @@ def posterior_specificity(chains: Sequence[xr.Dataset], within_pairs: Sequence, 
         deterministic statistics as ``deterministic_*`` (:func:`within_family_specificity`; its
         p-values stay deterministic).
     """
-    _check_chains(chains, "posterior_specificity")
+    check_chains(chains, "posterior_specificity")
     if len(within_pairs) != len(chains):
         raise DataError(f"within_pairs has {len(within_pairs)} folds but chains {len(chains)}; pass one pair set per "
                         "fold")
@@ -216,8 +135,8 @@ def posterior_specificity(chains: Sequence[xr.Dataset], within_pairs: Sequence, 
     cross_set, within_set = controls.sel(pair_set=PRIMARY), controls.sel(pair_set=WITHIN)
     within_median = randomization_summary(0.0, within_set["rate"].values)["median"]
     gap_median = randomization_summary(0.0, cross_set["rate"].values - within_set["rate"].values)["median"]
-    eligible, reversed_ = _chain_counts(chains)
-    w_eligible, w_reversed = _counts(chains, within_pairs)
+    eligible, reversed_ = chain_counts(chains)
+    w_eligible, w_reversed = draw_counts(chains, within_pairs)
     cross, within = pooled_rate(reversed_, eligible), pooled_rate(w_reversed, w_eligible)
     gap = cross - within  # paired by draw: the same anchors S^(s) score both pair sets
     ds = xr.Dataset(
@@ -340,121 +259,6 @@ def posterior_sensitivity(scores: Sequence[xr.DataArray], targets: Sequence[pd.D
                     controls="the deterministic curve's matched-random medians (frozen)",
                     transfer="fractions other than the primary one: draws moved to that purification's fit")
     return describe(ds.transpose("draw", ...), names)
-
-
-def _matched_task(task) -> tuple[np.ndarray, np.ndarray]:
-    """Draws of one block: the control median rate per pair set (draw, set) and the control
-    median balance (draw, diagnostic), each draw's controls matched to its own anchors."""
-    packed, gs, items, fold_seeds, replicates, cells, weights, strata = task
-    responses = [fold.responses() for fold in packed]
-    medians, balances = [], []
-    for s in range(cells[0].shape[0]):
-        eligible, reversed_, balance = [], [], []
-        for h, fold in enumerate(packed):
-            w = matched_random_weights(cells[h][s], weights[h][s], replicates, fold_seeds[h], strata=strata[h][s])
-            scores = _prepared_scores(*responses[h], w)
-            counts = [reversal_counts(fold.full, scores, pairs) for pairs in fold.pair_sets]
-            eligible.append([c[0] for c in counts])
-            reversed_.append([c[1] for c in counts])
-            balance.append(_balance(w, gs[h], items[h], scores).T)  # (diagnostic, replicate)
-        eligible, reversed_ = np.asarray(eligible), np.asarray(reversed_)  # (fold, set, replicate)
-        medians.append([randomization_summary(0.0, pooled_rate(reversed_[:, k], eligible[:, k]))["median"]
-                        for k in range(eligible.shape[1])])
-        mean_balance = np.mean(balance, axis=0)  # over folds, per replicate index, as the deterministic control
-        balances.append([np.median(v[~np.isnan(v)]) if (~np.isnan(v)).any() else np.nan for v in mean_balance])
-    return np.asarray(medians), np.asarray(balances)
-
-
-def posterior_matched_controls(result: AuditResult, responses: xr.Dataset, *,
-                               replicates: int = POSTERIOR_CONTROLS, seed: int = 0, workers: int | None = 1,
-                               scheduler: str | None = None, progress: bool = False,
-                               threads: int | None = 1) -> xr.Dataset:
-    """Posterior of the discrimination- and reliability-matched control (NT B.2), controls re-drawn
-    for every draw and matched to its anchors (module notes).
-
-    Parameters
-    ----------
-    result : AuditResult
-        An estimated audit run with ``bayes=True``.
-    responses : xarray.Dataset
-        The Dataset it ran on.
-    replicates : int, default :data:`POSTERIOR_CONTROLS`
-        Controls per draw and fold.
-    seed : int, default 0
-        The controls' streams (:func:`~bayesirt.audit.matched.discrimination_matched_controls`'s
-        seed reproduces its first ``replicates`` controls when a draw equals the point estimate).
-    workers, scheduler, progress
-        :func:`bayesirt.utils.parallel.parallel_map` over blocks of draws; the numbers do not depend on them.
-    threads : int, optional
-        BLAS threads in this process (:func:`bayesirt.utils.parallel.blas_threads`; None: the library
-        default). One, as in :func:`~bayesirt.audit.primary.run_audit`: the scoring products are
-        small, and with the library default they ran ~15x slower on the loaded 2-core machine.
-
-    Returns
-    -------
-    xarray.Dataset
-        Dims ``draw``, ``pair_set`` (``"primary"``, ``"within"``), ``diagnostic``
-        (:data:`bayesirt.audit.matched.DIAGNOSTICS`): ``low_dif_rate`` and ``control_median``
-        (draw, pair_set), ``excess_pp`` = 100 (T^(s) - median_r T_r^(s)); balance
-        ``observed_mean_balance`` and ``control_median_balance`` (draw, diagnostic) and the NT
-        Table 5 columns ``g_ratio``, ``citc_ratio``, ``sem_ratio``, ``abs_delta_alpha`` (draw);
-        their :func:`describe` summaries; with ``result.matched``, ``deterministic_excess_pp``
-        (pair_set) and ``deterministic_*`` ratios.
-    """
-    check_audit(result, responses, "posterior_matched_controls")
-    replicates = _check_integer(replicates, "replicates", "posterior_matched_controls")
-    seed = _check_integer(seed, "seed", "posterior_matched_controls", minimum=0)
-    chains = [f.posterior for f in result.folds]
-    if any(c is None for c in chains) or any(f.draws is None for f in result.folds):
-        raise DataError("posterior_matched_controls needs an audit run with bayes=True (its folds' posterior draws)")
-    _check_chains(chains, "posterior_matched_controls")
-    packed, names = _pack_folds(_target_folds(result, responses), "posterior_matched_controls")
-    item_group = responses["item_group"].values.astype(str)
-    gs = [np.asarray(f.purification.offsets_sd, dtype=np.float64) for f in result.folds]
-    items = [_item_statistics(*fold.responses()) for fold in packed]
-    cells, weights, strata = [], [], []
-    for fold, chain, g in zip(result.folds, chains, gs, strict=True):
-        cell = blueprint_cells(item_group, fold.draws["easiness"].transpose("draw", "item").values)
-        anchors = chain["anchor"].transpose("draw", "item").values
-        cells.append(cell)
-        weights.append(np.stack([anchor_weights(c, a) for c, a in zip(cell, anchors, strict=True)]))
-        strata.append(np.stack([discrimination_strata(c, g) for c in cell]))
-    n_draws = chains[0].sizes["draw"]
-    fold_seeds = spawn_seeds(seed, len(packed))
-    tasks = [(packed, gs, items, fold_seeds, replicates, [c[a:b] for c in cells], [w[a:b] for w in weights],
-              [s[a:b] for s in strata]) for a, b in ((a, min(a + _DRAW_BLOCK, n_draws))
-                                                     for a in range(0, n_draws, _DRAW_BLOCK))]
-    with blas_threads(threads):
-        blocks = parallel_map(_matched_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
-                              description="posterior discrimination-matched controls")
-    control = np.concatenate([b[0] for b in blocks])  # (draw, set)
-    control_balance = np.concatenate([b[1] for b in blocks])  # (draw, diagnostic)
-    eligible, reversed_ = _chain_counts(chains)
-    w_eligible, w_reversed = _counts(chains, [f.within_pairs for f in result.folds])
-    rate = np.stack([pooled_rate(reversed_, eligible), pooled_rate(w_reversed, w_eligible)], axis=1)
-    observed = np.mean([_balance(w, g, it, c["anchor_score"].transpose("draw", "model").values)
-                        for w, g, it, c in zip(weights, gs, items, chains, strict=True)], axis=0)  # (draw, diag)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = observed / control_balance
-    ds = xr.Dataset(
-        {"low_dif_rate": (("draw", "pair_set"), rate), "control_median": (("draw", "pair_set"), control),
-         "excess_pp": (("draw", "pair_set"), 100 * (rate - control)),
-         "observed_mean_balance": (("draw", "diagnostic"), observed),
-         "control_median_balance": (("draw", "diagnostic"), control_balance),
-         "g_ratio": ("draw", ratio[:, 0]), "citc_ratio": ("draw", ratio[:, 1]), "sem_ratio": ("draw", ratio[:, 2]),
-         "abs_delta_alpha": ("draw", np.abs(observed[:, 3] - control_balance[:, 3]))},
-        coords={"draw": chains[0]["draw"].values, "pair_set": names, "diagnostic": list(DIAGNOSTICS)})
-    if result.matched is not None:
-        m = result.matched
-        ds["deterministic_excess_pp"] = ("pair_set", m["excess_pp"].sel(pair_set=names).values)
-        ds["deterministic_p_value"] = ("pair_set", m["p_value"].sel(pair_set=names).values)
-        for key in ("g_ratio", "citc_ratio", "sem_ratio", "abs_delta_alpha"):
-            ds[f"deterministic_{key}"] = float(m[key])
-        ds.attrs["deterministic_replicates"] = int(m.attrs["replicates"])
-    ds.attrs.update(reference="NT B.2, D.1 eq. 42-50 per posterior draw", interval=INTERVAL, seed=seed,
-                    replicates=replicates, controls="re-drawn per draw, matched to the draw's anchors and cells "
-                                                    "(common random streams across draws)")
-    return describe(ds, ["excess_pp", "g_ratio", "citc_ratio", "sem_ratio", "abs_delta_alpha"])
 
 
 def posterior_signatures(delta_d, delta_v, easiness_d, easiness_v, item_group, *, top_share: float = TOP_SHARE,
@@ -591,118 +395,3 @@ def _summary(name: str, ds: xr.Dataset) -> dict:
         return [{"alpha": float(a), "threshold_pp": float(t), **{k: _stat(ds, k, alpha=a, threshold=t) for k in keys}}
                 for a in ds["alpha"].values for t in ds["threshold"].values]
     raise DataError(f"no summary for posterior diagnostic {name!r}")
-
-
-# ---------------------------------------------------------------------------------------------- report
-
-
-def _pct(v: float) -> str:
-    return "n/a" if not np.isfinite(v) else f"{100 * v:.1f}%"
-
-
-def _interval(ds: xr.Dataset, name: str, fmt, **where) -> str:
-    pick = (lambda v: v.sel(**where)) if where else (lambda v: v)
-    lo, _, hi = (float(x) for x in pick(ds[f"{name}_quantiles"]).values)
-    return f"{fmt(float(pick(ds[f'{name}_mean'])))} ({fmt(lo)} to {fmt(hi)})"
-
-
-def _pp(v: float) -> str:
-    return "n/a" if not np.isfinite(v) else f"{v:+.1f}"
-
-
-def _prob(v) -> str:
-    v = float(v)
-    return "n/a" if not np.isfinite(v) else f"{v:.3f}"
-
-
-def _intro(ds: xr.Dataset) -> str:
-    return (f"Posterior mean ({100 * INTERVAL:g}% equal-tailed interval) over {ds.sizes['draw']:,} draws of the "
-            "Bayesian layer, each draw's anchors carried through the diagnostic")
-
-
-def specificity_lines(ds: xr.Dataset) -> list[str]:
-    """Markdown lines of :func:`posterior_specificity`."""
-    rows = [("within-family low-DIF reversal rate", _interval(ds, "within_rate", _pct),
-             _pct(float(ds["deterministic_within_rate"])), "n/a"),
-            ("within excess (pp)", _interval(ds, "within_excess_pp", _pp),
-             _pp(float(ds["deterministic_within_excess_pp"])), _prob(ds["prob_within_excess_pp_positive"])),
-            ("cross-minus-within gap G (pp)", _interval(ds, "gap_pp", _pp), _pp(float(ds["deterministic_gap_pp"])),
-             _prob(ds["prob_gap_pp_positive"])),
-            ("specificity G - median G_r (pp)", _interval(ds, "specificity_pp", _pp),
-             _pp(float(ds["deterministic_specificity_pp"])), _prob(ds["prob_specificity_pp_positive"]))]
-    return ["### Posterior counterpart (Bayesian layer)", "",
-            _intro(ds) + "; the matched-random replicates stay the deterministic run's. p-values stay deterministic.",
-            "", markdown_table(pd.DataFrame(rows, columns=["quantity", "posterior mean (90% interval)",
-                                                           "deterministic", "P(> 0)"])), ""]
-
-
-def matched_lines(ds: xr.Dataset) -> list[str]:
-    """Markdown lines of :func:`posterior_matched_controls`."""
-    det = "deterministic_excess_pp" in ds
-    rows = [{"quantity": f"excess reversals, {s} pairs (pp)", "posterior mean (90% interval)":
-             _interval(ds, "excess_pp", _pp, pair_set=s),
-             "deterministic": _pp(float(ds["deterministic_excess_pp"].sel(pair_set=s))) if det else "n/a",
-             "P(> 0)": _prob(ds["prob_excess_pp_positive"].sel(pair_set=s))} for s in ds["pair_set"].values]
-    fmt = lambda v: "n/a" if not np.isfinite(v) else f"{v:.3f}"  # noqa: E731
-    for key, label in (("g_ratio", "g_i ratio"), ("citc_ratio", "CITC ratio"), ("sem_ratio", "SEM ratio"),
-                       ("abs_delta_alpha", "|delta alpha|")):
-        rows.append({"quantity": label, "posterior mean (90% interval)": _interval(ds, key, fmt),
-                     "deterministic": fmt(float(ds[f"deterministic_{key}"])) if det else "n/a", "P(> 0)": ""})
-    return ["### Posterior counterpart (Bayesian layer)", "",
-            _intro(ds) + f": {ds.attrs['replicates']:,} discrimination-matched controls per draw and fold, re-drawn "
-            "for each draw and matched to its anchors (strata cut in the draw's cells; common random streams across "
-            "draws). Randomization p-values stay deterministic.", "",
-            markdown_table(pd.DataFrame(rows)), ""]
-
-
-def sensitivity_lines(ds: xr.Dataset) -> list[str]:
-    """Markdown lines of :func:`posterior_sensitivity`."""
-    rows = []
-    has_excess = "excess_pp" in ds
-    for a in ds["alpha"].values:
-        for t in ds["threshold"].values:
-            row = {"anchor fraction": f"{a:g}", "gap <= (pp)": f"{t:g}",
-                   "low-DIF rate": _interval(ds, "low_dif_rate", _pct, alpha=a, threshold=t)}
-            if has_excess:
-                row |= {"excess (pp)": _interval(ds, "excess_pp", _pp, alpha=a, threshold=t),
-                        "deterministic excess": _pp(float(ds["deterministic_excess_pp"].sel(alpha=a, threshold=t))),
-                        "P(excess > 0)": _prob(ds["prob_excess_pp_positive"].sel(alpha=a, threshold=t))}
-            rows.append(row)
-    return ["### Posterior counterpart (Bayesian layer)", "",
-            _intro(ds) + "; pairs frozen per threshold, matched-random medians frozen per cell; at fractions other "
-            "than the primary one the draws are moved to that purification's fit (location shift).", "",
-            markdown_table(pd.DataFrame(rows)), ""]
-
-
-def signatures_lines(ds: xr.Dataset) -> list[str]:
-    """Markdown lines of :func:`posterior_signatures`."""
-    labels = {"median_rho": "median family-wise Spearman rho", "overlap": "top-share overlap precision",
-              "agreement": "advantaged-family agreement"}
-    det = "deterministic_value" in ds
-    rows = []
-    for s in ds["statistic"].values:
-        fmt = (lambda v: "n/a" if not np.isfinite(v) else f"{v:.3f}") if s == "median_rho" else _pct
-        rows.append({"statistic": labels[str(s)],
-                     "posterior mean (90% interval)": _interval(ds, "value", fmt, statistic=s),
-                     "deterministic": fmt(float(ds["deterministic_value"].sel(statistic=s))) if det else "n/a",
-                     "permutation p (deterministic)": f"{float(ds['p_value'].sel(statistic=s)):.3g}" if det else "n/a",
-                     "undefined draws": int(ds["value_undefined"].sel(statistic=s))})
-    return ["### Posterior counterpart (Bayesian layer)", "",
-            _intro(ds) + ": draw s of both halves (independent posteriors, paired by index), moved to the final "
-            "refits, with common cells from the draw's easiness. The permutation p-values are the deterministic "
-            "ones; they are not recomputed per draw.", "",
-            markdown_table(pd.DataFrame(rows)), ""]
-
-
-#: Report lines of each posterior counterpart held in ``AuditResult.bayes``.
-_LINES = {"specificity": specificity_lines, "sensitivity": sensitivity_lines, "matched": matched_lines,
-          "signatures": signatures_lines}
-
-
-def posterior_lines(result: AuditResult, name: str) -> list[str]:
-    """report.md lines of the posterior counterpart ``name`` ("specificity", "sensitivity",
-    "matched" or "signatures"), placed by :func:`bayesirt.report.audit.audit_report` right after
-    its deterministic section; empty when the audit holds none."""
-    if result.bayes is None or name not in result.bayes.children:
-        return []
-    return _LINES[name](result.bayes[name].to_dataset())

@@ -17,9 +17,9 @@ from scipy import sparse
 
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import parallel_map
-from bayesirt.audit.ranking import _prepared_responses
-from bayesirt.audit.resampling import (_check_integer, _fold_statistics, _pack_folds, _percentile_range,
-                                 _replicate_dataset, control_blocks)
+from bayesirt.audit.ranking import prepared_responses
+from bayesirt.audit.resampling import (check_integer, fold_statistics, pack_folds, percentile_range,
+                                 replicate_dataset, control_blocks)
 
 __all__ = ["bootstrap_units", "recomposed_scores", "composition_bootstrap", "owner_bootstrap", "BOOTSTRAP_BLOCK",
            "MIN_GROUP_UNITS", "CLUSTERS"]
@@ -50,7 +50,7 @@ def bootstrap_units(item_group=None, *, items: int | None = None) -> np.ndarray:
     ndarray of int, shape (item,), values ``0..B-1``.
     """
     if item_group is None:
-        codes = np.zeros(_check_integer(items, "items", "bootstrap_units"), dtype=np.intp)
+        codes = np.zeros(check_integer(items, "items", "bootstrap_units"), dtype=np.intp)
     else:
         item_group = np.asarray(item_group)
         codes = pd.factorize(item_group)[0] if item_group.ndim == 1 else np.array([])
@@ -95,7 +95,7 @@ def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarra
     ndarray of float64, shape (replicate, model); NaN where a model keeps no weighted observed item.
     With all multiplicities 1 these are :func:`~bayesirt.audit.ranking.weighted_scores`.
     """
-    yobs, obs = _prepared_responses(y, observed, "recomposed_scores")
+    yobs, obs = prepared_responses(y, observed, "recomposed_scores")
     w, unit, n = np.asarray(w, dtype=np.float64), np.asarray(unit), np.asarray(multiplicities)
     if w.shape != (yobs.shape[0],) or unit.shape != w.shape or not np.issubdtype(unit.dtype, np.integer):
         raise DataError(f"w and unit must be 1-D arrays of {yobs.shape[0]} entries (one per item)")
@@ -108,7 +108,7 @@ def _bootstrap_task(task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bootstrap statistics of the replicates in ``multiplicities``: counts (set, fold, replicate),
     tau-b (fold, replicate); ``folds`` holds (pair sets, full-score unit totals, anchor unit totals)."""
     folds, multiplicities = task
-    out = [_fold_statistics(pair_sets, _recomposed(full, multiplicities), _recomposed(anchor, multiplicities))
+    out = [fold_statistics(pair_sets, _recomposed(full, multiplicities), _recomposed(anchor, multiplicities))
            for pair_sets, full, anchor in folds]
     return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(3))
 
@@ -146,9 +146,9 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
         pairs are ineligible and its fold's tau-b is NaN, also left out). Attribute ``units`` says
         whether item groups or contiguous clusters were resampled.
     """
-    replicates = _check_integer(replicates, "replicates", "composition_bootstrap")
-    seed = _check_integer(seed, "seed", "composition_bootstrap", minimum=0)
-    packed, names = _pack_folds(folds, "composition_bootstrap")
+    replicates = check_integer(replicates, "replicates", "composition_bootstrap")
+    seed = check_integer(seed, "seed", "composition_bootstrap", minimum=0)
+    packed, names = pack_folds(folds, "composition_bootstrap")
     units = bootstrap_units(item_group, items=packed[0].items)
     if units.size != packed[0].items:
         raise DataError(f"item_group has {units.size} labels but the folds have {packed[0].items} items")
@@ -163,11 +163,11 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
     blocks = parallel_map(_bootstrap_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
                           description="composition bootstrap")
     eligible, reversed_, tau = (np.concatenate([b[k] for b in blocks], axis=-1) for k in range(3))
-    result = _replicate_dataset(names, eligible, reversed_, tau, observed)
+    result = replicate_dataset(names, eligible, reversed_, tau, observed)
     rate = result["rate"].values
-    rate_range = np.array([_percentile_range(r) for r in rate])
+    rate_range = np.array([percentile_range(r) for r in rate])
     result["rate_lower"], result["rate_upper"] = ("pair_set", rate_range[:, 0]), ("pair_set", rate_range[:, 1])
-    result["tau_lower"], result["tau_upper"] = _percentile_range(result["mean_tau_b"])
+    result["tau_lower"], result["tau_upper"] = percentile_range(result["mean_tau_b"])
     result["undefined"] = ("pair_set", np.isnan(rate).sum(axis=1))
     result["multiplicity"] = (("replicate", "unit"), multiplicities)
     result["unit"] = ("item", units)
@@ -215,8 +215,8 @@ def owner_bootstrap(shift, family, owner, *, percentile_shift=None, replicates: 
             np.all(np.isfinite(v)) for v in values.values()):
         raise DataError(f"{', '.join(f'{k} {v}' for k, v in shapes.items())} must be 1-D arrays of the same length "
                         "(one per record), with finite shifts")
-    replicates = _check_integer(replicates, "replicates", "owner_bootstrap")
-    seed = _check_integer(seed, "seed", "owner_bootstrap", minimum=0)
+    replicates = check_integer(replicates, "replicates", "owner_bootstrap")
+    seed = check_integer(seed, "seed", "owner_bootstrap", minimum=0)
     families, family_code = np.unique(np.asarray(family), return_inverse=True)
     owner_code, owners = pd.factorize(np.asarray(owner))
     cells = owner_code * families.size + family_code  # records per (owner, family), summed once
@@ -231,7 +231,7 @@ def owner_bootstrap(shift, family, owner, *, percentile_shift=None, replicates: 
             boot = np.where(kept > 0, (draws @ sums) / kept, np.nan)
         result[f"observed_{name}"] = ("family", sums.sum(axis=0) / records.sum(axis=0))
         result[name] = (("replicate", "family"), boot)
-        ranges = np.array([_percentile_range(b) for b in boot.T])
+        ranges = np.array([percentile_range(b) for b in boot.T])
         result[f"{name}_lower"], result[f"{name}_upper"] = ("family", ranges[:, 0]), ("family", ranges[:, 1])
     result["records"] = ("family", records.sum(axis=0))
     result["owners"] = ("family", (records > 0).sum(axis=0))

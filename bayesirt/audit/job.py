@@ -8,10 +8,11 @@ import xarray as xr
 
 from bayesirt.audit.bayes_diagnostics import add_posterior_diagnostics
 from bayesirt.audit.output import write_audit
-from bayesirt.audit.primary import AuditConfig, run_audit
+from bayesirt.audit.primary import run_audit
+from bayesirt.audit.result import AuditConfig
 from bayesirt.audit.robustness import add_diagnostics
 from bayesirt.data import load
-from bayesirt.data.io import attach_metadata
+from bayesirt.data import attach_metadata
 from bayesirt.utils.outputs import check_output
 
 __all__ = ["run_audit_job"]

@@ -43,18 +43,19 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.anchors import blueprint_cells
-from bayesirt.audit.primary import AuditResult, check_audit
+from bayesirt.audit.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
-from bayesirt.audit.ranking import _prepared_responses, _prepared_scores
+from bayesirt.audit.ranking import prepared_responses, prepared_scores
 from bayesirt.report.markdown import markdown_table
-from bayesirt.audit.resampling import (CONTROL_BLOCK, TargetFold, _add_randomization_summaries, _check_integer,
-                                 _fold_statistics, _pack_folds, _replicate_dataset, control_blocks,
+from bayesirt.audit.resampling import (CONTROL_BLOCK, TargetFold, add_randomization_summaries, check_integer,
+                                 fold_statistics, pack_folds, replicate_dataset, control_blocks,
                                  matched_random_weights)
 
 __all__ = ["discrimination_matched_controls", "discrimination_strata", "corrected_item_total",
-           "balance_diagnostics", "matched_section", "DISCRIMINATION_STRATA", "DIAGNOSTICS"]
+           "balance_diagnostics", "matched_section", "DISCRIMINATION_STRATA", "DIAGNOSTICS",
+           "subtest_balance", "item_statistics", "target_folds"]
 
 #: Discrimination strata per blueprint cell (NT eq. 43: ``q_c = min(4, n_c)``).
 DISCRIMINATION_STRATA = 4
@@ -104,8 +105,8 @@ def _centred(values, mask) -> tuple[np.ndarray, np.ndarray]:
     return np.where(mask, values - mean, 0), constant | (count[:, 0] < 2)
 
 
-def _item_statistics(yobs, obs) -> _Items:
-    """``r_i`` and ``s_i^2`` of prepared responses (:func:`bayesirt.audit.ranking._prepared_responses`)."""
+def item_statistics(yobs, obs) -> _Items:
+    """``r_i`` and ``s_i^2`` of prepared responses (:func:`bayesirt.audit.ranking.prepared_responses`)."""
     items, models = yobs.shape
     if models < 2:
         raise DataError(f"the balance diagnostics need at least 2 target models; got {models}")
@@ -124,7 +125,7 @@ def _item_statistics(yobs, obs) -> _Items:
     return _Items(citc, variance)
 
 
-def _balance(w, g, items: _Items, scores) -> np.ndarray:
+def subtest_balance(w, g, items: _Items, scores) -> np.ndarray:
     """Diagnostics (replicate, 4) in :data:`DIAGNOSTICS` order of weights (replicate, item) whose
     weighted scores are ``scores`` (replicate, model)."""
     w = np.asarray(w, dtype=np.float64)
@@ -155,7 +156,7 @@ def corrected_item_total(y, *, observed=None) -> np.ndarray:
     ndarray of float64, shape (item,)
         ``Corr_m(Y_im, sum_{j != i} Y_jm)``; NaN when the item or its rest score is constant.
     """
-    return _item_statistics(*_prepared_responses(y, observed, "corrected_item_total")).citc
+    return item_statistics(*prepared_responses(y, observed, "corrected_item_total")).citc
 
 
 def balance_diagnostics(y, w, g, *, observed=None) -> np.ndarray:
@@ -175,7 +176,7 @@ def balance_diagnostics(y, w, g, *, observed=None) -> np.ndarray:
         :data:`DIAGNOSTICS`: ``sum w g / sum w``; weighted mean CITC (eq. 45, over items with a
         defined ``r_i``); ``SEM = sqrt(sum w^2 s^2) / sum w`` (eq. 47); weighted alpha (eq. 50).
     """
-    yobs, obs = _prepared_responses(y, observed, "balance_diagnostics")
+    yobs, obs = prepared_responses(y, observed, "balance_diagnostics")
     w, g = np.asarray(w, dtype=np.float64), np.asarray(g, dtype=np.float64)
     if w.ndim not in (1, 2) or w.shape[-1] != yobs.shape[0] or g.shape != (yobs.shape[0],):
         raise DataError(f"w {w.shape} and g {g.shape} must have one entry per item ({yobs.shape[0]}); pass w of shape "
@@ -183,13 +184,13 @@ def balance_diagnostics(y, w, g, *, observed=None) -> np.ndarray:
     if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w.sum(axis=-1) == 0) or not np.all(np.isfinite(g)):
         raise DataError("w must be finite nonnegative weights with a positive sum per subtest, and g finite")
     w2 = np.atleast_2d(w)
-    out = _balance(w2, g, _item_statistics(yobs, obs), _prepared_scores(yobs, obs, w2))
+    out = subtest_balance(w2, g, item_statistics(yobs, obs), prepared_scores(yobs, obs, w2))
     return out[0] if w.ndim == 1 else out
 
 
-def _target_folds(result: AuditResult, responses) -> list[TargetFold]:
+def target_folds(result: AuditResult, responses) -> list[TargetFold]:
     """The folds' target halves as :class:`~bayesirt.audit.resampling.TargetFold` (after
-    :func:`~bayesirt.audit.primary.check_audit`)."""
+    :func:`~bayesirt.audit.result.check_audit`)."""
     values = responses["responses"].transpose("item", "model").values
     observed = values != MISSING
     y = np.where(observed, values, 0).astype(np.int8)
@@ -209,8 +210,8 @@ def _control_task(task) -> tuple[np.ndarray, ...]:
     out = []
     for fold, stratum, g, item_stats, seed in zip(folds, strata, gs, items, fold_seeds, strict=True):
         w = matched_random_weights(fold.cell, fold.anchor_weights, stop - start, seed, start=start, strata=stratum)
-        scores = _prepared_scores(*fold.responses(), w)
-        out.append((*_fold_statistics(fold.pair_sets, fold.full, scores), _balance(w, g, item_stats, scores).T))
+        scores = prepared_scores(*fold.responses(), w)
+        out.append((*fold_statistics(fold.pair_sets, fold.full, scores), subtest_balance(w, g, item_stats, scores).T))
     return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(4))
 
 
@@ -249,25 +250,25 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
         ``abs_delta_alpha``. ``stratum`` (fold, item): the discrimination strata.
     """
     check_audit(result, responses, "discrimination_matched_controls")
-    replicates = _check_integer(replicates, "replicates", "discrimination_matched_controls")
-    seed = _check_integer(seed, "seed", "discrimination_matched_controls", minimum=0)
-    packed, names = _pack_folds(_target_folds(result, responses), "discrimination_matched_controls")
+    replicates = check_integer(replicates, "replicates", "discrimination_matched_controls")
+    seed = check_integer(seed, "seed", "discrimination_matched_controls", minimum=0)
+    packed, names = pack_folds(target_folds(result, responses), "discrimination_matched_controls")
     gs = [np.asarray(f.purification.offsets_sd, dtype=np.float64) for f in result.folds]
     strata = [discrimination_strata(f.purification.cell, g) for f, g in zip(result.folds, gs, strict=True)]
-    items = [_item_statistics(*fold.responses()) for fold in packed]
+    items = [item_statistics(*fold.responses()) for fold in packed]
     observed, observed_balance = [], []
     for fold, g, item_stats in zip(packed, gs, items, strict=True):
-        scores = _prepared_scores(*fold.responses(), fold.anchor_weights)
-        observed.append(_fold_statistics(fold.pair_sets, fold.full, scores))
-        observed_balance.append(_balance(fold.anchor_weights[None], g, item_stats, scores[None])[0])
+        scores = prepared_scores(*fold.responses(), fold.anchor_weights)
+        observed.append(fold_statistics(fold.pair_sets, fold.full, scores))
+        observed_balance.append(subtest_balance(fold.anchor_weights[None], g, item_stats, scores[None])[0])
     fold_seeds = spawn_seeds(seed, len(packed))
     tasks = [(packed, strata, gs, items, fold_seeds, start, stop)
              for start, stop in control_blocks(replicates, block=CONTROL_BLOCK)]
     blocks = parallel_map(_control_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
                           description="discrimination-matched controls")
     eligible, reversed_, tau, balance = (np.concatenate([b[k] for b in blocks], axis=-1) for k in range(4))
-    ds = _replicate_dataset(names, eligible, reversed_, tau, observed)
-    _add_randomization_summaries(ds)
+    ds = replicate_dataset(names, eligible, reversed_, tau, observed)
+    add_randomization_summaries(ds)
     mean_balance = balance.mean(axis=1)  # averaged across the two directions, per replicate index
     low = np.mean(observed_balance, axis=0)
     with np.errstate(invalid="ignore"):

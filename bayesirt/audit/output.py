@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.primary import AuditResult, FoldResult
+from bayesirt.audit.result import AuditResult, FoldResult
 from bayesirt.utils.outputs import staged_output
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 

@@ -12,19 +12,17 @@ enters only through its scores.
 
 from __future__ import annotations
 
-import hashlib
 import time
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification, capability_offsets, purify
+from bayesirt.audit.anchors import capability_offsets, purify
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
-from bayesirt.data.populations import FAMILIES, POPULATION_SEED, audit_population
+from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, input_sha256
+from bayesirt.data.populations import audit_population
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import DataError
 from bayesirt.utils.parallel import blas_threads, shared_cluster, spawn_seeds
 from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
                               weighted_scores)
@@ -34,166 +32,7 @@ from bayesirt.audit.sensitivity import fraction_purifications, gap_and_fraction_
 from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.audit.spectral import DimensionSelection, select_dimension
 
-__all__ = ["AuditConfig", "AuditResult", "FoldResult", "run_audit", "check_audit", "QUICK_MAX_K", "QUICK_CONTROLS",
-           "BAYES_CONTROLS"]
-
-BAYES_METHODS = ("advi", "fullrank_advi", "nuts")
-BAYES_PRIORS = ("ridge", "hierarchical")
-QUICK_MAX_K = 32
-QUICK_CONTROLS = 199
-#: Discrimination-matched controls per posterior draw and fold (:mod:`bayesirt.audit.bayes_diagnostics`).
-BAYES_CONTROLS = 200
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    """Settings of the primary audit; defaults are NT's frozen specification (Table 12).
-
-    ``quick`` limits K to 32 and the controls to 199 (and the bootstrap to 199) for a fast look.
-    ``families``, ``representative`` and ``lineage_filter`` select the population
-    (:func:`bayesirt.data.populations.audit_population`); ``fixed_k`` freezes K per audit fold
-    instead of selecting it (the population perturbations of NT D.2). ``bootstrap = 0`` or
-    ``owner_bootstrap = 0`` skips that bootstrap. ``adjustment`` is the ability adjustment:
-    NT's spectral working model, "direct-mirt", the direct penalized joint MIRT of NT B.1
-    (K selected by the same nested one-SE rule on its own held-out loss), or "bayes-mirt", the
-    PyMC MIRT posterior means fitted by ADVI (:mod:`bayesirt.audit.bayes_mirt`; K by the spectral
-    rule).
-    ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
-    each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws;
-    ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
-    scale) carried through anchors and reversals, and through the diagnostics
-    (:mod:`bayesirt.audit.bayes_diagnostics`: within-family specificity always, the curves with
-    ``sensitivity``, and, in :func:`bayesirt.audit.run_audit_job`, the signatures and the
-    discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``).
-    ``sensitivity`` adds the score-gap threshold and anchor-fraction curves
-    (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
-    """
-
-    owner_cap: int = 5
-    min_family_size: int = 20
-    families: tuple[str, ...] = FAMILIES
-    representative: str = "median"
-    lineage_filter: bool = False
-    fixed_k: tuple[int, int] | None = None
-    alpha: float = ANCHOR_FRACTION
-    epsilon: float = 0.01
-    controls: int = 1000
-    bootstrap: int = 2000
-    owner_bootstrap: int = 2000
-    max_k: int | None = None
-    population_seed: int = POPULATION_SEED
-    seed: int = 0
-    quick: bool = False
-    bayes: bool = False
-    bayes_method: str = "advi"
-    bayes_draws: int = 400
-    bayes_prior: str = "ridge"
-    bayes_controls: int = BAYES_CONTROLS
-    adjustment: str = "spectral"
-    sensitivity: bool = False
-
-    def __post_init__(self):
-        for name, low in (("owner_cap", 1), ("min_family_size", 1), ("controls", 1), ("bootstrap", 0),
-                          ("owner_bootstrap", 0), ("bayes_draws", 1), ("bayes_controls", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                kind = "a positive integer" if low else "a non-negative integer"
-                raise DataError(f"The {name!r} parameter of AuditConfig must be {kind}. Got {value!r} instead.")
-        if self.fixed_k is not None and (len(self.fixed_k) != 2 or min(self.fixed_k) < 1):
-            raise DataError(f"The 'fixed_k' parameter of AuditConfig must be two positive integers (one per audit "
-                            f"fold) or None. Got {self.fixed_k!r} instead.")
-        if self.max_k is not None and (not isinstance(self.max_k, (int, np.integer)) or self.max_k < 1):
-            raise DataError(f"The 'max_k' parameter of AuditConfig must be a positive integer or None. Got "
-                            f"{self.max_k!r} instead.")
-        for name, low, high in (("alpha", 0.0, 1.0), ("epsilon", 0.0, 1.0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= high:
-                raise DataError(f"The {name!r} parameter of AuditConfig must be in ({low:g}, {high:g}]. Got {value!r} "
-                                "instead.")
-        for name, allowed in (("bayes_method", BAYES_METHODS), ("bayes_prior", BAYES_PRIORS),
-                              ("adjustment", ADJUSTMENTS)):
-            if getattr(self, name) not in allowed:
-                raise DataError(f"The {name!r} parameter of AuditConfig must be one of {set(allowed)}. Got "
-                                f"{getattr(self, name)!r} instead.")
-
-    def resolved(self) -> AuditConfig:
-        """The settings actually used (``quick`` applied)."""
-        if not self.quick:
-            return self
-        return AuditConfig(**(asdict(self) | {"max_k": min(self.max_k or QUICK_MAX_K, QUICK_MAX_K),
-                                               "controls": min(self.controls, QUICK_CONTROLS),
-                                               "bootstrap": min(self.bootstrap, QUICK_CONTROLS),
-                                               "owner_bootstrap": min(self.owner_bootstrap, QUICK_CONTROLS)}))
-
-
-@dataclass
-class FoldResult:
-    """One outer fold: the audit half's choices and the target half's scores."""
-
-    audit_fold: int
-    selection: DimensionSelection
-    purification: Purification
-    target: pd.DataFrame  # model_id, family, owner, full, anchor, shift (one row per target representative)
-    pairs: tuple[np.ndarray, np.ndarray]
-    within_pairs: tuple[np.ndarray, np.ndarray]  # same family, different owner (NT D.1 eq. 51)
-    eligible: int
-    reversed: int
-    tau_b: float
-    all_cross_eligible: int
-    all_cross_reversed: int
-    target_index: np.ndarray  # positions of the target models in the Dataset
-    posterior: xr.Dataset | None = None  # the Bayesian layer's per-draw chain (config.bayes)
-    # its stacked draws: family_effect (draw, item, family), easiness (draw, item); in memory only, read by
-    # bayesirt.audit.bayes_diagnostics (not written: (draw, item, family) is large on big item banks)
-    draws: xr.Dataset | None = None
-    schedule_gap: dict | None = None  # NT's five Newton cycles against the converged optimum
-
-
-@dataclass
-class AuditResult:
-    """Everything the primary audit computed (written by :func:`bayesirt.audit.output.write_audit`)."""
-
-    config: AuditConfig
-    population: pd.DataFrame
-    folds: list[FoldResult]
-    summary: dict
-    controls: xr.Dataset | None = None
-    composition: xr.Dataset | None = None
-    owners: xr.Dataset | None = None
-    bayes: xr.DataTree | None = None
-    sensitivity: xr.Dataset | None = None
-    replication: dict[str, xr.Dataset] | None = None  # set by bayesirt.audit.robustness
-    matched: xr.Dataset | None = None  # set by bayesirt.audit.robustness
-    perturbations: pd.DataFrame | None = None  # set by bayesirt.audit.robustness
-    profiles: xr.Dataset | None = None  # set by bayesirt.audit.robustness
-    warnings: list[str] = field(default_factory=list)
-    timings: dict = field(default_factory=dict)
-
-
-def input_sha256(responses: xr.Dataset) -> str:
-    """SHA-256 of the response matrix and its labels (what the audit depends on)."""
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(responses["responses"].values).tobytes())
-    for name in ("model_id", "family", "owner", "item_id", "item_group"):
-        h.update("\x1f".join(map(str, responses[name].values)).encode())
-    return h.hexdigest()
-
-
-def check_audit(result, responses, caller: str, *, estimated: bool = True) -> None:
-    """The one check of every diagnostic that reads a finished audit: ``result`` is an
-    :class:`AuditResult`, ``responses`` is the very Dataset it ran on (same SHA-256), and, when
-    ``estimated``, the audit had near-tie pairs."""
-    if not isinstance(result, AuditResult):
-        raise DataError(f"The 'result' parameter of {caller} must be the AuditResult of run_audit. Got "
-                        f"{type(result).__name__} instead.")
-    if not isinstance(responses, xr.Dataset) or "responses" not in responses:
-        raise DataError(f"responses must be the response Dataset run_audit was given; got {type(responses).__name__}")
-    if input_sha256(responses) != result.summary["input_sha256"]:
-        raise DataError(f"responses is not the Dataset this audit ran on (its SHA-256 differs); {caller} reads it "
-                        "alongside the audit: pass the Dataset run_audit was given")
-    if estimated and result.summary["status"] != "estimated":
-        raise DataError("the audit has no eligible near-tie pair (status not 'estimated'), so there is no reversal "
-                        "rate to compare; rerun the audit on data with near ties")
+__all__ = ["run_audit"]
 
 
 def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_ids, purification, k, seed,

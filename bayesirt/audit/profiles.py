@@ -44,14 +44,14 @@ import xarray as xr
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
-from bayesirt.audit.matched import _target_folds
-from bayesirt.audit.primary import AuditResult, check_audit
+from bayesirt.audit.matched import target_folds
+from bayesirt.audit.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
-from bayesirt.audit.ranking import _prepared_scores, pooled_rate, reversal_counts
+from bayesirt.audit.ranking import prepared_scores, pooled_rate, reversal_counts
 from bayesirt.report.markdown import markdown_table
-from bayesirt.audit.resampling import CONTROL_BLOCK, _check_integer, _pack_folds, control_blocks, randomization_summary
+from bayesirt.audit.resampling import CONTROL_BLOCK, check_integer, pack_folds, control_blocks, randomization_summary
 from bayesirt.audit.spectral import spectral_loadings, working_responses
 
 __all__ = ["profile_matching", "profiles_section", "capability_profiles", "profile_pairs", "random_pairs",
@@ -157,7 +157,7 @@ def random_pairs(cell, selected, seed: int) -> np.ndarray:
     Returns the partner array of :func:`profile_pairs`; ``seed`` seeds one generator.
     """
     cell, selected = _check_items(cell, selected, "random_pairs")
-    seed = _check_integer(seed, "seed", "random_pairs", minimum=0)
+    seed = check_integer(seed, "seed", "random_pairs", minimum=0)
     key = np.random.default_rng(seed).random(cell.size)
     partner = np.full(cell.size, -1, dtype=np.intp)
     for low, other in _cell_sides(cell, selected):
@@ -213,9 +213,9 @@ def paired_mixture_weights(weights, partner, replicates: int, seed: int, *,
         ``complement``; unmatched low-DIF items keep their weight in both.
     """
     weights, partner = _check_partner(weights, partner, "paired_mixture_weights")
-    replicates = _check_integer(replicates, "replicates", "paired_mixture_weights")
-    seed = _check_integer(seed, "seed", "paired_mixture_weights", minimum=0)
-    start = _check_integer(start, "start", "paired_mixture_weights", minimum=0)
+    replicates = check_integer(replicates, "replicates", "paired_mixture_weights")
+    seed = check_integer(seed, "seed", "paired_mixture_weights", minimum=0)
+    start = check_integer(start, "start", "paired_mixture_weights", minimum=0)
     coins, matched = _coins(seed, weights.size, start, start + replicates), partner >= 0
     return _swapped(weights, partner, coins & matched), _swapped(weights, partner, ~coins & matched)
 
@@ -242,7 +242,7 @@ def _scenarios(calipers) -> tuple[list[str], np.ndarray]:
 
 
 def _audit_halves(result: AuditResult, responses: xr.Dataset) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Audit-half (y, observed) per fold (after :func:`~bayesirt.audit.primary.check_audit`)."""
+    """Audit-half (y, observed) per fold (after :func:`~bayesirt.audit.result.check_audit`)."""
     values = responses["responses"].transpose("item", "model").values
     pop = result.population
     halves = []
@@ -262,7 +262,7 @@ def _control_task(task) -> np.ndarray:
         coins = _coins(seed, fold.items, start, stop)
         w = np.concatenate([_swapped(fold.anchor_weights, p, swap) for p in partners[:, h]
                             for swap in (coins & (p >= 0), ~coins & (p >= 0))])  # rows (scenario, side, replicate)
-        counts = np.stack(reversal_counts(fold.full, _prepared_scores(yobs, obs, w), fold.pair_sets[0]))
+        counts = np.stack(reversal_counts(fold.full, prepared_scores(yobs, obs, w), fold.pair_sets[0]))
         out[:, :, h] = counts.reshape(2, -1, 2, stop - start).transpose(2, 0, 1, 3).reshape(4, -1, stop - start)
     return out
 
@@ -318,9 +318,9 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
         raise DataError(f"capability profiles are spectral loadings (NT App. G); this audit used the "
                         f"{result.config.adjustment!r} adjustment: rerun it with the spectral one for this diagnostic")
     labels, caliper_values = _scenarios(calipers)
-    replicates = _check_integer(replicates, "replicates", "profile_matching")
-    seed = _check_integer(seed, "seed", "profile_matching", minimum=0)
-    packed, _ = _pack_folds(_target_folds(result, responses), "profile_matching")
+    replicates = check_integer(replicates, "replicates", "profile_matching")
+    seed = check_integer(seed, "seed", "profile_matching", minimum=0)
+    packed, _ = pack_folds(target_folds(result, responses), "profile_matching")
     halves = _audit_halves(result, responses)
     folds, items = len(packed), packed[0].items
     seeds = spawn_seeds(seed, 2 * folds)
@@ -340,7 +340,7 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
             quality.append(_quality({"distance": distance[s, h], "gap": gap[s, h]}, partner, pur.weights))
         w = np.stack([target.anchor_weights, *(_swapped(target.anchor_weights, p, (p >= 0)[None])[0]
                                                for p in partners[:, h])])  # low-DIF, then all-swapped per scenario
-        fixed.append(reversal_counts(target.full, _prepared_scores(*target.responses(), w), target.pair_sets[0]))
+        fixed.append(reversal_counts(target.full, prepared_scores(*target.responses(), w), target.pair_sets[0]))
     quality = pd.DataFrame(quality)
     grid = {c: quality[c].to_numpy().reshape(folds, len(labels)).T for c in quality.columns}
     fixed = np.array(fixed)  # (fold, eligible / reversed, low-DIF + scenario)

@@ -24,7 +24,8 @@ from scipy import stats
 from bayesirt.errors import DataError
 
 __all__ = ["weighted_scores", "near_tie_pairs", "reversal_counts", "pair_reversals", "kendall_tau_b", "pooled_rate",
-           "percentile_ranks", "PAIR_TYPES", "TIE_TOLERANCE", "GAP_TOLERANCE"]
+           "percentile_ranks", "PAIR_TYPES", "TIE_TOLERANCE", "GAP_TOLERANCE",
+           "prepared_scores", "prepared_responses", "pair_arrays"]
 
 #: Score differences at most this large are ties.
 TIE_TOLERANCE = 1e-12
@@ -60,18 +61,18 @@ def weighted_scores(y, w, observed=None) -> np.ndarray:
     ndarray of float64, shape (model,) or (replicate, model)
         ``sum_i w_i y_im o_im / sum_i w_i o_im``; NaN for a model with no weight on its observed items.
     """
-    yobs, obs = _prepared_responses(y, observed, "weighted_scores")
+    yobs, obs = prepared_responses(y, observed, "weighted_scores")
     w = np.asarray(w)
     if w.ndim not in (1, 2) or w.shape[-1] != yobs.shape[0]:
         raise DataError(f"w has shape {w.shape} but y has {yobs.shape[0]} items; pass weights of shape (item,) or "
                         "(replicate, item)")
     if not np.issubdtype(w.dtype, np.number) or not np.all(np.isfinite(w)) or np.any(w < 0):
         raise DataError("w must hold finite nonnegative numbers; check the weights for NaN or negative values")
-    return _prepared_scores(yobs, obs, w)
+    return prepared_scores(yobs, obs, w)
 
 
-def _prepared_scores(yobs: np.ndarray, obs: np.ndarray | None, w: np.ndarray) -> np.ndarray:
-    """:func:`weighted_scores` on the arrays of :func:`_prepared_responses` (no validation): the
+def prepared_scores(yobs: np.ndarray, obs: np.ndarray | None, w: np.ndarray) -> np.ndarray:
+    """:func:`weighted_scores` on the arrays of :func:`prepared_responses` (no validation): the
     kernel that the resampling tasks call once per block."""
     if w.ndim == 1:
         return _scores_rows(yobs, obs, w[None, :])[0]
@@ -89,7 +90,7 @@ def _scores_rows(yobs, obs, w) -> np.ndarray:
         return np.where(denominator > 0, numerator / denominator, np.nan)
 
 
-def _prepared_responses(y, observed, caller) -> tuple[np.ndarray, np.ndarray | None]:
+def prepared_responses(y, observed, caller) -> tuple[np.ndarray, np.ndarray | None]:
     """Validated ``(y * observed, observed)`` as float64 (observed None when every cell is)."""
     y = np.asarray(y)
     if y.ndim != 2 or 0 in y.shape:
@@ -207,7 +208,7 @@ def reversal_counts(full, alt, pairs) -> tuple[np.ndarray, np.ndarray]:
                         "the same number of models")
     if full.ndim == alt.ndim == 2 and full.shape[0] != alt.shape[0]:
         raise DataError(f"full has {full.shape[0]} replicates but alt has {alt.shape[0]}; pass as many of each")
-    i, j = _pair_arrays(pairs, full.shape[-1])
+    i, j = pair_arrays(pairs, full.shape[-1])
     replicates = max(full.shape[0] if full.ndim == 2 else 1, alt.shape[0] if alt.ndim == 2 else 1)
     alt_t = np.ascontiguousarray(np.atleast_2d(alt).T)  # (model, replicate): pair gathers copy whole rows
     step = max(1, _CHUNK_ELEMENTS // replicates)
@@ -245,13 +246,13 @@ def pair_reversals(full, alt, pairs) -> tuple[np.ndarray, np.ndarray]:
     ``reversed`` of shape (pair,) or (replicate, pair), for when each pair's outcome is wanted
     (e.g. its posterior probability of reversing). Forms replicates x pairs at once."""
     full, alt = np.asarray(full, dtype=np.float64), np.asarray(alt, dtype=np.float64)
-    i, j = _pair_arrays(pairs, full.shape[-1])
+    i, j = pair_arrays(pairs, full.shape[-1])
     gap_full, gap_alt = full[..., i] - full[..., j], alt[..., i] - alt[..., j]
     eligible = (np.abs(gap_full) > TIE_TOLERANCE) & (np.abs(gap_alt) > TIE_TOLERANCE)  # NaN compares False
     return eligible, eligible & (np.sign(gap_full) != np.sign(gap_alt))
 
 
-def _pair_arrays(pairs, n_models) -> tuple[np.ndarray, np.ndarray]:
+def pair_arrays(pairs, n_models) -> tuple[np.ndarray, np.ndarray]:
     try:
         i, j = (np.asarray(p) for p in pairs)
     except (TypeError, ValueError):

@@ -44,7 +44,7 @@ import xarray as xr
 from scipy.stats import binomtest, rankdata
 
 from bayesirt.audit.anchors import blueprint_cells
-from bayesirt.audit.primary import AuditResult, check_audit
+from bayesirt.audit.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 

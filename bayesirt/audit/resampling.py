@@ -28,11 +28,12 @@ import xarray as xr
 
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
-from bayesirt.audit.ranking import (GAP_TOLERANCE, _pair_arrays, _prepared_responses, _prepared_scores, kendall_tau_b,
+from bayesirt.audit.ranking import (GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
                               pooled_rate, reversal_counts)
 
 __all__ = ["TargetFold", "control_blocks", "matched_random_weights", "randomization_summary",
-           "matched_random_controls", "PRIMARY", "CONTROL_BLOCK"]
+           "matched_random_controls", "PRIMARY", "CONTROL_BLOCK",
+           "pack_folds", "fold_statistics", "percentile_range", "replicate_dataset", "add_randomization_summaries", "check_integer"]
 
 #: Name of a fold's primary pair set in the ``pair_set`` coordinate of results.
 PRIMARY = "primary"
@@ -90,7 +91,7 @@ class _Packed(NamedTuple):
         return yobs, np.unpackbits(self.observed_bits, axis=0, count=self.items).astype(np.float64)
 
 
-def _pack_folds(folds, caller) -> tuple[tuple[_Packed, ...], list[str]]:
+def pack_folds(folds, caller) -> tuple[tuple[_Packed, ...], list[str]]:
     try:
         folds = [TargetFold(**f) if isinstance(f, Mapping) else f for f in folds]
     except TypeError as err:
@@ -104,9 +105,9 @@ def _pack_folds(folds, caller) -> tuple[tuple[_Packed, ...], list[str]]:
         if [PRIMARY, *extra] != names or PRIMARY in extra:
             raise DataError(f"fold {h} has pair sets {[PRIMARY, *extra]} but fold 0 has {names}; give every fold "
                             f"the same extra_pairs names (not {PRIMARY!r})")
-        yobs, obs = _prepared_responses(fold.y, fold.observed, caller)
+        yobs, obs = prepared_responses(fold.y, fold.observed, caller)
         items, models = yobs.shape
-        full = _prepared_scores(yobs, obs, np.ones(items))
+        full = prepared_scores(yobs, obs, np.ones(items))
         if np.isnan(full).any():
             raise DataError(f"fold {h} has a model without observed responses; drop it before the audit")
         if fold.full is not None and not np.allclose(np.asarray(fold.full, dtype=float), full, rtol=0, atol=1e-9):
@@ -121,7 +122,7 @@ def _pack_folds(folds, caller) -> tuple[tuple[_Packed, ...], list[str]]:
         if not np.allclose(weights[weights > 0], restoring[weights > 0], rtol=1e-6):
             raise DataError(f"fold {h}: anchor_weights are not n_c / k_c on the anchors of each cell (NT eq. 6); "
                             "pass the blueprint-restoring weights")
-        pair_sets = tuple(tuple(p.astype(np.int32) for p in _pair_arrays(pairs, models))
+        pair_sets = tuple(tuple(p.astype(np.int32) for p in pair_arrays(pairs, models))
                           for pairs in (fold.pairs, *extra.values()))
         observed_bits = None if obs is None else np.packbits(obs.astype(bool), axis=0)
         packed.append(_Packed(np.packbits(yobs.astype(bool), axis=0), observed_bits, items, full, weights, cell,
@@ -139,7 +140,7 @@ def _cells(cell, items, where, name="cell") -> tuple[np.ndarray, np.ndarray]:
     return cell.astype(np.intp), np.bincount(cell)
 
 
-def _check_integer(value, name, caller, *, minimum: int = 1) -> int:
+def check_integer(value, name, caller, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         kind = "a positive integer" if minimum == 1 else "a nonnegative integer"
         raise BayesIRTError(f"The '{name}' parameter of {caller} must be {kind}. Got {value!r} instead.")
@@ -148,8 +149,8 @@ def _check_integer(value, name, caller, *, minimum: int = 1) -> int:
 
 def control_blocks(replicates: int, *, block: int = CONTROL_BLOCK) -> list[tuple[int, int]]:
     """Replicate ranges ``(start, stop)`` of at most ``block`` replicates covering ``0..replicates-1``."""
-    replicates = _check_integer(replicates, "replicates", "control_blocks")
-    block = _check_integer(block, "block", "control_blocks")
+    replicates = check_integer(replicates, "replicates", "control_blocks")
+    block = check_integer(block, "block", "control_blocks")
     return [(start, min(start + block, replicates)) for start in range(0, replicates, block)]
 
 
@@ -194,9 +195,9 @@ def matched_random_weights(cell, anchor_weights, replicates: int, seed: int, *, 
     if np.any(stratum_cell[stratum] != cell):
         raise DataError("matched_random_weights: a stratum holds items of several cells; pass strata nested in the "
                         "cells")
-    replicates = _check_integer(replicates, "replicates", "matched_random_weights")
-    seed = _check_integer(seed, "seed", "matched_random_weights", minimum=0)
-    start = _check_integer(start, "start", "matched_random_weights", minimum=0)
+    replicates = check_integer(replicates, "replicates", "matched_random_weights")
+    seed = check_integer(seed, "seed", "matched_random_weights", minimum=0)
+    start = check_integer(start, "start", "matched_random_weights", minimum=0)
     keys = np.stack([np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(r,))).random(cell.size)
                      for r in range(start, start + replicates)])
     k_cell = np.bincount(cell, weights=selected, minlength=counts.size).astype(np.intp)
@@ -233,21 +234,21 @@ def randomization_summary(observed: float, replicates) -> dict[str, float]:
     defined = values[~np.isnan(values)]
     n = defined.size
     median = float(np.median(defined)) if n else np.nan
-    lower, upper = _percentile_range(defined)
+    lower, upper = percentile_range(defined)
     valid = n > 0 and not np.isnan(observed)
     return {"median": median, "lower": lower, "upper": upper, "excess_pp": 100 * (observed - median),
             "p_value": (1 + int(np.sum(defined >= observed))) / (n + 1) if valid else np.nan,
             "min_resolvable_p": 1 / (n + 1), "undefined": int(values.size - n)}
 
 
-def _percentile_range(values) -> tuple[float, float]:
+def percentile_range(values) -> tuple[float, float]:
     """2.5th and 97.5th percentiles of the non-NaN values (linear interpolation); NaN if none."""
     values = np.asarray(values, dtype=np.float64)
     values = values[~np.isnan(values)]
     return tuple(float(v) for v in np.percentile(values, _PERCENTILES)) if values.size else (np.nan, np.nan)
 
 
-def _fold_statistics(pair_sets, full, alt):
+def fold_statistics(pair_sets, full, alt):
     """Eligible and reversed counts per pair set, shape (set, ...), and tau-b of one fold."""
     counts = [reversal_counts(full, alt, pairs) for pairs in pair_sets]
     return (np.array([c[0] for c in counts]), np.array([c[1] for c in counts]), kendall_tau_b(full, alt))
@@ -256,7 +257,7 @@ def _fold_statistics(pair_sets, full, alt):
 def _control_task(task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Replicates ``start..stop-1`` of every fold: counts (set, fold, replicate), tau-b (fold, replicate)."""
     folds, fold_seeds, start, stop = task
-    out = [_fold_statistics(fold.pair_sets, fold.full, _prepared_scores(
+    out = [fold_statistics(fold.pair_sets, fold.full, prepared_scores(
         *fold.responses(), matched_random_weights(fold.cell, fold.anchor_weights, stop - start, seed, start=start)))
         for fold, seed in zip(folds, fold_seeds, strict=True)]
     return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(3))
@@ -291,32 +292,32 @@ def matched_random_controls(folds, *, replicates: int = 1000, seed: int = 0, eps
         Summary per pair set (:func:`randomization_summary`): ``median``, ``lower``, ``upper``,
         ``excess_pp``, ``p_value``, ``min_resolvable_p``, ``undefined``.
     """
-    replicates = _check_integer(replicates, "replicates", "matched_random_controls")
-    seed = _check_integer(seed, "seed", "matched_random_controls", minimum=0)
+    replicates = check_integer(replicates, "replicates", "matched_random_controls")
+    seed = check_integer(seed, "seed", "matched_random_controls", minimum=0)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < np.inf:
         raise BayesIRTError(f"The 'epsilon' parameter of matched_random_controls must be a positive number. Got "
                             f"{epsilon!r} instead.")
-    packed, names = _pack_folds(folds, "matched_random_controls")
+    packed, names = pack_folds(folds, "matched_random_controls")
     for h, fold in enumerate(packed):
         gap = np.abs(fold.full[fold.pair_sets[0][0]] - fold.full[fold.pair_sets[0][1]])
         if gap.size and gap.max() > epsilon + GAP_TOLERANCE:
             raise DataError(f"fold {h}: the primary pairs have full-score gaps up to {gap.max():.6g}, more than "
                             f"epsilon={epsilon:g}; pass the epsilon the pairs were frozen with")
     fold_seeds = spawn_seeds(seed, len(packed))
-    observed = [_fold_statistics(f.pair_sets, f.full, _prepared_scores(*f.responses(), f.anchor_weights))
+    observed = [fold_statistics(f.pair_sets, f.full, prepared_scores(*f.responses(), f.anchor_weights))
                 for f in packed]
     tasks = [(packed, fold_seeds, start, stop) for start, stop in control_blocks(replicates, block=CONTROL_BLOCK)]
     blocks = parallel_map(_control_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
                           description="matched-random controls")
     eligible, reversed_, tau = (np.concatenate([b[k] for b in blocks], axis=-1) for k in range(3))
-    result = _replicate_dataset(names, eligible, reversed_, tau, observed)
-    _add_randomization_summaries(result)
+    result = replicate_dataset(names, eligible, reversed_, tau, observed)
+    add_randomization_summaries(result)
     result.attrs.update(seed=seed, replicates=replicates, epsilon=float(epsilon),
                         reference="NT 3.4, C.6 (eq. 10-11, 35-36)")
     return result
 
 
-def _add_randomization_summaries(result: xr.Dataset) -> None:
+def add_randomization_summaries(result: xr.Dataset) -> None:
     """Add :func:`randomization_summary` of every pair set's ``rate`` against its ``observed_rate``
     as variables over ``pair_set`` (``median``, ``lower``, ... ``undefined``)."""
     summaries = [randomization_summary(float(result["observed_rate"][s]), result["rate"].values[s])
@@ -325,7 +326,7 @@ def _add_randomization_summaries(result: xr.Dataset) -> None:
         result[key] = ("pair_set", np.array([s[key] for s in summaries]))
 
 
-def _replicate_dataset(names, eligible, reversed_, tau, observed) -> xr.Dataset:
+def replicate_dataset(names, eligible, reversed_, tau, observed) -> xr.Dataset:
     """Per-replicate and observed statistics of the controls or the bootstrap."""
     obs_eligible, obs_reversed = (np.stack([o[k] for o in observed], axis=1) for k in range(2))
     obs_tau = np.array([o[2] for o in observed])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-from bayesirt.audit.primary import AuditResult
+from bayesirt.audit.result import AuditResult
 from bayesirt.audit.replication import group_contributions, item_group_attribution, signature_replication
 from bayesirt.utils.parallel import spawn_seeds
 

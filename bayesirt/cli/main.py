@@ -35,7 +35,7 @@ import warnings
 
 from bayesirt import __version__
 from bayesirt.errors import BayesIRTError, SpecError
-from bayesirt.inference.fitting import METHODS, SAMPLERS
+from bayesirt.inference.methods import METHODS, SAMPLERS
 
 __all__ = ["main"]
 
@@ -317,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
             print(markdown_table(list_datasets()))
             return 0
         from bayesirt.cli import analyses
+        from bayesirt.comparison import job as compare_job
         from bayesirt.frequentist import jobs as checks
+        from bayesirt.workflow import jobs as workflow_jobs
 
         progress = not args.no_progress
         match args.command:
@@ -338,17 +340,16 @@ def main(argv: list[str] | None = None) -> int:
                                            quadrature=args.quadrature, threshold_sd=args.threshold_sd,
                                            **_sampling_options(args))
             case "ppc":
-                out = analyses.run_ppc_job(args.data, args.model, args.out, force=args.force, progress=progress,
+                out = workflow_jobs.run_ppc_job(args.data, args.model, args.out, force=args.force, progress=progress,
                                            ppc_draws=args.ppc_draws, alpha=args.alpha, **_sampling_options(args))
             case "prior-check":
                 if (args.design is None) == (args.data is None):
                     raise SpecError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")
-                out = analyses.run_prior_check_job(args.model, args.out, data=args.data, design=args.design,
+                out = workflow_jobs.run_prior_check_job(args.model, args.out, data=args.data, design=args.design,
                                                    force=args.force, draws=args.draws, seed=args.seed)
             case "sbc":
-                from bayesirt.workflow.sbc import run_sbc_job
 
-                out = run_sbc_job(args.model, args.out, design=args.design, force=args.force, progress=progress,
+                out = workflow_jobs.run_sbc_job(args.model, args.out, design=args.design, force=args.force, progress=progress,
                                   replicates=args.replicates, method=args.method, draws=args.draws, tune=args.tune,
                                   chains=args.chains, thin=args.thin, bins=args.bins, seed=args.seed,
                                   workers=args.workers, scheduler=args.scheduler,
@@ -379,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = run_content_audit_job(args.labels, args.out, permutations=args.permutations, seed=args.seed,
                                             force=args.force)
             case "compare":
-                out = analyses.run_compare_job(args.data, args.out, models=args.models, dims=args.dims,
+                out = compare_job.run_compare_job(args.data, args.out, models=args.models, dims=args.dims,
                                                mirt_spec=args.mirt_spec, unit=args.unit, kfold=args.kfold,
                                                folds=args.folds, rotation=args.rotation, force=args.force,
                                                progress=progress, workers=args.workers, scheduler=args.scheduler,

@@ -38,7 +38,7 @@ from bayesirt.utils.progress import progress_bar
 from bayesirt.comparison.psis import psis_loo
 from bayesirt.models.specs import parse_spec
 
-__all__ = ["marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "compare_table", "elpd_dataset",
+__all__ = ["compare", "marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "compare_table", "elpd_dataset",
            "UNITS", "KFOLD_MODES"]
 
 UNITS = ("model", "cell")
@@ -219,6 +219,23 @@ def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, 
     return ELPDDataLOOKFold(elpd=float(elpd.sum()), se=float(np.sqrt(n_models * elpd.var(ddof=1))), p=p,
                             n_samples=results[0][1], n_data_points=n_models, scale="log", warning=False, good_k=None,
                             elpd_i=elpd_i, n_folds=folds)
+
+
+def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", progress: bool = True) -> pd.DataFrame:
+    """Compare fitted specs of the same responses by cross-validated elpd (:func:`compare_table`).
+
+    Parameters
+    ----------
+    fits : dict of str to DataTree
+        Fits from :func:`bayesirt.inference.fit` of the same responses, keyed by label.
+    unit : {"model", "cell"}
+        ``"model"``: leave-one-model-out PSIS-LOO with each model's ability integrated out
+        (:func:`loo_models`); ``"cell"``: PSIS-LOO over single responses (:func:`loo_cells`).
+    """
+    if unit not in UNITS:
+        raise BayesIRTError(f"The 'unit' parameter of compare must be one of {list(UNITS)}. Got {unit!r} instead.")
+    score = loo_models if unit == "model" else loo_cells
+    return compare_table({label: score(tree, progress=progress) for label, tree in fits.items()})
 
 
 def compare_table(results: dict[str, ELPDData]) -> pd.DataFrame:

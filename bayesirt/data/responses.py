@@ -1,6 +1,6 @@
 """The response Dataset: one binary item x model matrix with its ids and metadata.
 
-Every reader in :mod:`bayesirt.data.io` ends in :func:`make_responses`, so all validation of
+Every reader in :mod:`bayesirt.data` ends in :func:`make_responses`, so all validation of
 response data lives here. The layout is
 
 - data variable ``responses`` with dims ``("item", "model")``, dtype ``int8``: 1 = correct,
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.populations import derive_family, derive_owner
+from bayesirt.data.families import derive_family, derive_owner
 from bayesirt.errors import DataError
 
 __all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask", "observed_cells"]

@@ -22,46 +22,25 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import xarray as xr
 from numpy.polynomial.hermite_e import hermegauss
-from scipy.linalg import lapack
-from scipy.special import betaln, expit, logit
+from scipy.special import expit, logit
 
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.specs import IRTSpec, load_spec
+from bayesirt.frequentist.abilities import eap_abilities, map_abilities
+from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
+                                            expected_counts, log_priors, log_probabilities, probability_gradient)
+from bayesirt.frequentist.standard_errors import observed_covariance
 
 __all__ = ["MMLResult", "fit_mml", "quadrature_grid"]
 
 _BOUND_A, _BOUND_D, _BOUND_ASYM = 20.0, 30.0, 0.5
-#: Points of the dense grid on which EAP abilities are integrated (see _eap).
-EAP_POINTS = 241
-_TINY = 1e-300
-
-
-class _Par(NamedTuple):
-    a: np.ndarray
-    d: np.ndarray
-    c: np.ndarray
-    s: np.ndarray
-
-
-@dataclass(frozen=True)
-class _Layout:
-    structure: str  # "item" | "common" | "fixed"
-    guessing: bool
-    slip: bool
-    loga: bool  # optimize log a (a prior on a is active)
-    priors: dict  # active priors by name
-
-    @property
-    def slots(self) -> list[int]:
-        """Free per-item slots among 0=a, 1=d, 2=c, 3=s (a shared slope is not per item)."""
-        return [k for k, on in enumerate((self.structure == "item", True, self.guessing, self.slip)) if on]
 
 
 @dataclass
@@ -122,79 +101,12 @@ def quadrature_grid(n: int, mu: float = 0.0, sigma: float = 1.0) -> tuple[np.nda
     return mu + sigma * x, w / w.sum()
 
 
-def _pq(par: _Par, nodes: np.ndarray):
-    """P, 1 - P (formed without cancellation), sigmoid and 1 - sigmoid, shape (items, nodes)."""
-    eta = par.a[:, None] * nodes[None, :] + par.d[:, None]
-    sg, sm = expit(eta), expit(-eta)
-    p = np.maximum(par.c[:, None] + (1 - par.c - par.s)[:, None] * sg, _TINY)
-    return p, np.maximum((1 - par.c)[:, None] * sm + par.s[:, None] * sg, _TINY), sg, sm
-
-
-def _log_pq(par: _Par, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    p, q, _, _ = _pq(par, nodes)
-    return np.log(p), np.log(q)
-
-
-def _dp(par: _Par, nodes: np.ndarray):
-    """P, 1 - P and dP/d(a, d, c, s) of shape (items, nodes, 4)."""
-    p, q, sg, sm = _pq(par, nodes)
-    ds = (1 - par.c - par.s)[:, None] * sg * sm
-    return p, q, np.stack([ds * nodes, ds, sm, -sg], axis=-1)
-
-
-def _norm_lpdf(x, mu: float, sd: float):
-    return -0.5 * ((x - mu) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
-
-
-def _priors(lay: _Layout, par: _Par):
-    """Active log priors: per-item value (n,), natural gradient (n, 4), PSD curvature (n, 4, 4)
-    in optimization variables, and (value, gradient, curvature) of a shared-slope prior."""
-    n = par.d.size
-    val, grad, curv = np.zeros(n), np.zeros((n, 4)), np.zeros((n, 4, 4))
-    shared = [0.0, 0.0, 0.0]
-    pr = lay.priors
-    if "discrimination" in pr:
-        p = pr["discrimination"].params
-        a = par.a[:1] if lay.structure == "common" else par.a
-        if pr["discrimination"].distribution == "lognormal":
-            v = _norm_lpdf(np.log(a), p["mu"], p["sigma"]) - np.log(a)
-            g, k = (-1 - (np.log(a) - p["mu"]) / p["sigma"] ** 2) / a, np.full(a.shape, p["sigma"] ** -2.0)
-        else:  # halfnormal
-            v = _norm_lpdf(a, 0.0, p["sigma"]) + np.log(2.0)
-            g, k = -a / p["sigma"] ** 2, 2 * a**2 / p["sigma"] ** 2
-        if lay.structure == "common":
-            shared = [float(v[0]), float(g[0]), float(k[0])]
-        else:
-            val += v; grad[:, 0] += g; curv[:, 0, 0] += k  # noqa: E702
-    for name, loc in (("intercept", True), ("difficulty", False)):
-        if name in pr:
-            mu, sd = pr[name].params["mu"], pr[name].params["sigma"]
-            x = par.d if loc else -par.d / par.a
-            val += _norm_lpdf(x, mu, sd)
-            if loc:
-                grad[:, 1] -= (x - mu) / sd**2
-                curv[:, 1, 1] += sd**-2.0
-            else:  # b = -d / a: db/da = -b / a, db/dd = -1 / a; Gauss-Newton curvature
-                jn = np.stack([-x / par.a, -1 / par.a], axis=1)
-                grad[:, :2] -= ((x - mu) / sd**2)[:, None] * jn
-                jo = jn * np.stack([par.a if lay.loga else np.ones(n), np.ones(n)], axis=1)
-                curv[:, :2, :2] += jo[:, :, None] * jo[:, None, :] / sd**2
-    for slot, name, x in ((2, "guessing", par.c), (3, "slip", par.s)):
-        if name in pr:
-            al, be = pr[name].params["alpha"], pr[name].params["beta"]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                val += (al - 1) * np.log(x) + (be - 1) * np.log1p(-x) - betaln(al, be)
-            grad[:, slot] += (al - 1) / x - (be - 1) / (1 - x)
-            curv[:, slot, slot] += max(al + be - 2, 0.0) * x * (1 - x)
-    return val, grad, curv, shared
-
-
-def _log_prior(lay: _Layout, par: _Par) -> float:
-    pv, *_, shared = _priors(lay, par)
+def _log_prior(lay: ParameterLayout, par: ItemParameters) -> float:
+    pv, *_, shared = log_priors(lay, par)
     return float(pv.sum() + shared[0])
 
 
-def _jac(lay: _Layout, par: _Par) -> np.ndarray:
+def _jac(lay: ParameterLayout, par: ItemParameters) -> np.ndarray:
     """d(natural)/d(optimization variable) per slot, shape (n, 4)."""
     return np.stack([par.a if lay.loga else np.ones_like(par.a), np.ones_like(par.d),
                      par.c * (1 - par.c), par.s * (1 - par.s)], axis=1)
@@ -202,21 +114,21 @@ def _jac(lay: _Layout, par: _Par) -> np.ndarray:
 
 def _qvalue(lay, par, r, n0, nodes):
     """Per-item expected complete-data log-likelihood + item priors, and the shared prior."""
-    lp, lq = _log_pq(par, nodes)
-    pv, *_, shared = _priors(lay, par)
+    lp, lq = log_probabilities(par, nodes)
+    pv, *_, shared = log_priors(lay, par)
     with np.errstate(invalid="ignore"):
         v = (r * lp).sum(1) + (n0 * lq).sum(1) + pv
     ok = (par.c + par.s < 1) & np.isfinite(v)
     return np.where(ok, v, -np.inf), shared[0]
 
 
-def _apply(lay: _Layout, par: _Par, step: np.ndarray, step_a: float, t) -> _Par:
+def _apply(lay: ParameterLayout, par: ItemParameters, step: np.ndarray, step_a: float, t) -> ItemParameters:
     """Move along ``t * step`` in optimization variables."""
     ua = t * (step[:, 0] if lay.structure == "item" else step_a)
     a = par.a * np.exp(ua) if lay.loga else par.a + ua
     c = expit(logit(par.c) + t * step[:, 2]) if lay.guessing else par.c
     s = expit(logit(par.s) + t * step[:, 3]) if lay.slip else par.s
-    return _Par(np.broadcast_to(a, par.d.shape).copy(), par.d + t * step[:, 1], c, s)
+    return ItemParameters(np.broadcast_to(a, par.d.shape).copy(), par.d + t * step[:, 1], c, s)
 
 
 def _score(e: np.ndarray, dp: np.ndarray) -> np.ndarray:
@@ -224,13 +136,13 @@ def _score(e: np.ndarray, dp: np.ndarray) -> np.ndarray:
     return (e[:, None, :] @ dp)[:, 0, :]
 
 
-def _mstep(lay: _Layout, par: _Par, r, n0, nodes, max_newton: int = 10) -> _Par:
+def _mstep(lay: ParameterLayout, par: ItemParameters, r, n0, nodes, max_newton: int = 10) -> ItemParameters:
     """Maximize the expected complete-data log posterior by batched Fisher scoring."""
     idx, common = lay.slots, lay.structure == "common"
     val, sval = _qvalue(lay, par, r, n0, nodes)
     for _ in range(max_newton):
-        p, q, dp = _dp(par, nodes)
-        _, pg, pc, shared = _priors(lay, par)
+        p, q, dp = probability_gradient(par, nodes)
+        _, pg, pc, shared = log_priors(lay, par)
         jac = _jac(lay, par)
         g = (_score(r / p - n0 / q, dp) + pg) * jac
         f = np.swapaxes(dp * ((r + n0) / (p * q))[:, :, None], 1, 2) @ dp * jac[:, :, None] * jac[:, None, :] + pc
@@ -269,243 +181,13 @@ def _mstep(lay: _Layout, par: _Par, r, n0, nodes, max_newton: int = 10) -> _Par:
     return par
 
 
-class _Data(NamedTuple):
-    y1: np.ndarray  # (items, patterns) float 0/1: distinct response patterns (columns)
-    y0: np.ndarray
-    count: np.ndarray  # (patterns,) models sharing each pattern
-    nodes: np.ndarray
-    logw: np.ndarray
-    complete: bool  # no missing cells: y0 = 1 - y1 saves two matrix products
-
-
-def _llmat(data: _Data, lp: np.ndarray, lq: np.ndarray) -> np.ndarray:
-    """log p(pattern, node) = Y1' log P + Y0' log(1-P) + log w, shape (patterns, nodes)."""
-    if data.complete:
-        return data.y1.T @ (lp - lq) + (lq.sum(0) + data.logw)
-    return data.y1.T @ lp + data.y0.T @ lq + data.logw
-
-
-def _posterior(data: _Data, ll: np.ndarray):
-    """Marginal log-likelihood and count-weighted posterior node weights (patterns, nodes)."""
-    mx = ll.max(axis=1, keepdims=True)
-    ex = np.exp(np.maximum(ll - mx, -700.0))  # no subnormal weights: they make the matrix products crawl
-    tot = ex.sum(axis=1, keepdims=True)
-    return float(data.count @ (np.log(tot[:, 0]) + mx[:, 0])), ex * (data.count[:, None] / tot)
-
-
-def _eap(data: _Data, par: _Par, mu: float, sd: float) -> tuple[np.ndarray, np.ndarray]:
-    """EAP and posterior SD of every pattern on a dense, equally spaced grid (mu +/- 6 sd, 241 points).
-
-    The EM's Gauss-Hermite nodes are spaced about 0.3 sd apart near the centre, wider than the
-    ability posterior of a long test (on 400 items, a 61-node grid gave posterior SDs of 0.064
-    where dense integration gives 0.125), so abilities are integrated on their own grid.
-    """
-    nodes = mu + sd * np.linspace(-6.0, 6.0, EAP_POINTS)
-    dense = data._replace(nodes=nodes, logw=-0.5 * ((nodes - mu) / sd) ** 2)
-    ll = _llmat(dense, *_log_pq(par, nodes))
-    weight = np.exp(ll - ll.max(axis=1, keepdims=True))
-    weight /= weight.sum(axis=1, keepdims=True)
-    eap = weight @ nodes
-    return eap, np.sqrt(np.maximum(weight @ nodes**2 - eap**2, 0.0))
-
-
-def _estep(data: _Data, par: _Par):
-    return _posterior(data, _llmat(data, *_log_pq(par, data.nodes)))
-
-
-def _counts(data: _Data, post: np.ndarray):
-    """Expected numbers correct r and incorrect n0 per item and node (items, nodes)."""
-    r = data.y1 @ post
-    return r, (post.sum(0) - r if data.complete else data.y0 @ post)
-
-
-def _prior_hessian(lay: _Layout, par: _Par):
-    """Exact Hessian of the active log priors in natural parameters: per item (n, 4, 4), and the
-    second derivative of a shared-slope prior."""
-    n = par.d.size
-    hess, shared = np.zeros((n, 4, 4)), 0.0
-    pr = lay.priors
-    if "discrimination" in pr:
-        p = pr["discrimination"].params
-        a = par.a[:1] if lay.structure == "common" else par.a
-        if pr["discrimination"].distribution == "lognormal":  # d/da of (-1 - (log a - mu) / sigma^2) / a
-            h = (1 - (1 - np.log(a) + p["mu"]) / p["sigma"] ** 2) / a**2
-        else:  # halfnormal
-            h = np.full(a.shape, -p["sigma"] ** -2.0)
-        if lay.structure == "common":
-            shared = float(h[0])
-        else:
-            hess[:, 0, 0] += h
-    if "intercept" in pr:
-        hess[:, 1, 1] -= pr["intercept"].params["sigma"] ** -2.0
-    if "difficulty" in pr:  # b = -d / a: grad b = (-b / a, -1 / a), d2b/da2 = 2b / a^2, d2b/dadd = 1 / a^2
-        mu, sd = pr["difficulty"].params["mu"], pr["difficulty"].params["sigma"]
-        b = -par.d / par.a
-        jb = np.stack([-b / par.a, -1 / par.a], axis=1)
-        hb = np.zeros((n, 2, 2))
-        hb[:, 0, 0], hb[:, 0, 1], hb[:, 1, 0] = 2 * b / par.a**2, par.a**-2.0, par.a**-2.0
-        hess[:, :2, :2] -= (jb[:, :, None] * jb[:, None, :] + ((b - mu)[:, None, None]) * hb) / sd**2
-    for slot, name, x in ((2, "guessing", par.c), (3, "slip", par.s)):
-        if name in pr:
-            al, be = pr[name].params["alpha"], pr[name].params["beta"]
-            hess[:, slot, slot] -= (al - 1) / x**2 + (be - 1) / (1 - x) ** 2
-    return hess, shared
-
-
-def _d2p(par: _Par, nodes: np.ndarray) -> np.ndarray:
-    """Second derivatives of P in (a, d, c, s), shape (items, nodes, 4, 4)."""
-    eta = par.a[:, None] * nodes[None, :] + par.d[:, None]
-    sg, sm = expit(eta), expit(-eta)
-    d1 = sg * sm  # sigmoid'
-    d2 = (1 - par.c - par.s)[:, None] * d1 * (sm - sg)  # (1 - c - s) sigmoid''
-    out = np.zeros((*sg.shape, 4, 4))
-    out[..., 0, 0], out[..., 1, 1] = d2 * nodes**2, d2
-    out[..., 0, 1] = out[..., 1, 0] = d2 * nodes
-    for k in (2, 3):
-        out[..., 0, k] = out[..., k, 0] = -d1 * nodes
-        out[..., 1, k] = out[..., k, 1] = -d1
-    return out
-
-
-def _hessian(lay: _Layout, data: _Data, par: _Par, post: np.ndarray) -> np.ndarray:
-    """Exact Hessian of the marginal log-likelihood + active log priors in the packed parameters.
-
-    Louis' identity, with ``l_mk`` the complete-data log-likelihood of pattern m at node k, its
-    score ``u_mk`` and posterior weights ``pi_mk`` (``post = count * pi``)::
-
-        H = sum_m count_m [ sum_k pi_mk (d2 l_mk + (u_mk - ubar_m) u_mk') ],  ubar_m = sum_k pi_mk u_mk.
-
-    The first term is block diagonal (one block per item). The second couples every pair of
-    items: :func:`_louis_by_patterns` or :func:`_louis_by_items`, whichever is cheaper.
-    """
-    cols = sorted(set(lay.slots) | ({0} if lay.structure == "common" else set()))
-    n, k, ns = par.d.size, data.nodes.size, len(cols)
-    p, q, dp = _dp(par, data.nodes)
-    r, n0 = _counts(data, post)
-    # Scores of item i's parameters at node k for a correct and a wrong answer (items, nodes, slots).
-    dpc = dp[..., cols]
-    score1, score0 = dpc / p[..., None], -dpc / q[..., None]
-    # Block-diagonal part: sum_k r d2 log P + n0 d2 log Q (d2 log P = d2P / P - score1 score1'),
-    # plus the priors' curvature. Ratios are formed before weighting: P or Q can be ~1e-300.
-    d2p = _d2p(par, data.nodes)[..., cols, :][..., cols]
-    block = np.einsum("ik,ikpq->ipq", r, d2p / p[..., None, None]) - np.einsum("ik,ikpq->ipq", n0, d2p / q[..., None, None]) \
-        - np.einsum("ik,ikp,ikq->ipq", r, score1, score1) - np.einsum("ik,ikp,ikq->ipq", n0, score0, score0)
-    prior, shared = _prior_hessian(lay, par)
-    block += prior[:, cols][:, :, cols]
-    # Cross part: sum_m,k W_mk (u_mk - ubar_m) u_mk' with W = post; ubar's item-i part is
-    # y1_mi mean1_mi + y0_mi mean0_mi.
-    pi = post / data.count[:, None]
-    mean1 = (pi @ score1.transpose(1, 0, 2).reshape(k, n * ns)).reshape(-1, n, ns)
-    mean0 = (pi @ score0.transpose(1, 0, 2).reshape(k, n * ns)).reshape(-1, n, ns)
-    louis = _louis_by_patterns if post.shape[0] < n else _louis_by_items
-    full = louis(data, post, score1, score0, mean1, mean0).reshape(n, ns, n, ns)
-    full = (full + full.transpose(2, 3, 0, 1)) / 2
-    full[np.arange(n), :, np.arange(n), :] += block
-    if lay.structure != "common":
-        return full.reshape(n * ns, n * ns)
-    rest = full[:, 1:, :, 1:].reshape(n * (ns - 1), n * (ns - 1))
-    cross = full[:, 0, :, 1:].sum(0).reshape(-1)
-    hess = np.empty((rest.shape[0] + 1,) * 2)
-    hess[0, 0] = full[:, 0, :, 0].sum() + shared
-    hess[0, 1:] = hess[1:, 0] = cross
-    hess[1:, 1:] = rest
-    return hess
-
-
-def _louis_by_patterns(data: _Data, post, score1, score0, mean1, mean0) -> np.ndarray:
-    """Cross part of :func:`_hessian` as G'G, row (m, k) of G being sqrt(W_mk) (u_mk - ubar_m)
-    (centring the second factor adds nothing: sum_k pi_mk (u_mk - ubar_m) = 0). About
-    ``patterns nodes (items slots)^2`` flops in one symmetric product: for fewer patterns than items."""
-    n, k, ns = score1.shape
-    s1k, s0k = score1.transpose(1, 0, 2)[None], score0.transpose(1, 0, 2)[None]  # (1, nodes, items, slots)
-    full = np.zeros((n * ns, n * ns))
-    chunk = max(1, int(4e6 // (k * n * ns)))  # about 32 MB of G per chunk of patterns
-    for lo in range(0, post.shape[0], chunk):
-        sl = slice(lo, lo + chunk)
-        g = data.y1[:, sl].T[:, None, :, None] * (s1k - mean1[sl, None]) \
-            + data.y0[:, sl].T[:, None, :, None] * (s0k - mean0[sl, None])
-        g = (g * np.sqrt(post[sl])[:, :, None, None]).reshape(-1, n * ns)
-        full += g.T @ g
-    return full
-
-
-def _louis_by_items(data: _Data, post, score1, score0, mean1, mean0) -> np.ndarray:
-    """Cross part of :func:`_hessian` summed over patterns first: for a chunk of items j, one
-    product of the posterior-weighted responses ``y_jm W_mk`` with X = [y1, y0, ubar] of all
-    items (patterns x (2 + slots) items), about ``2 items^2 (2 + slots) nodes patterns`` flops in
-    all; the rest is per item pair and node, so this is for more patterns than items."""
-    n, k, ns = score1.shape
-    centre = data.y1.T[:, :, None] * mean1 + data.y0.T[:, :, None] * mean0
-    x = np.concatenate([data.y1.T, data.y0.T, centre.reshape(-1, n * ns)], axis=1)
-    wx = post.T @ x if data.complete else None
-    s1k, s0k = score1.transpose(1, 0, 2)[None], score0.transpose(1, 0, 2)[None]  # (1, nodes, items, slots)
-    s1t, s0t = score1.transpose(0, 2, 1), score0.transpose(0, 2, 1)  # (items, slots, nodes)
-    full = np.empty((n, ns, n * ns))
-    chunk = max(1, int(4e6 // (k * x.shape[1])))  # about 32 MB of products per chunk of items j
-    for lo in range(0, n, chunk):
-        sl = slice(lo, min(lo + chunk, n))
-        ones = ((data.y1[sl][:, None, :] * post.T[None]).reshape(-1, post.shape[0]) @ x).reshape(-1, k, x.shape[1])
-        zeros = (wx[None] - ones) if data.complete else \
-            ((data.y0[sl][:, None, :] * post.T[None]).reshape(-1, post.shape[0]) @ x).reshape(-1, k, x.shape[1])
-        bracket = []
-        for prod in (ones, zeros):  # sum_m y_jm W_mk [y1_mi, y0_mi, ubar_mi] for y_j = y1_j, y0_j
-            t1, t0, cen = prod[..., :n, None], prod[..., n:2 * n, None], prod[..., 2 * n:].reshape(*prod.shape[:2], n, ns)
-            bracket.append((t1 * s1k + t0 * s0k - cen).reshape(*prod.shape[:2], n * ns))
-        full[sl] = s1t[sl] @ bracket[0] + s0t[sl] @ bracket[1]
-    return full
-
-
-def _covariance(lay: _Layout, data: _Data, par: _Par, post: np.ndarray) -> np.ndarray | None:
-    """Inverse observed information (minus the exact Hessian, :func:`_hessian`)."""
-    chol, fail = lapack.dpotrf(-_hessian(lay, data, par, post), lower=True)
-    if fail == 0:
-        inv, fail = lapack.dpotri(chol, lower=True)  # the inverse from the Cholesky factor, lower triangle
-    if fail != 0:
-        warnings.warn("observed information is not positive definite at the estimates (weakly identified "
-                      "parameters); standard errors set to NaN", RuntimeWarning, stacklevel=3)
-        return None
-    return np.tril(inv) + np.tril(inv, -1).T
-
-
-def _map_theta(data: _Data, par: _Par, mu: float, sd: float, start: np.ndarray):
-    """MAP abilities by Fisher scoring with step halving, vectorized over the models not yet
-    converged; SE = 1 / sqrt(test information + 1 / sd^2)."""
-    def terms(th, y1, y0):
-        p, q, dp = _dp(par, th)
-        dth = dp[:, :, 1] * par.a[:, None]
-        grad = ((y1 / p - y0 / q) * dth).sum(0) - (th - mu) / sd**2
-        return grad, ((y1 + y0) * dth**2 / (p * q)).sum(0) + sd**-2.0
-
-    def logpost(th, y1, y0):
-        lp, lq = _log_pq(par, th)
-        return (y1 * lp + y0 * lq).sum(0) - 0.5 * ((th - mu) / sd) ** 2
-
-    th, act = start.copy(), np.arange(start.size)
-    for _ in range(100):
-        y1, y0, x = data.y1[:, act], data.y0[:, act], th[act]
-        cur = logpost(x, y1, y0)
-        grad, info = terms(x, y1, y0)
-        step, t = np.clip(grad / info, -2, 2), np.ones_like(x)
-        for _ in range(30):
-            bad = ~(logpost(x + t * step, y1, y0) >= cur - 1e-13 * (1 + np.abs(cur)))
-            if not bad.any():
-                break
-            t = np.where(bad, t / 2, t)
-        t = np.where(bad, 0.0, t)
-        th[act] = x + t * step
-        act = act[np.abs(t * step) > 1e-8]
-        if act.size == 0:
-            break
-    return th, 1 / np.sqrt(terms(th, data.y1, data.y0)[1])
-
-
-def _layout(spec: IRTSpec, priors: bool) -> _Layout:
+def _layout(spec: IRTSpec, priors: bool) -> ParameterLayout:
     active = {k: v for k, v in spec.priors.items() if k != "theta" and (priors or k in ("guessing", "slip"))}
-    return _Layout(spec.discrimination_structure, spec.has_guessing, spec.has_slip,
+    return ParameterLayout(spec.discrimination_structure, spec.has_guessing, spec.has_slip,
                    "discrimination" in active, active)
 
 
-def _start(lay: _Layout, spec: IRTSpec, data: _Data, mu: float, sd: float) -> _Par:
+def _start(lay: ParameterLayout, spec: IRTSpec, data: ResponsePatterns, mu: float, sd: float) -> ItemParameters:
     """Starting values: a = 1 (or the fixed value), d from p-values, asymptotes at their prior
     means but at most half the way from the p-value to the bound (an item answered at about the
     guessing rate starts as a flat curve, not as a step that only the best models climb: from
@@ -520,10 +202,10 @@ def _start(lay: _Layout, spec: IRTSpec, data: _Data, mu: float, sd: float) -> _P
     a = np.full(n, spec.discrimination_value if lay.structure == "fixed" else 1.0)
     pv = np.clip((pv - c) / (1 - c - s), 0.02, 0.98)
     d = logit(pv) * np.sqrt(1 + (a * sd) ** 2 / 2.9) - a * mu
-    return _Par(a, d, c, s)
+    return ItemParameters(a, d, c, s)
 
 
-def _warm_start(lay: _Layout, spec: IRTSpec, start: MMLResult, da: xr.DataArray) -> _Par:
+def _warm_start(lay: ParameterLayout, spec: IRTSpec, start: MMLResult, da: xr.DataArray) -> ItemParameters:
     """Starting values from another fit of the same items (see ``fit_mml(start=...)``)."""
     if not isinstance(start, MMLResult) or not np.array_equal(start.items["item"].values, da["item"].values):
         raise BayesIRTError("start must be an MMLResult fitted to the same items, in the same order")
@@ -534,7 +216,7 @@ def _warm_start(lay: _Layout, spec: IRTSpec, start: MMLResult, da: xr.DataArray)
         a = np.full(n, np.exp(np.mean(np.log(a))))
     asym = [np.where(np.isfinite(v) & (v > 0), v, 0.01) if on else np.zeros(n)
             for v, on in ((values["guessing"], lay.guessing), (values["slip"], lay.slip))]
-    return _Par(np.asarray(a, dtype=float).copy(), values["intercept"].copy(), *asym)
+    return ItemParameters(np.asarray(a, dtype=float).copy(), values["intercept"].copy(), *asym)
 
 
 def _resolve_spec(spec: Any) -> IRTSpec:
@@ -550,15 +232,15 @@ def _resolve_spec(spec: Any) -> IRTSpec:
     return spec
 
 
-def _em(lay: _Layout, data: _Data, par: _Par, max_iter: int, tol: float, ll_tol: float):
+def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float):
     """EM iterations from ``par``; traces start with the initial values."""
-    ll, post = _estep(data, par)
+    ll, post = e_step(data, par)
     lls, objs = [ll], [ll + _log_prior(lay, par)]
     for it in range(1, max_iter + 1):
-        new = _mstep(lay, par, *_counts(data, post), data.nodes)
+        new = _mstep(lay, par, *expected_counts(data, post), data.nodes)
         change = float(np.abs(np.stack(new) - np.stack(par)).max())
         par = new
-        ll, post = _estep(data, par)
+        ll, post = e_step(data, par)
         lls.append(ll)
         objs.append(ll + _log_prior(lay, par))
         if change < tol or abs(objs[-1] - objs[-2]) < ll_tol * abs(objs[-1]):
@@ -653,15 +335,15 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
     nodes, w = quadrature_grid(int(quadrature), mu, sd)
     pat, inv, count = np.unique(y, axis=1, return_inverse=True, return_counts=True)  # distinct patterns
     inv = inv.reshape(-1)
-    data = _Data((pat == 1).astype(float), (pat == 0).astype(float), count.astype(float), nodes, np.log(w),
+    data = ResponsePatterns((pat == 1).astype(float), (pat == 0).astype(float), count.astype(float), nodes, np.log(w),
                  bool((y != MISSING).all()))
     with blas_threads(threads):
         first = _start(lay, spec, data, mu, sd) if start is None else _warm_start(lay, spec, start, da)
         par, post, lls, objs, it, converged = _em(lay, data, first,
                                                   max_iter, tol, ll_tol)
-        cov = _covariance(lay, data, par, post) if se else None
-        eap, eap_sd = _eap(data, par, mu, sd)
-        th_map, th_se = _map_theta(data, par, mu, sd, eap)
+        cov = observed_covariance(lay, data, par, post) if se else None
+        eap, eap_sd = eap_abilities(data, par, mu, sd)
+        th_map, th_se = map_abilities(data, par, mu, sd, eap)
     ll = lls[-1]
     if not converged:
         warnings.warn(f"MML EM for spec {spec.name!r} hit the iteration cap max_iter={max_iter} without converging "
@@ -698,7 +380,7 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
                      covda, spec, attrs)
 
 
-def _item_table(lay: _Layout, par: _Par, cov, da: xr.DataArray):
+def _item_table(lay: ParameterLayout, par: ItemParameters, cov, da: xr.DataArray):
     """Parameter names and the item variables with standard errors."""
     n, ids = par.d.size, [str(i) for i in da["item"].values]
     slot_names = ("discrimination", "intercept", "guessing", "slip")

@@ -23,15 +23,14 @@ import xarray as xr
 
 from bayesirt.data.responses import validate_responses
 from bayesirt.errors import BayesIRTError
+from bayesirt.inference.methods import METHODS, SAMPLERS
 from bayesirt.utils.progress import progress_bar
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
 from bayesirt.models.mirt import align_signs, build_mirt
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 
-__all__ = ["fit", "sample_model", "METHODS", "SAMPLERS"]
+__all__ = ["fit", "sample_model"]
 
-METHODS = ("nuts", "advi", "fullrank_advi", "map")
-SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
 _JAX_SAMPLERS = ("numpyro", "blackjax")  # PyMC's JAX NUTS (pymc.sampling.jax): the optional extra bayesirt[jax]
 _XLA_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"  # what jax.monitoring reports per compilation
 _MAP_FTOL = 1e-14  # see sample_model's map_tolerance

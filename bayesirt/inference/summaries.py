@@ -9,7 +9,7 @@ import xarray as xr
 from scipy.stats import rankdata
 
 from bayesirt.data.responses import MISSING
-from bayesirt.safety.information import item_information
+from bayesirt.models.information import item_information
 from bayesirt.models.logistic import ITEM_PARAMETERS
 
 __all__ = ["item_table", "model_table", "posterior_ranks", "is_sampled", "DEFAULT_CI"]

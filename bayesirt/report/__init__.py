@@ -1,6 +1,11 @@
-"""Reports of bayesirt runs: Markdown, figures (PNG) and machine-readable summaries."""
+"""Reports of bayesirt runs: Markdown sections, figures (PNG) and the writers of output folders."""
 
-from bayesirt.report.figures import plot_ability_forest, plot_item_curves
-from bayesirt.report.markdown import fit_report, markdown_table
+from typing import TYPE_CHECKING
 
-__all__ = ["fit_report", "markdown_table", "plot_ability_forest", "plot_item_curves"]
+from bayesirt.utils.lazy import attach
+
+if TYPE_CHECKING:
+    from bayesirt.report.figures import plot_ability_forest, plot_item_curves
+    from bayesirt.report.markdown import fit_report, markdown_table
+
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -157,7 +157,7 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
     lines += ["## Folds", "", "Each audit half selects K (one-SE rule), learns the spectral directions, estimates "
               "residual family DIF and chooses the anchors; the opposite half's representatives are scored.", "",
               markdown_table(pd.DataFrame(fold_rows)), ""]
-    from bayesirt.audit.bayes_diagnostics import posterior_lines  # each posterior counterpart follows its section
+    from bayesirt.report.audit_posterior import posterior_lines  # each posterior counterpart follows its section
 
     if "within_family" in summary:
         lines += _within_section(summary["within_family"]) + posterior_lines(result, "specificity")

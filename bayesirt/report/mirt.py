@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import xarray as xr
 
-from bayesirt.models.mirt import loading_table
+from bayesirt.structure.loadings import loading_table
 from bayesirt.report.markdown import markdown_table
 
 __all__ = ["mirt_tables", "mirt_report"]

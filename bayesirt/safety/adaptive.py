@@ -23,7 +23,7 @@ import numpy as np
 from scipy.special import expit, logsumexp
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.safety.information import ItemBank, item_bank, item_information
+from bayesirt.models.information import ItemBank, item_bank, item_information
 
 __all__ = ["ability_grid", "Abilities", "quota_counts", "static_test", "grid_log_posterior", "score_test",
            "CATResult", "run_cat", "SELECTION_RULES", "ESTIMATORS"]

@@ -33,7 +33,7 @@ from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, 
 from bayesirt.data.responses import make_responses, validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
-from bayesirt.safety.information import item_bank
+from bayesirt.models.information import item_bank
 from bayesirt.utils.outputs import check_output, staged_output
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
@@ -319,15 +319,15 @@ def run_information_job(source, out, *, theta=None, spec: str = "2pl", max_draws
     """Information curves of a calibration, written to the folder ``out``.
 
     ``source`` is a fitted DataTree or a NetCDF file holding one (``posterior.nc`` of
-    ``bayesirt fit``: curves averaged over posterior draws, :func:`~bayesirt.safety.information.posterior_information`),
+    ``bayesirt fit``: curves averaged over posterior draws, :func:`~bayesirt.models.information.posterior_information`),
     an item-parameter Dataset (``discrimination``, ``intercept`` over ``item``), or response
     data (a Dataset, path or dataset name), which is calibrated by regularized MML with ``spec``
-    first (:func:`~bayesirt.safety.information.information_curves`).
+    first (:func:`~bayesirt.models.information.information_curves`).
 
     Writes ``information.nc``, ``information.csv`` (per theta: test information, SE and any
     per-group information), ``information.png`` and ``report.md``. Returns ``out``.
     """
-    from bayesirt.safety.information import information_curves, posterior_information
+    from bayesirt.models.information import information_curves, posterior_information
     from bayesirt.report.cat import information_report, plot_information
 
     check_output(out, force=force)

@@ -40,7 +40,7 @@ from scipy.special import expit
 from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
-from bayesirt.safety.information import ItemBank, item_bank
+from bayesirt.models.information import ItemBank, item_bank
 from bayesirt.models.logistic import response_probability
 from bayesirt.utils.progress import progress_bar
 

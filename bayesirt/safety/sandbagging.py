@@ -37,7 +37,7 @@ from bayesirt.safety.adaptive import score_test, static_test
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, recorded_warnings
 from bayesirt.safety.fingerprint import gap_at, resolvable_gap
-from bayesirt.safety.information import ItemBank
+from bayesirt.models.information import ItemBank
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 from bayesirt.safety.personfit import (
     STATISTICS, calibrate_cutoff, check_responses, item_parameters, lz_statistics, roc_auc, roc_curve,

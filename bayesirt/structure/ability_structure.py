@@ -22,7 +22,7 @@ import xarray as xr
 
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.structure.factor import (
-    FactorSolution, _check_n_factors, _check_positive_definite, _solve, correlation_matrix, factor_analysis,
+    FactorSolution, check_n_factors, check_positive_definite, factor_solution, correlation_matrix, factor_analysis,
     parallel_analysis,
 )
 from bayesirt.utils.parallel import blas_threads, spawn_seeds
@@ -156,11 +156,11 @@ def posterior_factor_analysis(ability_draws: xr.DataArray, target: FactorSolutio
         for i, x in enumerate(da.values):
             try:
                 r = np.corrcoef(x, rowvar=False) if np.isfinite(x).all() else correlation_matrix(x)[0].to_numpy()
-                _check_positive_definite(r)
+                check_positive_definite(r)
             except BayesIRTError:
                 advance()
                 continue
-            sol = _solve(r, k, target.rotation, target.gamma, target.fit.n_obs, target.variables)
+            sol = factor_solution(r, k, target.rotation, target.gamma, target.fit.n_obs, target.variables)
             loadings[i], perm, signs, congruence[i] = align_loadings(sol.loadings, target.loadings)
             phi[i], communality[i] = align_phi(sol.phi, perm, signs), sol.communalities
             indices[i] = sol.fit.rmsea, sol.fit.cfi, sol.fit.tli
@@ -188,7 +188,7 @@ def _check_factor_counts(n_factors, p: int) -> list[int]:
     counts = [n_factors] if isinstance(n_factors, (int, np.integer)) else list(n_factors)
     if not counts or len(set(counts)) != len(counts):
         _fail(f"n_factors must be distinct positive integers, e.g. (1, 2, 3); got {n_factors!r}")
-    return sorted(_check_n_factors(p, k) for k in counts)
+    return sorted(check_n_factors(p, k) for k in counts)
 
 
 def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *, n_factors=(1, 2, 3, 4),

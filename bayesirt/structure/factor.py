@@ -25,10 +25,11 @@ from scipy import optimize, stats
 
 from bayesirt.errors import BayesIRTError
 from bayesirt.utils.parallel import blas_threads
-from bayesirt.structure.rotation import ROTATIONS, _reflect, _rotate_one
+from bayesirt.structure.rotation import ROTATIONS, reflect, rotate_one
 
 __all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "ParallelAnalysis",
-           "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis"]
+           "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis",
+           "check_n_factors", "check_positive_definite", "factor_solution"]
 
 PSI_BOUNDS = (0.005, 1.0)  # psych::fa and factor_analyzer bound the uniquenesses to this interval
 _PD_TOL = 1e-10
@@ -89,11 +90,11 @@ def correlation_matrix(data) -> tuple[pd.DataFrame, int]:
         i, j = np.argwhere(corr.isna().to_numpy())[0]
         _fail(f"the correlation of {corr.index[i]!r} and {corr.columns[j]!r} is undefined (no variation among "
               "their shared models); drop one of them or use models observed on both")
-    _check_positive_definite(corr.to_numpy())
+    check_positive_definite(corr.to_numpy())
     return corr, n_obs
 
 
-def _check_positive_definite(corr: np.ndarray) -> None:
+def check_positive_definite(corr: np.ndarray) -> None:
     smallest = float(np.linalg.eigvalsh(corr)[0])
     if smallest <= _PD_TOL:
         _fail(f"the correlation matrix is not positive definite (smallest eigenvalue {smallest:.3g}); use models "
@@ -107,7 +108,7 @@ def _as_correlation(corr) -> np.ndarray:
     if not (np.isfinite(r).all() and np.allclose(r, r.T, atol=1e-8) and np.allclose(np.diag(r), 1, atol=1e-8)):
         _fail("the correlation matrix must be finite and symmetric with unit diagonal; convert a covariance "
               "matrix with cov / outer(sd, sd)")
-    _check_positive_definite(r)
+    check_positive_definite(r)
     return (r + r.T) / 2
 
 
@@ -121,7 +122,7 @@ def _dof(p: int, k: int) -> int:
     return ((p - k) ** 2 - (p + k)) // 2
 
 
-def _check_n_factors(p: int, k) -> int:
+def check_n_factors(p: int, k) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         _fail(f"n_factors must be a positive integer; got {k!r}")
     if _dof(p, int(k)) < 0:
@@ -147,7 +148,7 @@ def _minres(r: np.ndarray, k: int) -> tuple[np.ndarray, bool]:
     res = optimize.minimize(objective, start, jac=True, method="L-BFGS-B", bounds=[PSI_BOUNDS] * r.shape[0],
                             options={"maxiter": 10_000, "ftol": 1e-15, "gtol": 1e-10})
     loadings = _top_loadings(r - np.diag(res.x), k)
-    return loadings * _reflect(loadings), bool(res.success)
+    return loadings * reflect(loadings), bool(res.success)
 
 
 def minres(corr, n_factors: int) -> tuple[np.ndarray, bool]:
@@ -176,7 +177,7 @@ def minres(corr, n_factors: int) -> tuple[np.ndarray, bool]:
     converged : bool
     """
     r = _as_correlation(corr)
-    k = _check_n_factors(r.shape[0], n_factors)
+    k = check_n_factors(r.shape[0], n_factors)
     with blas_threads(1):
         return _minres(r, k)
 
@@ -266,7 +267,7 @@ def fit_indices(corr, loadings, phi=None, *, n_obs: int) -> FitIndices:
     lam = np.asarray(loadings, dtype=float)
     if lam.ndim != 2 or lam.shape[0] != r.shape[0]:
         _fail(f"loadings have shape {lam.shape} but the correlation matrix has {r.shape[0]} variables; pass (p, k)")
-    _check_n_factors(r.shape[0], lam.shape[1])
+    check_n_factors(r.shape[0], lam.shape[1])
     phi = np.eye(lam.shape[1]) if phi is None else np.asarray(phi, dtype=float)
     return _fit(r, lam, phi, _check_n_obs(n_obs, r.shape[0]))
 
@@ -301,9 +302,9 @@ class FactorSolution:
         return bool(np.any(self.uniquenesses <= PSI_BOUNDS[0] + 1e-8))
 
 
-def _solve(r, k, rotation, gamma, n, variables) -> FactorSolution:
+def factor_solution(r, k, rotation, gamma, n, variables) -> FactorSolution:
     unrotated, ok = _minres(r, k)
-    rot = _rotate_one(unrotated, rotation, gamma, rotation == "varimax", 1e-8, 10_000)
+    rot = rotate_one(unrotated, rotation, gamma, rotation == "varimax", 1e-8, 10_000)
     h2 = np.sum(unrotated ** 2, axis=1)
     return FactorSolution(tuple(variables), k, rotation, gamma, rot[0], rot[1], rot[2], unrotated, h2, 1.0 - h2,
                           _fit(r, unrotated, np.eye(k), n), ok and bool(rot[3]))
@@ -347,9 +348,9 @@ def factor_analysis(x, n_factors: int, *, correlation: bool = False, n_obs: int 
     if rotation not in ROTATIONS:
         _fail(f"The 'rotation' parameter of factor_analysis must be one of {set(ROTATIONS)}. Got {rotation!r} instead.")
     r, n, labels = _prepare(x, correlation, n_obs)
-    k = _check_n_factors(len(r), n_factors)
+    k = check_n_factors(len(r), n_factors)
     with blas_threads(1):
-        return _solve(r, k, rotation, float(gamma), n, labels)
+        return factor_solution(r, k, rotation, float(gamma), n, labels)
 
 
 @dataclass(frozen=True)

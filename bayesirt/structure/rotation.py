@@ -21,7 +21,8 @@ from scipy import optimize
 from bayesirt.errors import BayesIRTError
 from bayesirt.utils.parallel import blas_threads
 
-__all__ = ["ROTATIONS", "Rotation", "rotate", "tucker_congruence", "align_loadings", "align_phi"]
+__all__ = ["ROTATIONS", "Rotation", "rotate", "tucker_congruence", "align_loadings", "align_phi",
+           "reflect", "rotate_one"]
 
 ROTATIONS = ("oblimin", "varimax", "none")
 _GPA_STALL = 1e-6  # gradient norm accepted when rounding stops the line search (GPArotation: 1e-5)
@@ -31,7 +32,7 @@ def _fail(message: str) -> NoReturn:
     raise BayesIRTError(message)
 
 
-def _reflect(loadings: np.ndarray) -> np.ndarray:
+def reflect(loadings: np.ndarray) -> np.ndarray:
     """Signs (+1/-1) that make each column sum to a non-negative number (psych's convention)."""
     signs = np.sign(loadings.sum(axis=0))
     return np.where(signs == 0, 1.0, signs)
@@ -98,7 +99,7 @@ def _gpa(a: np.ndarray, criterion, gamma: float, oblique: bool, tol: float, max_
     return (np.linalg.inv(t).T if oblique else t), converged
 
 
-def _rotate_one(a, method, gamma, normalize, tol, max_iter):
+def rotate_one(a, method, gamma, normalize, tol, max_iter):
     k = a.shape[1]
     if method == "none" or k == 1:
         matrix, converged = np.eye(k), True
@@ -108,7 +109,7 @@ def _rotate_one(a, method, gamma, normalize, tol, max_iter):
         criterion = _oblimin if method == "oblimin" else _varimax
         matrix, converged = _gpa(a / weights, criterion, gamma, method == "oblimin", tol, max_iter)
     loadings = a @ matrix
-    signs = _reflect(loadings)
+    signs = reflect(loadings)
     order = np.argsort(-np.sum(loadings ** 2, axis=0), kind="stable")
     matrix = (matrix * signs)[:, order]
     inverse = np.linalg.inv(matrix)
@@ -164,7 +165,7 @@ def rotate(loadings, method: str = "oblimin", *, gamma: float = 0.0, normalize: 
         _fail(f"loadings must be a finite array of shape (..., n_items >= 2, n_factors >= 1); got shape {a.shape}")
     normalize = (method == "varimax") if normalize is None else bool(normalize)
     with blas_threads(1):
-        parts = [_rotate_one(m, method, float(gamma), normalize, tol, max_iter) for m in a.reshape(-1, *a.shape[-2:])]
+        parts = [rotate_one(m, method, float(gamma), normalize, tol, max_iter) for m in a.reshape(-1, *a.shape[-2:])]
     lead, k = a.shape[:-2], a.shape[-1]
     return Rotation(*(np.stack([p[i] for p in parts]).reshape(lead + shape)
                       for i, shape in enumerate([a.shape[-2:], (k, k), (k, k), ()])))

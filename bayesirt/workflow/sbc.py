@@ -47,7 +47,7 @@ from bayesirt.errors import BayesIRTError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 from bayesirt.models.specs import IRTSpec, load_spec
 
-__all__ = ["simulation_based_calibration", "rank_statistics", "uniformity_test", "SBCResult", "run_sbc_job",
+__all__ = ["simulation_based_calibration", "rank_statistics", "uniformity_test", "SBCResult",
            "SBC_METHODS", "DEFAULT_BINS", "FAMILIES"]
 
 SBC_METHODS = ("nuts", "advi", "fullrank_advi")
@@ -384,25 +384,3 @@ def simulation_based_calibration(
     )
     tests = pd.DataFrame([{"family": name, **uniformity_test(ranks[name].values, n_draws, bins)} for name in families])
     return SBCResult(ranks, tests)
-
-
-def run_sbc_job(model, out, *, design: str = "100x40", force: bool = False, progress: bool = True,
-                **options) -> Path:
-    """Run :func:`simulation_based_calibration` and write ``out``: sbc.nc (ranks and per-replicate
-    diagnostics), sbc_tests.csv, sbc_diagnostics.csv, rank_histograms.png and report.md."""
-    from bayesirt.cli.analyses import parse_design
-    from bayesirt.utils.outputs import check_output, staged_output
-    from bayesirt.report.sbc import plot_rank_histograms, sbc_section
-
-    check_output(out, force=force)
-    spec = model if isinstance(model, IRTSpec) else load_spec(model)
-    shape = parse_design(design) if isinstance(design, str) else design
-    result = simulation_based_calibration(spec, shape, progress=progress, **options)
-    with staged_output(out, force=force) as folder:
-        result.ranks.to_netcdf(folder / "sbc.nc", engine="h5netcdf")
-        result.tests.to_csv(folder / "sbc_tests.csv", index=False)
-        result.diagnostics.to_csv(folder / "sbc_diagnostics.csv", index=False)
-        figure = plot_rank_histograms(result, folder / "rank_histograms.png").name
-        lines = [f"# Simulation-based calibration: {spec.title}", ""] + sbc_section(result, figure)
-        (folder / "report.md").write_text("\n".join(lines))
-    return Path(out)

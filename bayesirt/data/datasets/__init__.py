@@ -139,14 +139,15 @@ def load_dataset(name: str) -> xr.Dataset:
     DataError
         Unknown name (the message lists the available ones).
     """
-    from bayesirt.data.io import _reading, _wide_parts
+    from bayesirt.data.files import reading
+    from bayesirt.data.wide import wide_parts
     from bayesirt.data.responses import make_responses
 
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; available datasets: {', '.join(DATASETS)}")
     info = DATASETS[name]
-    with as_file(files(__name__) / info.file) as path, _reading(path):
-        values, row_ids, cols, _ = _wide_parts(path, info.orientation, "auto")
+    with as_file(files(__name__) / info.file) as path, reading(path):
+        values, row_ids, cols, _ = wide_parts(path, info.orientation, "auto")
     n_rows = values.shape[0]
     row_ids = np.array([str(i) for i in range(n_rows)] if row_ids is None else row_ids, dtype=str)
     cols = np.asarray(cols, dtype=str)

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit
 
-from bayesirt.data.populations import FAMILIES
+from bayesirt.data.families import FAMILIES
 from bayesirt.data.responses import MISSING, make_responses
 from bayesirt.errors import DataError
 

@@ -1,0 +1,97 @@
+"""The model-comparison job (``bayesirt compare``): several specs or MIRT dimensions fitted and
+compared by cross-validated elpd, in one output folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import xarray as xr
+
+from bayesirt.data import load
+from bayesirt.errors import SpecError
+from bayesirt.inference.fitting import fit
+from bayesirt.models.specs import MIRTSpec, load_spec
+from bayesirt.utils.outputs import check_output, staged_output
+
+__all__ = ["run_compare_job"]
+
+
+def _comparison_specs(models, dims, mirt_spec) -> dict:
+    if (models is None) == (dims is None):
+        raise SpecError("compare needs exactly one of --models (e.g. rasch,2pl,3pl) or --dims (e.g. 1,2,3,4)")
+    if models is not None:
+        specs = {str(m): load_spec(m) for m in models}
+    else:
+        base = mirt_spec if isinstance(mirt_spec, MIRTSpec) else load_spec(mirt_spec)
+        if not isinstance(base, MIRTSpec):
+            raise SpecError(f"--dims needs an exploratory MIRT spec (e.g. mirt); {base.name!r} is not one")
+        specs = {f"{d}d": base.with_dimensions(int(d)) for d in dims}
+    if len(specs) < 2:
+        raise SpecError("a comparison needs at least two specs or dimensions; give two or more")
+    return specs
+
+
+def run_compare_job(data, out, *, models=None, dims=None, mirt_spec="mirt", unit: str = "model", kfold: str = "auto",
+                    folds: int = 5, kfold_trigger: float = 0.05, rotation: str | None = None, force: bool = False,
+                    progress: bool = True, workers: int | None = None, scheduler: str | None = None,
+                    **fit_options) -> Path:
+    """Fit several specs (or MIRT dimensions) and compare them by cross-validated elpd.
+
+    ``unit="model"``: leave-one-model-out PSIS-LOO with abilities integrated out; when more than
+    ``kfold_trigger`` of the models have Pareto k above ArviZ's threshold for any spec (``kfold=
+    "auto"``), or ``kfold="always"``, every spec is scored instead by exact ``folds``-fold
+    cross-validation by model on the same folds (paired differences). ``unit="cell"``: PSIS-LOO
+    over single responses. Writes ``compare.csv``, ``compare.png``, ``elpd.nc`` (pointwise elpd and
+    Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
+    """
+    from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
+    from bayesirt.structure.loadings import loading_table
+    from bayesirt.report.compare import comparison_report, plot_comparison
+
+    check_output(out, force=force)
+    if unit not in UNITS or kfold not in KFOLD_MODES:
+        raise SpecError(f"unit must be one of {list(UNITS)} and kfold one of {list(KFOLD_MODES)}; "
+                        f"got unit={unit!r}, kfold={kfold!r}")
+    if not 0 <= kfold_trigger <= 1:
+        raise SpecError(f"kfold_trigger is a fraction of models in [0, 1]; got {kfold_trigger!r}")
+    specs = _comparison_specs(models, dims, mirt_spec)
+    responses = data if isinstance(data, xr.Dataset) else load(data)
+    seed = int(fit_options.get("seed", 0))
+    trees, results, notes = {}, {}, []
+    for label, spec in specs.items():
+        trees[label] = fit(responses, spec, progress=progress, **fit_options)
+        results[label] = (loo_models if unit == "model" else loo_cells)(trees[label], progress=progress)
+        bad = int((results[label].pareto_k > results[label].good_k).sum())
+        notes.append(f"{label}: {bad} of {results[label].n_data_points} {unit}s with Pareto k > "
+                     f"{results[label].good_k:.2f}")
+    flagged = {lab: float((r.pareto_k > r.good_k).mean()) for lab, r in results.items()}
+    if unit == "model" and (kfold == "always" or (kfold == "auto" and max(flagged.values()) > kfold_trigger)):
+        why = "on request" if kfold == "always" else (f"because Pareto k flagged more than {kfold_trigger:.0%} of "
+                                                     f"the models (worst: {max(flagged.values()):.0%})")
+        notes.append(f"elpd from exact {folds}-fold cross-validation by model {why}; same folds for every spec")
+        results = {lab: kfold_models(responses, specs[lab], folds=folds, seed=seed, full_fit=trees[lab],
+                                     workers=workers, scheduler=scheduler, progress=progress, **fit_options)
+                   for lab in specs}
+    table = compare_table(results)
+    with staged_output(out, force=force) as folder:
+        table.to_csv(folder / "compare.csv")
+        pointwise = elpd_dataset(results)
+        pointwise.to_netcdf(folder / "elpd.nc", engine="h5netcdf")
+        figure = plot_comparison(table, folder / "compare.png", unit=unit).name
+        loadings = {}
+        for label, spec in specs.items():
+            if spec.kind == "mirt":
+                loadings[label] = f"loadings_{label}.csv"
+                loading_table(trees[label], rotation=rotation).to_csv(folder / loadings[label], index=False)
+        settings = {"unit": unit, "kfold": kfold, "folds": folds, "kfold_trigger": kfold_trigger,
+                    "rotation": rotation, **fit_options}
+        summary = {"data": responses.attrs.get("name", ""), "specs": {lab: s.name for lab, s in specs.items()},
+                   "table": json.loads(table.reset_index().to_json(orient="records")), "notes": notes,
+                   "settings": settings,
+                   "timings": {lab: json.loads(t.attrs["bayesirt_timings"]) for lab, t in trees.items()}}
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+        (folder / "report.md").write_text(comparison_report(
+            table, data_name=responses.attrs.get("name", "responses"), unit=unit, settings=settings, notes=notes,
+            figure=figure, loadings=loadings))
+    return Path(out)

@@ -1,0 +1,119 @@
+"""Long tables: one row per (model, item) with a 0/1 ``correct`` column, from CSV/TSV/TXT or Parquet."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, reading
+from bayesirt.data.responses import make_responses
+from bayesirt.errors import DataError
+
+__all__ = ["read_long", "has_long_header"]
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    if suffix in TEXT_SUFFIXES:
+        check_text(path)
+        sep = TEXT_SUFFIXES[suffix]
+        engine = None if sep else "python"
+        return pd.read_csv(path, sep=sep, engine=engine, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    raise DataError(f"unsupported long-format file {path.name!r}; use .csv, .tsv, .txt, .parquet or .pq")
+
+
+def _per_key(df: pd.DataFrame, key: str, col: str, order: pd.Index) -> np.ndarray:
+    """One value of ``col`` per ``key`` (in ``order``); DataError if it varies within a key."""
+    n = df.groupby(key, sort=False)[col].nunique(dropna=False)
+    if (n > 1).any():
+        bad = n.index[n > 1][0]
+        raise DataError(f"column {col!r} varies within {key} {bad!r}; give each {key} a single {col}")
+    return df.groupby(key, sort=False)[col].first().reindex(order).to_numpy()
+
+
+def read_long(
+    path: str | os.PathLike[str],
+    *,
+    model: str = "model",
+    item: str = "item",
+    correct: str = "correct",
+    drop_empty: bool = False,
+) -> xr.Dataset:
+    """Read long-format responses: one row per (model, item) with a 0/1 ``correct`` column.
+
+    Combinations absent from the file are missing cells; a row whose ``correct`` is empty is
+    missing too. Optional columns ``item_group`` (per item) and ``family``, ``owner`` (per
+    model) are used when present and must be constant within their item / model. Items and
+    models are ordered by first appearance.
+
+    Parameters
+    ----------
+    path : path-like
+        ``.csv``/``.tsv``/``.txt`` or ``.parquet``/``.pq``.
+    model, item, correct : str
+        Names of the model-id, item-id and correctness columns.
+    drop_empty : bool
+        As in :func:`read_wide_csv`.
+
+    Returns
+    -------
+    xarray.Dataset
+        A response Dataset with attrs ``name`` (file stem) and ``source`` (the path).
+    """
+    p = existing(path)
+    with reading(p):
+        df = _read_table(p)
+        absent = [c for c in (model, item, correct) if c not in df.columns]
+        if absent:
+            raise DataError(
+                f"long file lacks column(s) {absent} (has {list(df.columns)[:8]}); "
+                "pass model=, item=, correct= with the right column names"
+            )
+        for key in (model, item):
+            blank = df[key].isna() | (df[key].astype(str).str.strip() == "")
+            if blank.any():
+                row = int(np.flatnonzero(blank)[0]) + 1
+                raise DataError(f"column {key!r} has a blank id in data row {row}; fill it in")
+            df[key] = df[key].astype(str)
+        dup = df.duplicated([model, item])
+        if dup.any():
+            row = df[dup].iloc[0]
+            raise DataError(
+                f"duplicate rows for model {row[model]!r}, item {row[item]!r}; keep one response per (model, item)"
+            )
+        item_codes, items = pd.factorize(df[item], sort=False)
+        model_codes, models = pd.factorize(df[model], sort=False)
+        values = np.full((len(items), len(models)), None, dtype=object)
+        raw = df[correct].to_numpy(dtype=object)
+        if df[correct].dtype == object or pd.api.types.is_string_dtype(df[correct]):
+            words = {"true": 1, "false": 0}
+            raw = np.array(
+                [None if str(v).strip().lower() in NA_TOKENS else words.get(str(v).strip().lower(), v) for v in raw],
+                dtype=object,
+            )
+        values[item_codes, model_codes] = raw
+        meta: dict[str, Any] = {}
+        for col, key, order in (("item_group", item, items), ("family", model, models), ("owner", model, models)):
+            if col in df.columns:
+                meta[col] = _per_key(df, key, col, order)
+        ids = {"item_id": items.to_numpy(), "model_id": models.to_numpy()}
+        return make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty)
+
+
+def has_long_header(path: Path, kwargs: dict[str, Any]) -> bool:
+    """True if a text file should be read as long format."""
+    if {"model", "item", "correct"} & set(kwargs):
+        return True
+    check_text(path)
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        first = fh.readline()
+    sep = TEXT_SUFFIXES.get(path.suffix.lower()) or ("\t" if "\t" in first else ",")
+    cells = [c.strip().strip('"').lower() for c in first.rstrip("\r\n").split(sep)]
+    return len(cells) == 3 and set(cells) == {"model", "item", "correct"}
