@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from bayesirt.comparison import compare, loo_models, loo_cells, kfold_models
     from bayesirt.frequentist import fit_mml, pl_ladder, compare_estimates, split_half_retention
     from bayesirt.audit import AuditConfig, AuditResult, run_audit, write_audit
-    from bayesirt.safety import information_curves, static_test, run_cat, cat_study, person_fit, sandbagging_experiment, identify, run_safety_suite
+    from bayesirt.safety import information_curves, static_test, run_cat, person_fit, sandbagging_experiment, identify, run_safety_suite
+    from bayesirt.safety.cat_study import cat_study
     from bayesirt.structure import factor_analysis, parallel_analysis, ability_matrix, posterior_factor_analysis
     from bayesirt.cli import run_analysis
     from bayesirt.errors import BayesIRTError, DataError, SpecError, OutputError

@@ -144,5 +144,8 @@ def test_modules_stay_short_or_say_why():
 def test_every_public_name_resolves(package):
     module = importlib.import_module(package)
     assert module.__doc__, f"{package} has no docstring saying what it is for"
+    submodules = {m.rsplit(".", 1)[1] for m in MODULES if "." in m and m.rsplit(".", 1)[0] == package}
+    # a public name equal to a submodule's is replaced by the submodule once that is imported
+    assert not submodules & set(getattr(module, "__all__", [])), f"{package} exports names of its submodules"
     for name in getattr(module, "__all__", []):
         assert getattr(module, name) is not None

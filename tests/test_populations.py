@@ -101,6 +101,57 @@ def test_families_argument_and_user_labels():
     assert set(omitted.loc[omitted["family"] == "Phi", "status"]) == {"no family"}
 
 
+def labelled(labels: tuple[str, ...], n_owners: int = 4, **extra) -> xr.Dataset:
+    """One model per owner ``o1..`` and label, ids without any NT family pattern, labels supplied."""
+    models = {f"o{o}/model-{k}": 2 + (o + k) % 7 for o in range(1, n_owners + 1) for k in range(len(labels))}
+    family = [labels[k] for o in range(n_owners) for k in range(len(labels))]
+    return population(models, family=family, **extra)
+
+
+@pytest.mark.parametrize("labels", [("family_0", "family_1", "family_2"), ("qwen", "GPT", "Claude"),
+                                    ("DeepSeek", "Qwen", "gpt")])
+def test_supplied_labels_are_audited_as_given(labels):
+    pop = audit_population(labelled(labels), min_family_size=1)
+    assert (pop["status"] == "retained").all()
+    assert set(pop["family"]) == set(labels)  # case kept, none renamed
+    assert pop.groupby("fold")["family"].nunique().eq(len(labels)).all()
+
+
+def test_default_skips_other_and_ambiguous_and_small_labels():
+    ds = labelled(("qwen", "GPT", "other", "ambiguous", "tiny"))
+    family = ds["family"].values.copy()
+    family[np.isin(ds["model_id"].values, ["o2/model-4", "o3/model-4", "o4/model-4"])] = "other"  # 1 "tiny" left
+    pop = audit_population(ds.assign_coords(family=("model", family)), min_family_size=2)
+    status = pop.groupby("family")["status"].agg(set)
+    assert status["qwen"] == status["GPT"] == {"retained"}
+    assert status["other"] == {"no family"} and status["ambiguous"] == {"ambiguous family"}
+    assert status["tiny"] == {"family below minimum"}
+
+
+def test_explicit_families_restrict_and_unknown_labels_are_named():
+    ds = labelled(("qwen", "GPT", "Claude"))
+    pop = audit_population(ds, families=["qwen", "Claude"], min_family_size=1)
+    assert set(pop.loc[pop["status"] == "retained", "family"]) == {"qwen", "Claude"}
+    assert set(pop.loc[pop["family"] == "GPT", "status"]) == {"no family"}
+    with pytest.raises(DataError, match=r"^families lists 'Qwen', 'GPT4', which no model of the data has \(family labels "
+                                        r"present, with models: 'Claude' \(4\), 'GPT' \(4\), 'qwen' \(4\)\); .*case "
+                                        r"matters.*--derive-families"):
+        audit_population(ds, families=("Qwen", "GPT4"), min_family_size=1)
+
+
+def test_too_few_families_lists_every_label_with_its_counts():
+    ds = labelled(("family_0", "family_1", "family_2"), n_owners=3)
+    with pytest.raises(DataError, match=r"only 0 families left after exclusions \(family labels seen, models in the "
+                                        r"data / after the owner cap: family_0 3 / 3, family_1 3 / 3, family_2 3 / 3; "
+                                        r"kept: none; .*--min-family-size.*--families.*--derive-families"):
+        audit_population(ds)
+    with pytest.raises(DataError, match=r"family_0 3 / 3, family_1 3 \(not in families\), family_2 3 / 3; kept: none"):
+        audit_population(ds, families=("family_0", "family_2"), min_family_size=4)
+    many = labelled(tuple(f"L{k:02d}" for k in range(25)), n_owners=1)
+    with pytest.raises(DataError, match=r"L19 1 / 1, and 5 more labels; kept: none"):
+        audit_population(many, min_family_size=2)
+
+
 # ----------------------------------------------------------------------------- owner cap
 def caps_population() -> xr.Dataset:
     models = two_families(8) | {f"o1/Qwen-ckpt{k}": k for k in range(8)} | {f"o2/Llama-ckpt{k}": k for k in range(5)}
@@ -308,12 +359,17 @@ def test_fewer_than_two_families():
         audit_population(population(models), min_family_size=5, lineage_filter=True)
     message = str(info.value)
     assert "\n" not in message
-    assert message.startswith("only 1 family left after exclusions (kept: Qwen, 5 models; dropped: ")
+    assert message.startswith("only 1 family left after exclusions (family labels seen, models in the data / after "
+                              "the owner cap: Qwen 5 / 5, Llama 4 / 4, Phi 2 / 1, other 2 (not audited), Gemma 1 / 0; "
+                              "kept: Qwen, 5 models; dropped: ")
     assert "Llama, 4 models after the owner cap, below min_family_size=5" in message
     assert "Phi, 1 model after the owner cap, below min_family_size=5" in message
     assert "Gemma, all 1 model removed by the lineage filter" in message
-    assert "no models: Mistral/Mixtral; unused: 2 models without an audited family, 0 models ambiguous)" in message
-    assert message.endswith("lower min_family_size or add models of more families")
+    assert "Mistral" not in message  # only labels the data have
+    assert "unused: 2 models without an audited family, 0 models ambiguous)" in message
+    assert message.endswith("lower min_family_size (--min-family-size), name the labels to audit with families "
+                            "(--families), or, if the labels should come from the model ids, derive them by the NT "
+                            "C.1 rule (--derive-families), or add models of more families")
 
 
 def test_fewer_than_four_owners():

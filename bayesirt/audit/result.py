@@ -12,7 +12,6 @@ import xarray as xr
 
 from bayesirt.audit.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification
 from bayesirt.audit.spectral import DimensionSelection
-from bayesirt.data.families import FAMILIES
 from bayesirt.data.populations import POPULATION_SEED
 from bayesirt.errors import DataError
 
@@ -42,7 +41,10 @@ class AuditConfig:
 
     ``quick`` limits K to 32 and the controls to 199 (and the bootstrap to 199) for a fast look.
     ``families``, ``representative`` and ``lineage_filter`` select the population
-    (:func:`bayesirt.data.populations.audit_population`); ``fixed_k`` freezes K per audit fold
+    (:func:`bayesirt.data.populations.audit_population`): ``families=None`` (the default) audits
+    every family label of the data except ``"other"`` and ``"ambiguous"``, labels used as given; a
+    tuple of labels restricts the audit to them (``summary["families"]`` records the families
+    actually audited). ``fixed_k`` freezes K per audit fold
     instead of selecting it (the population perturbations of NT D.2). ``bootstrap = 0`` or
     ``owner_bootstrap = 0`` skips that bootstrap. ``adjustment`` is the ability adjustment:
     NT's spectral working model, "direct-mirt", the direct penalized joint MIRT of NT B.1
@@ -62,7 +64,7 @@ class AuditConfig:
 
     owner_cap: int = 5
     min_family_size: int = 20
-    families: tuple[str, ...] = FAMILIES
+    families: tuple[str, ...] | None = None
     representative: str = "median"
     lineage_filter: bool = False
     fixed_k: tuple[int, int] | None = None
@@ -84,6 +86,15 @@ class AuditConfig:
     sensitivity: bool = False
 
     def __post_init__(self):
+        if self.families is not None:
+            if isinstance(self.families, str) or not isinstance(self.families, (tuple, list)):
+                raise DataError("The 'families' parameter of AuditConfig must be None or a sequence of family labels "
+                                f"such as ('Qwen', 'Llama'). Got {self.families!r} instead.")
+            labels = tuple(self.families)
+            if not labels or len(set(labels)) != len(labels) or not all(isinstance(f, str) and f for f in labels):
+                raise DataError("The 'families' parameter of AuditConfig must be None or a non-empty sequence of "
+                                f"distinct, non-empty family labels. Got {self.families!r} instead.")
+            object.__setattr__(self, "families", labels)  # a tuple, so the config stays hashable
         for name, low in (("owner_cap", 1), ("min_family_size", 1), ("controls", 1), ("bootstrap", 0),
                           ("owner_bootstrap", 0), ("bayes_draws", 1), ("bayes_controls", 1)):
             value = getattr(self, name)

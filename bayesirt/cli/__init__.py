@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING
 from bayesirt.utils.lazy import attach
 
 if TYPE_CHECKING:
-    from bayesirt.cli.main import main
     from bayesirt.cli.analyses import load_analysis, run_analysis, run_fit_job
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -31,7 +31,7 @@ _OPTIONS = {  # per kind: its option table, and the types of its options
         "owner_cap": int, "min_family_size": int, "alpha": float, "epsilon": float, "controls": int,
         "bootstrap": int, "owner_bootstrap": int, "max_k": int, "population_seed": int, "seed": int, "quick": bool,
         "bayes": bool, "bayes_method": str, "bayes_draws": int, "bayes_prior": str, "sensitivity": bool,
-        "adjustment": str, "workers": int,
+        "adjustment": str, "workers": int, "families": list, "derive_families": bool,
     }),
     "safety": ("safety", {"steps": list, "information": dict, "cat": dict, "personfit": dict, "sandbag": dict,
                           "factors": dict}),
@@ -166,8 +166,9 @@ def run_analysis(path: str | Path, *, force: bool = False, progress: bool = True
                 sim["families"] = tuple(sim["families"])
             data, _ = simulate_dif_benchmark(**sim)
         workers = options.pop("workers", 1)
-        return run_audit_job(data, analysis["out"], config=AuditConfig(**options), workers=workers, force=force,
-                             progress=progress)
+        derive_families = options.pop("derive_families", False)  # families: AuditConfig keeps them as a tuple
+        return run_audit_job(data, analysis["out"], config=AuditConfig(**options), derive_families=derive_families,
+                             workers=workers, force=force, progress=progress)
     if analysis["kind"] == "safety":
         from bayesirt.safety.suite import SAFETY_STEPS, run_safety_suite
 

@@ -40,7 +40,8 @@ from bayesirt.inference.methods import METHODS, SAMPLERS
 __all__ = ["main"]
 
 
-_DATA_HELP = "a data file (wide/long CSV, Parquet, NPZ, NT folder, .nc) or an embedded dataset name"
+_DATA_HELP = ("a data file (wide/long CSV, Parquet, NPZ, NT folder, .nc), evaluation-harness output (lm-eval "
+              "--log_samples folder, Inspect AI .eval/.json logs, HELM runs) or an embedded dataset name")
 
 
 def _data_model(p: argparse.ArgumentParser) -> None:
@@ -63,6 +64,30 @@ def _output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _reader_options(p: argparse.ArgumentParser) -> None:
+    """How DATA is read: the score of evaluation-harness output, repeats, partial credit, empty rows."""
+    g = p.add_argument_group("reading DATA")
+    g.add_argument("--metric", help="lm-eval metric field or Inspect scorer [the first listed]")
+    g.add_argument("--stat", help="HELM per-instance stat [exact_match]")
+    g.add_argument("--filter", help="lm-eval filter, for tasks logged under several (e.g. strict-match)")
+    g.add_argument("--aggregate", choices=("mean", "majority", "first"),
+                   help="rule for repeated responses of one model to one item (epochs, reruns) [refuse repeats]")
+    g.add_argument("--binarize", type=float, metavar="T", help="score >= T counts as correct (partial credit, "
+                   "and the mean of repeats) [refuse partial credit]")
+    g.add_argument("--keep-empty", action="store_true",
+                   help="refuse models or items without responses instead of dropping them (they are listed)")
+
+
+def _read_data(args):
+    """DATA as a response Dataset, read with the reading options; None when the command has no DATA."""
+    from bayesirt.data import load
+
+    if getattr(args, "data", None) is None:
+        return None
+    given = {k: getattr(args, k) for k in ("metric", "stat", "filter", "aggregate", "binarize")}
+    return load(args.data, drop_empty=not args.keep_empty, **{k: v for k, v in given.items() if v is not None})
 
 
 def _names(text: str) -> list[str]:
@@ -165,6 +190,12 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("data", help=_DATA_HELP)
     au.add_argument("--models", help="CSV of model labels: model_id and family and/or owner (replaces derived ones)")
     au.add_argument("--items", help="CSV of item labels: item_id and item_group")
+    au.add_argument("--families", type=_names,
+                    help="comma-separated family labels to audit, as in the data (case matters), e.g. qwen,GPT "
+                         "[every label but other and ambiguous]")
+    au.add_argument("--derive-families", action="store_true",
+                    help="replace the data's family labels by the NT C.1 rule on the model ids (Qwen, Llama, Gemma, "
+                         "Mistral/Mixtral, Phi) before the audit")
     au.add_argument("--quick", action="store_true", help="a fast look: K <= 32, 199 controls and bootstraps")
     au.add_argument("--owner-cap", type=int, default=5, help="checkpoints kept per owner and family [5]")
     au.add_argument("--min-family-size", type=int, default=20, help="smallest family kept, after the cap [20]")
@@ -204,6 +235,10 @@ def _parser() -> argparse.ArgumentParser:
     ac.add_argument("left", help="output folder of `bayesirt audit` on the first benchmark")
     ac.add_argument("right", help="output folder of `bayesirt audit` on the second benchmark")
     ac.add_argument("--bootstrap", type=int, default=2000, help="owner-bootstrap replicates [2000]")
+    ac.add_argument("--families", type=_names,
+                    help="comma-separated family labels to compare, as the audits wrote them (case matters) [all]")
+    ac.add_argument("--derive-families", action="store_true",
+                    help="compare by the NT C.1 family labels of the model ids instead of the audits' labels")
     ac.add_argument("--seed", type=int, default=0, help="seed of the owner bootstrap [0]")
     _output(ac)
 
@@ -294,6 +329,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("analysis", help="path of the analysis spec")
     r.add_argument("--force", action="store_true", help="replace an existing output folder")
     r.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    for command in sub.choices.values():  # every command that reads DATA takes the reading options
+        if any(action.dest == "data" for action in command._actions):
+            _reader_options(command)
     return parser
 
 
@@ -322,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         from bayesirt.workflow import jobs as workflow_jobs
 
         progress = not args.no_progress
+        args.data = _read_data(args)
         match args.command:
             case "fit":
                 out = analyses.run_fit_job(args.data, args.model, args.out, force=args.force, ci=args.ci,
@@ -358,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                 from bayesirt.audit import AuditConfig, run_audit_job
 
                 config = AuditConfig(owner_cap=args.owner_cap, min_family_size=args.min_family_size, alpha=args.alpha,
+                                     families=tuple(args.families) if args.families else None,
                                      epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
                                      owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick,
                                      bayes=args.bayes, bayes_method=args.bayes_method,
@@ -366,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                                      sensitivity=args.sensitivity,
                                      adjustment=args.adjustment)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
+                                    derive_families=args.derive_families,
                                     matched=args.matched, perturbations=args.perturbations,
                                     profiles=args.profiles, workers=args.workers, scheduler=args.scheduler, force=args.force,
                                     progress=progress)
@@ -373,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                 from bayesirt.audit.common_models import run_common_models_job
 
                 out = run_common_models_job(args.left, args.right, args.out, replicates=args.bootstrap,
-                                            seed=args.seed, force=args.force)
+                                            seed=args.seed, families=args.families,
+                                            derive_families=args.derive_families, force=args.force)
             case "content-audit":
                 from bayesirt.audit.content import run_content_audit_job
 

@@ -17,6 +17,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data.files import TEXT_SUFFIXES, check_text, reading
+from bayesirt.data.harness import is_harness, read_harness
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
 from bayesirt.data.responses import validate_responses
@@ -26,7 +27,7 @@ from bayesirt.errors import DataError, OutputError
 __all__ = ["load", "save_responses", "attach_metadata"]
 
 
-_SUPPORTED = "a folder (responses.npy + models.csv), .csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npz, .nc"
+_SUPPORTED = "evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), .csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npz, .nc"
 
 
 _METADATA = {"model": ("model_id", ("family", "owner")), "item": ("item_id", ("item_group",))}
@@ -75,10 +76,12 @@ def attach_metadata(responses: xr.Dataset, path: str | os.PathLike[str], dim: st
     return responses.assign_coords({c: (dim, rows[c].to_numpy(dtype=str)) for c in supplied})
 
 
-def load(source: str | os.PathLike[str], **kwargs: Any) -> xr.Dataset:
+def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: Any) -> xr.Dataset:
     """Read response data from any supported source.
 
-    Dispatch: an existing folder -> :func:`read_nt_dir`; ``.npz`` -> :func:`read_nt_npz`;
+    Dispatch: evaluation-harness output (an lm-evaluation-harness ``--log_samples`` folder, Inspect AI
+    ``.eval``/``.json`` logs, HELM runs) -> :func:`bayesirt.data.harness.read_harness`; another
+    existing folder -> :func:`read_nt_dir`; ``.npz`` -> :func:`read_nt_npz`;
     ``.parquet``/``.pq`` -> :func:`read_long`; ``.csv``/``.tsv``/``.txt`` -> :func:`read_long`
     if the header is exactly ``model, item, correct`` (or long options are given), else
     :func:`read_wide_csv`; ``.nc`` -> a Dataset saved by :func:`save_responses` (re-validated);
@@ -88,8 +91,12 @@ def load(source: str | os.PathLike[str], **kwargs: Any) -> xr.Dataset:
     ----------
     source : str or path-like
         File, folder or embedded-dataset name.
+    drop_empty : bool
+        Drop items and models without a single observed response, listing their ids in the
+        Dataset's attrs ``dropped_items`` / ``dropped_models`` (default); ``False`` refuses such data.
     **kwargs
-        Options passed to the chosen reader (e.g. ``orientation=``, ``model=``).
+        Options passed to the chosen reader (e.g. ``orientation=``, ``model=``; for harness output
+        ``metric=``, ``stat=``, ``aggregate=``, ``binarize=``, ``filter=``).
 
     Raises
     ------
@@ -108,17 +115,19 @@ def load(source: str | os.PathLike[str], **kwargs: Any) -> xr.Dataset:
             f"no such file or embedded dataset: {str(source)!r}; "
             f"check the path (embedded datasets: {', '.join(DATASETS)})"
         )
+    if is_harness(p):
+        return read_harness(p, drop_empty=drop_empty, **kwargs)
     if p.is_dir():
-        return read_nt_dir(p, **kwargs)
+        return read_nt_dir(p, drop_empty=drop_empty, **kwargs)
     suffix = p.suffix.lower()
     if suffix == ".npz":
-        return read_nt_npz(p, **kwargs)
+        return read_nt_npz(p, drop_empty=drop_empty, **kwargs)
     if suffix in (".parquet", ".pq"):
-        return read_long(p, **kwargs)
+        return read_long(p, drop_empty=drop_empty, **kwargs)
     if suffix in TEXT_SUFFIXES:
         with reading(p):
             is_long = has_long_header(p, kwargs)
-        return read_long(p, **kwargs) if is_long else read_wide_csv(p, **kwargs)
+        return (read_long if is_long else read_wide_csv)(p, drop_empty=drop_empty, **kwargs)
     if suffix == ".nc":
         if kwargs:
             raise DataError(f"options {sorted(kwargs)} do not apply to a saved .nc response file; drop them")

@@ -3,7 +3,8 @@
 Families and owners come with the data or from the model ids (:mod:`bayesirt.data.families`).
 :func:`audit_population` turns a labelled response Dataset into the audit population: the
 exclusions, the owner x family cap, the owner-disjoint two-fold split and one ranking
-representative per owner x family.
+representative per owner x family. Family labels are used as given (any strings, case kept);
+by default every label present except ``OTHER`` and ``AMBIGUOUS`` is audited.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.families import AMBIGUOUS, FAMILIES
+from bayesirt.data.families import AMBIGUOUS, FAMILIES, OTHER
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 
@@ -31,6 +32,8 @@ LINEAGE_TERMS: tuple[str, ...] = (
 
 
 _REPRESENTATIVE_RULES = ("median", "lexicographic")
+_UNAUDITED = (OTHER, AMBIGUOUS)  # labels of the NT C.1 derivation that are never a family by default
+_LISTED_LABELS = 20  # labels shown in a message; the rest are counted
 _LINEAGE_PATTERN = "|".join(LINEAGE_TERMS)
 _TIE_TOL = 1e-12  # exact-tie tolerance for split costs and median distances
 
@@ -81,31 +84,74 @@ def _family_counts(family: np.ndarray, status: np.ndarray, family_set: list[str]
     return pd.Series(family[status == "retained"]).value_counts().reindex(family_set, fill_value=0)
 
 
-def _too_few_families(counts: pd.DataFrame, status: np.ndarray, min_family_size: int) -> DataError:
-    """The message when fewer than 2 families survive: each family's fate and model count.
+def _models(n: int) -> str:
+    return f"{n:,} model{'' if n == 1 else 's'}"
+
+
+def _label_counts(family: np.ndarray) -> pd.Series:
+    """Models per family label in the data, largest first (ties by label)."""
+    counts = pd.Series(family).value_counts()
+    return counts.iloc[np.lexsort((counts.index.to_numpy(dtype=str), -counts.to_numpy()))]
+
+
+def _listing(items: list[str], noun: str) -> str:
+    """At most ``_LISTED_LABELS`` items joined by ', ', the rest counted."""
+    shown = ", ".join(items[:_LISTED_LABELS])
+    rest = len(items) - _LISTED_LABELS
+    return shown + (f", and {rest:,} more {noun}" if rest > 0 else "")
+
+
+def _default_families(family: np.ndarray) -> list[str]:
+    """The audited labels by default: every label present but ``OTHER`` and ``AMBIGUOUS``; the NT
+    families first in the paper's order (so NT-labelled data give the order of the NT default),
+    then the others in order of first appearance."""
+    present = [f for f in pd.unique(family) if f not in _UNAUDITED]
+    return [f for f in FAMILIES if f in present] + [f for f in present if f not in FAMILIES]
+
+
+def _unknown_families(unknown: list[str], family: np.ndarray) -> DataError:
+    """The message when an explicit ``families`` names a label no model has."""
+    counts = _label_counts(family)
+    present = _listing([f"{f!r} ({n:,})" for f, n in counts.items()], "labels")
+    which = ", ".join(map(repr, unknown))
+    return DataError(
+        f"families lists {which}, which no model of the data has (family labels present, with models: {present}); "
+        "name labels from this list (case matters), leave families unset to audit every label, or derive the "
+        "labels from the model ids by the NT C.1 rule (--derive-families on the command line)"
+    )
+
+
+def _too_few_families(counts: pd.DataFrame, status: np.ndarray, family: np.ndarray, min_family_size: int) -> DataError:
+    """The message when fewer than 2 families survive: every label seen with its model counts, each
+    audited family's fate, and what to change.
 
     ``counts`` has one row per audited family and columns ``data`` (models with that label),
     ``lineage`` (left after the lineage filter) and ``capped`` (left after the owner cap).
     """
-
-    def models(n: int) -> str:
-        return f"{n} model{'' if n == 1 else 's'}"
-
     kept = counts.index[counts["capped"] >= min_family_size]
     dropped = [
-        f"{f}, all {models(row.data)} removed by the lineage filter"
+        f"{f}, all {_models(row.data)} removed by the lineage filter"
         if row.lineage == 0
-        else f"{f}, {models(row.capped)} after the owner cap, below min_family_size={min_family_size}"
+        else f"{f}, {_models(row.capped)} after the owner cap, below min_family_size={min_family_size}"
         for f, row in counts[(counts["data"] > 0) & (counts["capped"] < min_family_size)].iterrows()
     ]
-    absent = counts.index[counts["data"] == 0]
+    seen = []
+    for f, n in _label_counts(family).items():
+        if f in counts.index:
+            seen.append(f"{f} {n:,} / {counts.at[f, 'capped']:,}")
+        else:
+            why = "not audited" if f in _UNAUDITED else "not in families"
+            seen.append(f"{f} {n:,} ({why})")
     return DataError(
         f"only {len(kept)} famil{'y' if len(kept) == 1 else 'ies'} left after exclusions "
-        f"(kept: {'; '.join(f'{f}, {models(counts.at[f, "capped"])}' for f in kept) or 'none'}; "
-        f"dropped: {'; '.join(dropped) or 'none'}; no models: {', '.join(absent) or 'none'}; "
-        f"unused: {models(np.sum(status == 'no family'))} without an audited family, "
-        f"{models(np.sum(status == 'ambiguous family'))} ambiguous); "
-        "the audit compares at least 2 families: lower min_family_size or add models of more families"
+        f"(family labels seen, models in the data / after the owner cap: {_listing(seen, 'labels') or 'none'}; "
+        f"kept: {'; '.join(f'{f}, {_models(counts.at[f, "capped"])}' for f in kept) or 'none'}; "
+        f"dropped: {'; '.join(dropped) or 'none'}; "
+        f"unused: {_models(np.sum(status == 'no family'))} without an audited family, "
+        f"{_models(np.sum(status == 'ambiguous family'))} ambiguous); "
+        "the audit compares at least 2 families: lower min_family_size (--min-family-size), name the labels "
+        "to audit with families (--families), or, if the labels should come from the model ids, derive them "
+        "by the NT C.1 rule (--derive-families), or add models of more families"
     )
 
 
@@ -178,14 +224,14 @@ def audit_population(
     seed: int = POPULATION_SEED,
     lineage_filter: bool = False,
     representative: str = "median",
-    families: Sequence[str] = FAMILIES,
+    families: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Build the audit population of NT App. C.1: exclusions, cap, owner-disjoint folds, representatives.
 
     Steps, in order (a model's ``status`` is the first exclusion it meets):
 
     1. ``"ambiguous family"``: family label ``AMBIGUOUS``; ``"no family"``: any other label not
-       in ``families`` (``OTHER`` in particular).
+       audited (``OTHER`` in particular, and, with an explicit ``families``, every label not in it).
     2. ``"lineage filter"`` (only with ``lineage_filter=True``, NT D.2 item 4): the model id
        contains, case-insensitively, one of ``LINEAGE_TERMS``.
     3. ``"over owner cap"``: an owner with more than ``owner_cap`` remaining checkpoints in one
@@ -232,9 +278,14 @@ def audit_population(
         Apply the conservative lineage filter (NT D.2 item 4). Default False.
     representative : {"median", "lexicographic"}
         Representative rule. Default ``"median"`` (NT 3.1).
-    families : sequence of str
-        Family labels audited. Default ``FAMILIES`` (NT C.1); pass other labels for
-        user-supplied families, or a subset to omit a family (NT D.2 item 5).
+    families : sequence of str, optional
+        Family labels audited, exactly as they appear in the Dataset's ``family`` coordinate
+        (any strings; case matters). Default None: every label present except ``OTHER`` and
+        ``AMBIGUOUS`` (what the NT C.1 derivation gives ids matching none / several patterns),
+        each then kept if it has ``min_family_size`` models after the owner cap; labels the data
+        supplied are used as given, and only data without labels carry the labels derived from
+        the model ids (:func:`~bayesirt.data.make_responses`). A sequence restricts the audit to
+        those labels (e.g. a subset to omit a family, NT D.2 item 5); each must be present.
 
     Returns
     -------
@@ -246,9 +297,9 @@ def audit_population(
     Raises
     ------
     DataError
-        A bad argument; a Dataset without ``responses``, ``family`` or ``owner``; fewer than 2
-        families or fewer than 4 owners retained; a half missing a family or holding fewer
-        than 2 owners.
+        A bad argument; a Dataset without ``responses``, ``family`` or ``owner``; a label in
+        ``families`` that no model has; fewer than 2 families or fewer than 4 owners retained; a
+        half missing a family or holding fewer than 2 owners.
 
     Examples
     --------
@@ -267,16 +318,24 @@ def audit_population(
             f"{{{', '.join(map(repr, _REPRESENTATIVE_RULES))}}}. "
             f"Got {representative!r} instead."
         )
-    family_set = [] if isinstance(families, str) else list(families)
-    if not family_set or len(set(family_set)) != len(family_set) or not all(isinstance(f, str) for f in family_set):
-        raise DataError(
-            "The 'families' parameter of audit_population must be a non-empty sequence of distinct family labels. "
-            f"Got {families!r} instead."
-        )
+    if families is not None:
+        family_set = [] if isinstance(families, str) else list(families)
+        if not family_set or len(set(family_set)) != len(family_set) or not all(isinstance(f, str) for f in family_set):
+            raise DataError(
+                "The 'families' parameter of audit_population must be None or a non-empty sequence of distinct "
+                f"family labels. Got {families!r} instead."
+            )
     cap_rng, order_rng, tie_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
 
     table = _population_table(responses)
     family = table["family"].to_numpy()
+    if families is None:
+        family_set = _default_families(family)
+    else:
+        present = set(family)
+        unknown = [f for f in family_set if f not in present]
+        if unknown:
+            raise _unknown_families(unknown, family)
     status = np.where(np.isin(family, family_set), "retained", "no family").astype(object)
     status[(family == AMBIGUOUS) & (status == "no family")] = "ambiguous family"
     counts = pd.DataFrame({"data": _family_counts(family, status, family_set)})
@@ -294,7 +353,7 @@ def audit_population(
     kept_families = list(counts.index[counts["capped"] >= min_family_size])
     status[(status == "retained") & ~np.isin(family, kept_families)] = "family below minimum"
     if len(kept_families) < 2:
-        raise _too_few_families(counts, status, min_family_size)
+        raise _too_few_families(counts, status, family, min_family_size)
 
     retained = table[status == "retained"].copy()
     retained["residual"] = retained["accuracy"] - retained.groupby("family")["accuracy"].transform("mean")

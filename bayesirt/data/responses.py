@@ -14,6 +14,7 @@ response data lives here. The layout is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,7 +168,7 @@ def _check_observed(y: np.ndarray, ids: np.ndarray, axis: int, noun: str) -> Non
         others = f" (and {empty.size - 1} other {noun}s)" if empty.size > 1 else ""
         raise DataError(
             f"{noun} {str(ids[empty[0]])!r}{others} has no observed responses; "
-            "drop it from the data before fitting (or pass drop_empty=True)"
+            "drop it from the data, or let it be dropped (drop_empty=True; on the command line, leave out --keep-empty)"
         )
 
 
@@ -201,8 +202,9 @@ def make_responses(
     name, source : str, optional
         Stored as Dataset attrs (``source`` = where the data was read from).
     drop_empty : bool
-        Drop items and models without any observed response (their number is stored in the
-        attrs ``n_dropped_items`` / ``n_dropped_models``) instead of raising. Default False.
+        Drop items and models without any observed response instead of raising: their numbers are
+        stored in the attrs ``n_dropped_items`` / ``n_dropped_models`` and their ids, as JSON lists,
+        in ``dropped_items`` / ``dropped_models``. Default False.
 
     Returns
     -------
@@ -233,7 +235,9 @@ def make_responses(
         obs = y != MISSING
         keep_i, keep_m = obs.any(axis=1), obs.any(axis=0)
         if not (keep_i.all() and keep_m.all()):
-            attrs.update(n_dropped_items=int((~keep_i).sum()), n_dropped_models=int((~keep_m).sum()))
+            attrs.update(n_dropped_items=int((~keep_i).sum()), n_dropped_models=int((~keep_m).sum()),
+                         dropped_items=json.dumps(items[~keep_i].tolist()),
+                         dropped_models=json.dumps(models[~keep_m].tolist()))
             y, items, groups = y[keep_i][:, keep_m], items[keep_i], groups[keep_i]
             models, fams, owners = models[keep_m], fams[keep_m], owners[keep_m]
             if len(items) < 2 or len(models) < 2:

@@ -10,7 +10,7 @@ from bayesirt.utils.lazy import attach
 if TYPE_CHECKING:
     from bayesirt.models.information import information_curves, posterior_information
     from bayesirt.safety.adaptive import run_cat, score_test, static_test
-    from bayesirt.safety.cat_study import cat_study, run_cat_job, run_information_job
+    from bayesirt.safety.cat_study import run_cat_job, run_information_job
     from bayesirt.safety.personfit import calibrate_cutoff, lz_statistics, person_fit, posterior_predictive_person_fit, run_personfit_job
     from bayesirt.safety.sandbagging import run_sandbag_job, sandbag, sandbagging_experiment
     from bayesirt.safety.fingerprint import identify, run_fingerprint_job, self_disagreement_null

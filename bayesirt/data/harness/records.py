@@ -1,0 +1,226 @@
+"""The step every harness reader shares: long score records -> one binary response Dataset.
+
+A reader turns its files into :class:`Record` rows (model, item, item_group, score). Then
+:func:`build_dataset` applies two explicit rules, refusing to guess either:
+
+- *repeats*: several records of one (model, item) pair (Inspect epochs, HELM train trials,
+  lm-eval filters or re-runs) are combined only by a named ``aggregate`` rule;
+- *partial credit*: a score other than 0 or 1 is used only through a threshold ``binarize=T``
+  (score >= T -> 1).
+
+What was done is stored in the Dataset attrs (``harness``, ``aggregate``, ``binarize``,
+``repeated_pairs``, ``n_records``) so reports can state it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.data.responses import make_responses
+from bayesirt.errors import DataError
+
+__all__ = ["AGGREGATES", "Record", "build_dataset", "check_options", "as_paths", "read_json", "one_line"]
+
+AGGREGATES = ("mean", "majority", "first")
+"""Rules for repeated (model, item) records; see :func:`build_dataset`."""
+
+_AGG_FLAG = "--aggregate {mean,majority,first}"
+
+
+class Record(NamedTuple):
+    """One scored response: ``model`` answered ``item`` (of ``item_group``) with ``score``."""
+
+    model: str
+    item: str
+    item_group: str
+    score: float
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception as ``Type: message`` on a single line (for DataError messages)."""
+    detail = " ".join(str(exc).split())[:limit]
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+def check_options(aggregate: str | None, binarize: float | None) -> float | None:
+    """Validate ``aggregate`` and ``binarize`` before any file is read; returns the threshold.
+
+    Raises
+    ------
+    DataError
+        ``aggregate`` not one of :data:`AGGREGATES`; ``binarize`` not a finite number; or
+        ``aggregate="mean"`` without ``binarize`` (a mean of 0/1 records is a fraction).
+    """
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise DataError(f"unknown aggregate rule {aggregate!r}; pass {_AGG_FLAG}")
+    if binarize is None:
+        if aggregate == "mean":
+            raise DataError(
+                "aggregate='mean' gives fractions of correct records; pass --binarize T (binarize=T) "
+                "to count a mean >= T as correct, or use --aggregate majority"
+            )
+        return None
+    if isinstance(binarize, bool) or not isinstance(binarize, (int, float, np.integer, np.floating)):
+        raise DataError(f"binarize must be a number (the threshold T of score >= T), got {binarize!r}")
+    if not math.isfinite(float(binarize)):
+        raise DataError(f"binarize must be a finite number, got {binarize!r}; pass e.g. --binarize 0.5")
+    return float(binarize)
+
+
+def as_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """One path or a sequence of paths -> existing :class:`~pathlib.Path` objects."""
+    items = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    if not items:
+        raise DataError("no path given; pass a harness output folder or file")
+    paths = [Path(p) for p in items]
+    for p in paths:
+        if not p.exists():
+            raise DataError(f"no such file or folder: {p}; check the path")
+    return paths
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Parse one JSON file; any failure is a one-line DataError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"cannot read {path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+            f"it should be {what}: re-create or fix it"
+        ) from None
+    except UnicodeDecodeError:
+        raise DataError(f"cannot read {path}: not UTF-8 text; it should be {what}") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path} ({one_line(exc)}); check the file") from None
+
+
+def _example(df: pd.DataFrame, mask: np.ndarray) -> pd.Series:
+    return df.iloc[int(np.flatnonzero(mask)[0])]
+
+
+def build_dataset(
+    records: Sequence[Record],
+    *,
+    harness: str,
+    aggregate: str | None = None,
+    binarize: float | None = None,
+    name: str | None = None,
+    source: str | None = None,
+    drop_empty: bool = False,
+    attrs: dict[str, Any] | None = None,
+    repeat_hint: str = "",
+) -> xr.Dataset:
+    """Combine score records into a validated response Dataset.
+
+    Parameters
+    ----------
+    records : sequence of Record
+        In reading order. Models become columns and items rows, each in order of first appearance.
+    harness : str
+        Format name stored as ``attrs["harness"]`` (``"lm-eval"``, ``"inspect"``, ``"helm"``).
+    aggregate : {"mean", "majority", "first"}, optional
+        How to combine several records of one (model, item) pair. ``"first"``: the first record
+        read. ``"mean"``: the mean raw score, then correct if mean >= ``binarize`` (required).
+        ``"majority"``: each record is made 0/1 first (by ``binarize`` when given), then the
+        pair is correct if at least half of its records are (a tie counts as correct).
+        Without a rule, repeats are refused.
+    binarize : float, optional
+        Threshold T: score >= T -> 1, else 0. Without it any score other than 0/1 (partial
+        credit) is refused.
+    name, source, drop_empty
+        Passed to :func:`~bayesirt.data.responses.make_responses`.
+    attrs : dict, optional
+        Extra Dataset attrs from the reader (e.g. ``metric``), NetCDF-safe values only.
+    repeat_hint : str
+        Where repeats come from in this format, appended to the refusal message.
+
+    Returns
+    -------
+    xarray.Dataset
+        The response Dataset with attrs ``harness``, ``aggregate`` (rule or ``"none"``),
+        ``binarize`` (T or ``"none"``), ``repeated_pairs`` and ``n_records``.
+    """
+    threshold = check_options(aggregate, binarize)
+    where = source or harness
+    if not records:
+        raise DataError(f"{where}: no scored records found; check that the {harness} output holds per-item scores")
+    df = pd.DataFrame.from_records(list(records), columns=list(Record._fields))
+    df["score"] = df["score"].astype(np.float64)
+    scores = df["score"].to_numpy()
+    if not np.isfinite(scores).all():
+        row = _example(df, ~np.isfinite(scores))
+        raise DataError(
+            f"{where}: score {row['score']} for model {row['model']!r}, item {row['item']!r} is not a finite number"
+        )
+    first_items = df.drop_duplicates("item")
+    models = df.drop_duplicates("model")["model"].tolist()
+    items, groups = first_items["item"].tolist(), first_items["item_group"].tolist()
+    if len(models) < 2 or len(items) < 2:
+        raise DataError(
+            f"{where}: found {len(items)} item(s) x {len(models)} model(s) ({', '.join(models[:3])}); "
+            "IRT needs at least 2 of each: pass the outputs of 2 or more models together"
+        )
+    n_groups = df.groupby("item", sort=False)["item_group"].nunique()
+    if (n_groups > 1).any():
+        item = n_groups.index[int(np.flatnonzero(n_groups.to_numpy() > 1)[0])]
+        raise DataError(f"{where}: item {item!r} is filed under several item groups; item ids must be unique per group")
+    partial = (scores != 0.0) & (scores != 1.0)
+    if partial.any() and threshold is None:
+        row = _example(df, partial)
+        raise DataError(
+            f"{where}: {int(partial.sum())} of {len(df)} scores are partial credit, not 0/1 (e.g. {row['score']:g} "
+            f"for model {row['model']!r}, item {row['item']!r}); pass --binarize T (binarize=T) to count "
+            "score >= T as correct"
+        )
+    keys = ["model", "item"]
+    sizes = df.groupby(keys, sort=False).size()
+    repeated = sizes[sizes > 1]
+    if len(repeated) and aggregate is None:
+        (model, item), k = repeated.index[0], int(repeated.iloc[0])
+        raise DataError(
+            f"{where}: {len(repeated)} (model, item) pairs have more than one record (e.g. model {model!r}, "
+            f"item {item!r} has {k}){repeat_hint}; pass {_AGG_FLAG} (aggregate=...) to say how to combine them"
+        )
+
+    def to01(values: pd.Series) -> pd.Series:
+        return values if threshold is None else (values >= threshold).astype(np.float64)
+
+    if aggregate == "mean":
+        cells = df.groupby(keys, sort=False, as_index=False)["score"].mean()
+        cells["score"] = to01(cells["score"])
+    elif aggregate == "majority":
+        votes = df.assign(score=to01(df["score"]))
+        cells = votes.groupby(keys, sort=False, as_index=False)["score"].mean()
+        cells["score"] = (cells["score"] >= 0.5).astype(np.float64)
+    else:  # "first", or no repeats at all
+        cells = df.drop_duplicates(keys, keep="first").assign(score=lambda d: to01(d["score"]))
+    matrix = np.full((len(items), len(models)), np.nan)
+    rows = pd.Index(items).get_indexer(cells["item"])
+    cols = pd.Index(models).get_indexer(cells["model"])
+    matrix[rows, cols] = cells["score"].to_numpy()
+    try:
+        ds = make_responses(
+            matrix, item_id=items, model_id=models, item_group=groups, name=name, source=source, drop_empty=drop_empty
+        )
+    except DataError as exc:
+        msg = str(exc)
+        raise DataError(msg if where in msg else f"{where}: {msg}") from None
+    ds.attrs.update(
+        harness=harness,
+        aggregate=aggregate or "none",
+        binarize="none" if threshold is None else threshold,
+        repeated_pairs=int(len(repeated)),
+        n_records=int(len(df)),
+        **(attrs or {}),
+    )
+    return ds
