@@ -14,7 +14,7 @@ import numpy as np
 
 from bayesirt.errors import DataError
 
-__all__ = ["TEXT_SUFFIXES", "NA_TOKENS", "reading", "existing", "check_text", "np_load"]
+__all__ = ["TEXT_SUFFIXES", "NA_TOKENS", "reading", "one_line", "existing", "check_text", "np_load"]
 
 
 TEXT_SUFFIXES = {".csv": ",", ".tsv": "\t", ".txt": None}
@@ -33,16 +33,21 @@ def reading(path: Path) -> Iterator[None]:
         raise DataError(msg if str(path) in msg else f"{path}: {msg}") from None
     except (ValueError, OSError, EOFError, KeyError, UnicodeError, csv.Error, zipfile.BadZipFile) as exc:
         # pandas/numpy/pyarrow/h5py errors on a corrupt or malformed file
-        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise DataError(
-            f"cannot read {path} ({type(exc).__name__}: {detail}); "
+            f"cannot read {path} ({one_line(exc)}); "
             f"check that it is a valid {path.suffix or 'data'} file (text must be UTF-8)"
         ) from None
 
 
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception as ``Type: message`` on a single line (for DataError messages)."""
+    detail = " ".join(str(exc).split())[:limit]
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
 def existing(path: str | os.PathLike[str]) -> Path:
     if not (p := Path(path)).exists():
-        raise DataError(f"no such file: {p}; check the path")
+        raise DataError(f"no such file or folder: {p}; check the path")
     return p
 
 

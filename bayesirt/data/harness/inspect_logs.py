@@ -24,7 +24,8 @@ from typing import Any
 
 import xarray as xr
 
-from bayesirt.data.harness.records import Record, as_paths, build_dataset, check_options, one_line
+from bayesirt.data.files import one_line
+from bayesirt.data.harness.records import Record, as_paths, build_dataset, check_options
 from bayesirt.errors import DataError
 
 __all__ = ["read_inspect", "is_inspect_log", "is_inspect_dir", "log_files", "score_value"]

@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.files import existing, one_line
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["AGGREGATES", "Record", "build_dataset", "check_options", "as_paths", "read_json", "one_line"]
+__all__ = ["AGGREGATES", "Record", "build_dataset", "check_options", "as_paths", "read_json"]
 
 AGGREGATES = ("mean", "majority", "first")
 """Rules for repeated (model, item) records; see :func:`build_dataset`."""
@@ -43,12 +44,6 @@ class Record(NamedTuple):
     item: str
     item_group: str
     score: float
-
-
-def one_line(exc: BaseException, limit: int = 200) -> str:
-    """An exception as ``Type: message`` on a single line (for DataError messages)."""
-    detail = " ".join(str(exc).split())[:limit]
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def check_options(aggregate: str | None, binarize: float | None) -> float | None:
@@ -81,11 +76,7 @@ def as_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) ->
     items = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     if not items:
         raise DataError("no path given; pass a harness output folder or file")
-    paths = [Path(p) for p in items]
-    for p in paths:
-        if not p.exists():
-            raise DataError(f"no such file or folder: {p}; check the path")
-    return paths
+    return [existing(p) for p in items]
 
 
 def read_json(path: Path, what: str) -> Any:
