@@ -347,9 +347,10 @@ def test_cli_audit_with_bayes_and_diagnostics_end_to_end(tmp_path):
     assert {"specificity", "sensitivity", "matched", "signatures", "fold_0"} <= set(tree["bayes"].children)
     spec_ds = tree["bayes/specificity"].to_dataset()
     np.testing.assert_allclose(spec_ds["cross_rate"], tree["bayes"]["low_dif_reversal_rate"])
-    assert tree["bayes/sensitivity"]["low_dif_rate"].dims == ("draw", "alpha", "threshold")
-    assert tree["bayes/matched"]["excess_pp"].dims == ("draw", "pair_set")
-    assert tree["bayes/signatures"]["value"].dims == ("draw", "statistic")
+    # per-draw values are one chain of draws in the file, ArviZ's sample dims (plain az.summary reads them)
+    assert tree["bayes/sensitivity"]["low_dif_rate"].dims == ("chain", "draw", "alpha", "threshold")
+    assert tree["bayes/matched"]["excess_pp"].dims == ("chain", "draw", "pair_set")
+    assert tree["bayes/signatures"]["value"].dims == ("chain", "draw", "statistic")
     report = (out / "report.md").read_text()
     headings = [line for line in report.split("\n") if line.startswith("## ") or line.startswith("### Posterior")]
     for section in ("## Within-family specificity", "## Score-gap thresholds", "## Discrimination- and reliability",

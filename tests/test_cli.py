@@ -11,7 +11,9 @@ from bayesirt.cli.analyses import load_analysis
 from bayesirt.cli.main import main
 from bayesirt.errors import SpecError
 
-FAST = ["--method", "map", "--no-progress"]
+# a short ADVI run: these tests are about the fit command's plumbing (outputs, --force, one-line errors);
+# --method map (the MAP-EM job) is tested in test_fit_map.py
+FAST = ["--method", "advi", "--advi-iterations", "500", "--draws", "50", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,7 @@ def test_fit_writes_every_output(lsat7_out):
     models = pd.read_csv(lsat7_out / "models.csv")
     assert len(models) == 1000 and models["theta_mean"].is_monotonic_decreasing
     report = (lsat7_out / "report.md").read_text()
-    assert "## Model ranking" in report and "## Most informative items" in report and "MAP gives a point" in report
+    assert "## Model ranking" in report and "## Most informative items" in report and "ADVI approximates" in report
     tree = xr.open_datatree(lsat7_out / "posterior.nc", engine="h5netcdf")
     assert tree.posterior["discrimination"].sizes["item"] == 5
     assert json.loads((lsat7_out / "summary.json").read_text())["spec"] == "2pl"
@@ -82,7 +84,7 @@ def test_datasets_lists_embedded(capsys):
 def test_run_declared_analysis(tmp_path):
     spec = tmp_path / "a.toml"
     spec.write_text(f'[analysis]\nkind = "fit"\ndata = "lsat6"\nmodel = "rasch"\nout = "{tmp_path / "res"}"\n'
-                    '[fit]\nmethod = "map"\nseed = 3\n')
+                    '[fit]\nmethod = "advi"\nadvi_iterations = 500\ndraws = 50\nseed = 3\n')
     assert main(["run", str(spec), "--no-progress"]) == 0
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["settings"]["seed"] == 3
 
@@ -161,7 +163,8 @@ def test_ppc_stores_replicates_in_the_posterior_tree(tmp_path):
     args = ["ppc", "lsat6", "--chains", "2", "--draws", "200", "--tune", "200", "--ppc-draws", "100", "--no-progress"]
     assert main([*args, "--out", str(out)]) == 0
     tree = xr.open_datatree(out / "posterior.nc", engine="h5netcdf")
-    assert tree["posterior_predictive"]["item_proportion"].sizes["draw"] == 100
+    assert tree["ppc_statistics"]["item_proportion"].sizes["replicate"] == 100
+    assert tree["posterior_predictive"]["responses"].shape == (2, 200, 5, 1000)  # every draw replicated
     items = pd.read_csv(out / "ppc_items.csv")
     assert len(items) == 5 and items["x2_ppp"].between(0, 1).all()
     assert "## Posterior predictive checks" in (out / "report.md").read_text()

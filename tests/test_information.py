@@ -101,6 +101,17 @@ def test_posterior_information_averages_draws(guessing, common_slope):
     assert posterior_information(tree, theta, max_draws=4).attrs["draws"] == 4
 
 
+def test_posterior_information_by_item_group_from_constant_data():
+    """A fit keeps item_group in constant_data (not on the posterior): the group curves use it."""
+    tree = _tree()
+    tree["constant_data"] = xr.DataTree(xr.Dataset({"item_group": ("item", ["x", "x", "y", "y"])},
+                                                   coords={"item": tree["posterior"]["item"].values}))
+    ds = posterior_information(tree, np.array([-1.0, 0.5]))
+    assert list(ds["group"].values) == ["x", "y"]
+    np.testing.assert_allclose(ds["group_information"].sel(group="x"), ds["item_information"][:2].sum("item"))
+    assert "group_information" not in posterior_information(_tree(), np.array([0.0]))
+
+
 def test_item_bank_broadcasts_scalars():
     bank = item_bank([1.0, 2.0], 0.5, guessing=0.1)
     assert bank.n_items == 2 and bank.intercept.tolist() == [0.5, 0.5] and bank.slip.tolist() == [0.0, 0.0]

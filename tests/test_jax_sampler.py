@@ -114,8 +114,11 @@ def test_without_the_sampler_package_the_error_names_it(monkeypatch, responses):
 
 
 def test_without_jax_other_methods_ignore_the_sampler(no_jax, responses):
-    tree = fit(responses, "2pl", method="map", sampler="numpyro", progress=False)
-    assert tree.posterior.sizes["draw"] == 1
+    tree = fit(responses, "2pl", method="advi", sampler="numpyro", draws=20, advi_iterations=500, progress=False)
+    assert tree.posterior.sizes["draw"] == 20
+    # fit offers no joint MAP: the method is refused (naming the MAP-EM), not the sampler
+    with pytest.raises(BayesIRTError, match=r"^fit does not offer method='map'.*priors=True"):
+        fit(responses, "2pl", method="map", sampler="numpyro", progress=False)
 
 
 def test_cli_without_jax_prints_the_hint(no_jax, tmp_path, capsys):

@@ -244,7 +244,7 @@ def test_error_messages(tmp_path, cohort):
     with pytest.raises(BayesIRTError, match=r"lacks \['theta'\]"):
         posterior_predictive_person_fit(xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset().drop_vars(
             "theta")}))
-    with pytest.raises(BayesIRTError, match="no observed_data group; pass responses="):
+    with pytest.raises(BayesIRTError, match="no observed_data group; pass the responses"):
         posterior_predictive_person_fit(xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset()}))
     with pytest.raises(BayesIRTError, match="do not cover the posterior's items and models"):
         posterior_predictive_person_fit(tree, responses=genuine.isel(model=slice(20, 40)))

@@ -12,7 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.result import AuditResult, FoldResult
-from bayesirt.utils.outputs import staged_output
+from bayesirt.utils.outputs import staged_output, write_netcdf
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 
 __all__ = ["audit_summary", "audit_tree", "write_audit"]
@@ -102,12 +102,22 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
             result.perturbations.drop(columns="status").set_index("perturbation")).assign(
             status=("perturbation", result.perturbations["status"].to_numpy(dtype=str)))
     if result.bayes is not None:
-        children["bayes"] = result.bayes.to_dataset()
-        children |= {f"bayes/{name}": node.to_dataset() for name, node in result.bayes.children.items()}
+        children["bayes"] = _with_chain(result.bayes.to_dataset())
+        children |= {f"bayes/{name}": _with_chain(node.to_dataset()) for name, node in result.bayes.children.items()}
     tree = xr.DataTree.from_dict(children)
     tree.attrs = {"summary": json.dumps(audit_summary(result), default=_json_default),
                   "reference": "NT sections 3.1-3.4, App. C and D.1"}
     return tree
+
+
+def _with_chain(ds: xr.Dataset) -> xr.Dataset:
+    """Per-draw variables of the Bayesian layer as one ``chain`` of ``draw`` s, ArviZ's sample
+    dims, so plain ArviZ summarizes them (``az.summary(tree, group="bayes", var_names=[...])``)."""
+    if "draw" not in ds.dims:
+        return ds
+    per_draw = [n for n, v in ds.data_vars.items() if "draw" in v.dims]
+    expanded = ds[per_draw].expand_dims(chain=[0]).transpose("chain", "draw", ...)
+    return ds.drop_vars(per_draw).merge(expanded).assign_coords(draw=np.arange(ds.sizes["draw"]))
 
 
 def _json_default(value):
@@ -126,7 +136,7 @@ def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, 
     """Write the audit folder atomically (staged, then renamed into place)."""
     summary = audit_summary(result)
     with staged_output(out, force=force) as folder:
-        audit_tree(result, responses).to_netcdf(folder / "audit.nc", engine="h5netcdf")
+        write_netcdf(audit_tree(result, responses), folder / "audit.nc")
         (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
         result.population.to_csv(folder / "population.csv", index=False)
         item_ids = responses["item_id"].values.astype(str)

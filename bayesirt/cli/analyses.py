@@ -1,10 +1,13 @@
 """Analyses run end to end: the fit job (data -> spec -> fit -> posterior.nc, tables, report,
-figures in one output folder) and declared analyses (``analyses/*.toml``)."""
+figures in one output folder; ``method = "map"``: the MAP-EM job of :mod:`bayesirt.frequentist`)
+and declared analyses (``analyses/*.toml``)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import tomllib
+from warnings import warn
 from pathlib import Path
 
 import xarray as xr
@@ -13,7 +16,7 @@ from bayesirt.data import load
 from bayesirt.inference.diagnostics import diagnose, element_diagnostics
 from bayesirt.errors import SpecError
 from bayesirt.inference.fitting import fit
-from bayesirt.utils.outputs import check_output, staged_output
+from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.inference.summaries import DEFAULT_CI, is_sampled, item_table, model_table
@@ -25,7 +28,7 @@ _OPTIONS = {  # per kind: its option table, and the types of its options
     "fit": ("fit", {
         "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int,
         "advi_iterations": int, "advi_tolerance": float, "advi_learning_rate": float, "advi_batch_size": int,
-        "log_likelihood": bool, "ci": float,
+        "log_likelihood": bool, "ci": float, "float32": bool,
     }),
     "audit": ("audit", {
         "owner_cap": int, "min_family_size": int, "alpha": float, "epsilon": float, "controls": int,
@@ -45,27 +48,33 @@ SIMULATED = "simulate_dif_benchmark"
 
 def run_fit_job(
     data: str | Path | xr.Dataset, model: str | Path | IRTSpec, out: str | Path, *, force: bool = False,
-    ci: float = DEFAULT_CI, progress: bool = True, **fit_options,
+    ci: float = DEFAULT_CI, float32: bool = False, progress: bool = True, **fit_options,
 ) -> Path:
     """Fit ``model`` to ``data`` and write the output folder ``out``.
 
-    Writes ``posterior.nc`` (the DataTree), ``items.csv``, ``models.csv``, ``summary.json``,
-    ``report.md`` and two PNG figures. ``out`` must not exist unless ``force`` is True; the folder
-    appears only when everything is written. Returns the output folder.
+    Writes ``posterior.nc`` (the DataTree, compressed; draws in single precision with
+    ``float32``), ``items.csv``, ``models.csv``, ``summary.json``, ``report.md`` and two PNG
+    figures. ``out`` must not exist unless ``force`` is True; the folder appears only when
+    everything is written. Returns the output folder.
+
+    ``method="map"`` is not a posterior: it writes what ``bayesirt mml DATA --priors`` writes (see
+    :func:`_run_marginal_map`).
     """
     check_output(out, force=force)  # before the fit, not after minutes of sampling
     if not 0 < ci < 1:
         raise SpecError(f"'ci' must be a probability between 0 and 1; got {ci!r}")
+    if fit_options.get("method") == "map":
+        return _run_marginal_map(data, model, out, force=force, ci=ci, **fit_options)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = model if isinstance(model, (IRTSpec, MIRTSpec)) else load_spec(model)
     tree = fit(responses, spec, progress=progress, **fit_options)
     stats = element_diagnostics(tree) if is_sampled(tree["posterior"].to_dataset()) else None
     warnings = diagnose(tree, stats)
     if spec.kind == "mirt":
-        return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, force=force)
+        return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, float32=float32, force=force)
     items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
     with staged_output(out, force=force) as folder:
-        tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
+        write_netcdf(tree, folder / "posterior.nc", float32=float32)
         items.to_csv(folder / "items.csv", index=False)
         models.to_csv(folder / "models.csv", index=False)
         figures = {
@@ -86,14 +95,47 @@ def run_fit_job(
     return Path(out)
 
 
-def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, force) -> Path:
+def _run_marginal_map(data, model, out, *, force: bool, ci: float, **fit_options) -> Path:
+    """The ``method="map"`` branch of :func:`run_fit_job`: the marginal MAP of the item parameters
+    under the spec's priors (MAP-EM, abilities integrated out), abilities as EAP and MAP given the
+    items, standard errors from the observed information; the files of ``bayesirt mml DATA
+    --priors`` (items.csv, models.csv, mml.nc, summary.json, report.md), with ``"method": "map"``.
+
+    Options of the sampled methods (sampler, draws, tune, chains, seed, advi_*, log_likelihood,
+    ci) do not apply: left at their defaults they pass silently; set to anything else they are
+    ignored with a warning, listed in summary.json (``ignored_options``) and in the report.
+    1PL-4PL specs only: a MIRT spec is refused (no marginal MAP for MIRT here).
+    """
+    from bayesirt.frequentist.jobs import run_mml_job
+
+    defaults = {name: par.default for name, par in inspect.signature(fit).parameters.items()
+                if par.kind is inspect.Parameter.KEYWORD_ONLY}
+    unknown = sorted(set(fit_options) - set(defaults))
+    if unknown:
+        raise TypeError(f"run_fit_job got unexpected fit option(s) {unknown}")
+    spec = model if isinstance(model, (IRTSpec, MIRTSpec)) else load_spec(model)
+    if spec.kind == "mirt":
+        raise SpecError(f"method 'map' is the marginal MAP (MAP-EM) of 1PL-4PL items; spec {spec.name!r} is MIRT, "
+                        "which has none here: use --method advi (or nuts)")
+    ignored = {k: v for k, v in fit_options.items() if k != "method" and v != defaults[k]}
+    if ci != DEFAULT_CI:
+        ignored["ci"] = ci
+    if ignored:
+        listed = ", ".join(f"{k}={v!r}" for k, v in ignored.items())
+        warn(f"method 'map' (marginal MAP, MAP-EM) ignores {listed} (options of the sampled methods)",
+             UserWarning, stacklevel=3)
+    responses = data if isinstance(data, xr.Dataset) else load(data)
+    return run_mml_job(responses, spec, out, force=force, priors=True, ignored_options=ignored)
+
+
+def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, float32, force) -> Path:
     """The MIRT branch of :func:`run_fit_job`: posterior.nc, loadings/abilities (and factor
     correlation) tables with intervals, summary.json and report.md."""
     from bayesirt.report.mirt import mirt_report, mirt_tables
 
     tables = mirt_tables(tree, ci=ci)
     with staged_output(out, force=force) as folder:
-        tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
+        write_netcdf(tree, folder / "posterior.nc", float32=float32)
         for name, table in tables.items():
             table.to_csv(folder / f"{name}.csv", index=False)
         summary = {"data": responses.attrs.get("name", ""), "spec": spec.name,

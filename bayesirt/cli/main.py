@@ -49,8 +49,13 @@ def _data_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="2pl", help="built-in spec (rasch/1pl, 2pl, 3pl, 4pl) or a spec file path [2pl]")
 
 
-def _sampling(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", default="nuts", choices=METHODS, help="inference method [nuts]")
+def _sampling(p: argparse.ArgumentParser, *, marginal_map: bool = False) -> None:
+    if marginal_map:  # fit only: map is the MAP-EM job (bayesirt.frequentist), not a method of inference.fit
+        p.add_argument("--method", default="nuts", choices=(*METHODS, "map"),
+                       help="nuts, advi, fullrank_advi (posterior draws), or map: marginal MAP of the items "
+                            "(MAP-EM) with SEs under the spec's priors, as `mml --priors` (1PL-4PL) [nuts]")
+    else:
+        p.add_argument("--method", default="nuts", choices=METHODS, help="inference method [nuts]")
     p.add_argument("--sampler", default="nutpie", choices=SAMPLERS,
                    help="NUTS implementation; numpyro and blackjax need bayesirt[jax] [nutpie]")
     p.add_argument("--draws", type=int, default=1000, help="draws per chain (ADVI: from the approximation) [1000]")
@@ -58,6 +63,11 @@ def _sampling(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chains", type=int, default=4, help="chains [4]")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same arrays [0]")
     p.add_argument("--advi-iterations", type=int, default=50_000, help="ADVI iteration cap [50000]")
+
+
+def _float32(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--float32", action="store_true",
+                   help="store draws in posterior.nc in single precision: half the size, 7 significant digits")
 
 
 def _output(p: argparse.ArgumentParser) -> None:
@@ -119,11 +129,12 @@ def _parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fit", help="fit an IRT spec to response data and write posterior, tables, report, figures")
     _data_model(f)
-    _sampling(f)
+    _sampling(f, marginal_map=True)
     f.add_argument("--advi-batch-size", type=int,
                    help="minibatch ADVI: observed cells per step (for matrices of millions of responses) [all]")
     f.add_argument("--ci", type=float, default=0.9, help="credible-interval probability of tables [0.9]")
     f.add_argument("--log-likelihood", action="store_true", help="store pointwise log-likelihood (for LOO)")
+    _float32(f)
     _output(f)
 
     m = sub.add_parser("mml", help="fit a spec by marginal maximum likelihood (Bock-Aitkin EM)")
@@ -160,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     _sampling(pp)
     pp.add_argument("--ppc-draws", type=int, default=500, help="posterior draws replicated [500]")
     pp.add_argument("--alpha", type=float, default=0.05, help="flagging level of the ppp values [0.05]")
+    _float32(pp)
     _output(pp)
 
     pr = sub.add_parser("prior-check", help="what a spec's priors imply about data (prior predictive check)")
@@ -364,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         match args.command:
             case "fit":
                 out = analyses.run_fit_job(args.data, args.model, args.out, force=args.force, ci=args.ci,
-                                           progress=progress, log_likelihood=args.log_likelihood,
+                                           float32=args.float32, progress=progress, log_likelihood=args.log_likelihood,
                                            advi_batch_size=args.advi_batch_size, **_sampling_options(args))
             case "run":
                 out = analyses.run_analysis(args.analysis, force=args.force, progress=progress)
@@ -380,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
                                            **_sampling_options(args))
             case "ppc":
                 out = workflow_jobs.run_ppc_job(args.data, args.model, args.out, force=args.force, progress=progress,
-                                           ppc_draws=args.ppc_draws, alpha=args.alpha, **_sampling_options(args))
+                                                ppc_draws=args.ppc_draws, alpha=args.alpha, float32=args.float32,
+                                                **_sampling_options(args))
             case "prior-check":
                 if (args.design is None) == (args.data is None):
                     raise SpecError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")

@@ -12,7 +12,7 @@ from bayesirt.data import load
 from bayesirt.errors import SpecError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
-from bayesirt.utils.outputs import check_output, staged_output
+from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 
 __all__ = ["run_compare_job"]
 
@@ -77,7 +77,7 @@ def run_compare_job(data, out, *, models=None, dims=None, mirt_spec="mirt", unit
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "compare.csv")
         pointwise = elpd_dataset(results)
-        pointwise.to_netcdf(folder / "elpd.nc", engine="h5netcdf")
+        write_netcdf(pointwise, folder / "elpd.nc")
         figure = plot_comparison(table, folder / "compare.png", unit=unit).name
         loadings = {}
         for label, spec in specs.items():

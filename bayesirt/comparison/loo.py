@@ -29,7 +29,7 @@ import xarray as xr
 from arviz_stats.utils import ELPDData, ELPDDataLOO, ELPDDataLOOKFold
 from scipy.special import logsumexp
 
-from bayesirt.data.responses import MISSING
+from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import BayesIRTError
 from bayesirt.comparison.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
@@ -95,7 +95,7 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
     """
     post = tree["posterior"]
     if responses is None:
-        responses = tree["observed_data"].to_dataset()
+        responses = from_observed_data(tree)
     y = responses["responses"].values.T  # (model, item)
     if y.shape[1] != post.sizes["item"]:
         raise BayesIRTError(f"the responses have {y.shape[1]} items but the fit has {post.sizes['item']}; "
@@ -152,7 +152,7 @@ def loo_cells(tree: xr.DataTree, *, chunk_cells: int = 200_000, progress: bool =
     coordinates) and ArviZ's totals: elpd = sum, se = sqrt(n var(elpd_i)) with ddof 1, p = sum.
     """
     post = tree["posterior"].to_dataset()
-    responses = tree["observed_data"].to_dataset()
+    responses = from_observed_data(tree)
     reff = _relative_efficiency(tree)
     n_items = responses.sizes["item"]
     per_chunk = max(1, chunk_cells // max(1, responses.sizes["model"]))

@@ -23,6 +23,7 @@ from bayesirt.data.nt import read_nt_dir, read_nt_npz
 from bayesirt.data.responses import validate_responses
 from bayesirt.data.wide import read_wide_csv
 from bayesirt.errors import DataError, OutputError
+from bayesirt.utils.outputs import write_netcdf
 
 __all__ = ["load", "save_responses", "attach_metadata"]
 
@@ -158,7 +159,7 @@ def save_responses(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        checked.to_netcdf(tmp, engine="h5netcdf")
+        write_netcdf(checked, tmp)
         os.replace(tmp, p)
     except OSError as exc:
         raise OutputError(f"cannot write {p} ({exc.strerror or exc}); check permissions and free space") from None

@@ -25,7 +25,8 @@ import xarray as xr
 from bayesirt.data.families import derive_family, derive_owner
 from bayesirt.errors import DataError
 
-__all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask", "observed_cells"]
+__all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask", "observed_cells",
+           "to_observed_data", "from_observed_data", "METADATA"]
 
 MISSING = -1
 """Code of a missing (unobserved) cell in the int8 ``responses`` variable."""
@@ -304,6 +305,39 @@ def validate_responses(ds: xr.Dataset) -> xr.Dataset:
         name=ds.attrs.get("name"),
         source=ds.attrs.get("source"),
     ).assign_attrs({k: v for k, v in ds.attrs.items() if k not in ("name", "source")})
+
+
+#: Metadata coordinates of a response Dataset that a fit stores in its ``constant_data`` group.
+METADATA = ("item_group", "family", "owner")
+
+
+def to_observed_data(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
+    """The ArviZ ``observed_data`` and ``constant_data`` groups of a response Dataset.
+
+    ``observed_data["responses"]`` (item, model) holds 1.0 / 0.0 and NaN where no response was
+    observed (ArviZ's convention for missing data; float32, which holds 0, 1 and NaN exactly), with
+    the index coordinates only; the metadata (:data:`METADATA`) go to ``constant_data``, so every
+    group's coordinates are the same and ``az.summary`` can stack any of them.
+    """
+    y = ds["responses"]
+    observed = y.where(y != MISSING).astype(np.float32).reset_coords(drop=True)
+    observed.attrs = {}
+    constant = xr.Dataset({n: ds[n].reset_coords(drop=True) for n in METADATA if n in ds.coords})
+    return observed.to_dataset(name="responses").assign_attrs(ds.attrs), constant
+
+
+def from_observed_data(tree: xr.DataTree) -> xr.Dataset:
+    """The response Dataset (int8, ``MISSING`` = -1, metadata coordinates) of a fit's
+    ``observed_data`` and ``constant_data`` groups: the inverse of :func:`to_observed_data`."""
+    if "observed_data" not in tree.children:
+        raise DataError("the fit has no observed_data group; pass the responses explicitly")
+    observed = tree["observed_data"].to_dataset()
+    y = observed["responses"]  # NaN = missing (files of earlier versions: int8 with -1, also read)
+    constant = tree["constant_data"].to_dataset() if "constant_data" in tree.children else xr.Dataset()
+    meta = {n: constant[n].values for n in METADATA if n in constant}
+    out = make_responses(y.values, item_id=y["item"].values, model_id=y["model"].values, **meta,
+                         name=observed.attrs.get("name"), source=observed.attrs.get("source"))
+    return out.assign_attrs({k: v for k, v in observed.attrs.items() if k not in out.attrs})
 
 
 def observed_mask(ds: xr.Dataset | xr.DataArray) -> np.ndarray:

@@ -16,13 +16,17 @@ from bayesirt.frequentist import (
     DEFAULT_THRESHOLD_SD, compare_estimates, fit_mml, information_criteria, pl_ladder, split_half_retention,
 )
 from bayesirt.inference.fitting import fit
-from bayesirt.utils.outputs import check_output, staged_output
+from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.report.checks import (
     agreement_section, ladder_section, mml_section, plot_agreement, plot_splithalf, splithalf_section,
 )
 from bayesirt.models.specs import IRTSpec, load_spec
 
 __all__ = ["run_mml_job", "run_ladder_job", "run_check_job", "run_splithalf_job"]
+
+
+_ESTIMATORS = {False: "marginal maximum likelihood (Bock-Aitkin EM)",
+               True: "marginal MAP of the item parameters under the spec's priors (MAP-EM)"}
 
 
 def _inputs(data, model=None):
@@ -60,20 +64,30 @@ def _mml_summary(result, n_models: int) -> dict:
 
 
 def run_mml_job(data, model, out, *, force: bool = False, quadrature: int = 61, priors: bool = False,
-                se: bool = True, max_iter: int = 500) -> Path:
-    """Fit ``model`` by MML (or MAP-EM with ``priors``); write items.csv, models.csv, summary.json,
-    mml.nc and report.md to ``out``."""
+                se: bool = True, max_iter: int = 500, ignored_options: dict | None = None) -> Path:
+    """Fit ``model`` by MML (or MAP-EM with ``priors``: the marginal MAP of the items, what
+    ``bayesirt fit --method map`` runs); write items.csv, models.csv, summary.json, mml.nc and
+    report.md to ``out``. ``ignored_options``: options of the caller that do not apply (listed in
+    summary.json and the report)."""
     check_output(out, force=force)
     responses, spec = _inputs(data, model)
     result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=priors, se=se, max_iter=max_iter)
     items, models = _mml_tables(result)
-    summary = _mml_summary(result, responses.sizes["model"]) | {"warnings": messages}
+    summary = ({"data": responses.attrs.get("name", ""), "method": "map" if priors else "mml",
+                "estimator": _ESTIMATORS[bool(priors)]}
+               | _mml_summary(result, responses.sizes["model"]) | {"warnings": messages})
+    notes = []
+    if ignored_options:
+        summary["ignored_options"] = ignored_options
+        listed = ", ".join(f"`{k} = {v!r}`" for k, v in ignored_options.items())
+        notes = [f"Ignored options (they apply to the sampled methods, not to this estimate): {listed}.", ""]
     with staged_output(out, force=force) as folder:
         items.to_csv(folder / "items.csv", index=False)
         models.to_csv(folder / "models.csv", index=False)
         (folder / "summary.json").write_text(json.dumps(summary, indent=2))
-        result.to_datatree().to_netcdf(folder / "mml.nc", engine="h5netcdf")
-        lines = _header(f"MML {spec.title}", responses) + mml_section(result, summary) + _warnings_section(messages)
+        write_netcdf(result.to_datatree(), folder / "mml.nc")
+        title = f"Marginal MAP (MAP-EM), {spec.title}" if priors else f"MML {spec.title}"
+        lines = _header(title, responses) + notes + mml_section(result, summary) + _warnings_section(messages)
         (folder / "report.md").write_text("\n".join(lines))
     return Path(out)
 
@@ -108,9 +122,9 @@ def run_check_job(data, model, out, *, force: bool = False, progress: bool = Tru
     diagnostics = diagnose(tree)
     messages = [f"ML: {m}" for m in ml_messages] + [f"MAP-EM: {m}" for m in map_messages] + diagnostics
     with staged_output(out, force=force) as folder:
-        tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
-        ml.to_datatree().to_netcdf(folder / "ml.nc", engine="h5netcdf")
-        mode.to_datatree().to_netcdf(folder / "map.nc", engine="h5netcdf")
+        write_netcdf(tree, folder / "posterior.nc")
+        write_netcdf(ml.to_datatree(), folder / "ml.nc")
+        write_netcdf(mode.to_datatree(), folder / "map.nc")
         agreement.elements.to_csv(folder / "agreement.csv", index=False)
         agreement.summary.to_csv(folder / "agreement_summary.csv", index=False)
         figure = plot_agreement(agreement, folder / "agreement.png").name
@@ -134,7 +148,7 @@ def run_splithalf_job(data, out, *, model="2pl", force: bool = False, progress: 
                               progress=progress)
     with staged_output(out, force=force) as folder:
         ds.drop_dims("item").to_dataframe().reset_index().to_csv(folder / "splithalf.csv", index=False)
-        ds.to_netcdf(folder / "splithalf.nc", engine="h5netcdf")
+        write_netcdf(ds, folder / "splithalf.nc")
         figure = plot_splithalf(ds, folder / "splithalf.png").name
         summary = {"attrs": {k: v for k, v in ds.attrs.items()},
                    "mean_retention": ds["retention"].mean("split").to_pandas().to_dict()}

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.models.logistic import SAMPLER_VARIABLES
+from bayesirt.models.logistic import with_difficulty
 
 __all__ = ["element_diagnostics", "convergence_table", "diagnose", "RHAT_MAX", "ESS_PER_CHAIN_MIN", "EBFMI_MIN"]
 
@@ -24,15 +24,15 @@ EBFMI_MIN = 0.3
 
 
 def element_diagnostics(tree: xr.DataTree) -> dict[str, xr.Dataset]:
-    """R-hat, bulk ESS and tail ESS of every element of the reported posterior variables.
+    """R-hat, bulk ESS and tail ESS of every element of the posterior variables (and of the
+    difficulty, derived when not stored: the tables report it).
 
-    The builder's sampling coordinates (``SAMPLER_VARIABLES``) are left out: their problems show
-    in the reported variables they determine. ArviZ computes these element by element (about
-    3 s per statistic for 2,854 items), so a job computes them once and passes them to
-    :func:`diagnose` and the tables.
+    A fit's posterior holds the spec's parameters only, so the sampler's own coordinates are not
+    judged: their problems show in the parameters they determine. ArviZ computes these element
+    by element (about 3 s per statistic for 2,854 items), so a job computes them once and passes
+    them to :func:`diagnose` and the tables.
     """
-    post = tree["posterior"].to_dataset()
-    post = post[[v for v in post.data_vars if v not in SAMPLER_VARIABLES]]
+    post = with_difficulty(tree["posterior"].to_dataset())
 
     def as_dataset(x):
         return x.to_dataset() if isinstance(x, xr.DataTree) else x

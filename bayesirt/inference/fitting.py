@@ -1,9 +1,13 @@
 """Fit a spec to response data by NUTS (nutpie, PyMC, numpyro or blackjax), ADVI (mean-field, full-rank) or MAP.
 
-Every method returns the same type: an ``xarray.DataTree`` with the groups ``posterior``,
-``sample_stats``, ``observed_data`` and ``constant_data`` (and ``log_likelihood`` on request),
-labelled by ``item`` and ``model``, with the spec text, seed, settings, package versions and
-timings in its attributes.
+Every method returns the same type: an ``xarray.DataTree`` laid out as ArviZ expects, so plain
+ArviZ (``az.summary``, ``az.loo``, ``az.plot_forest``, ...) works on it with no bayesirt import:
+``posterior`` holds the spec's parameters only (not the sampler's own coordinates), labelled by
+``item`` and ``model``; ``observed_data["responses"]`` (item, model) with NaN where missing;
+``constant_data`` the metadata ``item_group``, ``family`` and ``owner`` (kept out of the other
+groups, so every group's coordinates agree); ``sample_stats`` (NUTS) or ``variational_fit``
+(ADVI); and ``log_likelihood["responses"]`` on request. The spec text, seed, settings, package
+versions and timings are in its attributes.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 
-from bayesirt.data.responses import validate_responses
+from bayesirt.data.responses import to_observed_data, validate_responses
 from bayesirt.errors import BayesIRTError
-from bayesirt.inference.methods import METHODS, SAMPLERS
+from bayesirt.inference.methods import METHODS, MODEL_METHODS, SAMPLERS
 from bayesirt.utils.progress import progress_bar
-from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
+from bayesirt.models.logistic import build_logistic, log_likelihood_group
 from bayesirt.models.mirt import align_signs, build_mirt
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 
@@ -34,6 +38,9 @@ __all__ = ["fit", "sample_model"]
 _JAX_SAMPLERS = ("numpyro", "blackjax")  # PyMC's JAX NUTS (pymc.sampling.jax): the optional extra bayesirt[jax]
 _XLA_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"  # what jax.monitoring reports per compilation
 _MAP_FTOL = 1e-14  # see sample_model's map_tolerance
+_JOINT_MAP = ("fit does not offer method='map': a joint MAP over abilities and items diverges on short tests. "
+              "For the marginal MAP of the items (MAP-EM) with standard errors use "
+              "bayesirt.fit_mml(responses, spec, priors=True), or the command line `bayesirt fit DATA --method map`.")
 _PACKAGES = ("bayesirt", "pymc", "pytensor", "arviz", "nutpie", "numpy", "xarray")
 
 
@@ -59,8 +66,10 @@ def _check_jax(caller: str, sampler: str) -> None:
                             f"`pip install \"bayesirt[jax]\"`.") from err
 
 
-def _check_settings(caller, method, sampler, draws, tune, chains, cores, advi_iterations) -> None:
-    _check_choice(caller, "method", method, METHODS)
+def _check_settings(caller, method, sampler, draws, tune, chains, cores, advi_iterations, methods=METHODS) -> None:
+    if caller == "fit" and method == "map":
+        raise BayesIRTError(_JOINT_MAP)
+    _check_choice(caller, "method", method, methods)
     _check_choice(caller, "sampler", sampler, SAMPLERS)
     if method == "nuts" and sampler in _JAX_SAMPLERS:
         _check_jax(caller, sampler)
@@ -96,9 +105,11 @@ def fit(
     spec : IRTSpec, MIRTSpec, str or path, default "2pl"
         A loaded spec, a built-in name (``models/*.toml``) or the path of a spec file: 1PL-4PL
         (:mod:`bayesirt.models.logistic`) or MIRT (:mod:`bayesirt.models.mirt`).
-    method : {"nuts", "advi", "fullrank_advi", "map"}, default "nuts"
-        NUTS is the reference; ADVI is faster and under-disperses; MAP gives a point estimate
-        (one draw, no uncertainty).
+    method : {"nuts", "advi", "fullrank_advi"}, default "nuts"
+        NUTS is the reference; ADVI is faster and under-disperses. ``"map"`` raises
+        :class:`~bayesirt.errors.BayesIRTError`: a joint MAP over abilities and items diverges on
+        short tests; the marginal MAP of the items (MAP-EM, with standard errors) is
+        ``bayesirt.fit_mml(responses, spec, priors=True)`` (``bayesirt fit DATA --method map``).
     sampler : {"nutpie", "pymc", "numpyro", "blackjax"}, default "nutpie"
         NUTS implementation. nutpie is the default: on the same naive model it gave 2.4x-5x the
         minimum bulk ESS per second of PyMC's sampler across runs (``benchmarks/results/``).
@@ -131,7 +142,10 @@ def fit(
         On large matrices a step then costs the batch, not the matrix; the stochastic gradient
         needs more steps, which the loss-plateau rule counts.
     log_likelihood : bool, default False
-        Add the ``log_likelihood`` group (one value per draw and observed response; for LOO).
+        Add the ``log_likelihood`` group: ``responses`` (chain, draw, item, model), NaN where
+        missing, for ``az.loo`` and ``az.loo_pit``; in long format (chain, draw, cell) when the
+        matrix is mostly missing and large (see
+        :func:`~bayesirt.models.logistic.log_likelihood_group`).
     progress : bool, default True
         Show progress bars.
 
@@ -164,20 +178,18 @@ def fit(
     if hasattr(pm_model, "anchor_items"):
         extra_attrs["bayesirt_anchor_items"] = json.dumps([str(i) for i in pm_model.anchor_items])
 
-    posterior = _label(tree["posterior"].to_dataset(), responses)
+    posterior = tree["posterior"].to_dataset()
+    posterior = posterior[[v for v in pm_model.reported_variables if v in posterior]].reset_coords(drop=True)
     if hasattr(pm_model, "anchor_items"):
         posterior = align_signs(posterior, pm_model.anchor_items)
-    groups = {
-        "posterior": posterior,
-        "observed_data": responses[["responses"]].reset_coords(drop=True),
-        "constant_data": _metadata(responses),
-    }
+    observed, constant = to_observed_data(responses)
+    groups = {"posterior": posterior, "observed_data": observed, "constant_data": constant}
     for extra in ("sample_stats", "variational_fit"):
         if extra in tree.children:
             groups[extra] = tree[extra].to_dataset()
     if log_likelihood:
         t0 = time.perf_counter()
-        groups["log_likelihood"] = pointwise_log_likelihood(posterior, responses).to_dataset()
+        groups["log_likelihood"] = log_likelihood_group(posterior, responses)
         timings["log_likelihood_s"] = time.perf_counter() - t0
     result = xr.DataTree.from_dict(groups)
     result.attrs = {
@@ -220,9 +232,12 @@ def sample_model(
         Any model, e.g. from :func:`bayesirt.models.logistic.build_logistic` or
         :func:`bayesirt.models.family_dif.build_family_dif`.
     method, sampler, draws, tune, chains, cores, seed, advi_iterations, advi_tolerance, advi_learning_rate, progress
-        As in :func:`fit` (same defaults and meaning).
+        As in :func:`fit` (same defaults and meaning); ``method`` may also be ``"map"``, the joint
+        posterior mode (one draw), meant for models without abilities such as the audit's
+        family-DIF model (with abilities on short tests it diverges, which is why :func:`fit`
+        does not offer it).
     map_tolerance : float, optional
-        MAP only. Default: SciPy's L-BFGS-B stopping rules (what :func:`fit` uses). A number is
+        MAP only. Default: SciPy's L-BFGS-B stopping rules. A number is
         L-BFGS-B's ``gtol`` (largest gradient component of the log posterior in the unconstrained
         space), with the relative-decrease test ``ftol`` tightened to 1e-14 so that the gradient
         test decides; 1e-14 is about 45 machine epsilons (at 1e-15 the line search ends abnormally
@@ -236,7 +251,7 @@ def sample_model(
         (ADVI: the loss history). Attributes ``bayesirt_settings`` and ``bayesirt_timings``
         (JSON) and, for ADVI, ``advi_iterations_run``, ``advi_converged``, ``advi_final_loss``.
     """
-    _check_settings("sample_model", method, sampler, draws, tune, chains, cores, advi_iterations)
+    _check_settings("sample_model", method, sampler, draws, tune, chains, cores, advi_iterations, MODEL_METHODS)
     if map_tolerance is not None and not (isinstance(map_tolerance, float) and 0 < map_tolerance < 1):
         raise BayesIRTError(f"The 'map_tolerance' parameter of sample_model must be a float in (0, 1). "
                             f"Got {map_tolerance!r} instead.")
@@ -444,25 +459,6 @@ def _map(pm_model, seed, progress, timings, tolerance=None) -> xr.DataTree:
     coords = {d: np.asarray(pm_model.coords[d]) for n in names for d in dims.get(n, ())
               if pm_model.coords.get(d) is not None}
     return xr.DataTree.from_dict({"posterior": xr.Dataset(data, coords={"chain": [0], "draw": [0], **coords})})
-
-
-def _label(posterior: xr.Dataset, responses: xr.Dataset) -> xr.Dataset:
-    """Attach the metadata coordinates."""
-    meta = {}
-    if "item" in posterior.dims:
-        meta |= {"item": responses["item"].values, "item_group": ("item", responses["item_group"].values)}
-    if "model" in posterior.dims:
-        meta |= {
-            "model": responses["model"].values,
-            "family": ("model", responses["family"].values),
-            "owner": ("model", responses["owner"].values),
-        }
-    return posterior.assign_coords(meta)
-
-
-def _metadata(responses: xr.Dataset) -> xr.Dataset:
-    names = ("item_group", "family", "owner")
-    return xr.Dataset({n: responses[n].reset_coords(drop=True) for n in names if n in responses.coords})
 
 
 def _versions() -> dict:

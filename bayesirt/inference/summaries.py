@@ -8,9 +8,9 @@ import pandas as pd
 import xarray as xr
 from scipy.stats import rankdata
 
-from bayesirt.data.responses import MISSING
+from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.models.information import item_information
-from bayesirt.models.logistic import ITEM_PARAMETERS
+from bayesirt.models.logistic import ITEM_PARAMETERS, with_difficulty
 
 __all__ = ["item_table", "model_table", "posterior_ranks", "is_sampled", "DEFAULT_CI"]
 
@@ -54,17 +54,18 @@ def item_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None 
     A common (1PL) or fixed slope is repeated on every row. ``stats``:
     :func:`bayesirt.inference.diagnostics.element_diagnostics` of ``tree``, when already computed.
     """
-    post = tree["posterior"].to_dataset()
+    post = with_difficulty(tree["posterior"].to_dataset())
+    responses = from_observed_data(tree)
     diag = is_sampled(post)
     n_items = post.sizes["item"]
-    frame = {"item_id": post["item"].values, "item_group": post["item_group"].values}
+    frame = {"item_id": post["item"].values, "item_group": responses["item_group"].values}
     for name in ITEM_PARAMETERS:
         if name not in post:
             continue
         described = _describe(post[name], ci, with_diagnostics=diag, stats=stats)
         for key, values in described.items():
             frame[f"{name}_{key}"] = np.broadcast_to(values, (n_items,))
-    y = tree["observed_data"]["responses"].values
+    y = responses["responses"].values
     observed = y != MISSING
     frame["n_observed"] = observed.sum(axis=1)
     frame["proportion_correct"] = (y == 1).sum(axis=1) / frame["n_observed"]
@@ -103,12 +104,13 @@ def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None
     described = _describe(theta, ci, with_diagnostics=is_sampled(post), stats=stats)
     ranks = posterior_ranks(theta)
     lo_name, hi_name, lo, hi = _interval_columns(ci)
-    y = tree["observed_data"]["responses"].values
+    responses = from_observed_data(tree)
+    y = responses["responses"].values
     n_obs = (y != MISSING).sum(axis=0)
     frame = pd.DataFrame({
         "model_id": post["model"].values,
-        "family": post["family"].values,
-        "owner": post["owner"].values,
+        "family": responses["family"].values,
+        "owner": responses["owner"].values,
         **{f"theta_{k}": v for k, v in described.items()},
         "rank_mean": ranks.mean(_SAMPLE).values,
         f"rank_{lo_name}": ranks.quantile(lo, _SAMPLE, method="lower").values.astype(int),

@@ -225,7 +225,10 @@ def posterior_information(tree: xr.DataTree, theta=None, *, max_draws: int | Non
         info = item_information(th, *part)  # (chunk, item, theta)
         total += info.sum(axis=0)
         tests.append(info.sum(axis=1))
-    ds = _curves(total / keep.size, th, post["intercept"].isel({d: 0 for d in _SAMPLE}, drop=True).to_dataset())
+    items = post["intercept"].isel({d: 0 for d in _SAMPLE}, drop=True).to_dataset()
+    if "constant_data" in tree.children and "item_group" in tree["constant_data"]:  # a fit keeps its metadata there
+        items = items.assign_coords(item_group=("item", tree["constant_data"]["item_group"].values))
+    ds = _curves(total / keep.size, th, items)
     ds["test_information_sd"] = ("theta", np.concatenate(tests).std(axis=0, ddof=1) if keep.size > 1
                                  else np.zeros(th.size))
     ds.attrs["draws"] = int(keep.size)

@@ -27,14 +27,11 @@ from bayesirt.data.responses import MISSING, observed_cells
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.specs import IRTSpec, Prior
 
-__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "prior_rv", "fused_loglik",
-           "ITEM_PARAMETERS", "SAMPLER_VARIABLES"]
+__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "log_likelihood_group", "prior_rv",
+           "fused_loglik", "with_difficulty", "ITEM_PARAMETERS", "DENSE_LOG_LIKELIHOOD_UP_TO"]
 
 #: Item parameters a fitted logistic spec may report, in display order.
 ITEM_PARAMETERS = ("discrimination", "difficulty", "intercept", "guessing", "slip")
-
-#: Coordinates NUTS samples in place of theta and the item location (see build_logistic).
-SAMPLER_VARIABLES = ("theta_mean", "theta_deviation", "intercept_centered", "difficulty_centered")
 
 
 def prior_rv(name: str, prior: Prior, dims=None):
@@ -72,12 +69,14 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
     Returns
     -------
     pymc.Model
-        Reported variables ``theta`` (model), ``discrimination`` (item, or scalar for a common
+        Variables ``theta`` (model), ``discrimination`` (item, or scalar for a common
         slope), ``intercept`` and ``difficulty`` (item), and ``guessing``/``slip`` (item) when
         declared. NUTS samples ``theta_mean``, ``theta_deviation`` (zero-sum over models),
         ``discrimination``, ``intercept_centered`` (or ``difficulty_centered``) and the
         asymptotes; ``theta``, ``intercept`` and ``difficulty`` are exact Deterministics of them
         with the spec's priors (see the comment in the body and ``tests/test_logistic.py``).
+        The attribute ``reported_variables`` lists what a fit's posterior keeps (the sampler's
+        own coordinates are dropped).
     """
     y = responses["responses"].values
     observed = y != MISSING
@@ -129,7 +128,20 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         pm.Potential("response_loglik", loglik)
     # read by the ADVI stopping rule (bayesirt.inference.fitting)
     pm_model.minibatch, pm_model.n_cells = batch_size is not None, int(observed.sum())
+    # what a fit's posterior group keeps: the spec's parameters, with the intercept that every
+    # consumer of a posterior reads (the difficulty too when the spec puts its prior there;
+    # with_difficulty derives it otherwise)
+    pm_model.reported_variables = ["theta", "discrimination", "intercept"] \
+        + ["difficulty"] * (spec.location == "difficulty") + ["guessing"] * spec.has_guessing + ["slip"] * spec.has_slip
     return pm_model
+
+
+def with_difficulty(posterior: xr.Dataset) -> xr.Dataset:
+    """The posterior with the difficulty ``b = -d / a`` of every draw added when it is not stored
+    (a fit of a slope-intercept spec stores ``intercept`` only; see :func:`build_logistic`)."""
+    if "difficulty" in posterior or "intercept" not in posterior or "discrimination" not in posterior:
+        return posterior  # stored already, or not a 1PL-4PL posterior
+    return posterior.assign(difficulty=-posterior["intercept"] / posterior["discrimination"])
 
 
 #: Smallest observed share of the matrix for which the likelihood runs over the dense matrix;
@@ -226,33 +238,23 @@ def response_probability(theta, discrimination, intercept, guessing=0.0, slip=0.
     return c + (1.0 - c - s) * expit(eta)
 
 
-def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, chunk_cells: int = 2_000_000) -> xr.DataArray:
-    """Log-likelihood of every observed response under every posterior draw.
-
-    Works for the 1PL-4PL posteriors (``theta``, ``discrimination``, ``intercept``, optional
-    ``guessing``/``slip``) and MIRT posteriors (``theta`` (model, dim), ``loading`` (item, dim)).
-    Returns a DataArray with dims (chain, draw, cell): one ``cell`` per observed response, with
-    coordinates ``item`` and ``model`` on it, so LOO can group cells by model. Cells are processed
-    in chunks of about ``chunk_cells`` draw-cells so memory stays bounded on large matrices.
-    """
-    items, models, y_cell = observed_cells(responses["responses"].values)
-    y_cell = y_cell.astype(bool)
-    n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
-    n_samples = n_chain * n_draw
+def _cell_log_likelihoods(posterior: xr.Dataset, items: np.ndarray, models: np.ndarray, y_cell: np.ndarray,
+                          chunk_cells: int):
+    """Yield ``(slice, values)``: the (sample, cell) log-likelihoods of consecutive chunks of the
+    given cells, about ``chunk_cells`` draw-cells at a time."""
+    n_samples = posterior.sizes["chain"] * posterior.sizes["draw"]
 
     def draws(name, default):
         """(sample, entity, dim) array; a missing parameter is a constant, a scalar one broadcasts."""
         if name not in posterior:
             return np.full((n_samples, 1, 1), default)
-        v = posterior[name].values.reshape(n_samples, -1, posterior[name].sizes.get("dim", 1))
-        return v
+        return posterior[name].values.reshape(n_samples, -1, posterior[name].sizes.get("dim", 1))
 
     mirt = "loading" in posterior
     theta = draws("theta", 0.0)
     a = draws("loading" if mirt else "discrimination", 1.0)
     d, c, s = draws("intercept", 0.0)[..., 0], draws("guessing", 0.0)[..., 0], draws("slip", 0.0)[..., 0]
     pick = lambda v, idx: v[:, idx] if v.shape[1] > 1 else v[:, :1]  # noqa: E731 (common slope / absent)
-    out = np.empty((n_samples, items.size))
     step = max(1, chunk_cells // max(1, n_samples))
     for start in range(0, items.size, step):
         sl = slice(start, start + step)
@@ -263,7 +265,23 @@ def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, ch
         with np.errstate(divide="ignore"):
             log_p = np.logaddexp(np.log(ci), np.log(scale) + log_expit(eta))
             log_q = np.logaddexp(np.log(si), np.log(scale) + log_expit(-eta))
-        out[:, sl] = np.where(y_cell[sl], log_p, log_q)
+        yield sl, np.where(y_cell[sl], log_p, log_q)
+
+
+def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, chunk_cells: int = 2_000_000) -> xr.DataArray:
+    """Log-likelihood of every observed response under every posterior draw, in long format.
+
+    Works for the 1PL-4PL posteriors (``theta``, ``discrimination``, ``intercept``, optional
+    ``guessing``/``slip``) and MIRT posteriors (``theta`` (model, dim), ``loading`` (item, dim)).
+    Returns a DataArray with dims (chain, draw, cell): one ``cell`` per observed response, with
+    coordinates ``item`` and ``model`` on it, so LOO can group cells by model. Cells are processed
+    in chunks of about ``chunk_cells`` draw-cells so memory stays bounded on large matrices.
+    """
+    items, models, y_cell = observed_cells(responses["responses"].values)
+    n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
+    out = np.empty((n_chain * n_draw, items.size))
+    for sl, values in _cell_log_likelihoods(posterior, items, models, y_cell.astype(bool), chunk_cells):
+        out[:, sl] = values
     return xr.DataArray(
         out.reshape(n_chain, n_draw, -1),
         dims=("chain", "draw", "cell"),
@@ -275,3 +293,34 @@ def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, ch
         },
         name="responses",
     )
+
+
+#: The ``log_likelihood`` group is stored densely, (chain, draw, item, model) with NaN where no
+#: response was observed (ArviZ's layout), unless that is both above this many values and more
+#: than twice the observed cells (under half of the matrix observed): then in long format, one
+#: ``cell`` per observed response with ``item`` and ``model`` coordinates on it.
+DENSE_LOG_LIKELIHOOD_UP_TO = 20_000_000
+
+
+def log_likelihood_group(posterior: xr.Dataset, responses: xr.Dataset, *, chunk_cells: int = 2_000_000) -> xr.Dataset:
+    """The ``log_likelihood`` group of a fit: ``responses`` for every draw and observed response.
+
+    Dense (chain, draw, item, model) with NaN at missing cells, so ArviZ labels pointwise LOO
+    values by item and model; long (chain, draw, cell) for sparse matrices too large to hold
+    densely (:data:`DENSE_LOG_LIKELIHOOD_UP_TO`). The layout is recorded in the attribute
+    ``layout`` ("dense" or "long").
+    """
+    y = responses["responses"].values
+    n_chain, n_draw = posterior.sizes["chain"], posterior.sizes["draw"]
+    items, models, y_cell = observed_cells(y)
+    dense_values = n_chain * n_draw * y.size
+    if dense_values > DENSE_LOG_LIKELIHOOD_UP_TO and y.size > 2 * items.size:
+        long = pointwise_log_likelihood(posterior, responses, chunk_cells=chunk_cells)
+        return long.to_dataset().assign_attrs(layout="long")
+    out = np.full((n_chain * n_draw, *y.shape), np.nan)
+    for sl, values in _cell_log_likelihoods(posterior, items, models, y_cell.astype(bool), chunk_cells):
+        out[:, items[sl], models[sl]] = values
+    coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values,
+              "item": responses["item"].values, "model": responses["model"].values}
+    return xr.Dataset({"responses": (("chain", "draw", "item", "model"), out.reshape(n_chain, n_draw, *y.shape))},
+                      coords=coords, attrs={"layout": "dense"})

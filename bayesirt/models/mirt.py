@@ -107,7 +107,8 @@ def build_mirt(responses: xr.Dataset, spec: MIRTSpec) -> pm.Model:
     -------
     pymc.Model
         Reported variables ``loading`` (item, dim), ``intercept`` (item), ``theta`` (model, dim)
-        and, confirmatory, ``factor_correlation`` (dim, dim_bis). Exploratory models carry the
+        and, confirmatory, ``factor_correlation`` (dim, dim_bis), listed in the attribute
+        ``reported_variables`` (what a fit's posterior keeps). Exploratory models carry the
         anchor items as the model attribute ``anchor_items`` (item labels, echelon order).
     """
     y = responses["responses"].values
@@ -141,6 +142,8 @@ def build_mirt(responses: xr.Dataset, spec: MIRTSpec) -> pm.Model:
         pm.Potential("response_loglik", fused_loglik(eta, None, None, (y == 1).astype("float64"), observed))
     if anchors is not None:
         pm_model.anchor_items = responses["item"].values[anchors]
+    pm_model.reported_variables = ["loading", "intercept", "theta"] \
+        + ["factor_correlation"] * (spec.structure == "confirmatory")
     pm_model.n_cells = int(observed.sum())  # read by the ADVI stopping rule (bayesirt.inference.fitting)
     return pm_model
 

@@ -20,21 +20,50 @@ __all__ = ["mml_section", "ladder_section", "agreement_section", "splithalf_sect
            "plot_splithalf"]
 
 MAX_FLAGGED_ROWS = 30
+MAX_ESTIMATE_ROWS = 50
 _FLAG_COLOURS = {"": "C0", "prior": "C1", "unexplained": "C3"}
 
 
 def mml_section(fit: MMLResult, summary: dict) -> list[str]:
-    kind = "MAP-EM (item priors active)" if fit.attrs.get("priors") else "marginal maximum likelihood"
-    lines = [
-        "## Marginal maximum likelihood", "",
-        f"Spec `{fit.spec.name}` fitted by Bock-Aitkin EM ({kind}), {fit.attrs.get('quadrature', '?')} Gauss-Hermite nodes.",
-        f"Log-likelihood {summary['loglik']:.4f}; {summary['n_parameters']} parameters; AIC {summary['aic']:.2f}; "
-        f"BIC {summary['bic']:.2f} (n = {summary['n_models']} models); {summary['iterations']} EM iterations; "
-        f"{'converged' if summary['converged'] else '**not converged**'}.",
-    ]
-    if fit.attrs.get("map_asymptotes"):
+    nodes = fit.attrs.get("quadrature", "?")
+    if fit.attrs.get("priors"):
+        lines = [
+            "## Marginal MAP of the item parameters (MAP-EM)", "",
+            f"Spec `{fit.spec.name}`: the mode of the marginal posterior of the item parameters under the spec's priors "
+            f"({fit.attrs.get('active_priors', '?')}), abilities integrated out over their "
+            f"{fit.attrs.get('population', 'population')} distribution on {nodes} Gauss-Hermite nodes (Bock-Aitkin "
+            "EM with the item priors, MAP-EM; not a joint mode over abilities and items). Point estimates with "
+            "standard errors, not credible intervals.",
+        ]
+    else:
+        lines = [
+            "## Marginal maximum likelihood", "",
+            f"Spec `{fit.spec.name}` fitted by Bock-Aitkin EM (marginal maximum likelihood), {nodes} Gauss-Hermite nodes.",
+        ]
+    lines.append(f"Log-likelihood {summary['loglik']:.4f}; {summary['n_parameters']} parameters; AIC {summary['aic']:.2f}; "
+                 f"BIC {summary['bic']:.2f} (n = {summary['n_models']} models); {summary['iterations']} EM iterations; "
+                 f"{'converged' if summary['converged'] else '**not converged**'}.")
+    if fit.attrs.get("map_asymptotes") and not fit.attrs.get("priors"):
         lines.append("The asymptotes carry the spec's Beta priors even without `--priors` (as SAFE App. E), so this fit is MAP for them.")
-    return lines + [""]
+    return lines + [""] + _estimate_section(fit)
+
+
+def _estimate_section(fit: MMLResult) -> list[str]:
+    """The item estimates with their standard errors (at most :data:`MAX_ESTIMATE_ROWS` items)."""
+    names = ["discrimination", "difficulty"] + [n for n, has in (("guessing", fit.spec.has_guessing),
+                                                                 ("slip", fit.spec.has_slip)) if has]
+    items = fit.items
+    table = pd.DataFrame({"item": items["item"].values})
+    for name in names:
+        table[f"{name} estimate"] = items[name].values
+        table[f"{name} SE"] = items[f"{name}_se"].values
+    se = (f"SE: square root of the diagonal of the {fit.attrs.get('se_method', 'inverse observed information')}."
+          if fit.covariance is not None else "SE: not computed (`--no-se`).")
+    lines = ["## Item estimates", "", f"Estimate and standard error of each item parameter. {se} "
+             "Abilities given these items are in `models.csv`: EAP (`eap`, `eap_sd`) and MAP (`map`, `map_se`).", ""]
+    if len(table) > MAX_ESTIMATE_ROWS:
+        lines += [f"The first {MAX_ESTIMATE_ROWS} of {len(table):,} items; all are in `items.csv`.", ""]
+    return lines + [markdown_table(table.head(MAX_ESTIMATE_ROWS)), ""]
 
 
 def ladder_section(table: pd.DataFrame, lrt: pd.DataFrame) -> list[str]:

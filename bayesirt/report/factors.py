@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from bayesirt.utils.outputs import staged_output  # noqa: E402
+from bayesirt.utils.outputs import staged_output, write_netcdf  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
 __all__ = ["factors_tree", "write_factors", "factors_report", "plot_factor_selection", "CFI_GOOD", "RMSEA_CLOSE"]
@@ -203,8 +203,8 @@ def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation:
                   posterior, settings: dict, force: bool = False) -> Path:
     """Write the job's folder atomically (staged, then renamed into place)."""
     with staged_output(out, force=force) as folder:
-        factors_tree(abilities=abilities, correlation=correlation, solutions=solutions, parallel=parallel,
-                     posterior=posterior, settings=settings).to_netcdf(folder / "factors.nc", engine="h5netcdf")
+        write_netcdf(factors_tree(abilities=abilities, correlation=correlation, solutions=solutions, parallel=parallel,
+                                  posterior=posterior, settings=settings), folder / "factors.nc")
         pd.DataFrame([{"n_factors": s.n_factors, **{c: getattr(s.fit, c) for c in _FIT_COLUMNS},
                        "variance_explained": s.variance_explained, "converged": s.converged, "heywood": s.heywood}
                       for s in solutions]).to_csv(folder / "fit_indices.csv", index=False)

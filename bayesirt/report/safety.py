@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.utils.outputs import write_netcdf
 
 __all__ = ["write_json", "header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
            "personfit_section", "sandbag_section", "fingerprint_section", "write_personfit", "write_sandbag",
@@ -203,7 +204,7 @@ def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, o
     summary = {k: a[k] for k in ("fpr", "statistic", "cutoff", "calibration")} | {
         "flagged": int(fit["flagged"].sum()), "models": fit.sizes["model"], "warnings": warnings}
     with staged_output(out, force=force) as folder:
-        xr.DataTree.from_dict({"models": fit, "items": items}).to_netcdf(folder / "personfit.nc", engine="h5netcdf")
+        write_netcdf(xr.DataTree.from_dict({"models": fit, "items": items}), folder / "personfit.nc")
         fit.to_dataframe().reset_index().to_csv(folder / "models.csv", index=False)
         items.to_dataframe().reset_index().to_csv(folder / "items.csv", index=False)
         write_json(folder / "summary.json", summary)
@@ -225,7 +226,7 @@ def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], fo
         tree = xr.DataTree.from_dict({"genuine": result.genuine, "runs": result.runs, "gaps": result.gaps,
                                       "items": result.items})
         tree.attrs = {"settings": json.dumps(st, default=_plain)}
-        tree.to_netcdf(folder / "sandbagging.nc", engine="h5netcdf")
+        write_netcdf(tree, folder / "sandbagging.nc")
         result.detection.to_csv(folder / "detection.csv", index=False)
         result.roc.to_csv(folder / "roc.csv", index=False)
         result.gaps.to_dataframe().reset_index().to_csv(folder / "gaps.csv", index=False)
@@ -254,8 +255,8 @@ def write_fingerprint(table: xr.Dataset, null: xr.Dataset, matches: pd.DataFrame
 
     with staged_output(out, force=force) as folder:
         match_ds = xr.Dataset.from_dataframe(matches.set_index("query"))
-        xr.DataTree.from_dict({"disagreement": table, "null": null, "matches": match_ds}).to_netcdf(
-            folder / "fingerprint.nc", engine="h5netcdf")
+        write_netcdf(xr.DataTree.from_dict({"disagreement": table, "null": null, "matches": match_ds}),
+                     folder / "fingerprint.nc")
         matches.to_csv(folder / "matches.csv", index=False)
         table["disagreement"].to_pandas().to_csv(folder / "disagreement.csv")
         null.to_dataframe().to_csv(folder / "null.csv", index=False)

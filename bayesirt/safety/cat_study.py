@@ -34,7 +34,7 @@ from bayesirt.data.responses import make_responses, validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
-from bayesirt.utils.outputs import check_output, staged_output
+from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
 __all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "run_cat_job",
@@ -307,7 +307,7 @@ def run_cat_job(data, out, *, budgets=(10, 25, 50, 100), splits: int = 20, rando
                       seed=seed, workers=workers, scheduler=scheduler, progress=progress)
     curves = summarize_study(study)
     with staged_output(out, force=force) as folder:
-        study.to_netcdf(folder / "cat.nc", engine="h5netcdf")
+        write_netcdf(study, folder / "cat.nc")
         curves.to_csv(folder / "cat_curves.csv", index=False)
         figure = plot_cat_curves(curves, folder / "cat_curves.png").name
         (folder / "report.md").write_text(cat_report(study, curves, figure))
@@ -353,7 +353,7 @@ def run_information_job(source, out, *, theta=None, spec: str = "2pl", max_draws
         groups = info["group_information"].to_pandas().T.add_prefix("information_")
         table = table.join(groups.reset_index(drop=True))
     with staged_output(out, force=force) as folder:
-        info.to_netcdf(folder / "information.nc", engine="h5netcdf")
+        write_netcdf(info, folder / "information.nc")
         table.to_csv(folder / "information.csv", index=False)
         figure = plot_information(info, folder / "information.png").name
         (folder / "report.md").write_text(information_report(info, name, figure))

@@ -38,7 +38,7 @@ import xarray as xr
 from scipy.special import expit
 
 from bayesirt.safety.adaptive import score_test
-from bayesirt.data.responses import MISSING
+from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
 from bayesirt.models.information import ItemBank, item_bank
 from bayesirt.models.logistic import response_probability
@@ -307,9 +307,7 @@ def posterior_predictive_person_fit(tree: xr.DataTree, *, responses: xr.Dataset 
     if missing:
         raise BayesIRTError(f"the posterior lacks {missing}; fit a 1PL-4PL spec with bayesirt.inference.fitting.fit")
     if responses is None:
-        if "observed_data" not in tree.children:
-            raise BayesIRTError("the tree has no observed_data group; pass responses=")
-        responses = tree["observed_data"].to_dataset()
+        responses = from_observed_data(tree)
     da = check_responses(responses)
     try:
         da = da.sel(item=post["item"].values, model=post["model"].values)

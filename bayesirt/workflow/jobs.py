@@ -14,27 +14,34 @@ from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import IRTSpec, load_spec
 from bayesirt.report.predictive import plot_ppc, plot_prior, ppc_section, prior_section
 from bayesirt.report.sbc import plot_rank_histograms, sbc_section
-from bayesirt.utils.outputs import check_output, staged_output
-from bayesirt.workflow.predictive import posterior_predictive_check, prior_predictive_check
+from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
+from bayesirt.workflow.predictive import posterior_predictive_check, prior_predictive_check, replicate_responses
 from bayesirt.workflow.sbc import simulation_based_calibration
 
 __all__ = ["run_ppc_job", "run_prior_check_job", "run_sbc_job", "parse_design"]
 
 
 def run_ppc_job(data, model, out, *, force: bool = False, progress: bool = True, ppc_draws: int = 500,
-                alpha: float = 0.05, **fit_options) -> Path:
-    """Fit ``model`` and run posterior predictive checks; writes posterior.nc (with the
-    ``posterior_predictive`` group of replicated test quantities), ppc_items.csv, ppc_models.csv,
-    ppc_global.csv, ppc.png and report.md."""
+                alpha: float = 0.05, float32: bool = False, **fit_options) -> Path:
+    """Fit ``model`` and run posterior predictive checks; writes posterior.nc, ppc_items.csv,
+    ppc_models.csv, ppc_global.csv, ppc.png and report.md.
+
+    posterior.nc holds the fit with ``log_likelihood``, ``posterior_predictive["responses"]`` (one
+    replicated matrix per posterior draw, beside ``observed_data["responses"]``, for
+    ``az.loo_pit`` and ArviZ's PPC plots) and ``ppc_statistics``: the test quantities of the
+    ``ppc_draws`` replicates (dim ``replicate``) behind the tables. ``float32`` stores the draws in
+    single precision."""
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = model if isinstance(model, IRTSpec) else load_spec(model)
-    tree = fit(responses, spec, progress=progress, **fit_options)
-    result = posterior_predictive_check(tree, draws=ppc_draws, seed=int(fit_options.get("seed", 0)), alpha=alpha)
-    tree["posterior_predictive"] = xr.DataTree(result.replicated)
+    tree = fit(responses, spec, progress=progress, **(fit_options | {"log_likelihood": True}))
+    seed = int(fit_options.get("seed", 0))
+    result = posterior_predictive_check(tree, draws=ppc_draws, seed=seed, alpha=alpha)
+    tree["posterior_predictive"] = xr.DataTree(replicate_responses(tree, seed=seed))
+    tree["ppc_statistics"] = xr.DataTree(result.replicated.isel(chain=0, drop=True).rename(draw="replicate"))
     warnings = diagnose(tree)
     with staged_output(out, force=force) as folder:
-        tree.to_netcdf(folder / "posterior.nc", engine="h5netcdf")
+        write_netcdf(tree, folder / "posterior.nc", float32=float32)
         result.items.to_csv(folder / "ppc_items.csv", index=False)
         result.models.to_csv(folder / "ppc_models.csv", index=False)
         result.global_checks.to_csv(folder / "ppc_global.csv", index=False)
@@ -67,7 +74,7 @@ def run_prior_check_job(model, out, *, data=None, design: str | None = None, for
     simulated, table = prior_predictive_check(spec, responses, design=shape, draws=draws, seed=seed)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "prior_check.csv", index=False)
-        simulated.to_netcdf(folder / "prior_predictive.nc", engine="h5netcdf")
+        write_netcdf(simulated, folder / "prior_predictive.nc")
         figure = plot_prior(simulated, folder / "prior.png", responses).name
         where = responses.attrs.get("name", "the data") if responses is not None else f"a {design} design"
         lines = [f"# Prior predictive check: {spec.title} on {where}", ""] + prior_section(table, spec.name, draws, figure)
@@ -84,7 +91,7 @@ def run_sbc_job(model, out, *, design: str = "100x40", force: bool = False, prog
     shape = parse_design(design) if isinstance(design, str) else design
     result = simulation_based_calibration(spec, shape, progress=progress, **options)
     with staged_output(out, force=force) as folder:
-        result.ranks.to_netcdf(folder / "sbc.nc", engine="h5netcdf")
+        write_netcdf(result.ranks, folder / "sbc.nc")
         result.tests.to_csv(folder / "sbc_tests.csv", index=False)
         result.diagnostics.to_csv(folder / "sbc_diagnostics.csv", index=False)
         figure = plot_rank_histograms(result, folder / "rank_histograms.png").name

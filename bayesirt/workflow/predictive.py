@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.responses import MISSING
+from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import DataError
 from bayesirt.models.logistic import response_probability
 
-__all__ = ["posterior_predictive_check", "prior_predictive_check", "PPCResult", "DEFAULT_ALPHA"]
+__all__ = ["posterior_predictive_check", "prior_predictive_check", "replicate_responses", "PPCResult", "DEFAULT_ALPHA"]
 
 DEFAULT_ALPHA = 0.05
 _SAMPLE = ("chain", "draw")
@@ -53,8 +53,8 @@ class PPCResult:
     Attributes
     ----------
     replicated : xarray.Dataset
-        The test quantities of every replicate (dims chain, draw and item/model): what is stored
-        as the DataTree's ``posterior_predictive`` group.
+        The test quantities of every replicate (dims chain, draw and item/model): what the ppc
+        job stores as the DataTree's ``ppc_statistics`` group (dim ``replicate``).
     items, models : pandas.DataFrame
         Per item (model): observed statistic, replicated mean and 90% interval, ppp, flag.
     global_checks : pandas.DataFrame
@@ -163,7 +163,7 @@ def posterior_predictive_check(
     if "observed_data" not in tree or "posterior" not in tree:
         raise DataError("posterior predictive checks need a fit with posterior and observed_data groups")
     post = tree["posterior"].to_dataset()
-    y = tree["observed_data"]["responses"].values
+    y = from_observed_data(tree)["responses"].values
     observed = y != MISSING
     y_obs = (y == 1).astype(float)
     rng = np.random.default_rng(seed)
@@ -260,6 +260,41 @@ def posterior_predictive_check(
                "subset of the posterior pooled over chains"},
     )
     return PPCResult(replicated, items, models, global_checks, alpha)
+
+
+def replicate_responses(tree: xr.DataTree, *, seed: int = 0, chunk_cells: int = 5_000_000) -> xr.Dataset:
+    """One replicated response matrix per posterior draw: ArviZ's ``posterior_predictive`` group.
+
+    ``responses`` (chain, draw, item, model), float32 0/1 with NaN where the observed data have
+    no response (the missing pattern is part of the design), under the same name and labels as
+    ``observed_data["responses"]``, so ``az.loo_pit`` and ArviZ's PPC plots pair them.
+    Draws are simulated ``chunk_cells`` draw-cells at a time from one ``seed``.
+    """
+    post = tree["posterior"].to_dataset()
+    y = from_observed_data(tree)["responses"].values
+    observed = y != MISSING
+    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
+    stacked = post.stack(sample=_SAMPLE).transpose("sample", ...)
+
+    def values(name, default):
+        if name not in stacked:
+            return np.full((stacked.sizes["sample"], 1), default)
+        v = stacked[name].values
+        return v[:, None] if v.ndim == 1 else v  # a common slope: one per draw
+
+    params = {k: values(k, d) for k, d in (("theta", 0.0), ("discrimination", 1.0), ("intercept", 0.0),
+                                           ("guessing", 0.0), ("slip", 0.0))}
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_chain * n_draw, *y.shape), dtype=np.float32)
+    step = max(1, chunk_cells // y.size)
+    for start in range(0, out.shape[0], step):
+        sl = slice(start, start + step)
+        p = response_probability(*(params[k][sl] for k in ("theta", "discrimination", "intercept", "guessing", "slip")))
+        out[sl] = np.where(observed, rng.random(p.shape) < p, np.nan)
+    coords = {"chain": post["chain"].values, "draw": post["draw"].values, "item": post["item"].values,
+              "model": post["model"].values}
+    return xr.Dataset({"responses": (("chain", "draw", "item", "model"), out.reshape(n_chain, n_draw, *y.shape))},
+                      coords=coords, attrs={"seed": seed})
 
 
 def _design_responses(n_models: int, n_items: int) -> xr.Dataset:

@@ -204,6 +204,7 @@ def _run_replicate(task: _Replicate) -> dict:
 
     from bayesirt.data.datasets.simulate import simulate_pl
     from bayesirt.inference.fitting import fit
+    from bayesirt.models.logistic import with_difficulty
 
     data_seed, fit_seed = spawn_seeds(task.seed, 2)
     n_models, n_items = task.design
@@ -214,7 +215,7 @@ def _run_replicate(task: _Replicate) -> dict:
         t0 = time.perf_counter()
         tree = (task.fit_function or fit)(responses, task.spec, seed=fit_seed, progress=False, **task.fit_options)
         seconds = time.perf_counter() - t0
-        post = tree["posterior"].to_dataset()
+        post = with_difficulty(tree["posterior"].to_dataset())
         kept = post.isel(draw=slice(task.thin - 1, None, task.thin))
         out = {"index": task.index, "fit_seconds": seconds, "ranks": {}}
         for name in task.families:
