@@ -2,9 +2,10 @@
 one of these with a one-line message that names the problem and the fix; the command-line tool
 prints the message instead of a traceback."""
 
+import difflib
 import warnings
 
-__all__ = ["BayesIRTError", "DataError", "SpecError", "OutputError", "recorded_warnings"]
+__all__ = ["BayesIRTError", "DataError", "SpecError", "OutputError", "recorded_warnings", "did_you_mean"]
 
 
 class BayesIRTError(ValueError):
@@ -33,3 +34,13 @@ def recorded_warnings(fn, *args, **kwargs):
     for m in messages:
         warnings.warn(m, RuntimeWarning, stacklevel=3)
     return result, messages
+
+
+def did_you_mean(name: str, allowed) -> str:
+    """`` (did you mean 'x'?)`` naming the allowed value closest to a mistyped ``name`` (a close
+    spelling, or one that ``name`` starts with, as ``fpr_typo`` for ``fpr``), or ``""``."""
+    allowed = [str(a) for a in allowed]
+    match = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
+    if not match:
+        match = sorted((a for a in allowed if name.startswith(a) or a.startswith(name)), key=len, reverse=True)[:1]
+    return f" (did you mean {match[0]!r}?)" if match else ""

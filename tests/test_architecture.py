@@ -66,7 +66,8 @@ def _owner(target: str) -> str:
     return target
 
 
-EDGES = {name: sorted({(_owner(t), n, line) for t, n, line in _imports(name, path)}) for name, path in MODULES.items()}
+EDGES = {name: sorted({(_owner(t), n, line) for t, n, line in _imports(name, path)}, key=lambda e: (e[0], e[1] or "", e[2]))
+         for name, path in MODULES.items()}
 
 
 def _layer(module: str) -> int | None:

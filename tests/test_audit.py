@@ -128,7 +128,7 @@ def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
     assert set(summary["matched_controls"]) >= {"excess_pp", "p_value", "g_ratio", "citc_ratio"}
     assert {"matched", "profiles"} <= set(xr.open_datatree(tmp_path / "a" / "audit.nc").children)
     assert set(summary["profiles"]) == {"unconstrained", "caliper 0.25", "caliper 0.5", "caliper 1.0", "random"}
-    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--no-progress"]) == 2
+    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--no-progress"]) == 3  # exists
     assert "exists" in capsys.readouterr().err
     assert main(["audit", str(path), "--out", str(tmp_path / "b"), "--min-family-size", "500", "--no-progress"]) == 2
     err = capsys.readouterr().err

@@ -43,7 +43,7 @@ def test_fit_writes_every_output(lsat7_out):
 
 def test_existing_output_is_not_overwritten_without_force(lsat7_out, capsys):
     before = (lsat7_out / "report.md").read_text()
-    assert main(["fit", "lsat7", *FAST, "--out", str(lsat7_out)]) == 2
+    assert main(["fit", "lsat7", *FAST, "--out", str(lsat7_out)]) == 3  # output refused
     err = capsys.readouterr().err
     assert "already exists; pass --force to replace it" in err and "Traceback" not in err
     assert (lsat7_out / "report.md").read_text() == before

@@ -1,4 +1,5 @@
-"""The command-line tool (:mod:`.main`) and the runner of declared analyses (:mod:`.analyses`)."""
+"""The command-line tool (:mod:`.main`, its grammar in :mod:`.parser`) and the runner of declared
+analyses (:mod:`.analyses`)."""
 
 from typing import TYPE_CHECKING
 

@@ -14,7 +14,7 @@ import xarray as xr
 
 from bayesirt.data import load
 from bayesirt.inference.diagnostics import diagnose, element_diagnostics
-from bayesirt.errors import SpecError
+from bayesirt.errors import SpecError, did_you_mean
 from bayesirt.inference.fitting import fit
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
@@ -173,30 +173,45 @@ def load_analysis(path: str | Path) -> dict:
     tables = {"analysis", table} | ({"simulate"} if kind == "audit" else set())
     unknown = set(raw) - tables
     if unknown:
-        raise SpecError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: {sorted(tables)}")
+        first = sorted(unknown)[0]
+        raise SpecError(f"{path}: unknown table(s) {sorted(unknown)}{did_you_mean(first, tables)}; "
+                        f"allowed: {sorted(tables)}")
     options = raw.get(table, {})
     _check_types(path, table, options, allowed)
     simulate = raw.get("simulate", {})
     _check_types(path, "simulate", simulate, _SIMULATE)
     if kind == "audit" and (head["data"] == SIMULATED) != bool(simulate):
         raise SpecError(f"{path}: generated data need data = {SIMULATED!r} together with a [simulate] table")
+    if kind == "safety":
+        from bayesirt.safety.suite import SAFETY_STEPS, check_step_options
+
+        check_step_options(options.get("steps", list(SAFETY_STEPS)),
+                           {k: v for k, v in options.items() if k != "steps"}, where=str(path))
     return {"path": path, **head, "options": options, "simulate": simulate}
 
 
 def _check_types(path: Path, table: str, options: dict, allowed: dict) -> None:
     for key, value in options.items():
         if key not in allowed:
-            raise SpecError(f"{path}: [{table}] unknown option {key!r}; allowed: {sorted(allowed)}")
+            raise SpecError(f"{path}: [{table}] unknown option {key!r}{did_you_mean(key, allowed)}; "
+                            f"allowed: {sorted(allowed)}")
         want = allowed[key]
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             if not (want is float and isinstance(value, int) and not isinstance(value, bool)):
                 raise SpecError(f"{path}: [{table}] {key!r} must be of type {want.__name__}; got {value!r}")
 
 
-def run_analysis(path: str | Path, *, force: bool = False, progress: bool = True) -> Path:
-    """Run a declared analysis end to end; returns its output folder."""
+def run_analysis(path: str | Path, *, force: bool = False, resume: bool = False, progress: bool = True) -> Path:
+    """Run a declared analysis end to end; returns its output folder.
+
+    ``resume``: a safety analysis reruns only its missing and failed steps, with the settings its
+    summary.json recorded (:func:`~bayesirt.safety.suite.run_safety_suite`); a fit or audit is
+    written whole or not at all, so an existing output folder is returned as it is and a missing
+    one is computed."""
     analysis = load_analysis(path)
     options = dict(analysis["options"])
+    if resume and analysis["kind"] != "safety" and Path(analysis["out"]).is_dir():
+        return Path(analysis["out"])
     if analysis["kind"] == "audit":
         from bayesirt.audit import AuditConfig, run_audit_job
         from bayesirt.data import simulate_dif_benchmark
@@ -216,7 +231,7 @@ def run_analysis(path: str | Path, *, force: bool = False, progress: bool = True
 
         steps = options.pop("steps", list(SAFETY_STEPS))
         return run_safety_suite(analysis["data"], analysis["out"], steps=steps, options=options, force=force,
-                                progress=progress)
+                                resume=resume, progress=progress)
     ci = float(options.pop("ci", DEFAULT_CI))
     return run_fit_job(analysis["data"], analysis["model"], analysis["out"], force=force, ci=ci,
                        progress=progress, **options)

@@ -10,23 +10,164 @@ Steps, each written to its own subfolder of the output folder by its own job:
 
 Several benchmark files are pooled for the item-level steps by joining on the models they share
 (inner join; the benchmark name becomes each item's ``item_group``, so CAT quotas and targeted
-sandbagging work per benchmark). The folder appears only when every step has finished.
+sandbagging work per benchmark).
+
+Every option of every step is checked before any work (:func:`check_step_options`: names, types,
+ranges, choices), and what the data cannot support right after loading (:func:`check_against_data`:
+factor counts for the number of benchmarks, budgets and test lengths above the item count). Each
+step's folder appears when that step finishes; a step that fails is recorded (``summary.json``,
+``report.md``) while the others run on and stay; :class:`StepsFailed` then reports it. ``resume``
+reruns only the missing and failed steps, with the settings recorded in ``summary.json``.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
+import shutil
+import traceback
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 from bayesirt.data import load, make_responses
-from bayesirt.errors import SpecError
-from bayesirt.utils.outputs import staged_output
+from bayesirt.errors import BayesIRTError, OutputError, SpecError, did_you_mean
+from bayesirt.utils.outputs import check_output, remove_stale_staging, retire, write_text_atomic
 
-__all__ = ["SAFETY_STEPS", "pool_benchmarks", "run_safety_suite"]
+__all__ = ["SAFETY_STEPS", "StepsFailed", "pool_benchmarks", "step_options", "check_step_options",
+           "check_against_data", "run_safety_suite"]
 
 SAFETY_STEPS = ("information", "cat", "personfit", "sandbag", "factors")
+#: Keyword options of the step jobs that the runner sets itself (not in ``[safety.<step>]``).
+_RUNNER_OPTIONS = ("force", "progress")
+#: Options that are probabilities (open interval), and the options with a fixed set of values.
+_PROBABILITIES = ("fpr", "calibration", "level", "trigger_fraction")
+_ANY_NUMBER = ("seed", "gamma")
+
+
+class StepsFailed(BayesIRTError):
+    """Some steps of a multi-step analysis failed; the others finished and are kept.
+
+    ``internal`` is True when a failure was a bug (its traceback is in the step's error log)
+    rather than a problem with the input."""
+
+    def __init__(self, message: str, *, internal: bool):
+        super().__init__(message)
+        self.internal = internal
+
+
+def _step_jobs() -> dict:
+    from bayesirt.safety.cat_study import run_cat_job, run_information_job
+    from bayesirt.safety.personfit import run_personfit_job
+    from bayesirt.safety.sandbagging import run_sandbag_job
+    from bayesirt.structure.ability_structure import run_factors_job
+
+    return {"information": run_information_job, "cat": run_cat_job, "personfit": run_personfit_job,
+            "sandbag": run_sandbag_job, "factors": run_factors_job}
+
+
+def _choices() -> dict[str, tuple]:
+    from bayesirt.inference.methods import METHODS
+    from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES
+    from bayesirt.safety.personfit import STATISTICS
+    from bayesirt.safety.sandbagging import DIRECTIONS
+    from bayesirt.structure.rotation import ROTATIONS
+
+    return {"rule": SELECTION_RULES, "estimator": ESTIMATORS, "statistic": STATISTICS, "direction": DIRECTIONS,
+            "rotation": ROTATIONS, "method": METHODS}
+
+
+def step_options(step: str) -> dict:
+    """The options a ``[safety.<step>]`` table may set, with their defaults: the keyword options of
+    the step's job (read from its signature, so the two never disagree)."""
+    parameters = inspect.signature(_step_jobs()[step]).parameters.values()
+    return {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY and p.name not in _RUNNER_OPTIONS}
+
+
+def _check_value(where: str, key: str, value, default) -> None:
+    """Type (from the default), range and choices of one option."""
+    def fail(what: str):
+        raise SpecError(f"{where} {key!r} must be {what}; got {value!r}")
+
+    def number(v, kind):
+        return isinstance(v, kind) and not isinstance(v, bool)
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            fail("true or false")
+    elif isinstance(default, tuple):
+        if not isinstance(value, list) or not value or not all(number(v, (int, float)) for v in value):
+            fail("a non-empty list of numbers")
+        if key != "theta" and not all(v > 0 for v in value):
+            fail("a list of positive numbers")
+        if all(isinstance(v, int) for v in default) and not all(number(v, int) for v in value):
+            fail("a list of integers")
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            fail("a string")
+        choices = _choices().get(key)
+        if choices and value not in choices:
+            fail(f"one of {list(choices)}{did_you_mean(value, choices)}")
+    elif isinstance(default, int) or (default is None and key in ("max_draws", "workers")):
+        if not number(value, int):
+            fail("an integer")
+        if key not in _ANY_NUMBER and value < (0 if key == "seed" else 1):
+            fail("a positive integer")
+    elif isinstance(default, float):
+        if not number(value, (int, float)):
+            fail("a number")
+        if key in _PROBABILITIES and not 0 < value < 1:
+            fail("a probability between 0 and 1 (exclusive)")
+
+
+def check_step_options(steps, options: dict, where: str = "analysis") -> None:
+    """Check the ``steps`` list and every ``[safety.<step>]`` table before any work: unknown steps
+    and options (named with the allowed ones and the closest match), types, ranges and choices.
+    ``where`` starts each message (the analysis file)."""
+    if not isinstance(steps, (list, tuple)) or not steps or not all(isinstance(x, str) for x in steps):
+        raise SpecError(f"{where}: [safety] 'steps' must be a non-empty list of step names from {list(SAFETY_STEPS)}")
+    for step in [*steps, *options]:
+        if step not in SAFETY_STEPS:
+            raise SpecError(f"{where}: unknown safety step {step!r}{did_you_mean(step, SAFETY_STEPS)}; the steps are "
+                            f"{list(SAFETY_STEPS)}")
+    for step, table in options.items():
+        if not isinstance(table, dict):
+            raise SpecError(f"{where}: [safety.{step}] must be a table of options; got {table!r}")
+        allowed = step_options(step)
+        for key, value in table.items():
+            if key not in allowed:
+                raise SpecError(f"{where}: [safety.{step}] unknown option {key!r}{did_you_mean(key, allowed)}; "
+                                f"allowed: {sorted(allowed)}")
+            _check_value(f"{where}: [safety.{step}]", key, value, allowed[key])
+
+
+def check_against_data(files: list[str], pooled: xr.Dataset | None, steps, options: dict) -> None:
+    """What the loaded data cannot support, checked before any step runs: factor counts for the
+    number of benchmarks, CAT budgets and sandbagging test lengths above the pooled item count."""
+    from bayesirt.structure.factor import check_n_factors
+
+    if "factors" in steps:
+        if len(files) < 3:
+            raise SpecError(f"the factors step needs three or more benchmark files; got {len(files)} (drop 'factors' "
+                            "from steps or add files)")
+        for k in options.get("factors", {}).get("n_factors", step_options("factors")["n_factors"]):
+            try:
+                check_n_factors(len(files), k)
+            except BayesIRTError as err:
+                raise SpecError(f"[safety.factors] n_factors: {err}") from None
+    if pooled is None:
+        return
+    n_items = pooled.sizes["item"]
+    budgets = options.get("cat", {}).get("budgets", step_options("cat")["budgets"]) if "cat" in steps else ()
+    over = [b for b in budgets if b > n_items]
+    if over:
+        raise SpecError(f"[safety.cat] budgets {over} exceed the {n_items} pooled items; choose budgets of at most "
+                        f"{n_items}")
+    length = options.get("sandbag", {}).get("test_length", step_options("sandbag")["test_length"])
+    if "sandbag" in steps and length > n_items:
+        raise SpecError(f"[safety.sandbag] test_length {length} exceeds the {n_items} pooled items; choose at most "
+                        f"{n_items}")
 
 
 def pool_benchmarks(files: list[str]) -> xr.Dataset:
@@ -48,41 +189,85 @@ def pool_benchmarks(files: list[str]) -> xr.Dataset:
                           name="+".join(sets))
 
 
+def _report(files, record: dict) -> str:
+    lines = ["# SAFE pipeline", "", f"Benchmarks: {', '.join(Path(f).stem for f in files)}", ""]
+    for step, entry in record["steps"].items():
+        if entry["status"] == "finished":
+            lines.append(f"- [{step}]({step}/report.md)")
+        elif entry["status"] == "failed":
+            lines.append(f"- **{step} failed**: {entry['error']}" + (f" (traceback: `{entry['log']}`)"
+                                                                         if entry.get("log") else ""))
+        else:
+            lines.append(f"- {step}: not run yet")
+    if any(e["status"] != "finished" for e in record["steps"].values()):
+        lines += ["", "Rerun with `bayesirt run ANALYSIS --resume` to run only the missing and failed steps "
+                  "with the settings recorded in summary.json; the finished steps stay."]
+    return "\n".join(lines) + "\n"
+
+
 def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict | None = None, force: bool = False,
-                     progress: bool = True) -> Path:
+                     resume: bool = False, progress: bool = True) -> Path:
     """Run the declared SAFE steps on benchmark ``files``; one subfolder per step under ``out``.
 
     ``options`` maps a step name to the keyword options of its job (e.g. ``{"cat": {"budgets":
-    [10, 25]}}``), as the analysis file's ``[safety.<step>]`` tables give them.
+    [10, 25]}}``), as the analysis file's ``[safety.<step>]`` tables give them. Every option is
+    checked before any work, and what the data cannot support right after loading. Each step's
+    folder appears when it finishes; ``summary.json`` records every step's settings and status.
+    A failing step does not stop the others: :class:`StepsFailed` is raised at the end, naming it.
+    ``resume`` (``out`` must hold an earlier run's summary.json) reruns only the steps that are
+    missing or failed there, with the files, steps and options recorded there (the arguments are
+    ignored), so the result is the same as an uninterrupted run. ``force`` replaces an existing
+    ``out``: the earlier folder is kept aside until every step has run, then removed.
     """
-    from bayesirt.structure.ability_structure import run_factors_job
-    from bayesirt.safety.cat_study import run_cat_job, run_information_job
-    from bayesirt.safety.personfit import run_personfit_job
-    from bayesirt.safety.sandbagging import run_sandbag_job
-
-    options = options or {}
-    unknown = set(steps) - set(SAFETY_STEPS) | set(options) - set(SAFETY_STEPS)
-    if unknown:
-        raise SpecError(f"unknown safety step(s) {sorted(unknown)}; the steps are {list(SAFETY_STEPS)}")
-    if "factors" in steps and len(files) < 3:
-        raise SpecError(f"the factors step needs three or more benchmark files; got {len(files)} (drop 'factors' "
-                        "from steps or add files)")
+    out = Path(out)
+    summary_path = out / "summary.json"
+    if resume:
+        if not summary_path.is_file():
+            raise OutputError(f"nothing to resume in {out}: no summary.json of an earlier run there; run without "
+                              "--resume")
+        record = json.loads(summary_path.read_text())
+        files, steps, options = record["files"], list(record["steps"]), record["options"]
+    else:
+        check_output(out, force=force)
+        options = {k: dict(v) for k, v in (options or {}).items()}
+        check_step_options(list(steps), options)
+        record = {"files": [str(f) for f in files], "options": options,
+                  "steps": {step: {"status": "pending", "settings": options.get(step, {})} for step in steps}}
     pooled = pool_benchmarks(files) if set(steps) - {"factors"} else None
-    jobs = {
-        "information": lambda target, kw: run_information_job(pooled, target, **kw),
-        "cat": lambda target, kw: run_cat_job(pooled, target, progress=progress, **kw),
-        "personfit": lambda target, kw: run_personfit_job(pooled, target, progress=progress, **kw),
-        "sandbag": lambda target, kw: run_sandbag_job(pooled, target, progress=progress, **kw),
-        "factors": lambda target, kw: run_factors_job(files, target, progress=progress, **kw),
-    }
-    with staged_output(out, force=force) as folder:
-        for step in steps:
-            kw = dict(options.get(step, {}))
-            for key in ("budgets", "n_factors", "strengths"):
-                if key in kw:
-                    kw[key] = tuple(kw[key])
-            jobs[step](folder / step, kw)
-        lines = ["# SAFE pipeline", "", f"Benchmarks: {', '.join(Path(f).stem for f in files)}", "",
-                 *[f"- [{step}]({step}/report.md)" for step in steps]]
-        (folder / "report.md").write_text("\n".join(lines) + "\n")
-    return Path(out)
+    check_against_data(files, pooled, steps, options)
+    retired = None
+    if not resume:
+        remove_stale_staging(out)
+        if out.exists():  # force: the earlier result is kept aside until this run has run every step
+            retired = retire(out)
+        out.mkdir(parents=True, exist_ok=True)
+    jobs = _step_jobs()
+    sources = {"factors": files}
+    for step in steps:
+        entry = record["steps"][step]
+        if entry["status"] == "finished" and (out / step).is_dir():
+            continue
+        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in options.get(step, {}).items()}
+        if step != "information":
+            kw["progress"] = progress
+        try:
+            jobs[step](sources.get(step, pooled), out / step, force=True, **kw)
+            record["steps"][step] = {"status": "finished", "settings": options.get(step, {})}
+        except BayesIRTError as err:
+            record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "error": str(err)}
+        except Exception as err:  # noqa: BLE001 (a bug in one step: recorded, the others still run)
+            log = out / f"{step}.error.log"
+            log.write_text(traceback.format_exc())
+            record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "internal": True,
+                                     "error": f"internal error ({type(err).__name__}: {err})", "log": log.name}
+        write_text_atomic(summary_path, json.dumps(record, indent=2))
+        write_text_atomic(out / "report.md", _report(files, record))
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
+    failed = [s for s, e in record["steps"].items() if e["status"] == "failed"]
+    if failed:
+        details = "; ".join(f"{s}: {record['steps'][s]['error']}" for s in failed)
+        raise StepsFailed(f"{len(failed)} of {len(steps)} safety steps failed ({details}); the finished steps are in "
+                          f"{out}; fix the cause and rerun with --resume",
+                          internal=any(record["steps"][s].get("internal") for s in failed))
+    return out

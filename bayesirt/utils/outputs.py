@@ -8,9 +8,12 @@ untouched. Replacing an existing folder needs ``force=True`` (the CLI's ``--forc
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
+import socket
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +22,8 @@ import xarray as xr
 
 from bayesirt.errors import OutputError
 
-__all__ = ["staged_output", "check_output", "write_netcdf", "COMPRESSION"]
+__all__ = ["staged_output", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
+           "COMPRESSION"]
 
 #: Encoding of every numeric variable of every NetCDF file bayesirt writes: zlib after the HDF5
 #: byte shuffle (which groups the exponent bytes of floats together, where zlib finds repeats).
@@ -37,27 +41,108 @@ def check_output(target: str | os.PathLike, *, force: bool) -> Path:
     return target
 
 
+def _host() -> str:
+    return socket.gethostname().replace(".", "-") or "localhost"
+
+
+def _staging_prefix(target: Path) -> str:
+    """Name prefix of the staging folders of ``target``: the host and process that own them."""
+    return f".{target.name}.{_host()}.{os.getpid()}."
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by another user
+        return False
+    return False
+
+
+def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
+    """Remove the staging folders that runs on ``target`` killed before they finished left behind.
+
+    A staging folder is named ``.NAME.HOST.PID.*.partial`` (or ``.NAME.HOST.PID.replaced``, an
+    earlier result being swapped out); it is removed only when it was made on this host by a
+    process that no longer exists, so a run in progress, or one on another machine sharing the
+    folder, keeps its own. A warning names what was removed. Returns the removed paths.
+    """
+    target = Path(target)
+    host = _host()
+    removed = []
+    if not target.parent.is_dir():
+        return removed
+    for path in target.parent.glob(f".{glob.escape(target.name)}.*"):
+        rest = path.name[len(target.name) + 2:].split(".")
+        if len(rest) < 3 or rest[0] != host or not rest[1].isdigit() or rest[-1] not in ("partial", "replaced"):
+            continue
+        if _process_gone(int(rest[1])) and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    if removed:
+        warnings.warn(f"removed {len(removed)} staging folder(s) left by an interrupted run on {target} "
+                      f"(their process is gone): {', '.join(p.name for p in removed)}", UserWarning, stacklevel=3)
+    return removed
+
+
+def retire(target: str | os.PathLike) -> Path:
+    """Move an earlier result out of the way of its replacement, under a name that
+    :func:`remove_stale_staging` removes should the replacing process die; returns the new path
+    (the caller removes it when the replacement is in place)."""
+    target = Path(target)
+    retired = target.with_name(f"{_staging_prefix(target)}replaced")
+    target.rename(retired)
+    return retired
+
+
+def _cannot_write(path: Path, err: OSError) -> OutputError:
+    reason = err.strerror or str(err)
+    return OutputError(f"cannot write {path} ({reason}); free space or choose another --out "
+                       "(any earlier result there is untouched)")
+
+
 @contextmanager
 def staged_output(target: str | os.PathLike, *, force: bool) -> Iterator[Path]:
-    """Yield a staging folder; on success it replaces ``target`` atomically (same file system)."""
+    """Yield a staging folder; on success it replaces ``target`` atomically (same file system).
+
+    Staging folders that killed runs left beside ``target`` are removed first
+    (:func:`remove_stale_staging`). A write that fails inside the block (disk full, read-only
+    folder) raises :class:`OutputError` with one line; the staging folder is removed and any
+    earlier ``target`` is untouched.
+    """
     target = check_output(target, force=force)
+    remove_stale_staging(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(target), suffix=".partial", dir=target.parent))
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; results follow the user's umask
     except OSError as err:
         raise OutputError(f"cannot write under {target.parent} ({err.strerror}); choose another --out") from None
     try:
         yield staging
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _cannot_write(target, err) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if target.exists():
-        retired = target.with_name(f".{target.name}.replaced-{os.getpid()}")
-        target.rename(retired)
-        staging.rename(target)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        staging.rename(target)
+    try:
+        if target.exists():
+            retired = retire(target)
+            staging.rename(target)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            staging.rename(target)
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _cannot_write(target, err) from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _encoding(ds: xr.Dataset, float32: bool) -> dict[str, dict]:
@@ -90,5 +175,19 @@ def write_netcdf(obj: xr.Dataset | xr.DataTree, path: str | os.PathLike, *, floa
         else:
             obj.to_netcdf(path, engine="h5netcdf", encoding=_encoding(obj, float32))
     except OSError as err:
-        raise OutputError(f"cannot write {path} ({err.strerror or err}); free space or choose another --out") from None
+        raise _cannot_write(path, err) from None
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader never sees
+    half a file and a failed write leaves the earlier one; a failure raises :class:`OutputError`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{_host()}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise _cannot_write(path, err) from None
     return path
