@@ -269,7 +269,7 @@ def test_cli_writes_its_folder(tmp_path, capsys):
         "n_stable": 50, "n_high_dif": 50, "permutations": 99, "seed": 3, "axes_q_le_05": None}
     assert "passes on spatial_temporal" in (out / "report.md").read_text()
     assert len(pd.read_csv(out / "binary_tests.csv")) == 20
-    assert main(["content-audit", str(path), "--out", str(out)]) == 2
+    assert main(["content-audit", str(path), "--out", str(out)]) == 3  # output refused
     assert "already exists; pass --force" in capsys.readouterr().err
     missing = tmp_path / "nope.csv"
     assert main(["content-audit", str(missing), "--out", str(tmp_path / "x")]) == 2

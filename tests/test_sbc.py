@@ -235,4 +235,4 @@ def test_cli_sbc_writes_its_folder_and_refuses_bad_arguments(tmp_path, capsys):
         assert main(argv[:-2] + bad + ["--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
-    assert main(argv) == 2 and "already exists" in capsys.readouterr().err
+    assert main(argv) == 3 and "already exists" in capsys.readouterr().err

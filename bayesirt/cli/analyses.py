@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import tomllib
 from warnings import warn
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from bayesirt.errors import SpecError, did_you_mean
 from bayesirt.inference.fitting import fit
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
-from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
+from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec, parse_toml, toml_text
 from bayesirt.inference.summaries import DEFAULT_CI, is_sampled, item_table, model_table
 
 __all__ = ["run_fit_job", "load_analysis", "run_analysis", "ANALYSIS_KINDS"]
@@ -152,10 +151,7 @@ def load_analysis(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"no analysis spec at {path}; give the path of a .toml file such as analyses/demo.toml")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{path}: not valid TOML ({err}); fix the syntax") from None
+    raw = parse_toml(toml_text(path), where=str(path))
     head = raw.get("analysis")
     if not isinstance(head, dict):
         raise SpecError(f"{path}: missing the [analysis] table (kind, data, model, out)")
@@ -176,9 +172,11 @@ def load_analysis(path: str | Path) -> dict:
         first = sorted(unknown)[0]
         raise SpecError(f"{path}: unknown table(s) {sorted(unknown)}{did_you_mean(first, tables)}; "
                         f"allowed: {sorted(tables)}")
-    options = raw.get(table, {})
+    options, simulate = raw.get(table, {}), raw.get("simulate", {})
+    for name, value in ((table, options), ("simulate", simulate)):
+        if not isinstance(value, dict):
+            raise SpecError(f"{path}: {name!r} must be a table ([{name}] with its options); got {value!r}")
     _check_types(path, table, options, allowed)
-    simulate = raw.get("simulate", {})
     _check_types(path, "simulate", simulate, _SIMULATE)
     if kind == "audit" and (head["data"] == SIMULATED) != bool(simulate):
         raise SpecError(f"{path}: generated data need data = {SIMULATED!r} together with a [simulate] table")

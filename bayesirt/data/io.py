@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.files import TEXT_SUFFIXES, check_text, reading
+from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, reading
 from bayesirt.data.harness import is_harness, read_harness
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
@@ -133,7 +133,7 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
         if kwargs:
             raise DataError(f"options {sorted(kwargs)} do not apply to a saved .nc response file; drop them")
         with reading(p):
-            with xr.open_dataset(p, engine="h5netcdf") as saved:
+            with parsing(p), xr.open_dataset(p, engine="h5netcdf") as saved:  # h5py raises many types
                 ds = saved.load()
             ds.attrs["source"] = str(p)
             return validate_responses(ds)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, reading
+from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, parsing, reading
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
@@ -20,13 +20,30 @@ __all__ = ["read_long", "has_long_header"]
 def _read_table(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
+        import pyarrow.parquet as pq
+
+        with parsing(path):  # pyarrow raises many exception types on a corrupt file
+            table = pq.read_table(path, use_pandas_metadata=True)  # what pd.read_parquet reads
+            table.validate(full=True)  # e.g. invalid UTF-8 in a string column, else found only when a value is used
+            return table.to_pandas()
     if suffix in TEXT_SUFFIXES:
         check_text(path)
         sep = TEXT_SUFFIXES[suffix]
         engine = None if sep else "python"
         return pd.read_csv(path, sep=sep, engine=engine, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     raise DataError(f"unsupported long-format file {path.name!r}; use .csv, .tsv, .txt, .parquet or .pq")
+
+
+def _check_scalars(df: pd.DataFrame, columns: list[str]) -> None:
+    """The ``columns`` read hold one scalar per cell (Parquet columns can hold lists or structs)."""
+    for col in (c for c in columns if df[c].dtype == object):  # text columns have a string dtype
+        nested = df[col].map(lambda v: isinstance(v, (list, tuple, dict, set, np.ndarray))).to_numpy(dtype=bool)
+        if nested.any():
+            row = int(np.flatnonzero(nested)[0]) + 1
+            raise DataError(
+                f"column {col!r} holds lists or other non-scalar values (data row {row}); "
+                "give one plain value per cell"
+            )
 
 
 def _per_key(df: pd.DataFrame, key: str, col: str, order: pd.Index) -> np.ndarray:
@@ -76,6 +93,7 @@ def read_long(
                 f"long file lacks column(s) {absent} (has {list(df.columns)[:8]}); "
                 "pass model=, item=, correct= with the right column names"
             )
+        _check_scalars(df, [model, item, correct, *(c for c in ("item_group", "family", "owner") if c in df.columns)])
         for key in (model, item):
             blank = df[key].isna() | (df[key].astype(str).str.strip() == "")
             if blank.any():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.files import check_text, existing, np_load, reading
+from bayesirt.data.files import NPZ_MAGIC, check_text, existing, np_load, parsing, reading
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
@@ -39,7 +39,12 @@ def read_nt_npz(path: str | os.PathLike[str], *, drop_empty: bool = False) -> xr
     ``drop_empty=True`` drops items/models with no observed response instead of raising.
     """
     p = existing(path)
-    with reading(p), np.load(p, allow_pickle=False) as npz:
+    with reading(p), open(p, "rb") as fh:  # our handle: np.load leaks its own when the zip is corrupt
+        if not fh.read(4).startswith(NPZ_MAGIC):  # else np.load reads a .npy, or takes the file for a pickle
+            raise DataError(f"{p} is not an NPZ archive (a zip of .npy arrays); write it with np.savez")
+        fh.seek(0)
+        with parsing(p):
+            npz = np.load(fh, allow_pickle=False)
         keys = set(npz.files)
         for required in ("responses", "model_id"):
             if required not in keys:

@@ -40,7 +40,7 @@ def _fmt(value: Any) -> str:
         return f"{float(value):g}"
     if isinstance(value, str):
         return repr(value)
-    return str(value)
+    return " ".join(str(value).split())  # e.g. an array in an object cell prints on several lines
 
 
 def _as_matrix(matrix: Any) -> np.ndarray:

@@ -7,13 +7,16 @@ or copying a spec file, never by editing code.
 
 from __future__ import annotations
 
+import math
+import sys
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bayesirt.errors import SpecError
 
-__all__ = ["Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "builtin_specs", "BUILTIN_DIR"]
+__all__ = ["Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "parse_toml", "toml_text", "builtin_specs",
+           "BUILTIN_DIR"]
 
 
 def _builtin_dir() -> Path:
@@ -193,15 +196,45 @@ def load_spec(name_or_path: str | Path) -> IRTSpec | MIRTSpec:
             f"unknown model spec {text_name!r}: give one of {builtin_specs() + sorted(_ALIASES)} "
             "or the path of a .toml spec file"
         )
-    return parse_spec(path.read_text(), where=str(path))
+    return parse_spec(toml_text(path), where=str(path))
+
+
+def toml_text(path: str | Path) -> str:
+    """The text of a TOML file (a spec or an analysis file), or one :class:`SpecError` line for a file
+    that cannot be read or is not UTF-8."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise SpecError(f"cannot read {path} ({type(err).__name__}: {err.strerror}); check the file") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); save the file as UTF-8"
+        ) from None
+
+
+def parse_toml(text: str, *, where: str) -> dict:
+    """``tomllib.loads`` with every way it fails (syntax, nesting too deep, a number with too many
+    digits) as one :class:`SpecError` line naming ``where``."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{where}: not valid TOML ({err}); fix the syntax") from None
+    except RecursionError:
+        raise SpecError(
+            f"{where}: not valid TOML (arrays or inline tables nested too deeply); fix the syntax"
+        ) from None
+    except ValueError:  # tomllib's int("...") beyond Python's digit limit
+        raise SpecError(f"{where}: not valid TOML (a number with more than {sys.get_int_max_str_digits()} digits); "
+                        "fix the number") from None
 
 
 def parse_spec(text: str, *, where: str = "<spec text>") -> IRTSpec | MIRTSpec:
     """Validate a spec from its TOML text (as stored in every fit's ``bayesirt_spec_text``)."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{where}: not valid TOML ({err}); fix the syntax") from None
+    raw = parse_toml(text, where=where)
     if raw.get("kind", "logistic") == "mirt":
         return _parse_mirt(raw, text=text, where=where)
     _choice(where, "kind", raw.get("kind", "logistic"), ("logistic", "mirt"))
@@ -217,7 +250,14 @@ def _choice(where: str, key: str, value, allowed) -> str:
 def _number(where: str, key: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{where}: {key!r} must be a number; got {value!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a TOML integer beyond float range
+        number = math.inf
+    if not math.isfinite(number):
+        shown = value if isinstance(value, float) else f"an integer of {len(str(abs(value)))} digits"
+        raise SpecError(f"{where}: {key!r} must be a finite number; got {shown}")
+    return number
 
 
 def _prior(where: str, name: str, table, allowed=None) -> Prior:
@@ -304,7 +344,9 @@ def _parse_mirt(raw: dict, *, text: str, where: str) -> MIRTSpec:
     priors_raw = raw.get("priors")
     if not isinstance(priors_raw, dict) or set(priors_raw) != set(allowed):
         got = sorted(priors_raw) if isinstance(priors_raw, dict) else "none"
-        raise SpecError(f"{where}: a {structure} MIRT spec declares exactly the priors {sorted(allowed)}; got {got}")
+        article = "an" if structure == "exploratory" else "a"
+        raise SpecError(f"{where}: {article} {structure} MIRT spec declares exactly the priors {sorted(allowed)}; "
+                        f"got {got}")
     priors = {name: _prior(where, name, priors_raw[name], allowed) for name in allowed}
     if structure == "exploratory" and priors["loading"].params["mu"] != 0:
         raise SpecError(f"{where} [priors.loading]: an exploratory loading prior must have mu = 0 (its half on the "

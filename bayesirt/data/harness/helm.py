@@ -25,6 +25,7 @@ from typing import Any
 
 import xarray as xr
 
+from bayesirt.data.files import printable
 from bayesirt.data.harness.records import Record, as_paths, build_dataset, check_options, read_json
 from bayesirt.errors import DataError
 
@@ -87,11 +88,15 @@ def _spec(run: Path) -> tuple[str, str, str]:
 
 
 def _value(stat: dict[str, Any]) -> float | None:
+    """The stat's mean (else sum / count); None if it has none, or none within float range."""
     mean, count, total = stat.get("mean"), stat.get("count"), stat.get("sum")
-    if isinstance(mean, (int, float)) and not isinstance(mean, bool):
-        return float(mean)
-    if isinstance(count, (int, float)) and count > 0 and isinstance(total, (int, float)):
-        return float(total) / float(count)
+    try:
+        if isinstance(mean, (int, float)) and not isinstance(mean, bool):
+            return float(mean)
+        if isinstance(count, (int, float)) and count > 0 and isinstance(total, (int, float)):
+            return float(total / count)
+    except OverflowError:  # JSON integers can be arbitrarily large
+        return None
     return None
 
 
@@ -163,11 +168,15 @@ def read_helm(
         if not recs:
             lacking.append(run)
     if len(lacking) == len(runs):
-        shown = ", ".join(sorted(seen)[:8]) or "none"
+        if stat in seen:
+            raise DataError(f"no HELM run in {paths[0]} has a finite value (mean, or sum and count) of the stat "
+                            f"{stat!r}; check its per_instance_stats.json files or pass another stat=")
+        shown = ", ".join(map(printable, sorted(seen)[:8])) or "none"
         raise DataError(f"no HELM run in {paths[0]} has the unperturbed stat {stat!r}; pass stat= one of: {shown}")
     if lacking:
         warnings.warn(
-            f"{len(lacking)} HELM run(s) have no stat {stat!r} and were skipped (e.g. {lacking[0].name})",
+            f"{len(lacking)} HELM run(s) have no finite value of the stat {stat!r} and were skipped "
+            f"(e.g. {lacking[0].name})",
             RuntimeWarning,
             stacklevel=2,
         )

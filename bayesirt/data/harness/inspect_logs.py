@@ -24,7 +24,7 @@ from typing import Any
 
 import xarray as xr
 
-from bayesirt.data.files import one_line
+from bayesirt.data.files import one_line, printable
 from bayesirt.data.harness.records import Record, as_paths, build_dataset, check_options
 from bayesirt.errors import DataError
 
@@ -78,11 +78,12 @@ def is_inspect_dir(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def _reader() -> Callable[..., Any]:
+def _reader(file: Path) -> Callable[..., Any]:
+    """Inspect's log reader; a DataError naming ``file`` (the first log to read) if inspect_ai is absent."""
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
-        raise DataError(_INSTALL) from None
+        raise DataError(f"{file}: {_INSTALL}") from None
     return read_eval_log
 
 
@@ -123,7 +124,8 @@ def _records(log: Any, file: Path, metric: str | None) -> tuple[list[Record], st
         where = f"{file}: sample {sample.id!r} (epoch {sample.epoch})"
         if scorer not in scores:
             raise DataError(
-                f"{where} has no score from scorer {scorer!r} (scorers: {', '.join(scores)}); pass metric= one of them"
+                f"{where} has no score from scorer {scorer!r} (scorers: {', '.join(map(printable, scores))}); "
+                "pass metric= one of them"
             )
         value = scores[scorer].value
         score = score_value(value)
@@ -169,7 +171,7 @@ def read_inspect(
         if not found:
             raise DataError(f"no Inspect logs (.eval or .json) in folder {p}; pass a log file or the --log-dir folder")
         files += found
-    read_eval_log = _reader()
+    read_eval_log = _reader(files[0])
     records, scorers, unscored, empty = [], [], 0, 0
     for file in files:
         try:

@@ -30,7 +30,8 @@ from typing import Any
 
 import xarray as xr
 
-from bayesirt.data.harness.records import Record, as_paths, build_dataset, check_options, read_json
+from bayesirt.data.files import printable
+from bayesirt.data.harness.records import Record, as_paths, build_dataset, check_options, json_problem, read_json
 from bayesirt.errors import DataError
 
 __all__ = ["read_lm_eval", "is_lm_eval_dir", "model_folders"]
@@ -125,9 +126,9 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     continue
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError as exc:
+                except (ValueError, RecursionError) as exc:  # syntax, or the parser's digit and depth limits
                     raise DataError(
-                        f"{path}: line {lineno} is not valid JSON ({exc.msg}, column {exc.colno}); "
+                        f"{path}: line {lineno} is not valid JSON ({json_problem(exc, line=False)}); "
                         "fix or delete that line (lm-eval writes one JSON record per line)"
                     ) from None
                 if not isinstance(rec, dict):
@@ -149,18 +150,26 @@ def _score(rec: dict[str, Any], metric: str | None, path: Path, lineno: int) -> 
     if metric not in rec:
         names = rec.get("metrics") if isinstance(rec.get("metrics"), list) else []
         raise DataError(
-            f"{path}: line {lineno} has no metric {metric!r} (its metrics: {', '.join(map(str, names)) or 'none'}); "
-            "pass metric= one that every record has"
+            f"{path}: line {lineno} has no metric {metric!r} "
+            f"(its metrics: {', '.join(map(printable, names)) or 'none'}); pass metric= one that every record has"
         )
     value = rec[metric]
     if isinstance(value, bool):
         return metric, float(value)
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not isinstance(value, (int, float)) or not _finite(value):
         raise DataError(
             f"{path}: line {lineno}: metric {metric!r} is {json.dumps(value)[:40]}, not a finite number "
             "(corpus-level metrics like f1/bleu log raw pairs); pass metric= a per-sample score such as acc"
         )
     return metric, float(value)
+
+
+def _finite(value: int | float) -> bool:
+    """True for a number within float range (JSON integers can be arbitrarily large)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _pick_filters(rows: list[tuple], wanted: str | None) -> tuple[list[tuple], list[str]]:
@@ -182,10 +191,12 @@ def _pick_filters(rows: list[tuple], wanted: str | None) -> tuple[list[tuple], l
                 "pass --filter NAME (filter=NAME) to pick one"
             )
         else:
-            raise DataError(f"task {task!r} has no records for filter {wanted!r} (filters: {', '.join(filters)})")
+            raise DataError(
+                f"task {task!r} has no records for filter {wanted!r} (filters: {', '.join(map(printable, filters))})"
+            )
     if wanted is not None and wanted not in keep.values():
         seen = sorted({f for fs in by_task.values() for f in fs})
-        raise DataError(f"no task has records for filter {wanted!r}; filters seen: {', '.join(seen)}")
+        raise DataError(f"no task has records for filter {wanted!r}; filters seen: {', '.join(map(printable, seen))}")
     return [r for r in rows if r[3] == keep[r[1]]], list(dict.fromkeys(keep.values()))
 
 
@@ -245,7 +256,11 @@ def read_lm_eval(
             if used not in metrics:
                 metrics.append(used)
             rows.append((model, task, str(rec["doc_id"]), str(rec.get("filter", "none")), score))
-    rows, filters = _pick_filters(rows, filter)
+    source = ", ".join(map(str, paths))
+    try:
+        rows, filters = _pick_filters(rows, filter)
+    except DataError as exc:
+        raise DataError(f"{source}: {exc}") from None
     records = [Record(model, f"{task}/{doc}", task, score) for model, task, doc, _, score in rows]
     superseded = sum(len(files) - 1 for files in runs.values())
     return build_dataset(
@@ -254,7 +269,7 @@ def read_lm_eval(
         aggregate=aggregate,
         binarize=binarize,
         name=paths[0].name if len(paths) == 1 else "lm-eval",
-        source=", ".join(map(str, paths)),
+        source=source,
         drop_empty=drop_empty,
         attrs={"metric": ",".join(metrics), "filter": ",".join(filters), "lm_eval_superseded_files": superseded},
         repeat_hint=" (the same doc_id twice in one samples file, or one model in several folders)",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -25,11 +26,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.files import existing, one_line
+from bayesirt.data.files import existing, one_line, printable
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["AGGREGATES", "Record", "build_dataset", "check_options", "as_paths", "read_json"]
+__all__ = ["AGGREGATES", "Record", "build_dataset", "check_options", "as_paths", "read_json", "json_problem"]
 
 AGGREGATES = ("mean", "majority", "first")
 """Rules for repeated (model, item) records; see :func:`build_dataset`."""
@@ -79,18 +80,29 @@ def as_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) ->
     return [existing(p) for p in items]
 
 
+def json_problem(exc: ValueError | RecursionError, *, line: bool = True) -> str:
+    """Why :mod:`json` refused a text, on one line: the syntax error and where (``line=False``: the
+    column only, for one line of a JSONL file), or the parser limit it hit."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno}, column {exc.colno}" if line else f"{exc.msg}, column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "arrays or objects nested too deeply"
+    if "digits" in str(exc):  # Python's limit on int("...") (sys.set_int_max_str_digits)
+        return f"a number with more than {sys.get_int_max_str_digits()} digits"
+    return one_line(exc)
+
+
 def read_json(path: Path, what: str) -> Any:
     """Parse one JSON file; any failure is a one-line DataError naming the file."""
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"cannot read {path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-            f"it should be {what}: re-create or fix it"
-        ) from None
     except UnicodeDecodeError:
         raise DataError(f"cannot read {path}: not UTF-8 text; it should be {what}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, and the parser's digit and depth limits
+        raise DataError(
+            f"cannot read {path}: not valid JSON ({json_problem(exc)}); it should be {what}: re-create or fix it"
+        ) from None
     except OSError as exc:
         raise DataError(f"cannot read {path} ({one_line(exc)}); check the file") from None
 
@@ -158,7 +170,7 @@ def build_dataset(
     items, groups = first_items["item"].tolist(), first_items["item_group"].tolist()
     if len(models) < 2 or len(items) < 2:
         raise DataError(
-            f"{where}: found {len(items)} item(s) x {len(models)} model(s) ({', '.join(models[:3])}); "
+            f"{where}: found {len(items)} item(s) x {len(models)} model(s) ({', '.join(map(printable, models[:3]))}); "
             "IRT needs at least 2 of each: pass the outputs of 2 or more models together"
         )
     n_groups = df.groupby("item", sort=False)["item_group"].nunique()
