@@ -1,0 +1,85 @@
+"""Benchmark: the command-line audit on a file in the NT artifact's own input contract.
+
+The artifact reads an NPZ with ``responses`` (items x models, 0/1 with -1 for missing),
+``model_id``, ``family``, ``owner`` and ``item_group`` (fixed-width unicode arrays) and family
+labels ``family_0``, ``family_1``, ``family_2``. This script writes such a file at the NT
+WinoGrande size (5,001 models x 1,267 items; ``simulate_dif_benchmark`` with its families renamed)
+and times ``bayesirt audit FILE.npz --out DIR`` as a new process, start-up and writing included,
+at default settings (1,000 controls, 2,000 + 2,000 bootstraps). Target (issue 18): at most 60 s on
+2 cores. The labels must be audited as given (no "too few families").
+
+Usage::
+
+    python benchmarks/nt_contract_cli.py [--owners 1667] [--items 1267] [--seed 20261201]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import versions, write_results  # noqa: E402
+
+
+def _write_contract_npz(path: Path, owners: int, items: int, seed: int) -> dict:
+    from bayesirt.data import simulate_dif_benchmark
+
+    ds, _ = simulate_dif_benchmark(n_owners=owners, n_items=items, seed=seed)
+    rename = {name: f"family_{k}" for k, name in enumerate(sorted(set(ds["family"].values.astype(str))))}
+    np.savez(path, responses=ds["responses"].values.astype(np.int8),
+             model_id=ds["model_id"].values.astype(str), family=np.array([rename[f] for f in ds["family"].values]),
+             owner=ds["owner"].values.astype(str), item_group=ds["item_group"].values.astype(str))
+    return {"models": int(ds.sizes["model"]), "items": int(ds.sizes["item"]), "families": sorted(rename.values())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--owners", type=int, default=1667)
+    parser.add_argument("--items", type=int, default=1267)
+    parser.add_argument("--seed", type=int, default=20261201)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        npz = Path(tmp) / "responses.npz"
+        shape = _write_contract_npz(npz, args.owners, args.items, args.seed)
+        command = [sys.executable, "-m", "bayesirt", "audit", str(npz), "--out", str(Path(tmp) / "audit"),
+                   "--no-progress"]
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if done.returncode != 0:
+            raise SystemExit(f"audit failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+        summary = json.loads((Path(tmp) / "audit" / "summary.json").read_text())
+    row = {**shape, "wall_s": round(wall, 1), "load_before": round(load, 2),
+           "audited_families": summary["families"], "selected_k": summary["selected_k"],
+           "eligible_pairs": summary["eligible_pairs"], "low_dif_reversal_rate": summary["low_dif_reversal_rate"],
+           "excess_pp": round(summary["excess_pp"], 3), "p_value": summary["p_value"],
+           "command": "bayesirt audit responses.npz --out DIR --no-progress"}
+    row["versions"] = versions(("bayesirt", "numpy", "scipy"))
+
+    def markdown(result: dict) -> str:
+        r = result["row"]
+        return "\n".join([
+            "# CLI audit of an NT-contract NPZ (families family_0..family_2)", "",
+            f"Versions: {', '.join(f'{k} {v}' for k, v in r['versions'].items())}.", "",
+            "| models x items | wall s (new process, target <= 60) | load before | families audited | K | pairs | "
+            "low-DIF reversal rate | excess pp (p) |",
+            "|---|---|---|---|---|---|---|---|",
+            f"| {r['models']:,} x {r['items']:,} | {r['wall_s']} | {r['load_before']} | "
+            f"{', '.join(r['audited_families'])} | {r['selected_k']} | {r['eligible_pairs']:,} | "
+            f"{r['low_dif_reversal_rate']:.5f} | {r['excess_pp']:+.2f} ({r['p_value']:.4g}) |", ""])
+
+    write_results(Path(__file__).parent / "results" / "nt_contract_cli.json", {"row": row}, markdown, echo=True)
+
+
+if __name__ == "__main__":
+    main()
