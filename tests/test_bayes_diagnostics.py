@@ -59,12 +59,12 @@ def _with_posterior(result, ds, n_draws=3, noise=0.0, seed=0):
         t = f.target_index
         chain = propagate_posterior(delta, b, item_group=item_group, alpha=result.config.alpha, y_target=y[:, t],
                                     observed_target=observed[:, t], full=f.target["full"].to_numpy(), pairs=f.pairs,
-                                    model_ids=f.target["model_id"].to_numpy())
+                                    model_ids=f.target["model_id"].to_numpy(), controls=5)
         draws = xr.Dataset({"family_effect": (("draw", "item", "family"), delta), "easiness": (("draw", "item"), b)},
                            coords={"draw": np.arange(n_draws), "family": result.summary["families"]})
         folds.append(dataclasses.replace(f, posterior=chain, draws=draws))
     out = dataclasses.replace(result, folds=folds, summary=dict(result.summary))
-    out.bayes = pool_folds([f.posterior for f in folds], result.controls["rate"].sel(pair_set="primary").values)
+    out.bayes = pool_folds([f.posterior for f in folds])
     out.summary["bayes"] = {}
     return out
 

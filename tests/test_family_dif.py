@@ -15,6 +15,7 @@ from bayesirt.audit.dif import fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.models.family_dif import build_family_dif
 from bayesirt.audit.ranking import near_tie_pairs, reversal_counts, weighted_scores
+from bayesirt.audit.resampling import matched_random_weights
 
 FAMILIES = ["gemma", "llama", "qwen"]
 
@@ -178,30 +179,52 @@ def test_propagation_matches_the_per_draw_chain():
     y, observed = rng.integers(0, 2, (n_items, n_models)), rng.random((n_items, n_models)) > 0.1
     full = weighted_scores(y, np.ones(n_items), observed)
     pairs = near_tie_pairs(full, np.arange(n_models), np.arange(n_models) % 3, epsilon=0.1)
+    delta[1], easiness[1] = delta[0], easiness[0]  # two identical draws: paired controls must coincide
     fold = propagate_posterior(delta, easiness, item_group=group, alpha=0.3, y_target=y, observed_target=observed,
-                               full=full, pairs=pairs)
+                               full=full, pairs=pairs, controls=7, seed=11)
     for s in range(n_draws):
         cell = blueprint_cells(group, easiness[s])
         selected = select_anchors(cell, np.ptp(delta[s], axis=1), 0.3)
-        scores = weighted_scores(y, anchor_weights(cell, selected), observed)
+        weights = anchor_weights(cell, selected)
+        scores = weighted_scores(y, weights, observed)
         eligible, reversed_ = reversal_counts(full, scores, pairs)
         np.testing.assert_array_equal(fold["anchor"].values[s], selected)
         np.testing.assert_allclose(fold["anchor_score"].values[s], scores, rtol=1e-12)
         assert (fold["n_eligible"].values[s], fold["n_reversed"].values[s]) == (eligible, reversed_)
+        # the draw's own null: k_c random items of each of its own cells, the same keys in every draw
+        random = matched_random_weights(cell, weights, 7, 11)
+        assert (np.count_nonzero(random, axis=1) == selected.sum()).all()
+        counts = reversal_counts(full, weighted_scores(y, random, observed), pairs)
+        np.testing.assert_array_equal(fold["control_eligible"].values[s], counts[0])
+        np.testing.assert_array_equal(fold["control_reversed"].values[s], counts[1])
+    np.testing.assert_array_equal(fold["control_reversed"].values[0], fold["control_reversed"].values[1])
+    assert not np.array_equal(fold["control_reversed"].values[0], fold["control_reversed"].values[2])
 
 
 def test_pool_folds_by_hand():
-    def fold(eligible, reversed_):
-        return xr.Dataset({"n_eligible": ("draw", eligible), "n_reversed": ("draw", reversed_)},
+    """Two folds, four draws, three controls per draw drawn from the draw's own cells."""
+    def fold(eligible, reversed_, control_eligible, control_reversed):
+        return xr.Dataset({"n_eligible": ("draw", eligible), "n_reversed": ("draw", reversed_),
+                           "control_eligible": (("draw", "replicate"), control_eligible),
+                           "control_reversed": (("draw", "replicate"), control_reversed)},
                           coords={"draw": np.arange(4)})
 
-    tree = pool_folds([fold([2, 2, 4, 0], [1, 0, 2, 0]), fold([2, 0, 4, 0], [1, 0, 0, 0])], [0.1, 0.3, 0.2, np.nan])
+    a = fold([2, 2, 4, 0], [1, 0, 2, 0], [[2, 2, 2], [2, 2, 2], [4, 4, 4], [0, 0, 0]],
+             [[0, 0, 2], [0, 0, 1], [1, 1, 2], [0, 0, 0]])
+    b = fold([2, 0, 4, 0], [1, 0, 0, 0], [[2, 2, 2], [2, 2, 0], [4, 4, 4], [0, 0, 0]],
+             [[0, 1, 0], [0, 0, 0], [1, 1, 2], [0, 0, 0]])
+    tree = pool_folds([a, b])
     np.testing.assert_allclose(tree["low_dif_reversal_rate"], [0.5, 0.0, 0.25, np.nan])
-    np.testing.assert_allclose(tree["excess_pp"], [30.0, -20.0, 5.0, np.nan])
-    assert float(tree["control_median"]) == pytest.approx(0.2) and int(tree["undefined_draws"]) == 1
-    assert float(tree["prob_excess_positive"]) == pytest.approx(2 / 3)
-    assert float(tree["excess_pp_quantiles"].sel(quantile=0.5)) == pytest.approx(5.0)
+    np.testing.assert_allclose(tree["control_rate"], [[0, 0.25, 0.5], [0, 0, 0.5], [0.25, 0.25, 0.5], [np.nan] * 3])
+    np.testing.assert_allclose(tree["control_median"], [0.25, 0.0, 0.25, np.nan])
+    np.testing.assert_allclose(tree["excess_pp"], [25.0, 0.0, 0.0, np.nan])
+    assert int(tree["undefined_draws"]) == 1
+    # T_DIF vs each control: draw 0 wins 1 + 1 + 1/2, draw 1 1/2 + 1/2 + 0, draw 2 1/2 + 1/2 + 0; 9 defined pairs
+    assert float(tree["prob_exceeds_random"]) == pytest.approx(4.5 / 9)
+    assert float(tree["excess_pp_quantiles"].sel(quantile=0.5)) == pytest.approx(0.0)
     assert set(tree.children) == {"fold_0", "fold_1"}
+    with pytest.raises(DataError, match="no per-draw controls"):
+        pool_folds([a.drop_vars(["control_eligible", "control_reversed"])])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -229,4 +252,4 @@ def test_propagation_rejects_bad_input():
     with pytest.raises(DataError, match=r"pairs must be two 1-D integer arrays .* the 3 target models"):
         propagate_posterior(delta[None], easiness[None], **good | {"pairs": (np.array([0]), np.array([3]))})
     with pytest.raises(DataError, match=r"every fold must hold the same number of draws"):
-        pool_folds([xr.Dataset(coords={"draw": [0]}), xr.Dataset(coords={"draw": [0, 1]})], [0.1])
+        pool_folds([xr.Dataset(coords={"draw": [0]}), xr.Dataset(coords={"draw": [0, 1]})])

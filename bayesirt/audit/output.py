@@ -1,5 +1,6 @@
 """The audit as labelled objects and files: ``audit.nc`` (a DataTree holding everything),
-``summary.json``, ``report.md``, a figure and the per-fold CSV tables."""
+``summary.json``, ``report.md``, figures and the per-fold CSV tables (with the Bayesian layer,
+also ``near_ties.csv`` and ``near_ties.png``: the near-tie leaderboard with uncertainty)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import xarray as xr
 from bayesirt.audit.result import AuditResult, FoldResult
 from bayesirt.utils.outputs import staged_output, write_netcdf
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
+from bayesirt.report.near_ties import plot_near_ties
+from bayesirt.audit.near_ties import near_ties_dataset
 
 __all__ = ["audit_summary", "audit_tree", "write_audit"]
 
@@ -104,6 +107,8 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
     if result.bayes is not None:
         children["bayes"] = _with_chain(result.bayes.to_dataset())
         children |= {f"bayes/{name}": _with_chain(node.to_dataset()) for name, node in result.bayes.children.items()}
+    if result.near_ties is not None:
+        children["near_ties"] = near_ties_dataset(result.near_ties, result.summary["bayes"]["near_ties"])
     tree = xr.DataTree.from_dict(children)
     tree.attrs = {"summary": json.dumps(audit_summary(result), default=_json_default),
                   "reference": "NT sections 3.1-3.4, App. C and D.1"}
@@ -177,5 +182,10 @@ def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, 
         if result.sensitivity is not None:
             result.sensitivity.to_dataframe().to_csv(folder / "sensitivity.csv")
             curve = plot_sensitivity(result.sensitivity, folder / "sensitivity.png").name
-        (folder / "report.md").write_text(audit_report(result, summary, responses, figure, curve))
+        ties_figure = None
+        if result.near_ties is not None:
+            result.near_ties.to_csv(folder / "near_ties.csv", index=False)
+            ties_figure = plot_near_ties(result.near_ties, folder / "near_ties.png").name
+        (folder / "report.md").write_text(audit_report(result, summary, responses, figure, curve,
+                                                       near_ties_figure=ties_figure))
     return Path(out)

@@ -20,6 +20,7 @@ import xarray as xr
 
 from bayesirt.audit.anchors import capability_offsets, purify
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
+from bayesirt.audit.near_ties import add_near_ties, check_ability_spec
 from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, input_sha256
 from bayesirt.data.populations import audit_population
 from bayesirt.data.responses import MISSING
@@ -56,7 +57,7 @@ def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_id
                                     easiness_prior=easiness_prior, item_ids=item_ids, progress=False)
     delta, easiness = stacked_draws(tree)
     chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
-                                **target)
+                                controls=config.bayes_controls, seed=spawn_seeds(seed, 1)[0], **target)
     chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior, easiness_prior=easiness_prior)
     draws = xr.Dataset({"family_effect": (("draw", "item", "family"), delta), "easiness": (("draw", "item"), easiness)},
                        coords={"draw": chain["draw"].values, "item": item_ids, "family": np.arange(n_families)})
@@ -138,6 +139,8 @@ def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, worke
 
 def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
     timings, t0 = {}, time.perf_counter()
+    if config.bayes and config.bayes_ability_spec is not None:  # a bad ability spec fails before any work
+        check_ability_spec(config.bayes_ability_spec)
     pop = audit_population(responses, owner_cap=config.owner_cap, min_family_size=config.min_family_size,
                            seed=config.population_seed, lineage_filter=config.lineage_filter,
                            representative=config.representative, families=config.families)
@@ -224,11 +227,13 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
         result.owners = _owner_shifts(folds, config.owner_bootstrap, seeds[4])
     summary["within_family"] = within_family_specificity(result.controls)
     if config.bayes:
-        result.bayes = pool_folds([f.posterior for f in folds], result.controls["rate"].sel(pair_set="primary").values)
+        result.bayes = pool_folds([f.posterior for f in folds])
         summary["bayes"] = _bayes_summary(result.bayes, folds)
         t = time.perf_counter()
         _posterior_diagnostics(result, purifications, y, observed, item_group)
         timings["bayes_diagnostics_s"] = time.perf_counter() - t
+        if config.bayes_ability_spec is not None:  # the near-tie leaderboard (2PL on all retained models)
+            add_near_ties(result, responses, progress=progress)
     timings["total_s"] = time.perf_counter() - t0
     return result
 
@@ -258,14 +263,18 @@ def _owner_shifts(folds: list[FoldResult], replicates: int, seed: int) -> xr.Dat
 
 def _bayes_summary(pooled: xr.DataTree, folds: list[FoldResult]) -> dict:
     root = pooled.to_dataset()
-    q = {name: root[f"{name}_quantiles"].values.tolist() for name in ("low_dif_reversal_rate", "excess_pp")}
+    q = {name: root[f"{name}_quantiles"].values.tolist()
+         for name in ("low_dif_reversal_rate", "control_median", "excess_pp")}
     return {
         "method": folds[0].posterior.attrs["method"],
         "prior": folds[0].posterior.attrs["prior"],
+        "offsets": "fixed: the deterministic run's spectral offsets (selected K, last purification round's anchors)",
         "draws": int(root.sizes["draw"]),
+        "controls_per_draw": int(root.sizes["replicate"]),
         "low_dif_reversal_rate_q05_q50_q95": q["low_dif_reversal_rate"],
+        "control_median_q05_q50_q95": q["control_median"],
         "excess_pp_q05_q50_q95": q["excess_pp"],
-        "prob_excess_positive": float(root["prob_excess_positive"]),
+        "prob_exceeds_random": float(root["prob_exceeds_random"]),
         "anchor_probability_decisive_share": [
             float(((f.posterior["anchor_probability"] < 0.05) | (f.posterior["anchor_probability"] > 0.95)).mean())
             for f in folds],

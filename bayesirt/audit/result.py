@@ -57,7 +57,12 @@ class AuditConfig:
     scale) carried through anchors and reversals, and through the diagnostics
     (:mod:`bayesirt.audit.bayes_diagnostics`: within-family specificity always, the curves with
     ``sensitivity``, and, in :func:`bayesirt.audit.run_audit_job`, the signatures and the
-    discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``).
+    discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``), and the
+    near-tie leaderboard (:mod:`bayesirt.audit.near_ties`): ``bayes_ability_spec`` (a built-in spec
+    name or a 1PL-4PL spec file; default 2PL) fitted to the full benchmark on every retained model,
+    by ``bayes_method`` (full-rank ADVI there becomes mean-field ADVI), gives each eligible pair's
+    posterior probability that the higher-scoring model has the higher ability
+    (``bayes_ability_spec=None`` skips it).
     ``sensitivity`` adds the score-gap threshold and anchor-fraction curves
     (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
@@ -82,6 +87,7 @@ class AuditConfig:
     bayes_draws: int = 400
     bayes_prior: str = "ridge"
     bayes_controls: int = BAYES_CONTROLS
+    bayes_ability_spec: str | None = "2pl"
     adjustment: str = "spectral"
     sensitivity: bool = False
 
@@ -112,6 +118,10 @@ class AuditConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= high:
                 raise DataError(f"The {name!r} parameter of AuditConfig must be in ({low:g}, {high:g}]. Got {value!r} "
                                 "instead.")
+        if self.bayes_ability_spec is not None and (not isinstance(self.bayes_ability_spec, str)
+                                                    or not self.bayes_ability_spec):
+            raise DataError("The 'bayes_ability_spec' parameter of AuditConfig must be a spec name such as '2pl', the "
+                            f"path of a 1PL-4PL spec file, or None. Got {self.bayes_ability_spec!r} instead.")
         for name, allowed in (("bayes_method", BAYES_METHODS), ("bayes_prior", BAYES_PRIORS),
                               ("adjustment", ADJUSTMENTS)):
             if getattr(self, name) not in allowed:
@@ -168,6 +178,8 @@ class AuditResult:
     matched: xr.Dataset | None = None  # set by bayesirt.audit.robustness
     perturbations: pd.DataFrame | None = None  # set by bayesirt.audit.robustness
     profiles: xr.Dataset | None = None  # set by bayesirt.audit.robustness
+    near_ties: pd.DataFrame | None = None  # the near-tie leaderboard (bayes; bayesirt.audit.near_ties)
+    abilities: xr.DataTree | None = None  # its ability fit, in memory only (not written to audit.nc)
     warnings: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 

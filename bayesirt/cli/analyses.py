@@ -18,7 +18,7 @@ from bayesirt.inference.fitting import fit
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec, parse_toml, toml_text
-from bayesirt.inference.summaries import DEFAULT_CI, is_sampled, item_table, model_table
+from bayesirt.inference.summaries import DEFAULT_CI, ahead_matrix, is_sampled, item_table, model_table
 
 __all__ = ["run_fit_job", "load_analysis", "run_analysis", "ANALYSIS_KINDS"]
 
@@ -47,7 +47,7 @@ SIMULATED = "simulate_dif_benchmark"
 
 def run_fit_job(
     data: str | Path | xr.Dataset, model: str | Path | IRTSpec, out: str | Path, *, force: bool = False,
-    ci: float = DEFAULT_CI, float32: bool = False, progress: bool = True, **fit_options,
+    ci: float = DEFAULT_CI, float32: bool = False, progress: bool = True, pairs: str = "adjacent", **fit_options,
 ) -> Path:
     """Fit ``model`` to ``data`` and write the output folder ``out``.
 
@@ -58,14 +58,24 @@ def run_fit_job(
 
     ``method="map"`` is not a posterior: it writes what ``bayesirt mml DATA --priors`` writes (see
     :func:`_run_marginal_map`).
+
+    ``pairs="all"`` also writes ``pairs.nc``: P(a ahead of b) for every pair of models
+    (:func:`bayesirt.inference.summaries.ahead_matrix`; 1PL-4PL posteriors). models.csv always has
+    it for adjacent ranks (``prob_ahead_of_next``).
     """
     check_output(out, force=force)  # before the fit, not after minutes of sampling
     if not 0 < ci < 1:
         raise SpecError(f"'ci' must be a probability between 0 and 1; got {ci!r}")
+    if pairs not in ("adjacent", "all"):
+        raise SpecError(f"'pairs' must be 'adjacent' or 'all'; got {pairs!r}")
+    if pairs == "all" and fit_options.get("method") == "map":
+        raise SpecError("--pairs all needs posterior draws; method 'map' has none: use --method advi (or nuts)")
     if fit_options.get("method") == "map":
         return _run_marginal_map(data, model, out, force=force, ci=ci, **fit_options)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = model if isinstance(model, (IRTSpec, MIRTSpec)) else load_spec(model)
+    if pairs == "all" and spec.kind == "mirt":
+        raise SpecError(f"--pairs all compares one ability per model; spec {spec.name!r} is MIRT: use a 1PL-4PL spec")
     tree = fit(responses, spec, progress=progress, **fit_options)
     stats = element_diagnostics(tree) if is_sampled(tree["posterior"].to_dataset()) else None
     warnings = diagnose(tree, stats)
@@ -76,6 +86,8 @@ def run_fit_job(
         write_netcdf(tree, folder / "posterior.nc", float32=float32)
         items.to_csv(folder / "items.csv", index=False)
         models.to_csv(folder / "models.csv", index=False)
+        if pairs == "all":
+            write_netcdf(ahead_matrix(tree), folder / "pairs.nc")
         figures = {
             "Item characteristic curves": plot_item_curves(tree, items, folder / "item_curves.png", ci=ci).name,
             "Model abilities": plot_ability_forest(models, folder / "abilities.png", ci=ci).name,

@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             case "fit":
                 out = analyses.run_fit_job(args.data, args.model, args.out, force=args.force, ci=args.ci,
                                            float32=args.float32, progress=progress, log_likelihood=args.log_likelihood,
-                                           advi_batch_size=args.advi_batch_size, **_sampling_options(args))
+                                           advi_batch_size=args.advi_batch_size, pairs=args.pairs,
+                                           **_sampling_options(args))
             case "run":
                 if args.force and args.resume:
                     raise SpecError("--force and --resume contradict each other: --force starts over, --resume keeps "
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                                      bayes=args.bayes, bayes_method=args.bayes_method,
                                      bayes_prior=args.bayes_prior, bayes_draws=args.bayes_draws,
                                      bayes_controls=args.bayes_controls,
+                                     bayes_ability_spec=(None if args.bayes_ability_spec.lower() == "none"
+                                                         else args.bayes_ability_spec),
                                      sensitivity=args.sensitivity,
                                      adjustment=args.adjustment)
                 out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minibatch ADVI: observed cells per step (for matrices of millions of responses) [all]")
     f.add_argument("--ci", type=float, default=0.9, help="credible-interval probability of tables [0.9]")
     f.add_argument("--log-likelihood", action="store_true", help="store pointwise log-likelihood (for LOO)")
+    f.add_argument("--pairs", default="adjacent", choices=("adjacent", "all"),
+                   help="P(a ahead of b): for adjacent ranks in models.csv (prob_ahead_of_next), or also for every "
+                        "pair of models in pairs.nc (1PL-4PL) [adjacent]")
     _float32(f)
     _output(f)
 
@@ -186,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--bayes-controls", type=int, default=200,
                     help="with --bayes --matched: discrimination-matched controls per posterior draw and fold, "
                          "at most --controls [200]")
+    au.add_argument("--bayes-ability-spec", default="2pl",
+                    help="with --bayes: spec (built-in name or 1PL-4PL file) fitted to all retained models for the "
+                         "near-tie leaderboard's P(a ahead of b) (near_ties.csv); none skips the leaderboard [2pl]")
     au.add_argument("--matched", action="store_true",
                     help="add the discrimination- and reliability-matched controls (NT B.2)")
     au.add_argument("--perturbations", action="store_true",

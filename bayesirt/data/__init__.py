@@ -11,7 +11,7 @@ from bayesirt.utils.lazy import attach
 
 if TYPE_CHECKING:
     from bayesirt.data.datasets import DATASETS, list_datasets, load_dataset
-    from bayesirt.data.datasets.dif_benchmark import simulate_dif_benchmark
+    from bayesirt.data.datasets.dif_benchmark import plant_family_advantage, simulate_dif_benchmark
     from bayesirt.data.datasets.simulate import simulate_pl
     from bayesirt.data.families import AMBIGUOUS, FAMILIES, OTHER, UNKNOWN_OWNER, derive_family, derive_owner
     from bayesirt.data.io import attach_metadata, load, save_responses

@@ -9,10 +9,11 @@ import xarray as xr
 from scipy.stats import rankdata
 
 from bayesirt.data.responses import MISSING, from_observed_data
+from bayesirt.errors import DataError
 from bayesirt.models.information import item_information
 from bayesirt.models.logistic import ITEM_PARAMETERS, with_difficulty
 
-__all__ = ["item_table", "model_table", "posterior_ranks", "is_sampled", "DEFAULT_CI"]
+__all__ = ["item_table", "model_table", "posterior_ranks", "ahead_matrix", "is_sampled", "DEFAULT_CI"]
 
 #: Default credible-interval probability of the tables (equal-tailed).
 DEFAULT_CI = 0.90
@@ -98,7 +99,11 @@ def posterior_ranks(theta: xr.DataArray) -> xr.DataArray:
 
 def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None = None) -> pd.DataFrame:
     """One row per model: ability (theta) summary, posterior rank (mean and ``ci`` interval;
-    1 = best), observed accuracy and count, family and owner; sorted by posterior mean ability."""
+    1 = best), observed accuracy and count, family and owner; sorted by posterior mean ability.
+
+    ``prob_ahead_of_next``: the posterior probability that the model's ability exceeds that of the
+    model on the next row (ranked just below it by posterior mean), i.e. the share of draws with
+    theta_row > theta_next (a tie counts as not ahead); NaN on the last row."""
     post = tree["posterior"].to_dataset()
     theta = post["theta"]
     described = _describe(theta, ci, with_diagnostics=is_sampled(post), stats=stats)
@@ -118,4 +123,37 @@ def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None
         "n_observed": n_obs,
         "accuracy": (y == 1).sum(axis=0) / n_obs,
     })
-    return frame.sort_values("theta_mean", ascending=False, kind="stable").reset_index(drop=True)
+    frame = frame.sort_values("theta_mean", ascending=False, kind="stable")
+    draws = theta.stack(sample=_SAMPLE).transpose("sample", "model").values[:, frame.index.to_numpy()]
+    frame["prob_ahead_of_next"] = np.append((draws[:, :-1] > draws[:, 1:]).mean(axis=0), np.nan)
+    return frame.reset_index(drop=True)
+
+
+_AHEAD_CHUNK = 20_000_000  # draw x model x model comparisons held at once
+
+
+def ahead_matrix(tree: xr.DataTree) -> xr.Dataset:
+    """P(a ahead of b) for every ordered pair of models: ``prob_ahead`` (model, model_other),
+    float32, the share of posterior draws with theta_model > theta_model_other (a tie counts as
+    not ahead, so ``p[a, b] + p[b, a] = 1`` minus the probability of a tie, which is zero for
+    continuous draws). The diagonal is NaN (a model is not compared with itself). Models in the
+    posterior's order. 1PL-4PL posteriors (one ability per model)."""
+    theta = tree["posterior"]["theta"]
+    if set(theta.dims) != {"chain", "draw", "model"}:
+        raise DataError(f"ahead_matrix needs one ability per model (dims chain, draw, model); theta has {theta.dims}: "
+                         "a MIRT posterior has no single ordering")
+    draws = theta.stack(sample=_SAMPLE).transpose("sample", "model").values
+    n_draws, n = draws.shape
+    out = np.empty((n, n), dtype=np.float32)
+    step = max(1, _AHEAD_CHUNK // max(1, n_draws * n))
+    for start in range(0, n, step):
+        rows = draws[:, start:start + step]
+        out[start:start + step] = (rows[:, :, None] > draws[:, None, :]).sum(axis=0, dtype=np.int64) / n_draws
+    np.fill_diagonal(out, np.nan)
+    models = theta["model"].values
+    return xr.Dataset(
+        {"prob_ahead": (("model", "model_other"), out)},
+        coords={"model": models, "model_other": models},
+        attrs={"description": "posterior probability that the ability of `model` exceeds that of `model_other` "
+                              "(share of draws, ties not ahead); diagonal NaN", "draws": int(n_draws)},
+    )

@@ -21,7 +21,7 @@ from bayesirt.data.families import FAMILIES
 from bayesirt.data.responses import MISSING, make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["simulate_dif_benchmark"]
+__all__ = ["simulate_dif_benchmark", "plant_family_advantage"]
 
 _FAMILY_MEAN_SD = 0.3  # sd of each family's ability mean, per dimension
 _OWNER_SD = 0.5  # sd of each owner's ability effect, per dimension
@@ -189,3 +189,29 @@ def simulate_dif_benchmark(
         "families": families,
     }
     return ds, truth
+
+
+def plant_family_advantage(responses: xr.Dataset, family: str, *, share: float = 0.4, strength: float = 0.9,
+                           seed: int = 0) -> tuple[xr.Dataset, np.ndarray]:
+    """Give one family an advantage on a random share of the items: DIF in one direction.
+
+    On each chosen item, every observed wrong answer of a model of ``family`` becomes right with
+    probability ``strength``. Unlike the zero-sum ``delta`` of :func:`simulate_dif_benchmark`,
+    whose per-item effects partly cancel in a family's score, this shifts the family's full
+    scores up, so the low-DIF recomposition (which drops these items) reverses near-tie pairs
+    in one direction: the planted signal of the calibration study
+    (``benchmarks/bayes_calibration.py``). Returns the new Dataset and the boolean mask of the
+    chosen items.
+    """
+    if family not in set(responses["family"].values.astype(str)):
+        raise DataError(f"family {family!r} is not in the data; pick one of "
+                        f"{sorted(set(responses['family'].values.astype(str)))}")
+    if not (_is_real(share) and 0 < share <= 1) or not (_is_real(strength) and 0 <= strength <= 1):
+        raise DataError(f"share must lie in (0, 1] and strength in [0, 1]; got share={share!r}, strength={strength!r}")
+    rng = np.random.default_rng(seed)
+    y = responses["responses"].values.copy()
+    items = rng.random(y.shape[0]) < share
+    block = y[np.ix_(items, responses["family"].values == family)]
+    block[(block == 0) & (rng.random(block.shape) < strength)] = 1
+    y[np.ix_(items, responses["family"].values == family)] = block
+    return responses.assign(responses=(responses["responses"].dims, y, responses["responses"].attrs)), items
