@@ -141,6 +141,20 @@ def test_a_bug_in_one_step_exits_1_with_its_traceback_kept(tmp_path, capsys, ben
     assert "ZeroDivisionError" in log.read_text() and (tmp_path / "suite" / "personfit").is_dir()
 
 
+def test_a_run_killed_in_its_first_step_resumes(tmp_path, bench_files):
+    """A real kill during the first step: summary.json is already there, so --resume finishes the run."""
+    spec = _suite(tmp_path, bench_files, "", steps=("information", "personfit"))
+    script = ("import os, signal\nimport bayesirt.safety.cat_study as c\n"
+              "c.run_information_job = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+              f"from bayesirt.cli.main import main\nmain(['run', {str(spec)!r}, '--no-progress'])\n")
+    subprocess.run([sys.executable, "-c", script])
+    summary = json.loads((tmp_path / "suite" / "summary.json").read_text())
+    assert {e["status"] for e in summary["steps"].values()} == {"pending"}
+    assert main(["run", str(spec), "--resume", *QUIET]) == 0
+    assert (tmp_path / "suite" / "information" / "report.md").is_file()
+    assert (tmp_path / "suite" / "personfit" / "report.md").is_file()
+
+
 def test_resume_needs_an_earlier_run_and_contradicts_force(tmp_path, capsys, bench_files):
     spec = _suite(tmp_path, bench_files, "")
     assert main(["run", str(spec), "--resume", *QUIET]) == EXIT_OUTPUT

@@ -241,6 +241,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
         if out.exists():  # force: the earlier result is kept aside until this run has run every step
             retired = retire(out)
         out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(summary_path, json.dumps(record, indent=2))  # a run killed in its first step resumes
     jobs = _step_jobs()
     sources = {"factors": files}
     for step in steps:
@@ -258,8 +259,9 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
         except Exception as err:  # noqa: BLE001 (a bug in one step: recorded, the others still run)
             log = out / f"{step}.error.log"
             log.write_text(traceback.format_exc())
+            first = (str(err).strip().splitlines() or [""])[0]
             record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "internal": True,
-                                     "error": f"internal error ({type(err).__name__}: {err})", "log": log.name}
+                                     "error": f"internal error ({type(err).__name__}: {first})", "log": log.name}
         write_text_atomic(summary_path, json.dumps(record, indent=2))
         write_text_atomic(out / "report.md", _report(files, record))
     if retired is not None:
