@@ -258,3 +258,11 @@ def test_bayes_mirt_adjustment_offsets_track_the_direct_ones():
     direct, _ = direct_offsets(y, observed, rows, 2, seed=1)
     assert bayes.shape == y.shape and rank == 2 and np.abs(bayes).max() <= 6
     assert np.corrcoef(bayes.ravel(), direct.ravel())[0, 1] > 0.8
+
+
+def test_max_k_above_the_training_rank_is_named_not_silently_capped(bench):
+    config = AuditConfig(max_k=500, controls=9, bootstrap=9, owner_bootstrap=9)
+    with pytest.warns(UserWarning, match=r"max_k = 500 is above the rank a 120 items x \d+ models training matrix "
+                                         r"supports \(\d+\); K is chosen from \[1, 2, 4"):
+        result = run_audit(bench[0], config, progress=False)
+    assert all(k <= 120 for k in result.summary["selected_k"])

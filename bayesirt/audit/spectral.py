@@ -22,6 +22,7 @@ maximum-likelihood MIRT calibration.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,6 +167,9 @@ def nested_split(y: np.ndarray, observed: np.ndarray, owner: np.ndarray, item_gr
     if not feasible:
         raise DataError(f"no candidate K fits a {y.shape[0]} items x {(~held).sum()} models training matrix; "
                         "the audit half needs more models")
+    if max_k is not None and max_k > ceiling:
+        warnings.warn(f"max_k = {max_k} is above the rank a {y.shape[0]} items x {(~held).sum()} models training "
+                      f"matrix supports ({ceiling}); K is chosen from {feasible}", UserWarning, stacklevel=2)
     y_e, obs_e = y[~calibrate][:, held], observed[~calibrate][:, held]
     n_seen = int((obs_e.sum(axis=0) > 0).sum())
     if n_seen < 2:
