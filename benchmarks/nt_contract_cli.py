@@ -10,7 +10,10 @@ at default settings (1,000 controls, 2,000 + 2,000 bootstraps). Target (issue 18
 
 Usage::
 
-    python benchmarks/nt_contract_cli.py [--owners 1667] [--items 1267] [--seed 20261201]
+    python benchmarks/nt_contract_cli.py [--owners 1667] [--items 1267] [--seed 20261201] [--bayes]
+
+``--bayes`` times ``bayesirt audit FILE.npz --bayes`` as well (issue 19's cost target: at most 5x
+the deterministic audit) and writes ``results/nt_contract_cli_bayes.{json,md}``.
 """
 
 from __future__ import annotations
@@ -41,24 +44,31 @@ def _write_contract_npz(path: Path, owners: int, items: int, seed: int) -> dict:
     return {"models": int(ds.sizes["model"]), "items": int(ds.sizes["item"]), "families": sorted(rename.values())}
 
 
+def _audit(npz: Path, out: Path, *extra: str) -> tuple[float, dict]:
+    """Wall seconds of ``bayesirt audit NPZ --out OUT`` as a new process, and its summary.json."""
+    command = [sys.executable, "-m", "bayesirt", "audit", str(npz), "--out", str(out), "--no-progress", *extra]
+    t0 = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"audit failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return wall, json.loads((out / "summary.json").read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--owners", type=int, default=1667)
     parser.add_argument("--items", type=int, default=1267)
     parser.add_argument("--seed", type=int, default=20261201)
+    parser.add_argument("--bayes", action="store_true", help="also time the audit with --bayes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         npz = Path(tmp) / "responses.npz"
         shape = _write_contract_npz(npz, args.owners, args.items, args.seed)
-        command = [sys.executable, "-m", "bayesirt", "audit", str(npz), "--out", str(Path(tmp) / "audit"),
-                   "--no-progress"]
         load = os.getloadavg()[0]
-        t0 = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        if done.returncode != 0:
-            raise SystemExit(f"audit failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-        summary = json.loads((Path(tmp) / "audit" / "summary.json").read_text())
+        wall, summary = _audit(npz, Path(tmp) / "audit")
+        if args.bayes:
+            bayes_wall, bayes_summary = _audit(npz, Path(tmp) / "audit_bayes", "--bayes")
     row = {**shape, "wall_s": round(wall, 1), "load_before": round(load, 2),
            "audited_families": summary["families"], "selected_k": summary["selected_k"],
            "eligible_pairs": summary["eligible_pairs"], "low_dif_reversal_rate": summary["low_dif_reversal_rate"],
@@ -79,6 +89,23 @@ def main() -> None:
             f"{r['low_dif_reversal_rate']:.5f} | {r['excess_pp']:+.2f} ({r['p_value']:.4g}) |", ""])
 
     write_results(Path(__file__).parent / "results" / "nt_contract_cli.json", {"row": row}, markdown, echo=True)
+    if args.bayes:
+        bayes = {"wall_s": round(bayes_wall, 1), "deterministic_wall_s": row["wall_s"],
+                 "ratio": round(bayes_wall / wall, 1), "timings_s": bayes_summary["timings_s"],
+                 "prob_exceeds_random": bayes_summary["bayes"]["prob_exceeds_random"],
+                 "near_ties": bayes_summary["bayes"].get("near_ties", {}).get("counts"),
+                 "command": "bayesirt audit responses.npz --bayes --out DIR --no-progress"}
+
+        def bayes_markdown(result: dict) -> str:
+            b = result["bayes"]
+            return "\n".join([
+                "# CLI audit with --bayes of an NT-contract NPZ (5,001 x 1,267; target <= 5x the deterministic audit)",
+                "", f"Deterministic {b['deterministic_wall_s']} s; --bayes {b['wall_s']} s ({b['ratio']}x).", "",
+                "Stage timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in b["timings_s"].items()) + ".", "",
+                f"prob_exceeds_random {b['prob_exceeds_random']:.3f}; near-tie categories {b['near_ties']}.", ""])
+
+        write_results(Path(__file__).parent / "results" / "nt_contract_cli_bayes.json", {"bayes": bayes},
+                      bayes_markdown, echo=True)
 
 
 if __name__ == "__main__":
