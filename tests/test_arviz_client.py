@@ -114,7 +114,7 @@ def test_a_fit_is_summarized_plotted_and_scored_by_plain_arviz(outputs):
     # the spec's parameters only: no sampler coordinates (theta_mean, theta_deviation, intercept_centered)
     assert {r.split("[")[0] for r in rows} == {"theta", "discrimination", "intercept"}
     assert len(rows) == 1000 + 5 + 5 and "discrimination[Q3]" in rows
-    assert report["ess_vars"] == ["discrimination", "intercept", "theta"] and np.isfinite(report["rhat_max"])
+    assert report["ess_vars"] == ["discrimination", "intercept", "theta"] and 1.0 <= report["rhat_max"] < 1.2
     assert report["observed_dims"] == ["item", "model"] and report["observed_nan"] == 0
     assert report["constant_data"] == ["family", "item_group", "owner"]
     assert report["loo_dims"] == ["item", "model"] and -2600 < report["loo_elpd"] < -2300
