@@ -15,13 +15,16 @@ three-dimensional abilities):
   on 40% of the items (``plant_family_advantage``, strength 0.9): the power of both tests.
 
 Every benchmark is audited with ``AuditConfig(quick=True, controls=99, bayes=True,
-bayes_draws=100, bayes_controls=20, bayes_ability_spec=None)`` (ADVI, ridge prior; bootstraps
-and the near-tie leaderboard's 2PL off: they do not enter either statistic). Reported: the share with ``prob_exceeds_random >= .95`` and the share with
+bayes_draws=100, bayes_controls=20, bayes_ability_spec=None)`` (``--method advi``: the ADVI
+residual-DIF posterior given the offsets, ridge prior; ``--method bootstrap``: the owner-clustered
+Bayesian bootstrap refitting offsets, DIF and purification per draw, results in
+``bayes_calibration_bootstrap.*``; bootstraps and the near-tie leaderboard's 2PL off: they do not
+enter either statistic). Reported: the share with ``prob_exceeds_random >= .95`` and the share with
 ``p <= .05``, each with its exact (Clopper-Pearson) 95% interval.
 
 Usage::
 
-    python benchmarks/bayes_calibration.py [--null 100] [--planted 40] [--workers 2]
+    python benchmarks/bayes_calibration.py [--null 100] [--planted 40] [--workers 2] [--method advi|bootstrap]
 """
 
 from __future__ import annotations
@@ -43,18 +46,18 @@ SIZES = {"null": 60, "planted": 150}
 LEVEL = 0.95
 
 
-def _one(task: tuple[str, int]) -> dict:
+def _one(task: tuple[str, int, str]) -> dict:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from bayesirt.audit import AuditConfig, run_audit
     from bayesirt.data import plant_family_advantage, simulate_dif_benchmark
 
-    design, seed = task
+    design, seed, method = task
     ds, _ = simulate_dif_benchmark(n_owners=SIZES[design], n_items=120, dif_fraction=0.0, seed=seed)
     if design == "planted":
         ds, _ = plant_family_advantage(ds, "Qwen", share=0.4, strength=0.9, seed=seed + 1000)
     t0 = time.perf_counter()
     result = run_audit(ds, AuditConfig(quick=True, controls=99, bootstrap=0, owner_bootstrap=0, bayes=True,
-                                       bayes_draws=100, bayes_controls=20, bayes_ability_spec=None), progress=False)
+                                       bayes_method=method, bayes_draws=100, bayes_controls=20, bayes_ability_spec=None), progress=False)
     bayes = result.summary["bayes"]
     return {"design": design, "seed": seed, "prob_exceeds_random": bayes["prob_exceeds_random"],
             "p_value": float(result.controls["p_value"].sel(pair_set="primary")),
@@ -88,7 +91,7 @@ def markdown(result: dict) -> str:
     def cell(s):
         return f"{s['hits']}/{s['n']} = {100 * s['share']:.1f}% [{100 * s['interval'][0]:.1f}, {100 * s['interval'][1]:.1f}]"
 
-    lines = ["# Calibration of prob_exceeds_random (Bayesian near-tie audit)", "",
+    lines = [f"# Calibration of prob_exceeds_random (Bayesian near-tie audit, {result.get('method', 'advi')})", "",
              f"{result['date']}; {result['machine']}; command `{result['command']}`; {result['wall_s']:.0f} s wall.",
              f"Versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.", "",
              "| design | benchmarks | prob_exceeds_random >= .95 (95% CI) | randomization p <= .05 (95% CI) | "
@@ -109,8 +112,10 @@ def main() -> None:
     parser.add_argument("--null", type=int, default=100)
     parser.add_argument("--planted", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--method", choices=("advi", "bootstrap"), default="advi")
     args = parser.parse_args()
-    tasks = [("null", s) for s in range(args.null)] + [("planted", s) for s in range(args.planted)]
+    tasks = ([("null", s, args.method) for s in range(args.null)]
+             + [("planted", s, args.method) for s in range(args.planted)])
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         rows = []
@@ -119,9 +124,12 @@ def main() -> None:
             print(f"[{k}/{len(tasks)}] {row['design']} seed {row['seed']}: prob {row['prob_exceeds_random']:.3f}, "
                   f"p {row['p_value']:.3f}", flush=True)
     result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
-              "command": f"python benchmarks/bayes_calibration.py --null {args.null} --planted {args.planted}",
+              "command": f"python benchmarks/bayes_calibration.py --null {args.null} --planted {args.planted}"
+                         + ("" if args.method == "advi" else f" --method {args.method}"),
+              "method": args.method,
               "versions": versions(("bayesirt", "pymc", "numpy")), "summary": summarize(rows), "rows": rows}
-    write_results(Path(__file__).parent / "results" / "bayes_calibration.json", result, markdown, echo=True)
+    name = "bayes_calibration" + ("" if args.method == "advi" else f"_{args.method}")
+    write_results(Path(__file__).parent / "results" / f"{name}.json", result, markdown, echo=True)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from bayesirt.audit.spectral import spectral_offsets, working_responses
 
 __all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA",
            "blueprint_cells", "select_anchors",
-           "anchor_weights", "purify", "Purification"]
+           "anchor_weights", "purification_rounds", "purify", "Purification"]
 
 ADJUSTMENTS = ("spectral", "direct-mirt", "bayes-mirt")
 """Ability adjustments: NT's spectral working model (C.2), direct penalized joint MIRT (B.1), or the
@@ -38,11 +38,15 @@ EASINESS_STRATA = 4
 
 
 def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k: int, *, seed: int,
-                       adjustment: str = "spectral") -> tuple[np.ndarray, int]:
+                       adjustment: str = "spectral", weights: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Capability offsets (item, model) learned from the item ``rows`` (bool mask), and the rank
     used: :func:`bayesirt.audit.spectral.spectral_offsets`,
     :func:`bayesirt.frequentist.joint_mirt.direct_offsets` or
-    :func:`bayesirt.audit.bayes_mirt.bayes_mirt_offsets`."""
+    :func:`bayesirt.audit.bayes_mirt.bayes_mirt_offsets`. Model ``weights`` (the Bayesian
+    bootstrap) are taken by the spectral adjustment only."""
+    if weights is not None and adjustment != "spectral":
+        raise DataError(f"model weights (the Bayesian bootstrap) need the spectral adjustment, not {adjustment!r}; "
+                        "use --adjustment spectral or another --bayes-method")
     if adjustment == "direct-mirt":
         from bayesirt.frequentist.joint_mirt import direct_offsets
 
@@ -51,8 +55,8 @@ def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k:
         from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
 
         return bayes_mirt_offsets(y, observed, np.flatnonzero(rows), k, seed=seed)
-    x, _, s = working_responses(y, observed)
-    return spectral_offsets(x, s, np.flatnonzero(rows), k, seed=seed)
+    x, _, s = working_responses(y, observed, weights)
+    return spectral_offsets(x, s, np.flatnonzero(rows), k, seed=seed, weights=weights)
 
 
 def blueprint_cells(item_group: np.ndarray, easiness: np.ndarray, strata: int = EASINESS_STRATA) -> np.ndarray:
@@ -142,6 +146,34 @@ class Purification:
     adjustment: str
 
 
+def purification_rounds(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: int,
+                        item_group: np.ndarray, k: int, *, alpha: float = ANCHOR_FRACTION,
+                        rounds: int = PURIFICATION_ROUNDS, seed: int = 0, dif_options: dict | None = None,
+                        adjustment: str = "spectral", weights: np.ndarray | None = None):
+    """The rounds of :func:`purify` without its final refit; ``weights`` are model frequency
+    weights (the Bayesian bootstrap, spectral adjustment only).
+
+    Returns
+    -------
+    (rounds, cell, selected, selection_fit, selection_rows)
+        The per-round table, the last round's cells, its anchors S(rounds), its DIF fit and the
+        rows S(rounds - 1) whose offsets gave that fit (as in :class:`Purification`).
+    """
+    dif_options = dif_options or {}
+    current = np.ones(y.shape[0], bool)
+    rows = []
+    for t in range(1, rounds + 1):
+        offsets, rank = capability_offsets(y, observed, current, k, seed=seed, adjustment=adjustment, weights=weights)
+        fit = fit_family_dif(y, observed, offsets, family, n_families, weights=weights, **dif_options)
+        cell = blueprint_cells(item_group, fit.easiness)
+        chosen = select_anchors(cell, fit.dif_range, alpha)
+        jaccard = (chosen & current).sum() / (chosen | current).sum()
+        rows.append({"round": t, "anchors": int(chosen.sum()), "jaccard_with_previous": jaccard, "rank": rank,
+                     "dif_cycles": fit.cycles, "dif_last_change": fit.last_change})
+        rows_used, current = current, chosen
+    return pd.DataFrame(rows), cell, current, fit, rows_used
+
+
 def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: int, item_group: np.ndarray, k: int,
            *, alpha: float = ANCHOR_FRACTION, rounds: int = PURIFICATION_ROUNDS, seed: int = 0,
            dif_options: dict | None = None, adjustment: str = "spectral") -> Purification:
@@ -172,20 +204,11 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
     -------
     Purification
     """
-    dif_options = dif_options or {}
-    current = np.ones(y.shape[0], bool)
-    rows = []
-    for t in range(1, rounds + 1):
-        offsets, rank = capability_offsets(y, observed, current, k, seed=seed, adjustment=adjustment)
-        fit = fit_family_dif(y, observed, offsets, family, n_families, **dif_options)
-        cell = blueprint_cells(item_group, fit.easiness)
-        chosen = select_anchors(cell, fit.dif_range, alpha)
-        jaccard = (chosen & current).sum() / (chosen | current).sum()
-        rows.append({"round": t, "anchors": int(chosen.sum()), "jaccard_with_previous": jaccard, "rank": rank,
-                     "dif_cycles": fit.cycles, "dif_last_change": fit.last_change})
-        rows_used, current = current, chosen
+    rounds_table, cell, current, fit, rows_used = purification_rounds(
+        y, observed, family, n_families, item_group, k, alpha=alpha, rounds=rounds, seed=seed,
+        dif_options=dif_options, adjustment=adjustment)
     offsets, _ = capability_offsets(y, observed, current, k, seed=seed, adjustment=adjustment)
-    final = fit_family_dif(y, observed, offsets, family, n_families, **dif_options)
-    return Purification(rounds=pd.DataFrame(rows), cell=cell, selected=current, weights=anchor_weights(cell, current),
+    final = fit_family_dif(y, observed, offsets, family, n_families, **(dif_options or {}))
+    return Purification(rounds=rounds_table, cell=cell, selected=current, weights=anchor_weights(cell, current),
                         selection_fit=fit, selection_rows=rows_used, final_fit=final, offsets_sd=offsets.std(axis=1),
                         k=k, seed=seed, adjustment=adjustment)

@@ -18,6 +18,10 @@ Every item is updated at once (the subproblems of different items, and of differ
 one item, are independent given the other block), so "the largest absolute step" is over all items.
 Missing cells contribute nothing. D_i = max_f delta_if - min_f delta_if (eq. 5).
 
+Optional model ``weights`` w_m >= 0 are frequency weights: every model's deviance is multiplied
+by w_m (integer weights give the fit of the data with model m repeated w_m times). The Bayesian
+bootstrap of the audit half (:mod:`bayesirt.audit.bayes_bootstrap`) uses them.
+
 NT's five cycles need not reach the penalized optimum; ``cycles`` and ``tolerance`` can be raised
 to run the same scheme to convergence (the Bayesian layer's check uses that).
 """
@@ -75,7 +79,7 @@ def _newton(step_fn, value: np.ndarray, iterations: int, tolerance: float) -> np
 
 def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, family: np.ndarray, n_families: int,
                    *, penalty: float = DIF_PENALTY, cycles: int = DIF_CYCLES, newton_iterations: int = NEWTON_ITERATIONS,
-                   tolerance: float = NEWTON_TOLERANCE) -> DIFFit:
+                   tolerance: float = NEWTON_TOLERANCE, weights: np.ndarray | None = None) -> DIFFit:
     """Fit b and delta by NT's clipped alternating Newton scheme (module docstring).
 
     Parameters
@@ -89,17 +93,23 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
     n_families : int
     penalty, cycles, newton_iterations, tolerance
         lambda and the schedule (defaults: NT's 1, 5, 30, 1e-8).
+    weights : ndarray (model,), optional
+        Frequency weight of every model (module docstring); None weighs every model 1.
 
     Returns
     -------
     DIFFit
     """
-    complete = bool(observed.all())
+    complete = weights is None and bool(observed.all())
     w = None if complete else observed.astype(np.float64)  # complete data: skip every mask product
+    if weights is not None:
+        w *= np.asarray(weights, dtype=np.float64)[None, :]
     y_obs = np.where(observed, y, 0).astype(np.float64)
+    if weights is not None:
+        y_obs *= w
     onehot = np.zeros((family.size, n_families))
     onehot[np.arange(family.size), family] = 1.0
-    n_obs = observed.sum(axis=1)
+    n_obs = observed.sum(axis=1) if weights is None else w.sum(axis=1)
     y_item = y_obs.sum(axis=1)  # the data enter the scores only through these sums
     y_family = y_obs @ onehot
     p0 = np.clip(y_item / n_obs, 1e-4, 1 - 1e-4)
@@ -110,7 +120,8 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
     # and an iteration costs a product and a reciprocal per cell instead of an exp (the audit's
     # hot loop). base is clipped to +-700 so exp(-base) stays finite (the sigmoid has saturated).
     e_base = np.empty(offsets.shape)
-    p = np.empty(offsets.shape)  # the working array: probabilities
+    q = np.empty(offsets.shape)  # the working arrays: probabilities, and their masked (weighted) copy
+    p = q if complete else np.empty(offsets.shape)
 
     def start(base):
         np.negative(base, out=e_base)
@@ -118,22 +129,22 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
         np.exp(e_base, out=e_base)
 
     def probabilities(factor):  # factor = exp(-v), broadcast to the cells
-        np.multiply(e_base, factor, out=p)
-        np.add(p, 1.0, out=p)
-        np.reciprocal(p, out=p)
+        np.multiply(e_base, factor, out=q)
+        np.add(q, 1.0, out=q)
+        np.reciprocal(q, out=q)
         if not complete:
-            np.multiply(p, w, out=p)  # masked: sums over p and p^2 below then run over observed cells only
+            np.multiply(q, w, out=p)  # masked: sums over w p and w p^2 below run over observed cells only
         return p
 
     def b_step(value):
         prob = probabilities(np.exp(-value)[:, None])
         mass = prob.sum(axis=1)
-        return (y_item - mass) / (mass - np.einsum("im,im->i", prob, prob) + 1e-9)
+        return (y_item - mass) / (mass - np.einsum("im,im->i", prob, q) + 1e-9)
 
     def delta_step(value):
         prob = probabilities(np.exp(-value)[:, family])
         mass = prob @ onehot
-        return (y_family - mass - penalty * value) / (mass - (prob * prob) @ onehot + penalty)
+        return (y_family - mass - penalty * value) / (mass - (prob * q) @ onehot + penalty)
 
     change, cycle = np.inf, 0
     for cycle in range(1, cycles + 1):

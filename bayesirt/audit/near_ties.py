@@ -47,9 +47,10 @@ _CHUNK = 20_000_000  # draw x pair comparisons held at once
 
 def ability_method(bayes_method: str) -> str:
     """Inference of the ability fit for the audit's ``bayes_method``: the same, except that
-    full-rank ADVI becomes mean-field ADVI (a full-rank covariance over every retained model's
-    ability and every item parameter is impractical on a real benchmark)."""
-    return "advi" if bayes_method == "fullrank_advi" else bayes_method
+    full-rank ADVI and the Bayesian bootstrap become mean-field ADVI (a full-rank covariance over
+    every retained model's ability and every item parameter is impractical on a real benchmark; the
+    bootstrap is a posterior of the audit's estimator, not of a 2PL)."""
+    return "advi" if bayes_method in ("fullrank_advi", "bootstrap") else bayes_method
 
 
 def check_ability_spec(spec):

@@ -19,6 +19,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.anchors import capability_offsets, purify
+from bayesirt.audit.bayes_bootstrap import bootstrap_draws
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
 from bayesirt.audit.near_ties import add_near_ties, check_ability_spec
 from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, input_sha256
@@ -33,32 +34,51 @@ from bayesirt.audit.sensitivity import fraction_purifications, gap_and_fraction_
 from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.audit.spectral import DimensionSelection, select_dimension
 
-__all__ = ["run_audit"]
+__all__ = ["run_audit", "OFFSETS_METHOD"]
+
+#: How the Bayesian layer treats the capability offsets (summary.json ``bayes.offsets``), by
+#: whether ``bayes_method`` is "bootstrap".
+OFFSETS_METHOD = {
+    False: "fixed: the deterministic run's spectral offsets (selected K, last purification round's anchors)",
+    True: "per draw: owner-clustered Bayesian bootstrap of the audit half, offsets, DIF and the three purification "
+          "rounds refitted with K fixed",
+}
 
 
-def _posterior(y_audit, obs_audit, family_audit, n_families, item_group, item_ids, purification, k, seed,
-               config: AuditConfig, target: dict) -> tuple[xr.Dataset, xr.Dataset, dict, list[str]]:
-    """The Bayesian layer in one fold: the DIF posterior given the offsets that chose the anchors
-    (the last purification round's), propagated through anchors and reversals; also returns the
-    stacked draws (family coordinate 0..F-1, relabelled by the caller)."""
-    offsets, _ = capability_offsets(y_audit, obs_audit, purification.selection_rows, k, seed=purification.seed,
-                                    adjustment=purification.adjustment)
-    gap = schedule_gap(y_audit, obs_audit, offsets, family_audit, n_families)
-    correct = np.where(obs_audit, y_audit, 0).sum(axis=1)
-    degenerate = (correct == 0) | (correct == obs_audit.sum(axis=1))
-    notes = []
-    easiness_prior = "flat"
-    if degenerate.any():  # a flat prior leaves an all-0 / all-1 item's easiness improper
-        easiness_prior = "normal"
-        notes.append(f"{degenerate.sum()} item(s) are all correct or all wrong in an audit half, so the Bayesian "
-                     "layer used the N(0, 2) easiness prior there instead of a flat one")
-    tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families, method=config.bayes_method,
-                                    draws=config.bayes_draws, seed=seed, prior=config.bayes_prior,
-                                    easiness_prior=easiness_prior, item_ids=item_ids, progress=False)
-    delta, easiness = stacked_draws(tree)
+def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_group, item_ids, purification, k,
+               seed, config: AuditConfig, target: dict) -> tuple[xr.Dataset, xr.Dataset, dict | None, list[str]]:
+    """The Bayesian layer in one fold: draws of (delta, b), propagated through anchors and
+    reversals; also returns the stacked draws (family coordinate 0..F-1, relabelled by the caller).
+
+    ``bayes_method="bootstrap"``: the owner-clustered Bayesian bootstrap of the audit half, which
+    refits offsets, DIF and purification per draw with K fixed (:mod:`bayesirt.audit.bayes_bootstrap`).
+    Otherwise the DIF posterior given the offsets that chose the anchors (the last purification
+    round's)."""
+    notes, gap, easiness_prior = [], None, None
+    if config.bayes_method == "bootstrap":
+        delta, easiness = bootstrap_draws(y_audit, obs_audit, family_audit, n_families, item_group, k, owner_audit,
+                                          draws=config.bayes_draws, alpha=config.alpha, seed=seed,
+                                          svd_seed=purification.seed)
+    else:
+        offsets, _ = capability_offsets(y_audit, obs_audit, purification.selection_rows, k, seed=purification.seed,
+                                        adjustment=purification.adjustment)
+        gap = schedule_gap(y_audit, obs_audit, offsets, family_audit, n_families)
+        correct = np.where(obs_audit, y_audit, 0).sum(axis=1)
+        degenerate = (correct == 0) | (correct == obs_audit.sum(axis=1))
+        easiness_prior = "flat"
+        if degenerate.any():  # a flat prior leaves an all-0 / all-1 item's easiness improper
+            easiness_prior = "normal"
+            notes.append(f"{degenerate.sum()} item(s) are all correct or all wrong in an audit half, so the Bayesian "
+                         "layer used the N(0, 2) easiness prior there instead of a flat one")
+        tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families,
+                                        method=config.bayes_method, draws=config.bayes_draws, seed=seed,
+                                        prior=config.bayes_prior, easiness_prior=easiness_prior, item_ids=item_ids,
+                                        progress=False)
+        delta, easiness = stacked_draws(tree)
     chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
                                 controls=config.bayes_controls, seed=spawn_seeds(seed, 1)[0], **target)
-    chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior, easiness_prior=easiness_prior)
+    chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior if gap is not None else "none",
+                       easiness_prior=str(easiness_prior))
     draws = xr.Dataset({"family_effect": (("draw", "item", "family"), delta), "easiness": (("draw", "item"), easiness)},
                        coords={"draw": chain["draw"].values, "item": item_ids, "family": np.arange(n_families)})
     return chain, draws, gap, notes
@@ -94,7 +114,7 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
     posterior, draws, gap, notes = None, None, None, []
     if config.bayes:
         posterior, draws, gap, notes = _posterior(
-            y[:, audit], observed[:, audit], family_index[audit], n_families, item_group, item_ids, purification,
+            y[:, audit], observed[:, audit], family_index[audit], owner[audit], n_families, item_group, item_ids, purification,
             selection.k, seeds[2], config, {"y_target": y_t, "observed_target": obs_t, "full": full, "pairs": pairs,
                                             "model_ids": table["model_id"].to_numpy()})
     return FoldResult(audit_fold=h, selection=selection, purification=purification, target=table, pairs=pairs,
@@ -268,7 +288,7 @@ def _bayes_summary(pooled: xr.DataTree, folds: list[FoldResult]) -> dict:
     return {
         "method": folds[0].posterior.attrs["method"],
         "prior": folds[0].posterior.attrs["prior"],
-        "offsets": "fixed: the deterministic run's spectral offsets (selected K, last purification round's anchors)",
+        "offsets": OFFSETS_METHOD[folds[0].posterior.attrs["method"] == "bootstrap"],
         "draws": int(root.sizes["draw"]),
         "controls_per_draw": int(root.sizes["replicate"]),
         "low_dif_reversal_rate_q05_q50_q95": q["low_dif_reversal_rate"],

@@ -19,7 +19,7 @@ __all__ = ["AuditConfig", "AuditResult", "FoldResult", "check_audit", "input_sha
            "BAYES_CONTROLS", "BAYES_METHODS", "BAYES_PRIORS"]
 
 
-BAYES_METHODS = ("advi", "fullrank_advi", "nuts")
+BAYES_METHODS = ("advi", "fullrank_advi", "nuts", "bootstrap")
 
 
 BAYES_PRIORS = ("ridge", "hierarchical")
@@ -52,7 +52,9 @@ class AuditConfig:
     PyMC MIRT posterior means fitted by ADVI (:mod:`bayesirt.audit.bayes_mirt`; K by the spectral
     rule).
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
-    each audit half (``bayes_method``: "advi", "fullrank_advi" or "nuts"; ``bayes_draws`` draws;
+    each audit half given its offsets (``bayes_method``: "advi", "fullrank_advi" or "nuts"), or the
+    owner-clustered Bayesian bootstrap that refits offsets, DIF and purification per draw with K
+    fixed ("bootstrap", :mod:`bayesirt.audit.bayes_bootstrap`; ``bayes_prior`` unused); ``bayes_draws`` draws;
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
     scale) carried through anchors and reversals, and through the diagnostics
     (:mod:`bayesirt.audit.bayes_diagnostics`: within-family specificity always, the curves with

@@ -18,6 +18,11 @@ maximum-likelihood MIRT calibration.
   items of logit(p_i) + clip(F_i theta_m / s_i, -6, 6). K* is the smallest K whose mean loss is
   within one standard error (sd over held-out models / sqrt(count)) of the best (one-SE rule),
   over the grid {1, 2, 4, ..., 256} limited to K <= min(items, training models).
+- Model weights (the Bayesian bootstrap, :mod:`bayesirt.audit.bayes_bootstrap`): frequency weights
+  w_m enter p_i as weighted counts and the decomposition as the weighted rank-K least-squares fit,
+  the SVD of X W^(1/2): coordinates Theta_m = V_m / sqrt(w_m), loadings L = X W^(1/2) V, so
+  L Theta_m is model m's column of the weighted reconstruction (integer weights: the fit with
+  model m repeated w_m times).
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ VALIDATION_SHARE = 0.25
 """Share of an audit half's owners held out to select K."""
 
 
-def working_responses(y: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def working_responses(y: np.ndarray, observed: np.ndarray,
+                      weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Standardized working responses of eq. 13-14.
 
     Parameters
@@ -55,6 +61,8 @@ def working_responses(y: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, 
     y : ndarray (item, model)
         1 correct, 0 otherwise (the value of a missing cell is ignored).
     observed : ndarray of bool (item, model)
+    weights : ndarray (model,), optional
+        Frequency weights of the models in p (module docstring).
 
     Returns
     -------
@@ -62,8 +70,13 @@ def working_responses(y: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, 
     p : ndarray (item,), the smoothed success probability
     s : ndarray (item,), sqrt(p (1 - p))
     """
-    correct = np.where(observed, y, 0).sum(axis=1, dtype=np.float64)
-    p = (correct + 0.5) / (observed.sum(axis=1) + 1.0)
+    if weights is None:
+        correct = np.where(observed, y, 0).sum(axis=1, dtype=np.float64)
+        count = observed.sum(axis=1)
+    else:
+        correct = np.where(observed, y, 0) @ weights
+        count = observed @ weights
+    p = (correct + 0.5) / (count + 1.0)
     s = np.sqrt(p * (1.0 - p))
     x = np.where(observed, (y - p[:, None]) / s[:, None], 0.0)
     return x, p, s
@@ -73,10 +86,16 @@ def _svd(x: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.n
     return randomized_svd(x, n_components=k, n_iter=SVD_POWER_ITERATIONS, random_state=seed)
 
 
-def spectral_loadings(x: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def spectral_loadings(x: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int,
+                      weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Loadings L (item, k) of every item and coordinates Theta (model, k) from a rank-k
-    decomposition of the rows ``fit_items`` (eq. 15-17); ``k`` is lowered to
-    ``min(k, rows, models)`` when the rows cannot carry it (read it from the shapes)."""
+    decomposition of the rows ``fit_items`` (eq. 15-17; weighted by positive model ``weights``
+    as in the module docstring); ``k`` is lowered to ``min(k, rows, models)`` when the rows
+    cannot carry it (read it from the shapes)."""
+    if weights is not None:
+        root = np.sqrt(weights)
+        loading, v = spectral_loadings(x * root, fit_items, k, seed=seed)
+        return loading, v / root[:, None]
     rows = x[fit_items]
     k = int(min(k, *rows.shape))
     _, _, vt = _svd(rows, k, seed)
@@ -84,9 +103,11 @@ def spectral_loadings(x: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int
     return x @ theta, theta  # every item's loading, by projection
 
 
-def spectral_offsets(x: np.ndarray, s: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, int]:
-    """Capability offsets o = clip(L Theta^T / s, -6, 6) (item, model) of eq. 18, with the rank used."""
-    loading, theta = spectral_loadings(x, fit_items, k, seed=seed)
+def spectral_offsets(x: np.ndarray, s: np.ndarray, fit_items: np.ndarray, k: int, *, seed: int,
+                     weights: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Capability offsets o = clip(L Theta^T / s, -6, 6) (item, model) of eq. 18, with the rank used
+    (``weights``: :func:`spectral_loadings`)."""
+    loading, theta = spectral_loadings(x, fit_items, k, seed=seed, weights=weights)
     return np.clip((loading @ theta.T) / s[:, None], -MAX_OFFSET, MAX_OFFSET), theta.shape[1]
 
 

@@ -180,8 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "PyMC MIRT posterior (ADVI; K by the spectral rule) [spectral]")
     au.add_argument("--bayes", action="store_true",
                     help="add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
-    au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts"),
-                    help="inference of the Bayesian layer [advi]")
+    au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts", "bootstrap"),
+                    help="inference of the Bayesian layer: the residual-DIF posterior given the offsets (advi, "
+                         "fullrank_advi, nuts), or the owner-clustered Bayesian bootstrap refitting offsets, DIF and "
+                         "purification per draw with K fixed (bootstrap; --bayes-draws draws) [advi]")
     au.add_argument("--bayes-prior", default="ridge", choices=("ridge", "hierarchical"),
                     help="prior on the family effects: NT's ridge as N(0, 1), or a learned common scale [ridge]")
     au.add_argument("--bayes-draws", type=int, default=400,
