@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from bayesirt.audit import AuditConfig, AuditResult, run_audit, write_audit
     from bayesirt.safety import information_curves, static_test, run_cat, person_fit, sandbagging_experiment, identify, run_safety_suite
     from bayesirt.safety.cat_study import cat_study
-    from bayesirt.structure import factor_analysis, parallel_analysis, ability_matrix, posterior_factor_analysis
+    from bayesirt.structure import factor_analysis, parallel_analysis, ability_matrix, disattenuated_correlation
     from bayesirt.cli import run_analysis
     from bayesirt.errors import BayesIRTError, DataError, SpecError, OutputError
 

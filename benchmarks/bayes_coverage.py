@@ -1,4 +1,5 @@
-"""Coverage of the Bayesian audit's DIF posterior: ADVI (the default of ``--bayes``) against NUTS.
+"""Coverage of the Bayesian audit's DIF posterior: the per-item Laplace approximation (the default of
+``--bayes``) and ADVI against NUTS.
 
 Data are drawn from the residual family-DIF model itself (``bayesirt.models.family_dif``), with
 the truth drawn from its priors, so a correct posterior covers the truth at the nominal rate:
@@ -7,8 +8,8 @@ the truth drawn from its priors, so a correct posterior covers the truth at the 
     o_im = a_i . theta_m (a fixed rank-3 offset, a_i ~ N(0, 0.5^2 I), theta_m ~ N(0, I)),
 
 with 3 families x 60 models (one audit half of the small NT-style designs) and 120 items. Each
-replicate is fitted by ``fit_family_dif_posterior`` (ridge prior, N(0, 2) easiness prior) with ADVI
-(500 draws, the default) and NUTS (2 chains x 500 + 500), and the share of the true family effects
+replicate is fitted by ``laplace_draws`` (500 draws) and by ``fit_family_dif_posterior`` (ridge prior,
+N(0, 2) easiness prior) with ADVI (500 draws) and NUTS (2 chains x 500 + 500), and the share of the true family effects
 (item x family) and DIF ranges D_i inside the posterior's 90% equal-tailed intervals is counted.
 
 Usage::
@@ -29,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, versions, write_results  # noqa: E402
 
 N_ITEMS, N_PER_FAMILY, N_FAMILIES, RANK = 120, 60, 3, 3
-METHODS = {"advi": {"method": "advi", "draws": 500},
+METHODS = {"laplace": {"method": "laplace", "draws": 500},
+           "advi": {"method": "advi", "draws": 500},
            "nuts": {"method": "nuts", "draws": 500, "tune": 500, "chains": 2, "cores": 1}}
 
 
@@ -54,18 +56,24 @@ def _covered(draws: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 def run(replicates: int) -> dict:
     from bayesirt.audit.bayes import fit_family_dif_posterior
+    from bayesirt.audit.bayes_laplace import laplace_draws
 
     rows = []
     for r in range(replicates):
         data = _replicate(20261201 + r)
         for name, options in METHODS.items():
             t0 = time.perf_counter()
-            tree = fit_family_dif_posterior(data["y"], np.ones_like(data["y"], bool), data["offsets"], data["family"],
-                                            N_FAMILIES, prior="ridge", easiness_prior="normal", seed=r,
-                                            **options)
-            post = tree["posterior"].to_dataset().stack(sample=("chain", "draw"))
-            delta = post["family_effect"].transpose("sample", "item", "family").values
-            dif = post["dif_range"].transpose("sample", "item").values
+            observed = np.ones_like(data["y"], bool)
+            if name == "laplace":
+                delta, _, _ = laplace_draws(data["y"], observed, data["offsets"], data["family"], N_FAMILIES,
+                                            draws=options["draws"], seed=r, easiness_sd=2.0)
+                dif = np.ptp(delta, axis=2)
+            else:
+                tree = fit_family_dif_posterior(data["y"], observed, data["offsets"], data["family"], N_FAMILIES,
+                                                prior="ridge", easiness_prior="normal", seed=r, **options)
+                post = tree["posterior"].to_dataset().stack(sample=("chain", "draw"))
+                delta = post["family_effect"].transpose("sample", "item", "family").values
+                dif = post["dif_range"].transpose("sample", "item").values
             rows.append({"replicate": r, "method": name, "seconds": time.perf_counter() - t0,
                          "delta_coverage": float(_covered(delta, data["delta"]).mean()),
                          "dif_range_coverage": float(_covered(dif, data["dif_range"]).mean()),
@@ -83,7 +91,7 @@ def run(replicates: int) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = ["# Coverage of the 90% intervals of the residual-DIF posterior: ADVI vs NUTS", "",
+    lines = ["# Coverage of the 90% intervals of the residual-DIF posterior: Laplace and ADVI vs NUTS", "",
              f"{result['date']}; {result['machine']}; command `{result['command']}`.",
              f"Versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.", "",
              "| method | replicates | family effects covered (range over replicates) | D_i covered | "

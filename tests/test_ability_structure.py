@@ -13,7 +13,7 @@ import xarray as xr
 # shared data fixture (test_factor.py; tests/ is on sys.path)
 from test_factor import two_factor  # noqa: F401
 
-from bayesirt.structure.ability_structure import ability_matrix, posterior_factor_analysis, read_abilities, run_factors_job
+from bayesirt.structure.ability_structure import ability_matrix, read_abilities, run_factors_job
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.data.io import save_responses
 from bayesirt.errors import BayesIRTError, DataError, OutputError
@@ -36,14 +36,12 @@ def test_error_messages(two_factor, tmp_path):
         read_abilities(tmp_path / "dup.csv")
     with _err("at least 3 benchmarks; got 2"):
         ability_matrix({"a": None, "b": None})
-    with _err("posterior_draws must be a positive integer"):
-        ability_matrix({"a": None, "b": None, "c": None}, posterior_draws=0)
-    draws = xr.DataArray(np.zeros((2, 5, 3)), dims=("sample", "model", "benchmark"),
-                         coords={"benchmark": ["p", "q", "s"]})
-    with _err("ability draws have benchmarks"):
-        posterior_factor_analysis(draws, factor_analysis(x, 1))
-    with _err(r"ability draws need dims \('sample', 'model', 'benchmark'\) and ci a fraction"):
-        posterior_factor_analysis(draws.rename(sample="draw"), factor_analysis(x, 1))
+    with _err("'method' parameter of ability_matrix"):
+        ability_matrix({"a": None, "b": None, "c": None}, method="mml")
+    with _err("'cohort' parameter of run_factors_job"):
+        run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", cohort="listwise")
+    with _err("bootstrap must be 0"):
+        run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", bootstrap=1)
     with _err("'rotation' parameter of run_factors_job"):
         run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", rotation="promax")
     with _err("at least 3, one per benchmark, with distinct file names"):
@@ -57,34 +55,29 @@ def test_error_messages(two_factor, tmp_path):
 
 @pytest.fixture(scope="module")
 def fitted():
-    """Three simulated benchmarks (40 models x 30 items) sharing one ability, tiny ADVI fits."""
+    """Three simulated benchmarks (40 models x 30 items) sharing one ability, MAP-EM fits; one item of
+    bench0 is made all-correct (it must be dropped)."""
     rng = np.random.default_rng(5)
     common = rng.standard_normal(40)
     datasets, truth = {}, {}
     for j, weight in enumerate((0.95, 0.9, 0.85)):
         truth[f"bench{j}"] = weight * common + np.sqrt(1 - weight ** 2) * rng.standard_normal(40)
         datasets[f"bench{j}"] = simulate_pl("2pl", n_items=30, n_models=40, seed=10 + j, theta=truth[f"bench{j}"])[0]
-    abilities = ability_matrix(datasets, method="advi", draws=60, advi_iterations=2000, posterior_draws=40, seed=1,
-                               progress=False)
+    datasets["bench0"]["responses"][0] = 1
+    abilities = ability_matrix(datasets, seed=1, progress=False)
     return datasets, abilities, truth
 
 
-def test_ability_matrix_and_per_draw_factor_analysis(fitted):
-    _, abilities, truth = fitted
-    assert dict(abilities["ability_draws"].sizes) == {"sample": 40, "model": 40, "benchmark": 3}
+def test_ability_matrix_by_map(fitted):
+    datasets, abilities, truth = fitted
+    assert abilities.attrs["method"] == "map" and set(abilities.data_vars) == {"ability", "ability_sd"}
     assert list(abilities["benchmark"].values) == ["bench0", "bench1", "bench2"]
-    assert all("advi_iterations_run" in f for f in json.loads(abilities.attrs["fits"]).values())
+    dropped = json.loads(abilities.attrs["dropped_items"])
+    assert dropped == {"bench0": [str(datasets["bench0"]["item"].values[0])], "bench1": [], "bench2": []}
+    assert all(f["converged"] == 1 for f in json.loads(abilities.attrs["fits"]).values())
     means = abilities["ability"].to_pandas()
     assert all(np.corrcoef(means[b], truth[b])[0, 1] > 0.8 for b in means)
-    target = factor_analysis(means, 1)
-    assert np.all(target.loadings > 0.5)
-    post = posterior_factor_analysis(abilities["ability_draws"], target, progress=False)
-    assert post.attrs["failed_draws"] == 0 and post.sizes["sample"] == 40
-    assert float(post["congruence"].min()) > 0.9
-    lower, upper = post["loadings_lower"].values, post["loadings_upper"].values
-    assert np.all(lower <= post["loadings_mean"].values) and np.all(post["loadings_mean"].values <= upper)
-    assert np.all(upper - lower > 0)  # posterior uncertainty propagates to the loadings
-    assert np.isnan(post["rmsea"]).all()  # one factor of three benchmarks: dof = 0
+    assert np.all((abilities["ability_sd"] > 0.1) & (abilities["ability_sd"] < 1))  # EAP posterior sds
 
 
 def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
@@ -94,7 +87,8 @@ def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
                           progress=False)
     names = {p.name for p in out.iterdir()}
     assert names == {"factors.nc", "fit_indices.csv", "loadings_1.csv", "loadings_2.csv", "loadings_3.csv",
-                     "phi_2.csv", "phi_3.csv", "parallel.csv", "report.md", "factor_selection.png"}
+                     "phi_2.csv", "phi_3.csv", "parallel.csv", "polarity.csv", "composite.csv", "report.md",
+                     "factor_selection.png"}
     table = pd.read_csv(out / "fit_indices.csv")
     assert list(table.columns[:6]) == ["n_factors", "chi2", "dof", "rmsea", "cfi", "tli"]
     assert table["cfi"].iloc[1] > 0.99 and table["rmsea"].iloc[0] > 0.1
@@ -109,7 +103,7 @@ def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
     assert not (out / "loadings_1.csv").exists()
 
 
-def test_job_on_response_files_adds_posterior_intervals(fitted, tmp_path, monkeypatch):
+def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkeypatch):
     """The response-file branch, reusing the fitted abilities (ability_matrix is tested above)."""
     datasets, abilities, _ = fitted
     paths = []
@@ -118,10 +112,26 @@ def test_job_on_response_files_adds_posterior_intervals(fitted, tmp_path, monkey
         paths.append(tmp_path / f"{name}.nc")
     seen = {}
     monkeypatch.setattr("bayesirt.structure.ability_structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
-    out = run_factors_job(paths, tmp_path / "out", n_factors=1, parallel_iter=20, progress=False)
+    out = run_factors_job(paths, tmp_path / "out", n_factors=1, bootstrap=50, parallel_iter=20, progress=False)
     assert sorted(seen) == ["bench0", "bench1", "bench2"]
     loadings = pd.read_csv(out / "loadings_1.csv")
     assert {"F1_lower", "F1_upper"} <= set(loadings.columns)
-    post = xr.open_datatree(out / "factors.nc", engine="h5netcdf")["posterior"]
-    assert post["loadings"].dims == ("n_factors", "sample", "benchmark", "factor")
-    assert "intervals over 40 posterior draws" in (out / "report.md").read_text()
+    assert np.all((loadings["F1_lower"] <= loadings["F1"]) & (loadings["F1"] <= loadings["F1_upper"]))
+    tree = xr.open_datatree(out / "factors.nc", engine="h5netcdf")
+    assert tree["bootstrap"]["loadings"].dims == ("n_factors", "replicate", "benchmark", "factor")
+    corr = tree["correlation"].to_dataset()
+    off = ~np.eye(3, dtype=bool)
+    assert np.all(np.abs(corr["corrected"].values[off]) > np.abs(corr["correlation"].values[off]))  # disattenuated
+    assert np.all((corr["reliability"] > 0.5) & (corr["reliability"] < 1))
+    report = (out / "report.md").read_text()
+    assert "from 50 bootstrap resamples of the models" in report and "Items without variance" in report
+    polarity = pd.read_csv(out / "polarity.csv", index_col=0)
+    assert list(polarity["polarity"]) == [1, 1, 1]
+    out2 = run_factors_job(paths, tmp_path / "declared", n_factors=1, bootstrap=0, parallel_iter=20,
+                           polarity={"bench2": -1}, cohort="complete", progress=False)
+    polarity = pd.read_csv(out2 / "polarity.csv", index_col=0)
+    assert polarity.loc["bench2", "polarity"] == -1 and not polarity.loc["bench2", "agree"]
+    assert "contradicts the sign" in (out2 / "report.md").read_text()
+    composite = pd.read_csv(out2 / "composite.csv", index_col=0)["composite"]
+    z = (abilities["ability"].to_pandas() - abilities["ability"].to_pandas().mean()) / abilities["ability"].to_pandas().std()
+    np.testing.assert_allclose(composite.to_numpy(), ((z["bench0"] + z["bench1"] - z["bench2"]) / 3).to_numpy())

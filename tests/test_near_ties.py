@@ -68,6 +68,27 @@ def test_prob_a_ahead_agrees_with_the_fitted_ability_posterior(audited):
     np.testing.assert_allclose(table["prob_a_ahead"], expected)
     assert table["prob_a_ahead"].nunique() > 1
     assert result.summary["bayes"]["near_ties"]["draws"] == draws.shape[0] == 60
+    assert result.summary["bayes"]["near_ties"]["method"] == "map"  # MAP-EM items, abilities given the items
+
+
+def test_map_abilities_are_the_posterior_given_the_items():
+    """fit_abilities(method="map"): draws of N(EAP, sd^2) from the MAP-EM items, so P(a ahead of b)
+    approaches Phi((EAP_a - EAP_b) / sqrt(sd_a^2 + sd_b^2))."""
+    from scipy.stats import norm
+
+    from bayesirt.audit.near_ties import fit_abilities
+    from bayesirt.data import simulate_pl
+    from bayesirt.frequentist.mml import fit_mml
+
+    ds = simulate_pl("2pl", n_items=60, n_models=30, seed=3)[0]
+    tree = fit_abilities(ds, np.arange(30), draws=20_000, seed=1)
+    theta = tree["posterior"]["theta"].values[0]
+    ref = fit_mml(ds, "2pl", priors=True, se=False).abilities
+    np.testing.assert_allclose(theta.mean(axis=0), ref["eap"].values, atol=0.02)
+    np.testing.assert_allclose(theta.std(axis=0), ref["eap_sd"].values, rtol=0.03)
+    a, b = 0, 1
+    exact = norm.cdf((ref["eap"][a] - ref["eap"][b]) / np.hypot(ref["eap_sd"][a], ref["eap_sd"][b]))
+    assert abs((theta[:, a] > theta[:, b]).mean() - exact) < 0.01
 
 
 def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(audited):

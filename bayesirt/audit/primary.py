@@ -20,6 +20,8 @@ import xarray as xr
 
 from bayesirt.audit.anchors import capability_offsets, purify
 from bayesirt.audit.bayes_bootstrap import bootstrap_draws
+from bayesirt.audit.bayes_laplace import laplace_draws
+from bayesirt.models.family_dif import EASINESS_SD
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
 from bayesirt.audit.near_ties import add_near_ties, check_ability_spec
 from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, input_sha256
@@ -50,7 +52,8 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
     """The Bayesian layer in one fold: draws of (delta, b), propagated through anchors and
     reversals; also returns the stacked draws (family coordinate 0..F-1, relabelled by the caller).
 
-    ``bayes_method="bootstrap"``: the owner-clustered Bayesian bootstrap of the audit half, which
+    ``bayes_method="laplace"``: the per-item Laplace approximation of the DIF posterior given the
+    offsets (:mod:`bayesirt.audit.bayes_laplace`); ``"bootstrap"``: the owner-clustered Bayesian bootstrap of the audit half, which
     refits offsets, DIF and purification per draw with K fixed (:mod:`bayesirt.audit.bayes_bootstrap`).
     Otherwise the DIF posterior given the offsets that chose the anchors (the last purification
     round's)."""
@@ -70,11 +73,16 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
             easiness_prior = "normal"
             notes.append(f"{degenerate.sum()} item(s) are all correct or all wrong in an audit half, so the Bayesian "
                          "layer used the N(0, 2) easiness prior there instead of a flat one")
-        tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families,
-                                        method=config.bayes_method, draws=config.bayes_draws, seed=seed,
-                                        prior=config.bayes_prior, easiness_prior=easiness_prior, item_ids=item_ids,
-                                        progress=False)
-        delta, easiness = stacked_draws(tree)
+        if config.bayes_method == "laplace":
+            delta, easiness, _ = laplace_draws(y_audit, obs_audit, offsets, family_audit, n_families,
+                                               draws=config.bayes_draws, seed=seed,
+                                               easiness_sd=EASINESS_SD if easiness_prior == "normal" else None)
+        else:
+            tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families,
+                                            method=config.bayes_method, draws=config.bayes_draws, seed=seed,
+                                            prior=config.bayes_prior, easiness_prior=easiness_prior,
+                                            item_ids=item_ids, progress=False)
+            delta, easiness = stacked_draws(tree)
     chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
                                 controls=config.bayes_controls, seed=spawn_seeds(seed, 1)[0], **target)
     chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior if gap is not None else "none",

@@ -19,7 +19,7 @@ __all__ = ["AuditConfig", "AuditResult", "FoldResult", "check_audit", "input_sha
            "BAYES_CONTROLS", "BAYES_METHODS", "BAYES_PRIORS"]
 
 
-BAYES_METHODS = ("advi", "fullrank_advi", "nuts", "bootstrap")
+BAYES_METHODS = ("laplace", "advi", "fullrank_advi", "nuts", "bootstrap")
 
 
 BAYES_PRIORS = ("ridge", "hierarchical")
@@ -52,7 +52,8 @@ class AuditConfig:
     PyMC MIRT posterior means fitted by ADVI (:mod:`bayesirt.audit.bayes_mirt`; K by the spectral
     rule).
     ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
-    each audit half given its offsets (``bayes_method``: "advi", "fullrank_advi" or "nuts"), or the
+    each audit half given its offsets (``bayes_method``: "laplace", per item, the default;
+    "advi", "fullrank_advi" or "nuts"), or the
     owner-clustered Bayesian bootstrap that refits offsets, DIF and purification per draw with K
     fixed ("bootstrap", :mod:`bayesirt.audit.bayes_bootstrap`; ``bayes_prior`` unused); ``bayes_draws`` draws;
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
@@ -85,7 +86,7 @@ class AuditConfig:
     seed: int = 0
     quick: bool = False
     bayes: bool = False
-    bayes_method: str = "advi"
+    bayes_method: str = "laplace"
     bayes_draws: int = 400
     bayes_prior: str = "ridge"
     bayes_controls: int = BAYES_CONTROLS

@@ -56,6 +56,17 @@ def _read_data(args):
 
 
 def _sampling_options(args) -> dict:
+def _polarity(declarations: list[str]) -> dict[str, int]:
+    """``["orbench=-1", ...]`` -> ``{"orbench": -1}``; a malformed one is a SpecError naming it."""
+    out = {}
+    for item in declarations:
+        name, _, value = item.partition("=")
+        if not name or value.strip() not in ("1", "-1", "+1"):
+            raise SpecError(f"--polarity {item!r}: write BENCHMARK=-1 (or =1), the benchmark named by its file stem")
+        out[name.strip()] = int(value)
+    return out
+
+
     return {"method": args.method, "sampler": args.sampler, "draws": args.draws, "tune": args.tune,
             "chains": args.chains, "seed": args.seed, "advi_iterations": args.advi_iterations}
 
@@ -191,9 +202,12 @@ def main(argv: list[str] | None = None) -> int:
             case "factors":
                 from bayesirt.structure.ability_structure import run_factors_job
 
-                out = run_factors_job(args.inputs, args.out, n_factors=tuple(args.n_factors), rotation=args.rotation,
+                out = run_factors_job(args.inputs, args.out, n_factors=args.n_factors and tuple(args.n_factors),
+                                      rotation=args.rotation,
                                       method=args.method, draws=args.draws, tune=args.tune, chains=args.chains,
-                                      advi_iterations=args.advi_iterations, posterior_draws=args.posterior_draws,
+                                      advi_iterations=args.advi_iterations, bootstrap=args.bootstrap,
+                                      cohort=args.cohort, polarity=_polarity(args.polarity),
+                                      parallel_communalities=args.parallel_communalities,
                                       parallel_iter=args.parallel_iter, seed=args.seed, force=args.force,
                                       progress=progress)
             case "information":

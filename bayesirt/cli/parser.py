@@ -20,13 +20,15 @@ def _data_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="2pl", help="built-in spec (rasch/1pl, 2pl, 3pl, 4pl) or a spec file path [2pl]")
 
 
-def _sampling(p: argparse.ArgumentParser, *, marginal_map: bool = False) -> None:
+def _sampling(p: argparse.ArgumentParser, *, marginal_map: bool = False, extra_methods: tuple = ()) -> None:
     if marginal_map:  # fit only: map is the MAP-EM job (bayesirt.frequentist), not a method of inference.fit
         p.add_argument("--method", default="nuts", choices=(*METHODS, "map"),
                        help="nuts, advi, fullrank_advi (posterior draws), or map: marginal MAP of the items "
                             "(MAP-EM) with SEs under the spec's priors, as `mml --priors` (1PL-4PL) [nuts]")
     else:
-        p.add_argument("--method", default="nuts", choices=METHODS, help="inference method [nuts]")
+        p.add_argument("--method", default="nuts", choices=(*extra_methods, *METHODS),
+                       help="inference method" + (" (map: the items' marginal MAP, EAP abilities)" if extra_methods else "")
+                            + " [%(default)s]")
     p.add_argument("--sampler", default="nutpie", choices=SAMPLERS,
                    help="NUTS implementation; numpyro and blackjax need bayesirt[jax] [nutpie]")
     p.add_argument("--draws", type=int, default=1000, help="draws per chain (ADVI: from the approximation) [1000]")
@@ -180,10 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "PyMC MIRT posterior (ADVI; K by the spectral rule) [spectral]")
     au.add_argument("--bayes", action="store_true",
                     help="add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
-    au.add_argument("--bayes-method", default="advi", choices=("advi", "fullrank_advi", "nuts", "bootstrap"),
-                    help="inference of the Bayesian layer: the residual-DIF posterior given the offsets (advi, "
-                         "fullrank_advi, nuts), or the owner-clustered Bayesian bootstrap refitting offsets, DIF and "
-                         "purification per draw with K fixed (bootstrap; --bayes-draws draws) [advi]")
+    au.add_argument("--bayes-method", default="laplace",
+                    choices=("laplace", "advi", "fullrank_advi", "nuts", "bootstrap"),
+                    help="inference of the Bayesian layer: the residual-DIF posterior given the offsets (laplace: "
+                         "per-item Gaussian at the mode; advi, fullrank_advi, nuts), or the owner-clustered Bayesian "
+                         "bootstrap refitting offsets, DIF and purification per draw with K fixed (bootstrap) [laplace]")
     au.add_argument("--bayes-prior", default="ridge", choices=("ridge", "hierarchical"),
                     help="prior on the family effects: NT's ridge as N(0, 1), or a learned common scale [ridge]")
     au.add_argument("--bayes-draws", type=int, default=400,
@@ -245,13 +248,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     fa = sub.add_parser("factors", help="factor structure of abilities: minres EFA, rotation, RMSEA/CFI, parallel analysis")
     fa.add_argument("inputs", nargs="+", help="one CSV of abilities (models x benchmarks), or three or more response data files")
-    fa.add_argument("--n-factors", type=_integers, default=[1, 2, 3, 4], help="factor counts to fit [1,2,3,4]")
+    fa.add_argument("--n-factors", type=_integers,
+                    help="factor counts to fit [1-4, as far as the number of benchmarks identifies them]")
     fa.add_argument("--rotation", default="oblimin", choices=("oblimin", "varimax", "none"), help="rotation [oblimin]")
-    fa.add_argument("--posterior-draws", type=int, default=200,
-                    help="ability draws analysed one by one for intervals (response-file input) [200]")
+    fa.add_argument("--bootstrap", type=int, default=500,
+                    help="bootstrap resamples of the models for the loading intervals (response files; 0: none) [500]")
+    fa.add_argument("--cohort", default="pairwise", choices=("pairwise", "complete"),
+                    help="every model on the benchmark pairs it has, or only models with every benchmark [pairwise]")
+    fa.add_argument("--polarity", action="append", default=[], metavar="BENCHMARK=-1",
+                    help="declare a benchmark's polarity (+1 or -1; repeatable); others are detected [detected]")
     fa.add_argument("--parallel-iter", type=int, default=1000, help="random data sets of the parallel analysis [1000]")
-    _sampling(fa)
-    fa.set_defaults(method="advi")  # one 2PL per benchmark file; --method nuts for the full posterior
+    fa.add_argument("--parallel-communalities", default="minres", choices=("minres", "smc"),
+                    help="reduced-matrix diagonal of the parallel analysis (SAFE: minres) [minres]")
+    _sampling(fa, extra_methods=("map",))
+    fa.set_defaults(method="map")  # one 2PL per benchmark file by MAP-EM (EAP abilities), SAFE's regularized MML
     _output(fa)
 
     inf = sub.add_parser("information", help="item and test information curves (posterior-averaged for a fit)")

@@ -63,16 +63,25 @@ def _solutions_dataset(solutions, width: int) -> xr.Dataset:
                              "gamma": solutions[0].gamma, "conventions": CONVENTIONS})
 
 
-def factors_tree(*, abilities: xr.Dataset, correlation: pd.DataFrame, solutions, parallel, posterior,
-                 settings: dict) -> xr.DataTree:
+def factors_tree(*, abilities: xr.Dataset, correlation: pd.DataFrame, corrected, solutions, parallel, intervals,
+                 polarity: pd.DataFrame, composite: pd.Series, settings: dict) -> xr.DataTree:
     """Everything the job computed, labelled by ``model``, ``benchmark``, ``factor`` and ``n_factors``."""
     width = max(s.n_factors for s in solutions)
     labels = list(correlation.columns)
+    pair = {"benchmark": labels, "other_benchmark": labels}
+    correlations = {"correlation": (("benchmark", "other_benchmark"), correlation.to_numpy())}
+    if corrected is not None:
+        correlations |= {"corrected": (("benchmark", "other_benchmark"), corrected.corrected.to_numpy()),
+                         "reliability": ("benchmark", corrected.reliability.to_numpy())}
     nodes = {
-        "abilities": abilities,
-        "correlation": xr.Dataset({"correlation": (("benchmark", "other_benchmark"), correlation.to_numpy())},
-                                  coords={"benchmark": labels, "other_benchmark": labels},
-                                  attrs={"n_obs": solutions[0].fit.n_obs, "method": "pairwise-complete Pearson"}),
+        "abilities": abilities.assign(composite=("model", composite.reindex(abilities["model"].values.astype(str))
+                                                 .to_numpy())),
+        "correlation": xr.Dataset(correlations, coords=pair,
+                                  attrs={"n_obs": solutions[0].fit.n_obs, "method": "pairwise-complete Pearson",
+                                         "corrected": "disattenuated by the marginal reliabilities"
+                                                      + (" (smoothed to positive definite)"
+                                                         if corrected is not None and corrected.smoothed else "")
+                                         if corrected is not None else "no: abilities given without posterior sds"}),
         "solutions": _solutions_dataset(solutions, width),
         "parallel": xr.Dataset(
             {name: ("rank", getattr(parallel, name)) for name in ("observed_fa", "reference_fa", "observed_pc",
@@ -80,12 +89,13 @@ def factors_tree(*, abilities: xr.Dataset, correlation: pd.DataFrame, solutions,
             coords={"rank": np.arange(1, len(labels) + 1)},
             attrs={"n_factors": parallel.n_factors, "n_components": parallel.n_components,
                    "quantile": parallel.quantile, "n_iter": parallel.n_iter, "communalities": parallel.communalities}),
+        "polarity": xr.Dataset.from_dataframe(polarity.astype({"agree": int})),
     }
-    if posterior:
-        padded = [p.reindex(factor=_factors(width), other_factor=_factors(width)) for p in posterior]
-        nodes["posterior"] = xr.concat(padded, dim=pd.Index([s.n_factors for s in solutions], name="n_factors"),
+    if intervals:
+        padded = [b.reindex(factor=_factors(width), other_factor=_factors(width)) for b in intervals]
+        nodes["bootstrap"] = xr.concat(padded, dim=pd.Index([s.n_factors for s in solutions], name="n_factors"),
                                        combine_attrs="drop_conflicts")
-        nodes["posterior"].attrs["failed_draws"] = [int(p.attrs["failed_draws"]) for p in posterior]
+        nodes["bootstrap"].attrs["failed_replicates"] = [int(b.attrs["failed_replicates"]) for b in intervals]
     tree = xr.DataTree.from_dict(nodes)
     tree.attrs = {"settings": json.dumps(settings), "reference": "SAFE Latent Ability Inference and App. D"}
     return tree
@@ -95,14 +105,14 @@ def _interval(mean: float, lower: float, upper: float) -> str:
     return "" if np.isnan(mean) else f"{mean:.2f} [{lower:.2f}, {upper:.2f}]"
 
 
-def _loadings_table(solution, post: xr.Dataset | None) -> pd.DataFrame:
+def _loadings_table(solution, boot: xr.Dataset | None) -> pd.DataFrame:
     names = _factors(solution.n_factors)
     table = pd.DataFrame(solution.loadings, columns=names, index=pd.Index(solution.variables, name="benchmark"))
     table["communality"], table["uniqueness"] = solution.communalities, solution.uniquenesses
-    if post is not None:
+    if boot is not None:
         for f in names:
             for bound in ("lower", "upper"):
-                table[f"{f}_{bound}"] = post[f"loadings_{bound}"].sel(factor=f).to_numpy()
+                table[f"{f}_{bound}"] = boot[f"loadings_{bound}"].sel(factor=f).to_numpy()
     return table
 
 
@@ -115,51 +125,71 @@ def _selection_lines(solutions, parallel) -> list[str]:
             f"- RMSEA first reaches close fit (<= {RMSEA_CLOSE}) at: {first(lambda s: s.fit.rmsea <= RMSEA_CLOSE)}.",
             f"- Horn's parallel analysis ({parallel.n_iter:,} random-normal data sets, "
             f"{parallel.quantile:.0%} quantile) retains {parallel.n_factors} factor(s) on the reduced matrix "
-            f"({parallel.communalities} communalities) and {parallel.n_components} component(s) in the PCA variant."]
+            f"({parallel.communalities} communalities) and {parallel.n_components} component(s) in the PCA variant "
+            "(both on the ability estimates: random data have no measurement error to correct)."]
 
 
-def factors_report(*, abilities: xr.Dataset, solutions, parallel, posterior, settings: dict,
-                   figure: str | None) -> str:
-    """The Markdown report: model selection (fit indices, parallel analysis), loadings and phi."""
+def factors_report(*, abilities: xr.Dataset, corrected, solutions, parallel, intervals, polarity: pd.DataFrame,
+                   settings: dict, figure: str | None) -> str:
+    """The Markdown report: model selection (fit indices, parallel analysis), polarity, loadings and phi."""
     p, n_models = len(solutions[0].variables), abilities.sizes["model"]
-    source = (f"2PL posterior means ({settings['method']}) of {len(settings['inputs'])} response files"
-              if posterior else f"ability CSV {settings['inputs'][0]}")
+    source = (f"2PL abilities ({'MAP-EM items, EAP abilities' if settings['method'] == 'map' else settings['method'] + ' posterior means'})"
+              f" of {len(settings['inputs'])} response files" if corrected is not None
+              else f"ability CSV {settings['inputs'][0]}")
     lines = ["# Factor structure of abilities", "",
-             f"{n_models} models x {p} benchmarks ({source}); fit indices use n = {solutions[0].fit.n_obs} "
-             f"(smallest pairwise-complete count). Rotation: {solutions[0].rotation}"
-             + (f" (gamma = {solutions[0].gamma:g})" if solutions[0].rotation == "oblimin" else "") + ".", "",
-             "## Number of factors", ""]
+             f"{n_models} models x {p} benchmarks ({source}; {settings['cohort']} cohort); fit indices use "
+             f"n = {solutions[0].fit.n_obs} (smallest pairwise-complete count). Rotation: {solutions[0].rotation}"
+             + (f" (gamma = {solutions[0].gamma:g})" if solutions[0].rotation == "oblimin" else "") + ".", ""]
+    if corrected is not None:
+        rel = ", ".join(f"{b} {r:.3f}" for b, r in corrected.reliability.items())
+        lines += [f"The factor analysis uses the correlations of the latent abilities: each benchmark's ability "
+                  f"estimates carry measurement error (marginal reliability {rel}), which attenuates their "
+                  "correlations, so these are divided by sqrt(rho_j rho_k)"
+                  + (" and the result moved to the nearest positive-definite correlation matrix" if corrected.smoothed
+                     else "") + ". The uncorrected matrix is in factors.nc (correlation/correlation).", ""]
+        dropped = {b: len(v) for b, v in json.loads(abilities.attrs.get("dropped_items", "{}")).items() if v}
+        if dropped:
+            lines += ["Items without variance (all models right or all wrong) were removed before the fits: "
+                      + ", ".join(f"{b} {n}" for b, n in dropped.items()) + " (listed in factors.nc).", ""]
+    lines += ["## Number of factors", ""]
     fit = pd.DataFrame([{"factors": s.n_factors, "chi2": s.fit.chi2, "dof": s.fit.dof, "RMSEA": s.fit.rmsea,
                          "CFI": s.fit.cfi, "TLI": s.fit.tli, "variance explained": s.variance_explained}
                         for s in solutions])
     lines += [markdown_table(fit), "", *_selection_lines(solutions, parallel), ""]
     if figure:
         lines += [f"![Factor selection]({figure})", ""]
-    lines += [f"Conventions: {CONVENTIONS}", ""]
-    unconverged = [b for b, f in json.loads(abilities.attrs.get("fits", "{}")).items() if f.get("advi_converged") == 0]
+    lines += [f"Conventions: {CONVENTIONS}", "", "## Polarity", "",
+              "A benchmark whose loading on the general factor is negative measures the ability in reverse (e.g. a "
+              "refusal benchmark); composites multiply its standardized scores by -1 (composite.csv).", "",
+              markdown_table(polarity.reset_index().round(3)), ""]
+    conflicts = list(polarity.index[~polarity["agree"]])
+    if conflicts:
+        lines += [f"- **Warning.** the declared polarity of {', '.join(conflicts)} contradicts the sign of its "
+                  "general-factor loading; the declaration was used.", ""]
+    unconverged = [b for b, f in json.loads(abilities.attrs.get("fits", "{}")).items()
+                   if f.get("advi_converged") == 0 or f.get("converged") == 0]
     if unconverged:
-        lines += [f"- **Warning.** ADVI reached its iteration cap before converging on {', '.join(unconverged)}; "
-                  "raise advi_iterations or use NUTS.", ""]
+        lines += [f"- **Warning.** the 2PL fit did not converge on {', '.join(unconverged)}; raise the iteration cap "
+                  "or check the data.", ""]
     for s in solutions:
-        post = next((q for q in posterior if q.attrs["n_factors"] == s.n_factors), None)
+        boot = next((b for b in intervals if b.attrs["n_factors"] == s.n_factors), None)
         lines += [f"## {s.n_factors}-factor solution", ""]
-        table = _loadings_table(s, post).reset_index()
-        if post is not None:
+        table = _loadings_table(s, boot).reset_index()
+        if boot is not None:
             for f in _factors(s.n_factors):
                 table[f] = [_interval(m, lo, hi) for m, lo, hi in
                             zip(table[f], table[f"{f}_lower"], table[f"{f}_upper"])]
             table = table.drop(columns=[c for c in table.columns if c.endswith(("_lower", "_upper"))])
-            lines += [f"Loadings of the posterior-mean abilities with {post.attrs['ci']:.0%} intervals over "
-                      f"{post.sizes['sample']} posterior draws (each draw re-analysed and aligned to this solution; "
-                      f"median congruence {float(post['congruence'].median()):.3f}, "
-                      f"{post.attrs['failed_draws']} unusable draws). Per-draw abilities carry posterior noise, "
-                      "which attenuates their correlations, so an interval can sit below the point estimate.", ""]
+            lines += [f"Loadings with {boot.attrs['ci']:.0%} percentile intervals from {boot.sizes['replicate']} "
+                      "bootstrap resamples of the models (reliabilities, correction and factor solution recomputed "
+                      f"in each, aligned to this solution; median congruence {float(boot['congruence'].median()):.3f}, "
+                      f"{boot.attrs['failed_replicates']} unusable resamples).", ""]
         lines += [markdown_table(table), ""]
         if s.n_factors > 1 and s.rotation == "oblimin":
             phi = pd.DataFrame(s.phi, columns=_factors(s.n_factors))
-            if post is not None:
-                phi = pd.DataFrame([[_interval(s.phi[i, j], float(post["phi_lower"][i, j]),
-                                               float(post["phi_upper"][i, j])) for j in range(s.n_factors)]
+            if boot is not None:
+                phi = pd.DataFrame([[_interval(s.phi[i, j], float(boot["phi_lower"][i, j]),
+                                               float(boot["phi_upper"][i, j])) for j in range(s.n_factors)]
                                     for i in range(s.n_factors)], columns=_factors(s.n_factors))
             lines += ["Factor correlations (phi):", "", markdown_table(phi.assign(factor=_factors(s.n_factors))
                                                                      [["factor", *_factors(s.n_factors)]]), ""]
@@ -199,25 +229,30 @@ def plot_factor_selection(solutions, parallel, path: Path) -> Path:
     return path
 
 
-def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation: pd.DataFrame, solutions, parallel,
-                  posterior, settings: dict, force: bool = False) -> Path:
+def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation: pd.DataFrame, corrected, solutions,
+                  parallel, intervals, polarity: pd.DataFrame, composite: pd.Series, settings: dict,
+                  force: bool = False) -> Path:
     """Write the job's folder atomically (staged, then renamed into place)."""
     with staged_output(out, force=force) as folder:
-        write_netcdf(factors_tree(abilities=abilities, correlation=correlation, solutions=solutions, parallel=parallel,
-                                  posterior=posterior, settings=settings), folder / "factors.nc")
+        write_netcdf(factors_tree(abilities=abilities, correlation=correlation, corrected=corrected,
+                                  solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarity,
+                                  composite=composite, settings=settings), folder / "factors.nc")
         pd.DataFrame([{"n_factors": s.n_factors, **{c: getattr(s.fit, c) for c in _FIT_COLUMNS},
                        "variance_explained": s.variance_explained, "converged": s.converged, "heywood": s.heywood}
                       for s in solutions]).to_csv(folder / "fit_indices.csv", index=False)
         for s in solutions:
-            post = next((q for q in posterior if q.attrs["n_factors"] == s.n_factors), None)
-            _loadings_table(s, post).to_csv(folder / f"loadings_{s.n_factors}.csv")
+            boot = next((b for b in intervals if b.attrs["n_factors"] == s.n_factors), None)
+            _loadings_table(s, boot).to_csv(folder / f"loadings_{s.n_factors}.csv")
             if s.n_factors > 1 and s.rotation == "oblimin":
                 pd.DataFrame(s.phi, index=pd.Index(_factors(s.n_factors), name="factor"),
                              columns=_factors(s.n_factors)).to_csv(folder / f"phi_{s.n_factors}.csv")
         pd.DataFrame({"rank": np.arange(1, len(parallel.observed_fa) + 1), "observed_fa": parallel.observed_fa,
                       "reference_fa": parallel.reference_fa, "observed_pc": parallel.observed_pc,
                       "reference_pc": parallel.reference_pc}).to_csv(folder / "parallel.csv", index=False)
+        polarity.to_csv(folder / "polarity.csv")
+        composite.rename_axis("model").to_csv(folder / "composite.csv")
         figure = plot_factor_selection(solutions, parallel, folder / "factor_selection.png").name
-        (folder / "report.md").write_text(factors_report(abilities=abilities, solutions=solutions, parallel=parallel,
-                                                         posterior=posterior, settings=settings, figure=figure))
+        (folder / "report.md").write_text(factors_report(abilities=abilities, corrected=corrected, solutions=solutions,
+                                                         parallel=parallel, intervals=intervals, polarity=polarity,
+                                                         settings=settings, figure=figure))
     return Path(out)

@@ -68,14 +68,15 @@ def _step_jobs() -> dict:
 
 
 def _choices() -> dict[str, tuple]:
-    from bayesirt.inference.methods import METHODS
     from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES
     from bayesirt.safety.personfit import STATISTICS
     from bayesirt.safety.sandbagging import DIRECTIONS
+    from bayesirt.structure.ability_structure import ABILITY_METHODS, COHORTS
     from bayesirt.structure.rotation import ROTATIONS
 
     return {"rule": SELECTION_RULES, "estimator": ESTIMATORS, "statistic": STATISTICS, "direction": DIRECTIONS,
-            "rotation": ROTATIONS, "method": METHODS}
+            "rotation": ROTATIONS, "method": ABILITY_METHODS, "cohort": COHORTS,
+            "parallel_communalities": ("minres", "smc")}
 
 
 def step_options(step: str) -> dict:
@@ -151,7 +152,7 @@ def check_against_data(files: list[str], pooled: xr.Dataset | None, steps, optio
         if len(files) < 3:
             raise SpecError(f"the factors step needs three or more benchmark files; got {len(files)} (drop 'factors' "
                             "from steps or add files)")
-        for k in options.get("factors", {}).get("n_factors", step_options("factors")["n_factors"]):
+        for k in options.get("factors", {}).get("n_factors") or ():
             try:
                 check_n_factors(len(files), k)
             except BayesIRTError as err:

@@ -1,6 +1,7 @@
 """Factor structure of abilities across benchmarks (SAFE "Latent Ability Inference", App. D):
 minimum-residual factor analysis, fit indices and parallel analysis (:mod:`.factor`), rotations
-(:mod:`.rotation`), and the two-stage design over benchmark files (:mod:`.ability_structure`)."""
+(:mod:`.rotation`), the two-stage design over benchmark files (:mod:`.ability_structure`) and the
+correction for measurement error with bootstrap intervals (:mod:`.reliability`)."""
 
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ if TYPE_CHECKING:
     from bayesirt.structure.factor import factor_analysis, fit_indices, parallel_analysis
     from bayesirt.structure.rotation import rotate, tucker_congruence
     from bayesirt.structure.loadings import loading_table, rotate_posterior
-    from bayesirt.structure.ability_structure import ability_matrix, composite_alignment, posterior_factor_analysis, run_factors_job
+    from bayesirt.structure.ability_structure import ability_matrix, composite_alignment, run_factors_job
+    from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenuated_correlation
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -1,9 +1,12 @@
 """Factor structure of fitted abilities: SAFE's two-stage design ("Latent Ability Inference", App. D).
 
-A 2PL is fitted to each benchmark separately; the posterior abilities are joined on model id into a
-(models x benchmarks) matrix, whose factor structure is analysed (:func:`bayesirt.structure.factor.factor_analysis`)
-for the posterior means and, as a Bayesian counterpart, repeated on posterior draws and aligned to
-the posterior-mean solution. :func:`run_factors_job` is the ``bayesirt factors`` job.
+A 2PL is fitted to each benchmark separately (by regularized marginal ML, MAP-EM under the 2PL
+spec's priors, with EAP abilities, as SAFE's regularized MML; or ADVI/NUTS posterior means); the abilities are joined on model id into a (models x benchmarks) matrix, whose
+factor structure is analysed (:func:`bayesirt.structure.factor.factor_analysis`) on the correlations
+corrected for each benchmark's measurement error, with intervals from a bootstrap over models
+(:mod:`bayesirt.structure.reliability`). Benchmarks of opposite polarity (a refusal benchmark whose
+high score means less of the ability) are detected from the signs of their general-factor loadings or
+declared, and composites are sign-aligned. :func:`run_factors_job` is the ``bayesirt factors`` job.
 :func:`composite_alignment` checks that a composite's member abilities point the same way (App. D).
 """
 
@@ -21,16 +24,18 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.structure.factor import (
-    FactorSolution, check_n_factors, check_positive_definite, factor_solution, correlation_matrix, factor_analysis,
-    parallel_analysis,
-)
-from bayesirt.utils.parallel import blas_threads, spawn_seeds
-from bayesirt.utils.progress import progress_bar
-from bayesirt.structure.rotation import ROTATIONS, align_loadings, align_phi
+from bayesirt.structure.factor import check_n_factors, correlation_matrix, factor_analysis, parallel_analysis
+from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenuated_correlation
+from bayesirt.utils.parallel import spawn_seeds
+from bayesirt.structure.rotation import ROTATIONS
 
-__all__ = ["read_abilities", "ability_matrix", "posterior_factor_analysis", "run_factors_job", "CompositeAlignment",
-           "composite_alignment"]
+__all__ = ["read_abilities", "ability_matrix", "polarity_table", "composite_scores", "run_factors_job", "CompositeAlignment",
+           "composite_alignment", "ABILITY_METHODS", "COHORTS"]
+
+#: How each benchmark's abilities are estimated: MAP-EM with EAP abilities (SAFE), or a posterior mean.
+ABILITY_METHODS = ("map", "advi", "fullrank_advi", "nuts")
+#: Models analysed: every model on the pairs of benchmarks it has, or only models with every benchmark.
+COHORTS = ("pairwise", "complete")
 
 
 def _fail(message: str) -> NoReturn:
@@ -57,163 +62,158 @@ def read_abilities(path) -> pd.DataFrame:
     return frame.astype(float)
 
 
-def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "advi", draws: int = 1000, tune: int = 1000,
-                   chains: int = 4, advi_iterations: int = 50_000, posterior_draws: int = 200, seed: int = 0,
-                   progress: bool = True) -> xr.Dataset:
+def _informative(responses: xr.Dataset) -> tuple[xr.Dataset, list[str]]:
+    """Drop items every observed model answers alike (zero variance: no information on ability, and
+    they flatter random baselines); return the rest and the dropped item ids."""
+    codes = responses["responses"].values
+    observed = codes >= 0
+    correct = np.where(observed, codes, 0).sum(axis=1)
+    constant = (correct == 0) | (correct == observed.sum(axis=1))
+    dropped = [str(i) for i in responses["item"].values[constant]]
+    return responses.isel(item=np.flatnonzero(~constant)), dropped
+
+
+def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", draws: int = 1000, tune: int = 1000,
+                   chains: int = 4, advi_iterations: int = 50_000, seed: int = 0, progress: bool = True) -> xr.Dataset:
     """Fit a 2PL to each benchmark and join the abilities on model id (SAFE's two-stage design).
+
+    Items without variance (every observed model right, or every one wrong) are removed before the
+    fit and listed in the attribute ``dropped_items``.
 
     Parameters
     ----------
     datasets : mapping of str to xarray.Dataset
         Response Datasets (:func:`bayesirt.data.io.load`) keyed by benchmark name; at least 3.
-    method, draws, tune, chains, advi_iterations : as in :func:`bayesirt.inference.fitting.fit`
-        Default ADVI (fast); ``"nuts"`` for the reference posterior.
-    posterior_draws : int, default 200
-        Draws kept per benchmark for the per-draw analysis (fewer if a posterior has fewer).
+    method : {"map", "advi", "fullrank_advi", "nuts"}, default "map"
+        ``"map"``: the items' marginal MAP under the 2PL spec's priors
+        (:func:`bayesirt.frequentist.mml.fit_mml` with ``priors=True``: SAFE's regularized MML) with
+        EAP abilities and their posterior sds; otherwise the posterior mean and sd of theta
+        from :func:`bayesirt.inference.fitting.fit` (``draws``, ``tune``, ``chains``,
+        ``advi_iterations`` as there).
     seed : int, default 0
-        Seeds the fits (one child seed per benchmark) and the draw subsampling.
+        Seeds the fits (one child seed per benchmark).
     progress : bool, default True
 
     Returns
     -------
     xarray.Dataset
-        ``ability`` and ``ability_sd`` (model, benchmark): posterior mean and sd of theta;
-        ``ability_draws`` (sample, model, benchmark); attribute ``fits``: ADVI convergence per
-        benchmark (JSON). The benchmarks are fitted separately, so
-        sample ``s`` pairs independent random draws of each benchmark's posterior: a draw from the
-        product of the per-benchmark posteriors. Models missing from a benchmark are NaN.
+        ``ability`` and ``ability_sd`` (model, benchmark): EAP or posterior mean, and posterior sd;
+        attributes ``fits`` (convergence per benchmark, JSON) and ``dropped_items`` (JSON). Models
+        missing from a benchmark are NaN.
     """
     if len(datasets) < 3:
         _fail(f"factor analysis needs at least 3 benchmarks; got {len(datasets)}; pass more response datasets")
-    if isinstance(posterior_draws, bool) or not isinstance(posterior_draws, (int, np.integer)) or posterior_draws < 1:
-        _fail(f"posterior_draws must be a positive integer; got {posterior_draws!r}")
-    from bayesirt.inference.fitting import fit  # PyMC is imported only when abilities are fitted
-
-    seeds = spawn_seeds(seed, len(datasets) + 1)
-    thetas, fits = {}, {}
+    if method not in ABILITY_METHODS:
+        _fail(f"The 'method' parameter of ability_matrix must be one of {set(ABILITY_METHODS)}. Got {method!r} instead.")
+    seeds = spawn_seeds(seed, len(datasets))
+    columns, fits, dropped = {}, {}, {}
     for (name, responses), child in zip(datasets.items(), seeds):
-        tree = fit(responses, "2pl", method=method, draws=draws, tune=tune, chains=chains,
-                   advi_iterations=advi_iterations, seed=child, progress=progress)
-        thetas[str(name)] = tree["posterior"]["theta"].stack(sample=("chain", "draw")).transpose("sample", "model")
-        fits[str(name)] = {k: int(v) for k, v in tree.attrs.items() if k in ("advi_converged", "advi_iterations_run")}
-    keep = min(posterior_draws, *(t.sizes["sample"] for t in thetas.values()))
-    rng = np.random.default_rng(seeds[-1])
-    models = pd.Index(pd.unique(np.concatenate([t["model"].values.astype(str) for t in thetas.values()])))
-    mean, sd = np.full((2, len(models), len(thetas)), np.nan)
-    sampled = np.full((keep, len(models), len(thetas)), np.nan)
-    for j, t in enumerate(thetas.values()):
-        rows, values = models.get_indexer(t["model"].values.astype(str)), t.values
-        mean[rows, j], sd[rows, j] = values.mean(axis=0), values.std(axis=0, ddof=1) if len(values) > 1 else np.nan
-        sampled[:, rows, j] = values[rng.choice(len(values), keep, replace=False)]
+        name = str(name)
+        responses, dropped[name] = _informative(responses)
+        if method == "map":
+            from bayesirt.frequentist.mml import fit_mml
+
+            result = fit_mml(responses, "2pl", priors=True, se=False)
+            mean, sd = result.abilities["eap"], result.abilities["eap_sd"]
+            fits[name] = {"converged": int(result.converged), "iterations": int(result.iterations)}
+        else:
+            from bayesirt.inference.fitting import fit  # PyMC is imported only for posterior abilities
+
+            tree = fit(responses, "2pl", method=method, draws=draws, tune=tune, chains=chains,
+                       advi_iterations=advi_iterations, seed=child, progress=progress)
+            theta = tree["posterior"]["theta"]
+            mean, sd = theta.mean(("chain", "draw")), theta.std(("chain", "draw"), ddof=1)
+            fits[name] = {k: int(v) for k, v in tree.attrs.items() if k in ("advi_converged", "advi_iterations_run")}
+        columns[name] = (pd.Series(mean.values, index=mean["model"].values.astype(str)),
+                         pd.Series(sd.values, index=sd["model"].values.astype(str)))
+    models = pd.Index(pd.unique(np.concatenate([m.index.to_numpy() for m, _ in columns.values()])))
+    mean = pd.DataFrame({n: m.reindex(models) for n, (m, _) in columns.items()})
+    sd = pd.DataFrame({n: v.reindex(models) for n, (_, v) in columns.items()})
     dims = ("model", "benchmark")
-    data = {"ability": (dims, mean), "ability_sd": (dims, sd), "ability_draws": (("sample", *dims), sampled)}
-    return xr.Dataset(data,
-                      coords={"model": models.to_numpy(), "benchmark": list(thetas), "sample": np.arange(keep)},
+    return xr.Dataset({"ability": (dims, mean.to_numpy()), "ability_sd": (dims, sd.to_numpy())},
+                      coords={"model": models.to_numpy(), "benchmark": list(columns)},
                       attrs={"method": method, "irt_spec": "2pl", "seed": seed, "fits": json.dumps(fits),
-                             "pairing": "sample s pairs independent draws of the separately fitted benchmarks"})
+                             "dropped_items": json.dumps(dropped)})
 
 
-def posterior_factor_analysis(ability_draws: xr.DataArray, target: FactorSolution, *, ci: float = 0.95,
-                              progress: bool = True) -> xr.Dataset:
-    """Repeat a factor analysis on each posterior draw of the ability matrix, aligned to ``target``.
+def polarity_table(solution, declared: Mapping[str, int] | None = None) -> pd.DataFrame:
+    """Each benchmark's polarity: ``detected`` from the sign of its loading on the general factor
+    (``solution``: a one-factor solution, reflected so that most benchmarks load positively),
+    ``declared`` (+1/-1 given, or 0), and ``polarity`` (the declared one when given, else the
+    detected one) with ``agree`` (False when a declaration contradicts the data)."""
+    declared = {str(k): v for k, v in (declared or {}).items()}
+    names = list(solution.variables)
+    unknown = sorted(set(declared) - set(names))
+    if unknown or any(v not in (1, -1) for v in declared.values()):
+        _fail(f"polarity must map benchmarks of {names} to 1 or -1; got {declared} (unknown: {unknown})")
+    loading = solution.loadings[:, 0] * (1.0 if np.sum(solution.loadings[:, 0] > 0) * 2 >= len(names) else -1.0)
+    detected = np.where(loading < 0, -1, 1)
+    table = pd.DataFrame({"general_loading": loading, "detected": detected,
+                          "declared": [declared.get(n, 0) for n in names]}, index=pd.Index(names, name="benchmark"))
+    table["polarity"] = np.where(table["declared"] != 0, table["declared"], table["detected"])
+    table["agree"] = (table["declared"] == 0) | (table["declared"] == table["detected"])
+    return table
 
-    Each draw is analysed like ``target`` (minres, same rotation and number of factors, fit indices
-    with the target's ``n_obs``); its factors are then permuted and reflected to match the target's
-    loadings (:func:`bayesirt.structure.rotation.align_loadings`), and its factor correlations follow
-    (:func:`bayesirt.structure.rotation.align_phi`).
 
-    Parameters
-    ----------
-    ability_draws : xarray.DataArray
-        Dims ``sample``, ``model``, ``benchmark`` (from :func:`ability_matrix`); benchmarks as in
-        ``target.variables``.
-    target : FactorSolution
-        Usually the solution for the posterior-mean abilities.
-    ci : float, default 0.95
-        Central interval reported as ``*_lower`` / ``*_upper`` (quantiles over draws).
-    progress : bool, default True
-
-    Returns
-    -------
-    xarray.Dataset
-        Per draw (``sample``): ``loadings``, ``phi``, ``congruence`` (with the target), ``communality``,
-        ``rmsea``, ``cfi``, ``tli``; and ``*_mean``, ``*_lower``, ``*_upper`` of loadings, phi and
-        communality. Draws whose correlation matrix is unusable are NaN (attribute ``failed_draws``).
-        Per-draw abilities carry posterior noise, which attenuates their correlations: loadings from
-        draws tend to be smaller than those from posterior means.
-    """
-    if set(ability_draws.dims) != {"sample", "model", "benchmark"} or not 0 < ci < 1:
-        _fail(f"ability draws need dims ('sample', 'model', 'benchmark') and ci a fraction in (0, 1); got dims "
-              f"{ability_draws.dims} and ci={ci!r}; pass ability_matrix(...)['ability_draws']")
-    da = ability_draws.transpose("sample", "model", "benchmark")
-    if [str(b) for b in da["benchmark"].values] != list(target.variables):
-        _fail(f"ability draws have benchmarks {list(map(str, da['benchmark'].values))} but the target solution has "
-              f"{list(target.variables)}; pass the draws the target was computed from")
-    s, p, k = da.sizes["sample"], len(target.variables), target.n_factors
-    loadings, phi = np.full((s, p, k), np.nan), np.full((s, k, k), np.nan)
-    congruence, communality, indices = np.full((s, k), np.nan), np.full((s, p), np.nan), np.full((s, 3), np.nan)
-    with blas_threads(1), progress_bar(s, f"{k}-factor analysis per posterior draw", enabled=progress) as advance:
-        for i, x in enumerate(da.values):
-            try:
-                r = np.corrcoef(x, rowvar=False) if np.isfinite(x).all() else correlation_matrix(x)[0].to_numpy()
-                check_positive_definite(r)
-            except BayesIRTError:
-                advance()
-                continue
-            sol = factor_solution(r, k, target.rotation, target.gamma, target.fit.n_obs, target.variables)
-            loadings[i], perm, signs, congruence[i] = align_loadings(sol.loadings, target.loadings)
-            phi[i], communality[i] = align_phi(sol.phi, perm, signs), sol.communalities
-            indices[i] = sol.fit.rmsea, sol.fit.cfi, sol.fit.tli
-            advance()
-    factors = [f"F{j + 1}" for j in range(k)]
-    data = {"loadings": (("sample", "benchmark", "factor"), loadings),
-            "phi": (("sample", "factor", "other_factor"), phi), "congruence": (("sample", "factor"), congruence),
-            "communality": (("sample", "benchmark"), communality),
-            **{name: ("sample", indices[:, j]) for j, name in enumerate(("rmsea", "cfi", "tli"))}}
-    out = xr.Dataset(data, coords={"sample": da["sample"].values, "benchmark": list(target.variables),
-                                   "factor": factors, "other_factor": factors})
-    failed = int(np.isnan(indices[:, 1]).sum())
-    quantiles = [(1 - ci) / 2, (1 + ci) / 2]
-    for name in ("loadings", "phi", "communality"):
-        valid = out[name].dropna("sample", how="all")
-        out[f"{name}_mean"] = valid.mean("sample")
-        out[f"{name}_lower"], out[f"{name}_upper"] = (valid.quantile(q, "sample").drop_vars("quantile")
-                                                      for q in quantiles)
-    out.attrs = {"n_factors": k, "rotation": target.rotation, "gamma": target.gamma, "ci": ci, "failed_draws": failed,
-                 "aligned_to": "the target (posterior-mean) solution: factors permuted and reflected by congruence"}
-    return out
+#: Factor counts fitted by default (SAFE: 1-4), as far as the number of benchmarks identifies them.
+MAX_FACTORS = 4
 
 
 def _check_factor_counts(n_factors, p: int) -> list[int]:
+    if n_factors is None:
+        return [k for k in range(1, MAX_FACTORS + 1) if (p - k) ** 2 >= p + k]  # dof >= 0
     counts = [n_factors] if isinstance(n_factors, (int, np.integer)) else list(n_factors)
     if not counts or len(set(counts)) != len(counts):
         _fail(f"n_factors must be distinct positive integers, e.g. (1, 2, 3); got {n_factors!r}")
     return sorted(check_n_factors(p, k) for k in counts)
 
 
-def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *, n_factors=(1, 2, 3, 4),
-                    rotation: str = "oblimin", gamma: float = 0.0, method: str = "advi", draws: int = 1000,
-                    tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000, posterior_draws: int = 200,
-                    parallel_iter: int = 1000, seed: int = 0, force: bool = False, progress: bool = True) -> Path:
+def composite_scores(abilities: pd.DataFrame, polarity: pd.Series) -> pd.Series:
+    """Sign-aligned composite of every model: the mean over the benchmarks it has of
+    ``polarity x`` its standardized ability (z-score over the models observed on the benchmark)."""
+    z = (abilities - abilities.mean()) / abilities.std(ddof=1)
+    return (z * polarity.reindex(abilities.columns).to_numpy()).mean(axis=1, skipna=True).rename("composite")
+
+
+def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *, n_factors=None,
+                    rotation: str = "oblimin", gamma: float = 0.0, method: str = "map", draws: int = 1000,
+                    tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000, bootstrap: int = 500,
+                    cohort: str = "pairwise", polarity: Mapping[str, int] | None = None,
+                    parallel_iter: int = 1000, parallel_communalities: str = "minres", seed: int = 0,
+                    force: bool = False, progress: bool = True) -> Path:
     """The ``bayesirt factors`` job: factor structure of abilities, written to a folder.
 
     Parameters
     ----------
     inputs : sequence of path
-        One CSV of abilities (:func:`read_abilities`), or at least 3 response data files (one per
-        benchmark, named by file stem, read by :func:`bayesirt.data.io.load`), fitted by
-        :func:`ability_matrix` and then analysed also per posterior draw.
+        One CSV of abilities (:func:`read_abilities`; analysed as given, without error correction),
+        or at least 3 response data files (one per benchmark, named by file stem, read by
+        :func:`bayesirt.data.io.load`), fitted by :func:`ability_matrix`: then the correlations
+        are corrected for each benchmark's measurement error and the solutions get bootstrap
+        intervals (:mod:`bayesirt.structure.reliability`).
     out : path
         Output folder, written atomically (:func:`bayesirt.utils.outputs.staged_output`).
-    n_factors : int or sequence of int, default (1, 2, 3, 4)
-        Solutions to compute; each must leave >= 0 degrees of freedom.
+    n_factors : int or sequence of int, optional
+        Solutions to compute; each must leave >= 0 degrees of freedom. Default: 1 to
+        :data:`MAX_FACTORS` (SAFE), those the number of benchmarks identifies (1-2 of 5 benchmarks).
     rotation, gamma : as in :func:`bayesirt.structure.factor.factor_analysis`
-    method, draws, tune, chains, advi_iterations, posterior_draws : as in :func:`ability_matrix`
+    method, draws, tune, chains, advi_iterations : as in :func:`ability_matrix` (default MAP-EM)
         Used only with response files.
+    bootstrap : int, default 500
+        Replicates of the bootstrap over models (response files only); 0 skips the intervals.
+    cohort : {"pairwise", "complete"}, default "pairwise"
+        Every model on the benchmark pairs it has (pairwise-complete correlations), or only the
+        models observed on every benchmark (SAFE's complete-case cohort).
+    polarity : mapping of str to int, optional
+        Declared polarity (+1 or -1) of benchmarks whose high score means less of the ability
+        (e.g. ``{"orbench_hard": -1}``); the others' polarity is detected from the general factor.
     parallel_iter : int, default 1000
         Random data sets of the parallel analysis (SAFE: 1,000).
+    parallel_communalities : {"minres", "smc"}, default "minres"
+        Reduced-matrix diagonal of the parallel analysis (SAFE: minres-matched); the PCA variant is
+        always reported beside it.
     seed : int, default 0
-        Seeds the fits, the draw subsampling and the parallel analysis.
+        Seeds the fits, the bootstrap and the parallel analysis.
     force : bool, default False
         Replace an existing ``out``.
     progress : bool, default True
@@ -222,7 +222,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     -------
     pathlib.Path
         ``out``, holding ``factors.nc``, ``fit_indices.csv``, ``loadings_<k>.csv``, ``phi_<k>.csv``
-        (oblique, k >= 2), ``parallel.csv``, ``report.md`` and ``factor_selection.png``.
+        (oblique, k >= 2), ``parallel.csv``, ``polarity.csv``, ``composite.csv``, ``report.md`` and
+        ``factor_selection.png``.
     """
     from bayesirt.data.io import load
     from bayesirt.utils.outputs import check_output
@@ -232,7 +233,11 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     paths = [Path(p) for p in inputs]
     if rotation not in ROTATIONS:
         _fail(f"The 'rotation' parameter of run_factors_job must be one of {set(ROTATIONS)}. Got {rotation!r} instead.")
-    fit_seed, parallel_seed = spawn_seeds(seed, 2)
+    if cohort not in COHORTS:
+        _fail(f"The 'cohort' parameter of run_factors_job must be one of {set(COHORTS)}. Got {cohort!r} instead.")
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap == 1 or bootstrap < 0:
+        _fail(f"bootstrap must be 0 (no intervals) or an integer >= 2; got {bootstrap!r}")
+    fit_seed, parallel_seed, boot_seed = spawn_seeds(seed, 3)
     if len(paths) == 1:
         frame = read_abilities(paths[0])
         abilities = xr.Dataset({"ability": (("model", "benchmark"), frame.to_numpy())},
@@ -243,21 +248,39 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
             _fail(f"response files must be at least 3, one per benchmark, with distinct file names; got {names}")
         _check_factor_counts(n_factors, len(paths))  # before the fits
         abilities = ability_matrix({n: load(p) for n, p in zip(names, paths)}, method=method, draws=draws, tune=tune,
-                                   chains=chains, advi_iterations=advi_iterations, posterior_draws=posterior_draws,
-                                   seed=fit_seed, progress=progress)
-        frame = abilities["ability"].to_pandas()
+                                   chains=chains, advi_iterations=advi_iterations, seed=fit_seed, progress=progress)
+    if cohort == "complete":
+        complete = abilities["ability"].notnull().all("benchmark")
+        abilities = abilities.isel(model=np.flatnonzero(complete.values))
+    frame = abilities["ability"].to_pandas()
     counts = _check_factor_counts(n_factors, frame.shape[1])
-    solutions = [factor_analysis(frame, k, rotation=rotation, gamma=gamma) for k in counts]
-    parallel = parallel_analysis(frame, n_iter=parallel_iter, seed=parallel_seed)
-    posterior = ([posterior_factor_analysis(abilities["ability_draws"], s, progress=progress) for s in solutions]
-                 if "ability_draws" in abilities else [])
+    corrected = None
+    if "ability_sd" in abilities:
+        corrected = disattenuated_correlation(frame, abilities["ability_sd"].to_pandas())
+        solutions = [factor_analysis(corrected.corrected, k, correlation=True, n_obs=corrected.n_obs,
+                                     rotation=rotation, gamma=gamma) for k in counts]
+    else:
+        solutions = [factor_analysis(frame, k, rotation=rotation, gamma=gamma) for k in counts]
+    parallel = parallel_analysis(frame, n_iter=parallel_iter, seed=parallel_seed,
+                                 communalities=parallel_communalities)
+    general = next((s for s in solutions if s.n_factors == 1), None) or factor_analysis(
+        corrected.corrected if corrected else frame, 1, correlation=corrected is not None,
+        n_obs=corrected.n_obs if corrected else None)
+    polarities = polarity_table(general, polarity)
+    composite = composite_scores(frame, polarities["polarity"])
+    intervals = ([bootstrap_factor_analysis(frame, abilities["ability_sd"].to_pandas(), s, replicates=bootstrap,
+                                            seed=boot_seed, progress=progress) for s in solutions]
+                 if corrected is not None and bootstrap else [])
     settings = {"inputs": [str(p) for p in paths], "n_factors": counts, "rotation": rotation, "gamma": gamma,
-                "seed": seed, "parallel_iter": parallel_iter}
-    if posterior:
+                "seed": seed, "parallel_iter": parallel_iter, "parallel_communalities": parallel_communalities,
+                "cohort": cohort, "bootstrap": bootstrap if corrected is not None else 0,
+                "declared_polarity": dict(polarity or {})}
+    if corrected is not None:
         settings |= {"method": method, "draws": draws, "tune": tune, "chains": chains,
-                     "advi_iterations": advi_iterations, "posterior_draws": posterior_draws}
-    return write_factors(out, abilities=abilities, correlation=correlation_matrix(frame)[0], solutions=solutions,
-                         parallel=parallel, posterior=posterior, settings=settings, force=force)
+                     "advi_iterations": advi_iterations}
+    return write_factors(out, abilities=abilities, correlation=correlation_matrix(frame)[0], corrected=corrected,
+                         solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarities,
+                         composite=composite, settings=settings, force=force)
 
 
 @dataclass(frozen=True)
