@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                 from bayesirt.safety.personfit import run_personfit_job
 
                 out = run_personfit_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
-                                        posterior=args.posterior, seed=args.seed, force=args.force, progress=progress)
+                                        posterior=args.posterior, reference=args.reference, seed=args.seed,
+                                        force=args.force, progress=progress)
             case "sandbag":
                 from bayesirt.safety.sandbagging import run_sandbag_job
 

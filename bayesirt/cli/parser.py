@@ -302,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     _output(sg)
 
     fp = sub.add_parser("fingerprint", help="identify endpoints by response disagreement with reference responses")
+    pf.add_argument("--reference", help="a separate genuine cohort (data file) that calibrates the items and the "
+                                        "cut-off; DATA's models are then scored against it")
     fp.add_argument("reference", help="reference responses (" + _DATA_HELP + ")")
     fp.add_argument("query", help="query responses on the same items")
     fp.add_argument("--identities", help="CSV model_id,identity marking repeated collections of one model")

@@ -196,21 +196,32 @@ def _warnings(messages: list[str]) -> list[str]:
 
 
 def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, out, *, ppp: xr.Dataset | None,
-                    warnings: list[str], force: bool) -> Path:
-    """Write the person-fit folder: personfit.nc, models.csv, items.csv, summary.json, report.md, lz.png."""
+                    warnings: list[str], force: bool, genuine: xr.Dataset | None = None) -> Path:
+    """Write the person-fit folder: personfit.nc, models.csv, items.csv, summary.json, report.md, lz.png.
+    ``genuine``: the separate reference cohort's person fit (scoring against ``--reference``)."""
     from bayesirt.utils.outputs import staged_output
 
     a = fit.attrs
     summary = {k: a[k] for k in ("fpr", "statistic", "cutoff", "calibration")} | {
         "flagged": int(fit["flagged"].sum()), "models": fit.sizes["model"], "warnings": warnings}
+    if genuine is not None:
+        summary |= {"reference": a["reference"], "reference_models": a["reference_models"], "items_scored": items.sizes["item"]}
     with staged_output(out, force=force) as folder:
-        write_netcdf(xr.DataTree.from_dict({"models": fit, "items": items}), folder / "personfit.nc")
+        write_netcdf(xr.DataTree.from_dict({"models": fit, "items": items}
+                                           | ({} if genuine is None else {"reference": genuine})),
+                     folder / "personfit.nc")
         fit.to_dataframe().reset_index().to_csv(folder / "models.csv", index=False)
         items.to_dataframe().reset_index().to_csv(folder / "items.csv", index=False)
         write_json(folder / "summary.json", summary)
-        figure = plot_lz({"genuine cohort": fit[a["statistic"]].values}, a["cutoff"], folder / "lz.png",
-                         statistic=a["statistic"], fpr=a["fpr"]).name
-        lines = header("Person fit", responses) + personfit_section(
+        cohorts = ({"genuine cohort": fit[a["statistic"]].values} if genuine is None else
+                   {"reference cohort": genuine[a["statistic"]].values, "scored runs": fit[a["statistic"]].values})
+        figure = plot_lz(cohorts, a["cutoff"], folder / "lz.png", statistic=a["statistic"], fpr=a["fpr"]).name
+        scoring = [] if genuine is None else [
+            f"Scored against the reference cohort {a['reference']} ({a['reference_models']} models): items calibrated "
+            f"there, and the cut-off is its {a['fpr']:.0%} quantile of {a['statistic']} on the "
+            f"{items.sizes['item']} items these runs answered; {int(fit['flagged'].sum())} of "
+            f"{fit.sizes['model']} runs flagged.", ""]
+        lines = header("Person fit", responses) + scoring + personfit_section(
             fit, a["cutoff"], statistic=a["statistic"], fpr=a["fpr"], figure=figure, ppp=ppp) + _warnings(warnings)
         (folder / "report.md").write_text("\n".join(lines))
     return Path(out)
