@@ -104,9 +104,9 @@ def _bayes_section(bayes: dict, result) -> list[str]:
              ], columns=["quantity", "value"])), ""]
     lines += ["How to read it beside the randomization p-value: the probability averages, over the posterior draws "
               "of the DIF, the chance that the low-DIF subtest reverses more near-tie pairs than a random subtest of "
-              "the same blueprint. Without family DIF it stays near .5 (.34 to .70 on 100 simulated benchmarks, never "
-              ".95), so .95 or more is strong evidence (on planted family DIF it reached .95 as often as p fell below "
-              ".05; benchmarks/bayes_calibration.py); a value near .5 says the DIF-guided recomposition is "
+              "the same blueprint. Without family DIF it stays near .5 (.30 to .73 on 100 simulated benchmarks, never "
+              ".95, where p fell below .05 on 4), so .95 or more is strong evidence (on planted family DIF it reached "
+              ".95 on 27 of 40 benchmarks, p fell below .05 on 29; benchmarks/bayes_calibration.py); a value near .5 says the DIF-guided recomposition is "
               "indistinguishable from a random one, whatever the width of the excess interval.", ""]
     pairs = pd.concat([f.posterior[["reversal_probability"]].to_dataframe().assign(fold=f.audit_fold)
                        for f in result.folds])
