@@ -151,7 +151,7 @@ def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
 def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
     config = AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
-                         bayes_controls=20, bayes_prior="hierarchical")
+                         bayes_controls=20, bayes_method="advi", bayes_prior="hierarchical")
     result = run_audit(ds, config, progress=False)
     bayes = result.summary["bayes"]
     lo, mid, hi = bayes["excess_pp_q05_q50_q95"]

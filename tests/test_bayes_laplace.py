@@ -8,6 +8,7 @@ import pytest
 from scipy.linalg import null_space
 from scipy.special import log1p
 
+from bayesirt.audit import AuditConfig
 from bayesirt.audit.bayes import fit_family_dif_posterior, stacked_draws
 from bayesirt.audit.bayes_laplace import laplace_draws
 from bayesirt.audit.dif import fit_family_dif
@@ -79,3 +80,7 @@ def test_errors_are_named():
     assert np.isfinite(delta).all()
     with pytest.raises(DataError, match="draws"):
         laplace_draws(y, observed, offsets, family, 3, draws=0, easiness_sd=2.0)
+    with pytest.raises(DataError, match="learns the family-effect scale"):
+        AuditConfig(bayes=True, bayes_prior="hierarchical")  # the Laplace default has the fixed ridge scale
+    with pytest.raises(DataError, match="adjustment='spectral'"):
+        AuditConfig(bayes=True, bayes_method="bootstrap", adjustment="direct-mirt")

@@ -130,6 +130,12 @@ class AuditConfig:
             if getattr(self, name) not in allowed:
                 raise DataError(f"The {name!r} parameter of AuditConfig must be one of {set(allowed)}. Got "
                                 f"{getattr(self, name)!r} instead.")
+        if self.bayes_prior == "hierarchical" and self.bayes_method in ("laplace", "bootstrap"):
+            raise DataError(f"bayes_prior='hierarchical' learns the family-effect scale, which the {self.bayes_method} "
+                            "layer does not; use bayes_method='advi' or 'nuts' with it, or the ridge prior")
+        if self.bayes_method == "bootstrap" and self.adjustment != "spectral":
+            raise DataError("bayes_method='bootstrap' refits the spectral offsets per draw; use adjustment='spectral' "
+                            "with it, or another bayes_method")
 
     def resolved(self) -> AuditConfig:
         """The settings actually used (``quick`` applied)."""
