@@ -148,10 +148,7 @@ def check_against_data(files: list[str], pooled: xr.Dataset | None, steps, optio
     number of benchmarks, CAT budgets and sandbagging test lengths above the pooled item count."""
     from bayesirt.structure.factor import check_n_factors
 
-    if "factors" in steps:
-        if len(files) < 3:
-            raise SpecError(f"the factors step needs three or more benchmark files; got {len(files)} (drop 'factors' "
-                            "from steps or add files)")
+    if "factors" in steps and len(files) >= 3:
         for k in options.get("factors", {}).get("n_factors") or ():
             try:
                 check_n_factors(len(files), k)
@@ -195,12 +192,14 @@ def _report(files, record: dict) -> str:
     for step, entry in record["steps"].items():
         if entry["status"] == "finished":
             lines.append(f"- [{step}]({step}/report.md)")
+        elif entry["status"] == "skipped":
+            lines.append(f"- {step}: skipped ({entry['reason']})")
         elif entry["status"] == "failed":
             lines.append(f"- **{step} failed**: {entry['error']}" + (f" (traceback: `{entry['log']}`)"
                                                                          if entry.get("log") else ""))
         else:
             lines.append(f"- {step}: not run yet")
-    if any(e["status"] != "finished" for e in record["steps"].values()):
+    if any(e["status"] not in ("finished", "skipped") for e in record["steps"].values()):
         lines += ["", "Rerun with `bayesirt run ANALYSIS --resume` to run only the missing and failed steps "
                   "with the settings recorded in summary.json; the finished steps stay."]
     return "\n".join(lines) + "\n"
@@ -248,6 +247,13 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
     for step in steps:
         entry = record["steps"][step]
         if entry["status"] == "finished" and (out / step).is_dir():
+            continue
+        if step == "factors" and len(files) < 3:  # one file has no factor structure across benchmarks
+            record["steps"][step] = {"status": "skipped", "settings": options.get(step, {}),
+                                     "reason": f"the factor structure needs three or more benchmark files; got "
+                                               f"{len(files)}"}
+            write_text_atomic(summary_path, json.dumps(record, indent=2))
+            write_text_atomic(out / "report.md", _report(files, record))
             continue
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in options.get(step, {}).items()}
         if step != "information":
