@@ -5,6 +5,7 @@
     bayesirt run analyses/NAME.toml
     bayesirt mml DATA --model 2pl --out DIR          (marginal ML / MAP-EM)
     bayesirt ladder DATA --out DIR                   (1PL-4PL ladder, SAFE App. E)
+    bayesirt mirt-mml DATA --dims 1,2,3,4 --folds 5 --out DIR   (item-level MIRT by MML, SAFE App. C)
     bayesirt check DATA --model 2pl --out DIR        (Bayes versus MML agreement)
     bayesirt splithalf DATA --out DIR                (split-half regularization check)
     bayesirt ppc DATA --model 2pl --out DIR          (posterior predictive checks)
@@ -143,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
             case "ladder":
                 out = checks.run_ladder_job(args.data, args.out, force=args.force, quadrature=args.quadrature,
                                             max_iter=args.max_iter)
+            case "mirt-mml":
+                from bayesirt.frequentist.mml_mirt_job import run_mirt_mml_job
+
+                out = run_mirt_mml_job(args.data, args.out, dims=tuple(args.dims), folds=args.folds, force=args.force,
+                                       seed=args.seed, quadrature=args.quadrature, prune=args.prune,
+                                       max_iter=args.max_iter, loading_prior=args.loading_prior,
+                                       rotation=args.rotation, progress=progress)
             case "check":
                 out = checks.run_check_job(args.data, args.model, args.out, force=args.force, progress=progress,
                                            quadrature=args.quadrature, threshold_sd=args.threshold_sd,

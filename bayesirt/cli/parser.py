@@ -113,6 +113,22 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--max-iter", type=int, default=500, help="EM iteration cap [500]")
     _output(lad)
 
+    mm = sub.add_parser("mirt-mml", help="item-level MIRT (D = 1..4) by marginal ML, D chosen by held-out likelihood "
+                                         "over models and BIC (SAFE App. C)")
+    mm.add_argument("data", help=_DATA_HELP)
+    mm.add_argument("--dims", type=_integers, default=[1, 2, 3, 4], help="dimensions D to fit, each at most 4 [1,2,3,4]")
+    mm.add_argument("--folds", type=int, default=5, help="cross-validation folds over models [5]")
+    mm.add_argument("--seed", type=int, default=0, help="seed of the folds and of the start values [0]")
+    mm.add_argument("--quadrature", type=int, help="Gauss-Hermite nodes per dimension [61, 31, 15, 9 for D = 1..4]")
+    mm.add_argument("--prune", type=float, default=1e-6,
+                    help="drop grid nodes whose prior weight is below this times the largest [1e-6]")
+    mm.add_argument("--loading-prior", type=float, metavar="SD",
+                    help="N(0, SD^2) prior on the loadings (MAP-EM; SAFE App. C used 1.5) [none: ML]")
+    mm.add_argument("--rotation", default="oblimin", choices=("oblimin", "varimax", "none"),
+                    help="rotation of the standardized loadings aggregated by item group [oblimin]")
+    mm.add_argument("--max-iter", type=int, default=500, help="EM iteration cap [500]")
+    _output(mm)
+
     c = sub.add_parser("check", help="fit a spec by NUTS/ADVI and by MML/MAP-EM and report their agreement")
     _data_model(c)
     _sampling(c)

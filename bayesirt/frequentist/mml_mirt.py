@@ -1,0 +1,444 @@
+"""Marginal maximum likelihood for the exploratory multidimensional 2PL (SAFE App. C).
+
+Model: ``P(y_im = 1) = sigmoid(a_i . theta_m + d_i)`` with ``theta_m ~ N(0, I_D)``, D = 1..4
+(compensatory MIRT, slope-intercept form), fitted by Bock-Aitkin EM like the unidimensional
+engine (:mod:`.mml`), whose E-step it reuses (:mod:`.mml_model`).
+
+- Quadrature: a product grid of probabilists' Gauss-Hermite nodes, ``q`` per dimension
+  (default :data:`QUADRATURE`: 61, 31, 15, 9 for D = 1..4, the per-dimension defaults of R's
+  ``mirt``), pruned: a node is kept when its prior weight is at least ``prune`` times the
+  largest weight (default :data:`PRUNE` = 1e-6; weight-threshold pruning as in Jackel 2005, "A
+  note on multivariate Gauss-Hermite quadrature"). The kept nodes reach 4.9-5.3 prior SDs from
+  the centre; their weights are renormalized to sum to 1. Nodes kept for D = 1..4: 25 of 61,
+  269 of 961, 1,045 of 3,375, 2,777 of 6,561 (dropped prior mass 3e-7, 7e-7, 4e-6, 1e-5).
+- Identification (echelon, lower triangular): anchor item ``j`` (j = 0..D-2) has zero loadings
+  on dimensions ``j+1 .. D-1``; the anchors are the first D - 1 items unless named. This removes
+  the D (D - 1) / 2 rotational degrees of freedom; the sign of each dimension is set afterwards
+  so that every loading column sums to a non-negative number.
+- E-step: ``(patterns x items) @ (items x nodes)`` products over the distinct response patterns;
+  missing cells contribute nothing, to the likelihood or to the expected counts.
+- M-step: per-item Newton steps on the expected complete-data log-likelihood (for the logistic
+  model Newton and Fisher scoring coincide), batched over items with stacked (D+1)x(D+1) solves
+  and per-item step halving.
+- ``loading_prior``: optional ``N(0, sd^2)`` prior on every free loading (MAP-EM; SAFE App. C
+  used sd = 1.5). ``loglik`` is always the marginal log-likelihood without the prior.
+- Start values: the first D eigenvectors of the Pearson (phi) item correlations, converted to
+  logistic slopes and rotated into echelon form (:mod:`.mml_mirt_start`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+from numpy.polynomial.hermite_e import hermegauss
+from scipy.special import expit, log_expit
+
+from bayesirt.data.responses import MISSING
+from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.frequentist.ladder import information_criteria
+from bayesirt.frequentist.mml_model import ResponsePatterns, expected_counts, node_posterior, pattern_log_likelihood
+from bayesirt.frequentist.mml_mirt_start import anchor_index, free_mask, start_values
+from bayesirt.utils.parallel import blas_threads
+
+__all__ = ["MAX_DIMS", "QUADRATURE", "PRUNE", "MIRTFit", "mirt_grid", "fit_mml_mirt",
+           "mirt_model_loglik"]
+
+MAX_DIMS = 4
+"""Largest number of dimensions fitted (the product grid grows as q^D)."""
+QUADRATURE = {1: 61, 2: 31, 3: 15, 4: 9}
+"""Default Gauss-Hermite nodes per dimension by D (R mirt's ``quadpts`` defaults)."""
+PRUNE = 1e-6
+"""Default pruning constant: keep a node when its weight >= PRUNE x the largest weight."""
+_BOUND_A, _BOUND_D = 20.0, 30.0
+
+
+@dataclass
+class MIRTFit:
+    """Result of :func:`fit_mml_mirt`.
+
+    Attributes
+    ----------
+    loadings : xarray.DataArray
+        Slopes ``a`` (item, dim) in the echelon orientation (dims ``1..D``), with the item
+        coordinates of the responses (``item_group`` etc.).
+    intercepts : xarray.DataArray
+        ``d`` (item).
+    abilities : xarray.DataArray
+        EAP abilities (model, dim) on the EM grid, in the same orientation as ``loadings``.
+    loglik : float
+        Observed-data (marginal) log-likelihood at the estimates, on the pruned grid, without priors.
+    log_prior, objective : float
+        Log prior of the loadings (0 for ML) and ``loglik + log_prior`` (what EM maximizes).
+    n_parameters : int
+        ``items x (D + 1) - D (D - 1) / 2``.
+    n_models : int
+        Models (persons) fitted: the n of the BIC.
+    aic, bic : float
+        ``-2 LL + 2k`` and ``-2 LL + k log(n_models)``.
+    iterations : int
+    converged : bool
+    loglik_trace : numpy.ndarray
+        The EM objective (``objective``'s kernel: loglik plus the prior's quadratic term), at the
+        start and after each update (an EM step, or the end of a SQUAREM cycle); non-decreasing.
+    attrs : dict
+        Settings: quadrature, nodes kept, dropped prior mass, anchors, loading prior, ...
+    """
+
+    loadings: xr.DataArray
+    intercepts: xr.DataArray
+    abilities: xr.DataArray
+    loglik: float
+    log_prior: float
+    objective: float
+    n_parameters: int
+    n_models: int
+    aic: float
+    bic: float
+    iterations: int
+    converged: bool
+    loglik_trace: np.ndarray = field(repr=False)
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def n_dims(self) -> int:
+        return int(self.loadings.sizes["dim"])
+
+    def to_dataset(self) -> xr.Dataset:
+        """The fit as one Dataset: ``loading`` (item, dim), ``intercept`` (item), ``theta``
+        (model, dim), ``objective_trace`` (iteration); scalars and settings as attrs."""
+        attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in self.attrs.items()}
+        attrs.update(loglik=self.loglik, log_prior=self.log_prior, objective=self.objective,
+                     n_parameters=self.n_parameters, n_models=self.n_models, aic=self.aic, bic=self.bic,
+                     iterations=self.iterations, converged=int(self.converged))
+        return xr.Dataset({"loading": self.loadings, "intercept": self.intercepts, "theta": self.abilities,
+                           "objective_trace": ("iteration", self.loglik_trace)}, attrs=attrs)
+
+
+def _check_dims(n_dims, n_items: int) -> int:
+    if isinstance(n_dims, bool) or not isinstance(n_dims, (int, np.integer)) or not 1 <= n_dims <= MAX_DIMS:
+        raise BayesIRTError(f"n_dims must be an integer from 1 to {MAX_DIMS} (the product grid grows as q^D); "
+                            f"got {n_dims!r}")
+    if n_dims >= n_items:
+        raise BayesIRTError(f"n_dims = {n_dims} needs more items than dimensions; the data have {n_items} item(s)")
+    return int(n_dims)
+
+
+def mirt_grid(n_dims: int, quadrature: int | None = None, prune: float = PRUNE) -> tuple[np.ndarray, np.ndarray]:
+    """Pruned Gauss-Hermite product grid for ``theta ~ N(0, I_D)``.
+
+    Parameters
+    ----------
+    n_dims : int
+        D, 1 to :data:`MAX_DIMS`.
+    quadrature : int, optional
+        Nodes per dimension (3-201); default :data:`QUADRATURE` ``[n_dims]``.
+    prune : float
+        Keep node k when ``w_k >= prune * max(w)``; 0 keeps the full product grid. Default :data:`PRUNE`.
+
+    Returns
+    -------
+    nodes : numpy.ndarray, shape (nodes, D)
+    weights : numpy.ndarray, shape (nodes,)
+        Renormalized to sum to 1.
+    """
+    if isinstance(n_dims, bool) or not isinstance(n_dims, (int, np.integer)) or not 1 <= n_dims <= MAX_DIMS:
+        raise BayesIRTError(f"n_dims must be an integer from 1 to {MAX_DIMS}; got {n_dims!r}")
+    q = QUADRATURE[int(n_dims)] if quadrature is None else quadrature
+    if isinstance(q, bool) or not isinstance(q, (int, np.integer)) or not 3 <= q <= 201:
+        raise BayesIRTError(f"quadrature must be an integer number of nodes per dimension in [3, 201]; got {q!r}")
+    if not (isinstance(prune, (int, float)) and 0 <= prune < 1):
+        raise BayesIRTError(f"prune must be a number in [0, 1) (0 keeps every node); got {prune!r}")
+    x, w = hermegauss(int(q))
+    w = w / w.sum()
+    grids = np.meshgrid(*([x] * n_dims), indexing="ij")
+    nodes = np.stack([g.ravel() for g in grids], axis=1)
+    weights = np.ones(len(nodes))
+    for g in np.meshgrid(*([w] * n_dims), indexing="ij"):
+        weights *= g.ravel()
+    keep = weights >= prune * weights.max()
+    return nodes[keep], weights[keep] / weights[keep].sum()
+
+
+def _response_matrix(responses: xr.Dataset, fitting: bool = True) -> tuple[xr.DataArray, np.ndarray]:
+    """The (item, model) DataArray and its int8 values, validated; for ``fitting``, every item and
+    model must have an observed response (a scored item or model may have none)."""
+    if not isinstance(responses, xr.Dataset) or "responses" not in responses:
+        raise DataError("responses must be a response Dataset; build one with bayesirt.data.make_responses")
+    da = responses["responses"].transpose("item", "model")
+    y = np.asarray(da.values)
+    if not np.isin(y, (MISSING, 0, 1)).all():
+        raise DataError("responses must be 0, 1 or -1 (missing); rebuild the Dataset with bayesirt.data.make_responses")
+    observed = y != MISSING
+    if not fitting:
+        return da, y
+    if not observed.any():
+        raise DataError(f"every response is missing ({y.shape[0]} items x {y.shape[1]} models); nothing to fit")
+    for axis, noun in ((1, "item"), (0, "model")):
+        empty = ~observed.any(axis=axis)
+        if empty.any():
+            name = str(da[noun].values[np.flatnonzero(empty)[0]])
+            raise DataError(f"{int(empty.sum())} {noun}(s) have no observed response (e.g. {noun} {name!r}); "
+                            "drop them before fitting (make_responses(..., drop_empty=True))")
+    return da, y
+
+
+def _patterns(y: np.ndarray, nodes: np.ndarray, weights: np.ndarray) -> tuple[ResponsePatterns, np.ndarray]:
+    """Distinct response patterns (columns) and the index of each model's pattern."""
+    pat, inv, count = np.unique(y, axis=1, return_inverse=True, return_counts=True)
+    data = ResponsePatterns((pat == 1).astype(float), (pat == 0).astype(float), count.astype(float), nodes,
+                            np.log(weights), bool((y != MISSING).all()))
+    return data, inv.reshape(-1)
+
+
+def _design(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Z = [nodes, 1] (nodes, D+1), products of its column pairs (upper triangle) and their indices."""
+    z = np.column_stack([nodes, np.ones(len(nodes))])
+    pairs = np.triu_indices(z.shape[1])
+    return z, z[:, pairs[0]] * z[:, pairs[1]], pairs
+
+
+def _log_probs(beta: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log P and log (1 - P), shape (items, nodes); beta = [a, d] of shape (items, D+1)."""
+    eta = beta @ z.T
+    return log_expit(eta), log_expit(-eta)
+
+
+def _e_step(data: ResponsePatterns, beta: np.ndarray, z: np.ndarray):
+    return node_posterior(data, pattern_log_likelihood(data, *_log_probs(beta, z)))
+
+
+def _qvalue(beta, r, n0, z, precision) -> np.ndarray:
+    """Per-item expected complete-data log-likelihood plus the log prior kernel of the loadings."""
+    lp, lq = _log_probs(beta, z)
+    return (r * lp).sum(1) + (n0 * lq).sum(1) - 0.5 * (precision * beta**2).sum(1)
+
+
+def _mstep(beta, free, r, n0, design, precision, max_newton: int = 10) -> np.ndarray:
+    """Maximize each item's expected complete-data log posterior by Newton steps (batched)."""
+    z, zz, (pi, qi) = design
+    n_items, k = beta.shape
+    n = r + n0
+    fm = free.astype(float)
+    fixed_eye = np.eye(k)[None] * (1.0 - fm)[:, :, None]  # 1 on the diagonal of fixed parameters
+    val = _qvalue(beta, r, n0, z, precision)
+    for _ in range(max_newton):
+        p = expit(beta @ z.T)
+        g = ((r - n * p) @ z - precision * beta) * fm
+        upper = (n * p * (1 - p)) @ zz  # sum_k w_ik z_kp z_kq for p <= q
+        h = np.empty((n_items, k, k))
+        h[:, pi, qi] = upper
+        h[:, qi, pi] = upper
+        h = (h + np.diag(precision + 1e-10)) * fm[:, :, None] * fm[:, None, :] + fixed_eye
+        step = np.linalg.solve(h, g[..., None])[..., 0]
+        step /= np.maximum(np.abs(step).max(1) / 5.0, 1.0)[:, None]  # at most 5 units per step
+        t = np.ones(n_items)
+        for _ in range(30):
+            new = beta + t[:, None] * step
+            nval = _qvalue(new, r, n0, z, precision)
+            bad = ~(nval >= val - 1e-13 * (1 + np.abs(val)))
+            if not bad.any():
+                break
+            t = np.where(bad, t / 2, t)
+        else:
+            t = np.where(bad, 0.0, t)
+            new = beta + t[:, None] * step
+            nval = _qvalue(new, r, n0, z, precision)
+        moved = float(np.abs(t[:, None] * step).max())
+        beta, val = new, nval
+        if moved < 1e-10:
+            break
+    return beta
+
+
+def _em(data, beta, free, design, precision, max_iter: int, tol: float, ll_tol: float, accelerate: bool):
+    """EM iterations from ``beta``; the objective trace starts with the initial values.
+
+    With ``accelerate``, each cycle is SQUAREM (Varadhan & Roland 2008, scheme S3): two EM
+    steps r = F(b) - b, v = F(F(b)) - 2 F(b) + b, the extrapolation b - 2 s r + s^2 v with
+    s = -|r| / |v| (at most -1), then one EM step from there, kept only when its objective is at
+    least that of the two plain steps (so the objective never decreases). Every EM step counts
+    as an iteration. Fixed (echelon) zeros stay zero: r and v vanish there."""
+    prior = lambda b: -0.5 * float((precision * b**2).sum())  # noqa: E731 (kernel; constants added later)
+
+    def step(b, post):
+        new = _mstep(b, free, *expected_counts(data, post), design, precision)
+        ll_new, post_new = _e_step(data, new, design[0])
+        return new, ll_new, post_new, ll_new + prior(new)
+
+    ll, post = _e_step(data, beta, design[0])
+    objs = [ll + prior(beta)]
+    it, obj = 0, objs[0]
+    while it < max_iter:
+        b1, ll1, post1, obj1 = step(beta, post)
+        it += 1
+        objs.append(obj1)
+        new, ll_new, post_new, obj_new = b1, ll1, post1, obj1
+        if accelerate and it < max_iter:
+            b2, ll2, post2, obj2 = step(b1, post1)
+            it += 1
+            new, ll_new, post_new, obj_new = b2, ll2, post2, obj2
+            r, v = b1 - beta, b2 - 2 * b1 + beta
+            nv = float(np.sqrt((v**2).sum()))
+            s = min(-float(np.sqrt((r**2).sum())) / nv, -1.0) if nv > 0 else -1.0
+            if s < -1.0 and it < max_iter:
+                bx = beta - 2 * s * r + s**2 * v
+                _, post_x = _e_step(data, bx, design[0])
+                b3, ll3, post3, obj3 = step(bx, post_x)
+                it += 1
+                if obj3 >= obj2:
+                    new, ll_new, post_new, obj_new = b3, ll3, post3, obj3
+            objs.append(obj_new)
+        change = float(np.abs(new - beta).max())
+        beta, ll, post, previous, obj = new, ll_new, post_new, obj, obj_new
+        if change < tol or abs(obj - previous) < ll_tol * abs(obj):
+            return beta, ll, post, objs, it, True
+    return beta, ll, post, objs, it, False
+
+
+def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None = None, prune: float = PRUNE,
+                 max_iter: int = 500, tol: float = 1e-4, ll_tol: float = 1e-9, loading_prior: float | None = None,
+                 anchors: Sequence[str] | None = None, accelerate: bool = True, seed: int = 0,
+                 threads: int | None = 1) -> MIRTFit:
+    """Fit the exploratory D-dimensional 2PL by marginal maximum likelihood (Bock-Aitkin EM).
+
+    Parameters
+    ----------
+    responses : xarray.Dataset
+        Response Dataset (``responses`` (item, model) int8, -1 missing).
+    n_dims : int
+        D, from 1 to :data:`MAX_DIMS`, smaller than the number of items.
+    quadrature : int, optional
+        Gauss-Hermite nodes per dimension; default :data:`QUADRATURE` (61, 31, 15, 9 for D = 1..4).
+    prune : float
+        Pruning constant of :func:`mirt_grid` (default :data:`PRUNE` = 1e-6; 0 = full grid).
+    max_iter : int
+        EM iteration cap (default 500); hitting it warns.
+    tol, ll_tol : float
+        Stop when the largest parameter change in an update (an EM step or a SQUAREM cycle) is
+        below ``tol`` (default 1e-4, R mirt's ``TOL``) or the relative change of the objective
+        below ``ll_tol`` (default 1e-9: 4e-4 nats on a log-likelihood of -4e5).
+    loading_prior : float, optional
+        SD of a ``N(0, sd^2)`` prior on every free loading (MAP-EM; SAFE App. C used 1.5).
+        Default None: ML.
+    anchors : sequence of str, optional
+        The D - 1 item ids of the echelon constraint (anchor j loads only on dimensions
+        1..j+1). Default: the first D - 1 items.
+    accelerate : bool
+        SQUAREM extrapolation of the EM steps (default True; the objective still never
+        decreases). False runs plain EM.
+    seed : int
+        Seed of the small jitter added to the eigenvector start values (default 0).
+    threads : int or None
+        BLAS threads during the fit (default 1; None leaves the BLAS default).
+
+    Returns
+    -------
+    MIRTFit
+
+    Raises
+    ------
+    BayesIRTError
+        ``n_dims`` not in 1..4 or not smaller than the number of items, bad grid, tolerance or
+        prior settings, bad anchors. ``DataError`` for responses that are not a response
+        Dataset, all missing, or with an item or model without any observed response.
+
+    Warns
+    -----
+    RuntimeWarning
+        The iteration cap was hit; a parameter ran past |a| > 20 or |d| > 30 (perfect
+        separation or an item without variation: consider ``loading_prior``).
+    """
+    da, y = _response_matrix(responses)
+    n_items, n_models = y.shape
+    n_dims = _check_dims(n_dims, n_items)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1 or not tol > 0 \
+            or not ll_tol >= 0:
+        raise BayesIRTError(f"max_iter must be an integer >= 1, tol > 0 and ll_tol >= 0; got {max_iter!r}, {tol!r}, "
+                            f"{ll_tol!r}")
+    if loading_prior is not None and not (isinstance(loading_prior, (int, float)) and loading_prior > 0):
+        raise BayesIRTError(f"loading_prior must be a positive SD or None (ML); got {loading_prior!r}")
+    item_ids = da["item"].values
+    anchor_idx = anchor_index(anchors, n_dims, item_ids)
+    nodes, weights = mirt_grid(n_dims, quadrature, prune)
+    q = QUADRATURE[n_dims] if quadrature is None else int(quadrature)
+    data, inv = _patterns(y, nodes, weights)
+    design = _design(nodes)
+    precision = np.zeros(n_dims + 1)
+    if loading_prior is not None:
+        precision[:n_dims] = loading_prior**-2.0
+    free = free_mask(n_items, n_dims, anchor_idx)
+    with blas_threads(threads):
+        beta0 = start_values(y, n_dims, anchor_idx, np.random.default_rng(seed))
+        beta, ll, post, objs, it, converged = _em(data, beta0, free, design, precision, max_iter, tol, ll_tol,
+                                                  accelerate)
+    signs = np.where(beta[:, :n_dims].sum(0) < 0, -1.0, 1.0)  # reflect each dimension to a positive loading sum
+    a, d = beta[:, :n_dims] * signs, beta[:, n_dims]
+    eap = (post / data.count[:, None]) @ nodes * signs
+    n_free = int(free.sum())
+    log_prior = 0.0
+    if loading_prior is not None:
+        free_a = a[free[:, :n_dims]]
+        log_prior = float(-0.5 * (free_a**2).sum() / loading_prior**2
+                          - free_a.size * (np.log(loading_prior) + 0.5 * np.log(2 * np.pi)))
+    if not converged:
+        warnings.warn(f"MIRT MML (D = {n_dims}) hit the iteration cap max_iter={max_iter} without converging (last "
+                      f"objective change {objs[-1] - objs[-2]:.3g}); raise max_iter or check the data",
+                      RuntimeWarning, stacklevel=2)
+    for name, bad in (("|loading| > 20", np.abs(a).max(1) > _BOUND_A), ("|intercept| > 30", np.abs(d) > _BOUND_D)):
+        if bad.any():
+            warnings.warn(f"MIRT MML (D = {n_dims}): {int(bad.sum())} item(s) ran to a bound, {name} (e.g. item "
+                          f"{str(item_ids[bad][0])!r}); their estimates are unreliable (perfect separation or an item "
+                          "without variation); " + ("consider loading_prior=1.5" if loading_prior is None else
+                                                    "drop items without variation"), RuntimeWarning, stacklevel=2)
+    icoords = {k: v for k, v in da.coords.items() if da[k].dims == ("item",)}
+    mcoords = {k: v for k, v in da.coords.items() if da[k].dims == ("model",)}
+    dim = np.arange(1, n_dims + 1)
+    loadings = xr.DataArray(a, dims=("item", "dim"), coords={**icoords, "dim": dim}, name="loading")
+    intercepts = xr.DataArray(d, dims=("item",), coords=icoords, name="intercept")
+    abilities = xr.DataArray(eap[inv], dims=("model", "dim"), coords={**mcoords, "dim": dim}, name="theta")
+    crit = information_criteria(ll, n_free, n_models)
+    attrs = {"method": "MML (Bock-Aitkin EM)" + (", MAP loadings" if loading_prior else ""),
+             "formula": "P = sigmoid(a . theta + d), theta ~ N(0, I_D)", "n_dims": n_dims,
+             "quadrature": q, "prune": float(prune), "n_nodes": int(len(nodes)), "full_grid": int(q**n_dims),
+             "loading_prior_sd": float(loading_prior) if loading_prior else "none",
+             "anchors": ", ".join(str(item_ids[i]) for i in anchor_idx) or "none",
+             "accelerate": "SQUAREM" if accelerate else "none",
+             "identification": "echelon: the j-th anchor item (j = 1..D-1) loads only on dimensions 1..j; "
+                               "columns reflected to positive sums",
+             "seed": int(seed), "dataset": str(responses.attrs.get("name", ""))}
+    return MIRTFit(loadings, intercepts, abilities, float(ll), log_prior, float(ll) + log_prior, n_free, n_models,
+                   crit["aic"], crit["bic"], it, converged, np.array(objs), attrs)
+
+
+def mirt_model_loglik(fit: MIRTFit, responses: xr.Dataset) -> xr.DataArray:
+    """Marginal log-likelihood of each model's responses under a fit's item parameters.
+
+    Integrated on the fit's own (pruned) grid; no per-model parameter is fitted, so this is the
+    held-out score of SAFE App. C when ``responses`` holds models the fit did not see.
+
+    Parameters
+    ----------
+    fit : MIRTFit
+    responses : xarray.Dataset
+        The fit's items, in the same order; any models. Missing cells contribute nothing.
+
+    Returns
+    -------
+    xarray.DataArray
+        Dim ``model``.
+    """
+    da, y = _response_matrix(responses, fitting=False)
+    if not np.array_equal(da["item"].values, fit.loadings["item"].values):
+        raise DataError("responses must hold the fitted items in the fitted order to be scored by this fit")
+    nodes, weights = mirt_grid(fit.n_dims, fit.attrs["quadrature"], fit.attrs["prune"])
+    data, inv = _patterns(y, nodes, weights)
+    beta = np.column_stack([fit.loadings.values, fit.intercepts.values])
+    ll = pattern_log_likelihood(data, *_log_probs(beta, _design(nodes)[0]))
+    mx = ll.max(axis=1)
+    per_pattern = mx + np.log(np.exp(ll - mx[:, None]).sum(1))
+    mcoords = {k: v for k, v in da.coords.items() if da[k].dims == ("model",)}
+    return xr.DataArray(per_pattern[inv], dims=("model",), coords=mcoords, name="loglik")
