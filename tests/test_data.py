@@ -427,3 +427,20 @@ def test_unknown_dataset():
         load_dataset("lsat9")
     with pytest.raises(DataError, match="no such file or embedded dataset: 'lsat9'.*lsat6"):
         load("lsat9")
+
+
+def test_item_headers_that_happen_to_name_a_family_do_not_flip_a_labelled_table(tmp_path):
+    """Open LLM Leaderboard layout: unnamed first column of owner/name model ids, MMLU item headers
+    such as "philosophy.12" (which contains "phi"). The rows that look like model ids hold the models."""
+    from bayesirt.data import load
+
+    path = tmp_path / "mmlu.csv"
+    path.write_text('"","philosophy.12","high_school_mathematics.3","gemma_facts.1"\n'
+                    '"org/model-a",0,1,1\n"org/model-b",1,1,0\n"other/model-c",1,0,0\n')
+    ds = load(path)
+    assert dict(ds.sizes) == {"item": 3, "model": 3}
+    assert list(ds["model"].values) == ["org/model-a", "org/model-b", "other/model-c"]
+    # the ChemBench layout (item index rows, model-name columns) still reads items x models
+    chem = tmp_path / "chem.csv"
+    chem.write_text('"","GPT-4o","Llama-3.1-70B-Instruct"\n0,1,0\n1,1,1\n')
+    assert list(load(chem)["model"].values) == ["GPT-4o", "Llama-3.1-70B-Instruct"]

@@ -44,7 +44,13 @@ def _rows_from_label(label: Any) -> str | None:
     return None
 
 
-def _resolve_orientation(orientation: str, row_label: Any, columns: list[str]) -> str:
+def _model_like(labels) -> np.ndarray:
+    """Labels that look like model ids: a recognised family, or an ``owner/name`` slash."""
+    labels = [str(x) for x in labels]
+    return (derive_family(labels) != OTHER) | np.array(["/" in c for c in labels], dtype=bool)
+
+
+def _resolve_orientation(orientation: str, row_label: Any, columns: list[str], row_ids=None) -> str:
     """Apply the auto rules (see :func:`read_wide_csv`) and check an explicit choice."""
     if orientation not in ORIENTATIONS:
         raise DataError(f"orientation {orientation!r} is not one of {', '.join(ORIENTATIONS)}; pick one of those")
@@ -59,7 +65,11 @@ def _resolve_orientation(orientation: str, row_label: Any, columns: list[str]) -
         return orientation
     if rows is not None:
         return "models_by_items" if rows == "models" else "items_by_models"
-    looks_like_models = (derive_family(columns) != OTHER) | np.array(["/" in c for c in columns], dtype=bool)
+    looks_like_models = _model_like(columns)
+    if row_ids is not None and len(row_ids) and looks_like_models.any():
+        # both sides are labelled: the side whose labels look more like model ids holds the models
+        # (an item header such as "philosophy.12" can match a family name by accident)
+        return "items_by_models" if looks_like_models.mean() >= _model_like(row_ids).mean() else "models_by_items"
     return "items_by_models" if looks_like_models.any() else "models_by_items"
 
 
@@ -101,7 +111,7 @@ def wide_parts(path: Path, orientation: str, id_column: str | None) -> tuple[np.
         body = np.delete(body, id_pos, axis=1)
     cells = pd.DataFrame(body).apply(lambda col: col.str.strip().str.lower()).to_numpy(dtype=object)
     body[pd.isna(cells) | np.isin(cells, list(NA_TOKENS))] = np.nan
-    return body, row_ids, header, _resolve_orientation(orientation, row_label, header)
+    return body, row_ids, header, _resolve_orientation(orientation, row_label, header, row_ids)
 
 
 def read_wide_csv(
@@ -123,7 +133,9 @@ def read_wide_csv(
     c. the first column is unnamed (empty header): it holds row ids (orientation still open);
     d. otherwise, if any other column header matches a model family
        (:func:`~bayesirt.data.populations.derive_family` is not ``"other"``) or contains ``/``,
-       columns are models and rows are items;
+       columns are models and rows are items; when the rows are labelled too (rule c), only if the
+       share of such headers is at least the share of such row ids (an item header like
+       ``philosophy.12`` can match a family name by accident);
     e. otherwise rows are respondents (models) and columns items, the psychometric
        convention (e.g. LSAT6 with columns ``Q1..Q5``).
 
