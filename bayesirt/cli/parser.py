@@ -207,9 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="prior on the family effects: NT's ridge as N(0, 1), or a learned common scale [ridge]")
     au.add_argument("--bayes-draws", type=int, default=400,
                     help="posterior draws of the Bayesian layer per audit half [400]")
-    au.add_argument("--bayes-controls", type=int, default=200,
-                    help="with --bayes --matched: discrimination-matched controls per posterior draw and fold, "
-                         "at most --controls [200]")
+    au.add_argument("--bayes-controls", type=int, default=100,
+                    help="with --bayes: random controls per posterior draw and fold (the per-draw null; with "
+                         "--matched also the discrimination-matched ones), at most --controls [100]")
     au.add_argument("--bayes-ability-spec", default="2pl",
                     help="with --bayes: spec (built-in name or 1PL-4PL file) fitted to all retained models for the "
                          "near-tie leaderboard's P(a ahead of b) (near_ties.csv); none skips the leaderboard [2pl]")
