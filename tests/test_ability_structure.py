@@ -125,6 +125,9 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
     assert np.all((corr["reliability"] > 0.5) & (corr["reliability"] < 1))
     report = (out / "report.md").read_text()
     assert "from 50 bootstrap resamples of the models" in report and "Items without variance" in report
+    assert "## Pair distinguishability" in report
+    shares = pd.read_csv(out / "distinguishability.csv", index_col=0)["share_distinguished"]
+    assert list(shares.index) == ["bench0", "bench1", "bench2", "any"] and 0 < shares["any"] <= 1
     polarity = pd.read_csv(out / "polarity.csv", index_col=0)
     assert list(polarity["polarity"]) == [1, 1, 1]
     out2 = run_factors_job(paths, tmp_path / "declared", n_factors=1, bootstrap=0, parallel_iter=20,

@@ -80,3 +80,20 @@ def test_errors_are_named():
         bootstrap_factor_analysis(est.iloc[:, ::-1], sd, target, replicates=10)
     with pytest.raises(BayesIRTError, match="replicates"):
         bootstrap_factor_analysis(est, sd, target, replicates=1)
+
+
+def test_pair_distinguishability_against_a_direct_count():
+    from bayesirt.structure.ability_structure import pair_distinguishability
+
+    est, sd = _estimates(60, [0.6, 0.8, 0.5, 0.7, 1.0], seed=9)
+    est.iloc[3, 2] = np.nan  # a model missing on one benchmark leaves every pair it is in
+    share = pair_distinguishability(est, sd, chunk=7)
+    keep = est.notna().all(axis=1).to_numpy()
+    e, s = est.to_numpy()[keep], sd.to_numpy()[keep]
+    hits, either, pairs = np.zeros(5), 0, 0
+    for a in range(len(e)):
+        for b in range(a + 1, len(e)):
+            sure = np.abs(e[a] - e[b]) > 1.959963984540054 * np.sqrt(s[a] ** 2 + s[b] ** 2)
+            hits, either, pairs = hits + sure, either + sure.any(), pairs + 1
+    np.testing.assert_allclose(share.to_numpy(), np.r_[hits, either] / pairs)
+    assert share["any"] >= share.drop("any").max()

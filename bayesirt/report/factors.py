@@ -231,7 +231,7 @@ def plot_factor_selection(solutions, parallel, path: Path) -> Path:
 
 def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation: pd.DataFrame, corrected, solutions,
                   parallel, intervals, polarity: pd.DataFrame, composite: pd.Series, settings: dict,
-                  force: bool = False) -> Path:
+                  distinguished: pd.Series | None = None, force: bool = False) -> Path:
     """Write the job's folder atomically (staged, then renamed into place)."""
     with staged_output(out, force=force) as folder:
         write_netcdf(factors_tree(abilities=abilities, correlation=correlation, corrected=corrected,
@@ -250,9 +250,16 @@ def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation:
                       "reference_fa": parallel.reference_fa, "observed_pc": parallel.observed_pc,
                       "reference_pc": parallel.reference_pc}).to_csv(folder / "parallel.csv", index=False)
         polarity.to_csv(folder / "polarity.csv")
+        if distinguished is not None:
+            distinguished.rename_axis("benchmark").to_csv(folder / "distinguishability.csv")
         composite.rename_axis("model").to_csv(folder / "composite.csv")
         figure = plot_factor_selection(solutions, parallel, folder / "factor_selection.png").name
-        (folder / "report.md").write_text(factors_report(abilities=abilities, corrected=corrected, solutions=solutions,
-                                                         parallel=parallel, intervals=intervals, polarity=polarity,
-                                                         settings=settings, figure=figure))
+        report = factors_report(abilities=abilities, corrected=corrected, solutions=solutions, parallel=parallel,
+                                intervals=intervals, polarity=polarity, settings=settings, figure=figure)
+        if distinguished is not None:
+            shares = ", ".join(f"{b} {v:.1%}" for b, v in distinguished.drop("any").items())
+            report += ("\n## Pair distinguishability\n\nShare of pairs of models (observed on every benchmark) whose "
+                       "abilities differ by more than 1.96 posterior sds of their difference: " + shares
+                       + f"; on at least one benchmark: {distinguished['any']:.1%} (distinguishability.csv).\n")
+        (folder / "report.md").write_text(report)
     return Path(out)

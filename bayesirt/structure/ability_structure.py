@@ -29,7 +29,8 @@ from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenua
 from bayesirt.utils.parallel import spawn_seeds
 from bayesirt.structure.rotation import ROTATIONS
 
-__all__ = ["read_abilities", "ability_matrix", "polarity_table", "composite_scores", "run_factors_job", "CompositeAlignment",
+__all__ = ["read_abilities", "ability_matrix", "polarity_table", "composite_scores", "pair_distinguishability",
+           "run_factors_job", "CompositeAlignment",
            "composite_alignment", "ABILITY_METHODS", "COHORTS"]
 
 #: How each benchmark's abilities are estimated: MAP-EM with EAP abilities (SAFE), or a posterior mean.
@@ -168,6 +169,37 @@ def _check_factor_counts(n_factors, p: int) -> list[int]:
     return sorted(check_n_factors(p, k) for k in counts)
 
 
+#: Two-sided normal quantile at which a pair of models counts as distinguished on a benchmark.
+DISTINGUISH_Z = 1.959963984540054
+
+
+def pair_distinguishability(ability: pd.DataFrame, ability_sd: pd.DataFrame, *, z: float = DISTINGUISH_Z,
+                            chunk: int = 500) -> pd.Series:
+    """Share of model pairs each benchmark distinguishes, and the share distinguished on at least one
+    (SAFE: 99.5% of pairs on at least one of eight benchmarks).
+
+    A pair (a, b) is distinguished on benchmark j when |theta_a - theta_b| > z sqrt(sd_a^2 + sd_b^2)
+    (ability estimates and posterior sds, independent posteriors); pairs are those of models
+    observed on every benchmark (the complete cohort), so the shares are comparable.
+    Returns a Series indexed by benchmark plus ``"any"``.
+    """
+    complete = ability.notna().all(axis=1) & ability_sd.notna().all(axis=1)
+    est, sd = ability[complete].to_numpy(), ability_sd[complete].to_numpy()
+    n = len(est)
+    if n < 2:
+        _fail("pair distinguishability needs two or more models observed on every benchmark")
+    hits, either, pairs = np.zeros(est.shape[1]), 0, n * (n - 1) // 2
+    for start in range(0, n, chunk):  # rows start..start+chunk against every later model
+        rows = slice(start, min(start + chunk, n))
+        gap = np.abs(est[rows, None, :] - est[None, :, :])
+        sure = gap > z * np.sqrt(sd[rows, None, :] ** 2 + sd[None, :, :] ** 2)
+        later = np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
+        sure &= later[..., None]
+        hits += sure.sum(axis=(0, 1))
+        either += int(sure.any(axis=2).sum())
+    return pd.Series(np.r_[hits, either] / pairs, index=[*ability.columns, "any"], name="share_distinguished")
+
+
 def composite_scores(abilities: pd.DataFrame, polarity: pd.Series) -> pd.Series:
     """Sign-aligned composite of every model: the mean over the benchmarks it has of
     ``polarity x`` its standardized ability (z-score over the models observed on the benchmark)."""
@@ -222,8 +254,9 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     -------
     pathlib.Path
         ``out``, holding ``factors.nc``, ``fit_indices.csv``, ``loadings_<k>.csv``, ``phi_<k>.csv``
-        (oblique, k >= 2), ``parallel.csv``, ``polarity.csv``, ``composite.csv``, ``report.md`` and
-        ``factor_selection.png``.
+        (oblique, k >= 2), ``parallel.csv``, ``polarity.csv``, ``composite.csv``,
+        ``distinguishability.csv`` (response files: :func:`pair_distinguishability`), ``report.md``
+        and ``factor_selection.png``.
     """
     from bayesirt.data.io import load
     from bayesirt.utils.outputs import check_output
@@ -268,6 +301,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         n_obs=corrected.n_obs if corrected else None)
     polarities = polarity_table(general, polarity)
     composite = composite_scores(frame, polarities["polarity"])
+    distinguished = (pair_distinguishability(frame, abilities["ability_sd"].to_pandas())
+                     if "ability_sd" in abilities else None)
     intervals = ([bootstrap_factor_analysis(frame, abilities["ability_sd"].to_pandas(), s, replicates=bootstrap,
                                             seed=boot_seed, progress=progress) for s in solutions]
                  if corrected is not None and bootstrap else [])
@@ -280,7 +315,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                      "advi_iterations": advi_iterations}
     return write_factors(out, abilities=abilities, correlation=correlation_matrix(frame)[0], corrected=corrected,
                          solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarities,
-                         composite=composite, settings=settings, force=force)
+                         composite=composite, distinguished=distinguished, settings=settings, force=force)
 
 
 @dataclass(frozen=True)
