@@ -56,7 +56,6 @@ def _read_data(args):
     return load(args.data, drop_empty=not args.keep_empty, **{k: v for k, v in given.items() if v is not None})
 
 
-def _sampling_options(args) -> dict:
 def _polarity(declarations: list[str]) -> dict[str, int]:
     """``["orbench=-1", ...]`` -> ``{"orbench": -1}``; a malformed one is a SpecError naming it."""
     out = {}
@@ -68,6 +67,7 @@ def _polarity(declarations: list[str]) -> dict[str, int]:
     return out
 
 
+def _sampling_options(args) -> dict:
     return {"method": args.method, "sampler": args.sampler, "draws": args.draws, "tune": args.tune,
             "chains": args.chains, "seed": args.seed, "advi_iterations": args.advi_iterations}
 

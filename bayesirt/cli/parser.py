@@ -302,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--fpr", type=float, default=0.1, help="false-positive rate on the genuine cohort [0.1]")
     pf.add_argument("--statistic", default="lz", choices=("lz", "lz_star"), help="person-fit statistic [lz]")
     pf.add_argument("--posterior", help="posterior.nc of a fit: add posterior predictive person-fit p-values")
+    pf.add_argument("--reference", help="a separate genuine cohort (data file) that calibrates the items and the "
+                                        "cut-off; DATA's models are then scored against it")
     pf.add_argument("--seed", type=int, default=0, help="random seed [0]")
     _output(pf)
 
@@ -318,8 +320,6 @@ def build_parser() -> argparse.ArgumentParser:
     _output(sg)
 
     fp = sub.add_parser("fingerprint", help="identify endpoints by response disagreement with reference responses")
-    pf.add_argument("--reference", help="a separate genuine cohort (data file) that calibrates the items and the "
-                                        "cut-off; DATA's models are then scored against it")
     fp.add_argument("reference", help="reference responses (" + _DATA_HELP + ")")
     fp.add_argument("query", help="query responses on the same items")
     fp.add_argument("--identities", help="CSV model_id,identity marking repeated collections of one model")
