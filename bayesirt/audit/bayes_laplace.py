@@ -39,8 +39,9 @@ MAX_NEWTON = 50
 
 
 def _curvature(y_family, w, onehot, family, offsets, b, delta, precision):
-    """Gradient (item, F+1) and Hessian (item, F+1, F+1) of the negative log posterior in the
-    full (b, delta) coordinates, without the zero-sum restriction."""
+    """Gradient (item, F+1) of the negative log posterior and Hessian (item, F+1, F+1) of the negative
+    log-likelihood (the prior's is added in (b, z) coordinates by the caller), in the full (b, delta)
+    coordinates, without the zero-sum restriction."""
     eta = b[:, None] + offsets + delta[:, family]
     p = 1.0 / (1.0 + np.exp(-np.clip(eta, -700, 700)))
     mass = (p * w) @ onehot  # expected correct per family
