@@ -1,7 +1,7 @@
 # The two set-up commands of the README. Each creates or reuses .venv (scripts/bootstrap.sh).
 PY := .venv/bin/python
 
-.PHONY: run test validate bench bench-mml bench-audit bootstrap
+.PHONY: run test test-jax validate bench bench-mml bench-stan bench-audit bootstrap
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -15,6 +15,20 @@ run: bootstrap
 # 2 cores instead of about 16 serially. Each worker holds up to ~2 GB.
 test: bootstrap
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# The JAX NUTS samplers (sampler="numpyro" | "blackjax": tests/test_jax_sampler.py, skipped by `make test`, whose
+# .venv has no JAX) in their own environment .venv-jax with the "jax" extra, pinned by requirements.lock like the
+# rest. Creating it takes about 4 min (PyPI downloads); the tests about 2 min on 2 cores. .ci/run runs it after `make test`.
+JAXPY := .venv-jax/bin/python
+test-jax: bootstrap
+	@[ -x $(JAXPY) ] || $(PY) -m venv .venv-jax
+	@want=$$(cat pyproject.toml requirements.lock | sha256sum | cut -d' ' -f1); \
+	if [ "$$(cat .venv-jax/.installed 2>/dev/null)" != "$$want" ]; then \
+		echo "test-jax: installing bayesirt[test,jax] into .venv-jax"; \
+		$(JAXPY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e ".[test,jax]" \
+			&& echo "$$want" > .venv-jax/.installed; \
+	fi
+	$(JAXPY) -m pytest -q tests/test_jax_sampler.py
 
 # Checks against the real data in ../shared/data (skipped cleanly when that folder is absent).
 validate: bootstrap
@@ -31,6 +45,11 @@ bench: bootstrap
 bench-audit: bootstrap
 	$(PY) benchmarks/nt_audit.py
 	$(PY) benchmarks/nt_dif_recovery.py
+
+# NUTS side by side with Stan (benchmarks/nuts_stan.py): PyStan 3.14 in its own venv benchmarks/.peer-venvs/stan, created on
+# first use (never in .venv: Stan is no dependency of bayesirt); 300x1000 and 300x300, about an hour on 2 cores.
+bench-stan: bootstrap
+	$(PY) benchmarks/nuts_stan.py
 
 # MML side by side with the PyPI package mirt (optional extra "bench", installed like bootstrap installs ".[test]").
 bench-mml: bootstrap

@@ -1,11 +1,14 @@
 """Benchmark harness: run the side-by-side comparisons and write BENCHMARKS.md from their results.
 
 Each comparison is one script in ``benchmarks/`` that runs bayesirt and a peer tool on the same data
-with the same settings, in one process, and writes a results JSON whose ``benchmark_rows`` (built
-with ``_common.benchmark_row``) are the rows of BENCHMARKS.md:
+with the same settings, in one run (the peer in the same process unless its row says otherwise), and
+writes a results JSON whose ``benchmark_rows`` (built with ``_common.benchmark_row``) are the rows of
+BENCHMARKS.md:
 
     name    script                  results JSON (quick run: <stem>_quick.json)   peer
-    nuts    nuts_2pl.py             nuts_2pl.json                                 naive PyMC 2PL + pm.NUTS
+    nuts    nuts_2pl.py             nuts_2pl.json                                 naive PyMC 2PL + nutpie; + pm.NUTS
+    stan    nuts_stan.py            nuts_stan.json                                Stan (PyStan 3, own venv): naive and
+                                                                                  bayesirt's reparameterization
     advi    advi_pyirt.py           advi_pyirt.json                               py-irt
     mml     mml_mirt.py             mml_mirt.json                                 mirt (PyPI)
     cat     cat_catsim.py           cat_catsim.json                               catsim
@@ -100,7 +103,11 @@ class Comparison:
 
 COMPARISONS = (
     Comparison("nuts", "nuts_2pl.py", "nuts_2pl", "2PL posterior sampling, NUTS (min bulk ESS per second)",
-               "naive PyMC 2PL + pm.NUTS", "bayesirt >= 2x naive PyMC in min bulk ESS/s"),
+               "naive PyMC 2PL + nutpie (control) and + pm.NUTS", "bayesirt >= 2x the naive model in min bulk ESS/s"),
+    Comparison("stan", "nuts_stan.py", "nuts_stan", "2PL posterior sampling, NUTS vs Stan (min bulk ESS per second)",
+               "Stan 2.39 via PyStan 3.14 (its own venv, benchmarks/.peer-venvs/stan): naive model and bayesirt's "
+               "reparameterization; naive PyMC model + nutpie (control)",
+               "bayesirt >= 3x Stan with the same reparameterization at 300 x 1,000 (wall incl. compile)"),
     Comparison("advi", "advi_pyirt.py", "advi_pyirt", "2PL ADVI vs py-irt", "py-irt",
                ">= 3x faster than py-irt at equal or better correlation with the truth"),
     Comparison("mml", "mml_mirt.py", "mml_mirt", "2PL / 3PL marginal ML (Bock-Aitkin EM)", "mirt (PyPI)",
@@ -114,7 +121,11 @@ COMPARISONS = (
 )
 BY_NAME = {c.name: c for c in COMPARISONS}
 ISSUE_TARGETS = (
-    ("NUTS", "bayesirt >= 2x the naive PyMC 2PL in minimum bulk ESS per second"),
+    ("NUTS", "bayesirt >= 2x the naive PyMC 2PL in minimum bulk ESS per second, sampled by nutpie (the control: the "
+             "same sampler) and by PyMC's NUTS"),
+    ("NUTS vs Stan", "bayesirt >= 3x Stan given bayesirt's own reparameterization in minimum bulk ESS per wall second, "
+                     "compile included, at 300 models x 1,000 items (sampling-only ratio, the naive Stan model and "
+                     "the nutpie control reported beside it)"),
     ("ADVI", "bayesirt >= 3x faster than py-irt at equal or better correlation with the truth"),
     ("MML", "bayesirt no slower than mirt"),
     ("CAT", "bayesirt no slower than catsim"),
@@ -296,7 +307,8 @@ def rows_for(comp: Comparison, quick: bool, runs: dict) -> tuple[list[dict], dic
         except ValueError as e:
             result = {"_unreadable": f"{type(e).__name__}: {e}"}
     date = None if result is None else result.get("date")
-    source = {"name": comp.name, "results": rel, "date": date, "command": comp.command(quick), "origin": "not run yet"}
+    source = {"name": comp.name, "results": rel, "date": date, "command": comp.command(quick), "origin": "not run yet",
+              "source": source_of(result if isinstance(result, dict) else None, path) if result is not None else "—"}
     run = runs.get(comp.name)
     # a failed harness run counts until the JSON is rewritten (its date changes) by a later run
     if run and run.get("status") == "failed" and date == run.get("results_date_before"):
@@ -321,6 +333,7 @@ def rows_for(comp: Comparison, quick: bool, runs: dict) -> tuple[list[dict], dic
             rows = [_placeholder(comp, quick, f"rows could not be derived from {rel}: {type(e).__name__}: {e}"[:300], date or "—")]
     if not rows:
         rows = [_placeholder(comp, quick, f"{rel} holds no benchmark rows", date or "—")]
+    rows = [r if r.get("source") else r | {"source": source["source"]} for r in rows]
     if run and run.get("status") == "failed" and date == run.get("results_date_after"):
         # the script wrote its JSON and then failed: keep its rows, say so
         rows = [r | {"status": f"harness: {run['script']} failed after writing its results: {run['error']}; "
@@ -329,6 +342,32 @@ def rows_for(comp: Comparison, quick: bool, runs: dict) -> tuple[list[dict], dic
         note = _install_note(run)
         rows = [r | {"status": note + ("" if r.get("status") == "ok" else f"; {r.get('status')}")} for r in rows]
     return rows, source
+
+
+def _git(*args: str) -> str:
+    """Output of a read-only git command in the repository ("" when git is unavailable)."""
+    try:
+        p = subprocess.run(["git", "--no-optional-locks", "-C", str(ROOT), *args], capture_output=True, text=True,
+                           timeout=60)
+        return p.stdout.strip() if p.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def source_of(result: dict | None, path: Path) -> str:
+    """Which bayesirt source a results JSON measured: the HEAD its run recorded (with the count of
+    files under bayesirt/ that differed from it), else the commit that committed the JSON (the run
+    did not record its HEAD), else that the JSON is not committed."""
+    src = (result or {}).get("bayesirt_source") or {}
+    head = src.get("head") or (result or {}).get("bayesirt_head")
+    if head:
+        dirty = len(src.get("uncommitted") or [])
+        return f"run at {head[:10]}" + (f" + {dirty} uncommitted file(s) under bayesirt/" if dirty else "")
+    rel = str(path.relative_to(ROOT))
+    if _git("status", "--porcelain", "--", rel):
+        return "not committed yet (the run did not record its source commit)"
+    committed = _git("log", "-1", "--format=%h", "--", rel)
+    return f"results committed in {committed} (the run did not record its source commit)" if committed else "—"
 
 
 def _install_note(run: dict) -> str:
@@ -349,6 +388,8 @@ def _ratio(r: dict) -> str:
 def _target(r: dict) -> str:
     met = r.get("target_met")
     verdict = "" if met is None else (": **met**" if met else ": **NOT met**")
+    if met is None and "not judged" in str(r.get("status")):
+        verdict = ": **not judged** (see status)"
     return f"{r.get('target') or '—'}{verdict}"
 
 
@@ -363,26 +404,37 @@ def render(quick: bool) -> str:
     label = {m: f"M{i + 1}" for i, m in enumerate(machines)}
     with_target = [r for r in table if r.get("target_met") is not None]
     missed = [r for r in with_target if not r["target_met"]]
+    # a target the run could not judge (e.g. timed on an overloaded machine) is named, never counted as met
+    unjudged = [r for r in table if r.get("target_met") is None and r.get("ratio") is not None
+                and "not judged" in str(r.get("status"))]
     title = "# Benchmarks: bayesirt side by side with peer tools" + (" (QUICK smoke run)" if quick else "")
     lines = [title, "",
              "<!-- Generated by benchmarks/harness.py from the results JSONs in benchmarks/results/; do not edit by hand. -->", ""]
     if quick:
         lines += ["**Quick mode**: small designs that only check that every comparison runs end to end. These are not "
                   "benchmark figures; the full results are in BENCHMARKS.md at the repository root.", ""]
-    lines += ["Each comparison runs bayesirt and a peer tool in one process, on the same data with the same settings "
-              "(details and every number in the script's own Markdown next to its JSON in `benchmarks/results/`). "
+    lines += ["Each comparison runs bayesirt and a peer tool in one run of its script, on the same machine, data and "
+              "settings: the peer in the same process, except where its row says otherwise (py-irt runs in a "
+              "subprocess of its own Python 3.11 environment; single-threaded mirt in a subprocess; PyMC's NUTS samples "
+              "its chains in worker processes). Details and every number are in the script's own Markdown next to its "
+              "JSON in `benchmarks/results/`. **Source**: the bayesirt commit the run measured, as the run recorded it, "
+              "or else the commit that committed its results. "
               "**Ratio**: oriented so that **> 1 means bayesirt is better** (faster, or more effective samples per "
               "second); each cell says how it was computed. **Quality check**: agreement with the simulated truth or "
               "with the peer. **Status**: `ok`, or why a peer or a run failed (failures are rows, never dropped).", "",
               "Targets (from the issue):", ""]
     lines += [f"- {name}: {text}" for name, text in ISSUE_TARGETS]
     lines += ["", f"Rows with a target: {len(with_target)}; met: {len(with_target) - len(missed)}; not met: {len(missed)}"
-              + (" (" + "; ".join(f"{r['task']}, {r['data_size']}" for r in missed) + ")" if missed else "") + ".", "",
-              "| Task | Data size | bayesirt | Peer | Peer figure | Ratio | Target | Quality check | Status | Date | Machine |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              + (" (" + "; ".join(f"{r['task']}, {r['data_size']}" for r in missed) + ")" if missed else "")
+              + (f"; not judged: {len(unjudged)} (" + "; ".join(f"{r['task']}, {r['data_size']}" for r in unjudged)
+                 + ": see their status)" if unjudged else "") + ".", "",
+              "| Task | Data size | bayesirt | Peer (exact settings) | Peer figure | Ratio | Target | Quality check | Status "
+              "| Date | Source | Machine |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         cells = [r.get("task"), r.get("data_size"), r.get("bayesirt"), r.get("peer"), r.get("peer_figure"), _ratio(r),
-                 _target(r), r.get("quality"), r.get("status"), r.get("date"), label.get(r.get("machine"), "—")]
+                 _target(r), r.get("quality"), r.get("status"), r.get("date"), r.get("source"),
+                 label.get(r.get("machine"), "—")]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines += ["", "Machines: " + ("; ".join(f"{label[m]} = {m}" for m in machines) if machines else "—") + ".", "",
               "## How these figures were produced", "",
@@ -390,9 +442,10 @@ def render(quick: bool) -> str:
               "JSON listed below (its date is the row's Date); rows of different comparisons may come from different "
               "runs and days. Timings depend on the machine's load: each script's Markdown records the load average "
               "around every timed run.", "",
-              "| Comparison | Results JSON | Run date | Rows from | Command |", "|---|---|---|---|---|"]
+              "| Comparison | Results JSON | Run date | Source | Rows from | Command |", "|---|---|---|---|---|---|"]
     for s in sources:
-        lines.append(f"| {s['name']} | `{s['results']}` | {_cell(s['date'])} | {_cell(s['origin'])} | `{s['command']}` |")
+        lines.append(f"| {s['name']} | `{s['results']}` | {_cell(s['date'])} | {_cell(s.get('source'))} "
+                     f"| {_cell(s['origin'])} | `{s['command']}` |")
     lines += ["", "Regenerate:", "", "```bash",
               "make bench                                                   # install the peers, run every comparison, write BENCHMARKS.md",
               f"{PY} benchmarks/harness.py --run mml,factor     # rerun some comparisons; the others keep their recorded runs",

@@ -74,7 +74,8 @@ def test_fit_returns_labelled_datatree(sim2pl, nuts2pl):
     np.testing.assert_allclose(ll, np.log(np.where(responses["responses"] == 1, p, 1 - p)), rtol=1e-9, atol=1e-12)
     assert "[priors.discrimination]" in nuts2pl.attrs["bayesirt_spec_text"]
     settings = json.loads(nuts2pl.attrs["bayesirt_settings"])
-    assert settings == {"method": "nuts", "seed": 1, "sampler": "nutpie", "draws": 500, "tune": 500, "chains": 2}
+    assert settings == {"method": "nuts", "seed": 1, "sampler": "nutpie", "draws": 500, "tune": 500, "chains": 2,
+                        "nutpie": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120}}
     assert {"pymc", "arviz", "nutpie"} <= set(json.loads(nuts2pl.attrs["bayesirt_versions"]))
     assert json.loads(nuts2pl.attrs["bayesirt_timings"])["sample_s"] > 0
 
@@ -171,6 +172,43 @@ def test_advi_approximates_nuts(sim2pl, nuts2pl):
     # a small design: the loss is evaluated at every step, up to the step that stopped the fit
     iterations = tree["variational_fit"]["iteration"].values
     np.testing.assert_array_equal(iterations, np.arange(1, tree.attrs["advi_iterations_run"] + 1))
+
+
+def test_advi_anneals_its_learning_rate_by_default(sim2pl):
+    """Mean-field ADVI's default: Adam at 0.1, then 0.02, 0.004, 0.0008, each until the loss settles
+    (windows of 200 steps), stopping when it settles at the last; a given rate stays constant."""
+    from bayesirt.inference.fitting import ANNEAL_RATES
+
+    tree = fit(sim2pl[0], "2pl", method="advi", draws=50, seed=1, progress=False)
+    settings = json.loads(tree.attrs["bayesirt_settings"])
+    assert settings["advi_learning_rate"] == list(ANNEAL_RATES) == [0.1, 0.02, 0.004, 0.0008]
+    changes = json.loads(tree.attrs["advi_rate_changes"])
+    assert len(changes) == 3 and changes == sorted(changes) and all(c % 200 == 0 for c in changes)
+    assert tree.attrs["advi_converged"] == 1 and tree.attrs["advi_iterations_run"] > changes[-1]
+    loss = tree["variational_fit"]["advi_loss"].values
+    assert loss[-200:].mean() < loss[changes[0] - 200:changes[0]].mean()  # the lower rates improved on the first
+    constant = fit(sim2pl[0], "2pl", method="advi", draws=50, seed=1, advi_learning_rate=0.01, advi_iterations=300,
+                   progress=False)
+    assert json.loads(constant.attrs["bayesirt_settings"])["advi_learning_rate"] == 0.01
+    assert "advi_rate_changes" not in constant.attrs
+
+
+def test_hierarchical_spec_fits_and_reports_its_hyperparameters(sim2pl):
+    """models/2pl-hierarchical.toml: item priors with learned location and scale, reported in the
+    posterior; the truth has log a ~ N(0, 0.5) and b ~ N(0, 1). MAP-EM refuses it (fixed priors only)."""
+    from bayesirt.frequentist.mml import fit_mml
+
+    responses, truth = sim2pl
+    tree = fit(responses, "2pl-hierarchical", method="advi", draws=300, seed=1, progress=False)
+    post = _posterior(tree)
+    hyper = ("discrimination_mu", "discrimination_sigma", "difficulty_mu", "difficulty_sigma")
+    assert set(post.data_vars) == {"theta", "discrimination", "intercept", "difficulty", *hyper}
+    assert all(post[h].dims == SAMPLE for h in hyper)
+    assert _corr(post, truth, "theta") >= 0.95 and _corr(post, truth, "difficulty") >= 0.95
+    assert 0.6 < float(post["difficulty_sigma"].mean()) < 1.6 and 0.2 < float(post["discrimination_sigma"].mean()) < 0.9
+    with pytest.raises(BayesIRTError, match=r"spec '2pl-hierarchical': MAP-EM \(priors=True\) needs fixed item priors"):
+        fit_mml(responses, "2pl-hierarchical", priors=True)
+    assert fit_mml(responses, "2pl-hierarchical").items.sizes["item"] == 100  # ML uses no item priors
 
 
 def test_joint_map_is_refused(sim2pl):

@@ -49,7 +49,8 @@ def test_same_layout_as_nutpie(jax_fits, nutpie_fit):
     post, ref = tree.posterior, nutpie_fit.posterior
     assert set(tree.children) == set(nutpie_fit.children)
     assert set(post.data_vars) == set(ref.data_vars)
-    assert {"theta", "discrimination", "intercept", "difficulty"} <= set(post.data_vars)
+    # a slope-intercept 2PL reports theta, a and d (b = -d / a is derived: with_difficulty)
+    assert set(post.data_vars) == {"theta", "discrimination", "intercept"}
     for name in ref.data_vars:
         assert post[name].dims == ref[name].dims and post[name].shape == ref[name].shape
         assert post[name].dtype == ref[name].dtype
@@ -65,10 +66,9 @@ def test_same_layout_as_nutpie(jax_fits, nutpie_fit):
 
 def test_posterior_means_agree_with_nutpie(jax_fits, nutpie_fit):
     # Two independent estimates of one posterior mean differ by about N(0, se^2), with
-    # se^2 = mcse_1^2 + mcse_2^2. Compared below: the 93 numbers of every posterior variable (theta,
-    # its mean and deviation parts, discrimination, intercept, its centred part, difficulty).
-    # |z| < 4 for all of them fails by chance with probability at most 93 x 6.3e-5 = 0.6%
-    # (Bonferroni), where |z| < 3 would fail a correct sampler about 1 time in 4.
+    # se^2 = mcse_1^2 + mcse_2^2. Compared below: the 46 numbers of every posterior variable (theta,
+    # discrimination, intercept). |z| < 4 for all of them fails by chance with probability at most
+    # 46 x 6.3e-5 = 0.3% (Bonferroni), where |z| < 3 would fail a correct sampler about 1 time in 8.
     _, tree, _ = jax_fits
     post, ref = tree.posterior, nutpie_fit.posterior
     se = np.sqrt(az.mcse(tree).to_dataset() ** 2 + az.mcse(nutpie_fit).to_dataset() ** 2)

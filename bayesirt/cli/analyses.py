@@ -25,7 +25,7 @@ __all__ = ["run_fit_job", "load_analysis", "run_analysis", "ANALYSIS_KINDS"]
 ANALYSIS_KINDS = ("fit", "audit", "safety")
 _OPTIONS = {  # per kind: its option table, and the types of its options
     "fit": ("fit", {
-        "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int,
+        "method": str, "sampler": str, "draws": int, "tune": int, "chains": int, "seed": int, "thin": int,
         "advi_iterations": int, "advi_tolerance": float, "advi_learning_rate": float, "advi_batch_size": int,
         "log_likelihood": bool, "ci": float, "float32": bool,
     }),

@@ -183,6 +183,12 @@ def _mstep(lay: ParameterLayout, par: ItemParameters, r, n0, nodes, max_newton: 
 
 def _layout(spec: IRTSpec, priors: bool) -> ParameterLayout:
     active = {k: v for k, v in spec.priors.items() if k != "theta" and (priors or k in ("guessing", "slip"))}
+    learned = [k for k, v in active.items() if v.hierarchical]
+    if learned:
+        raise BayesIRTError(f"spec {spec.name!r}: MAP-EM (priors=True) needs fixed item priors, and the "
+                            f"{' and '.join(learned)} prior learns its location or scale (a hierarchical prior); "
+                            "use priors=False (ML), a spec with fixed priors such as '2pl', or fit(...) for the "
+                            "full posterior")
     return ParameterLayout(spec.discrimination_structure, spec.has_guessing, spec.has_slip,
                    "discrimination" in active, active)
 

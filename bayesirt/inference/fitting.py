@@ -8,6 +8,10 @@ ArviZ (``az.summary``, ``az.loo``, ``az.plot_forest``, ...) works on it with no 
 groups, so every group's coordinates agree); ``sample_stats`` (NUTS) or ``variational_fit``
 (ADVI); and ``log_likelihood["responses"]`` on request. The spec text, seed, settings, package
 versions and timings are in its attributes.
+
+The module is longer than 500 lines because it holds the driver of every inference method (the NUTS
+samplers, ADVI with its loss-plateau stop and learning-rate annealing, MAP) next to the entry points
+whose settings, timings and output layout they share.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pymc as pm
+import pytensor
 import xarray as xr
 
 from bayesirt.data.responses import to_observed_data, validate_responses
@@ -89,6 +94,7 @@ def fit(
     chains: int = 4,
     cores: int | None = None,
     seed: int = 0,
+    thin: int = 1,
     advi_iterations: int = 50_000,
     advi_tolerance: float = 1e-4,
     advi_learning_rate: float | None = None,
@@ -124,17 +130,31 @@ def fit(
         owns one core (as the SBC replicates do), so parallel fits do not oversubscribe the machine.
     seed : int, default 0
         Seeds every random choice; the same seed gives the same arrays.
+    thin : int, default 1
+        NUTS only: keep every ``thin``-th of the ``draws`` of each chain in the posterior (``draws //
+        thin`` per chain, labelled by their iteration); ``sample_stats`` keeps every iteration, so
+        divergences and tree depths are counted over all of them. Thinned draws are closer to
+        independent, so a posterior of a given size (and file) carries more effective draws: on the
+        embedded ChemBench (2,854 items), 2 x 2,000 draws thinned by 2 gave a worst R-hat of 1.009 over
+        its 8,584 parameters and 2 x 1,000 unthinned draws (the same file size) 1.014
+        (``analyses/demo.toml``).
     advi_iterations : int, default 50000
         Iteration cap for ADVI; a warning is recorded if it is reached before convergence.
     advi_tolerance : float, default 1e-4
-        ADVI stops when the mean loss of successive 500-iteration windows changes by less than
-        this (relative) twice in a row; with ``advi_batch_size``, also when it changes by less than
-        two standard errors of that change (the minibatch noise).
+        With a constant learning rate, ADVI stops when the mean loss of successive 500-iteration
+        windows changes by less than this (relative) twice in a row; with ``advi_batch_size``, also
+        when it changes by less than two standard errors of that change (the minibatch noise).
+        With the annealed default, the windows are 200 iterations, the loss has settled when one
+        window's mean differs from the previous one by less than this (relative) or than two
+        standard errors of the difference (the Monte Carlo noise of the loss), and then the rate
+        drops to the next one, or the fit stops at the last.
     advi_learning_rate : float, optional
-        Adam step size. Default 0.01 for mean-field ADVI (converged in about 3,000 iterations on a
-        100 x 200 2PL, where PyMC's default adagrad had not after 50,000) and 0.001 for full-rank
-        ADVI (at 0.01 its Cholesky factor diverged on that design; at 0.001 it converged on a
-        20 x 60 2PL with posterior sds matching NUTS).
+        Adam step size, constant through the fit. Default for mean-field ADVI: annealed, 0.1 then
+        0.02, 0.004 and 0.0008 (:data:`ANNEAL_RATES`), each rate kept until the loss settles and the
+        fit stopping when it settles at the last (see ``advi_tolerance``); on a 300 x 1,000 2PL this
+        reaches a lower loss in 1,400 steps than a constant 0.01 did in 4,000, with the same
+        correlations with the truth (``benchmarks/results/advi_pyirt.md``). For full-rank ADVI 0.001 (at 0.01 its Cholesky
+        factor diverged on a 20 x 60 2PL; at 0.001 it converged with posterior sds matching NUTS).
     advi_batch_size : int, optional
         Minibatch ADVI (1PL-4PL specs): each step uses the likelihood of about this many observed
         cells drawn at random (in blocks of 4,096), scaled to the whole matrix (see
@@ -154,6 +174,10 @@ def fit(
     xarray.DataTree
     """
     _check_settings("fit", method, sampler, draws, tune, chains, cores, advi_iterations)
+    _check_positive("fit", "thin", thin)
+    if thin > 1 and method != "nuts":
+        raise BayesIRTError(f"thin applies to method='nuts' (it keeps every thin-th draw of each chain); got "
+                            f"method={method!r}. Leave thin at 1, or ask ADVI for fewer draws.")
     if not isinstance(spec, (IRTSpec, MIRTSpec)):
         spec = load_spec(spec)
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
@@ -168,11 +192,15 @@ def fit(
     if spec.kind == "mirt":
         pm_model = build_mirt(responses, spec)
     else:
-        pm_model = build_logistic(responses, spec, batch_size=advi_batch_size)
+        # NUTS with nutpie evaluates the 1PL/2PL likelihood and its gradient with the fused kernel
+        # (bayesirt.models.kernels): one evaluation at 1,000 x 300 costs about a fifth of the graph's
+        pm_model = build_logistic(responses, spec, batch_size=advi_batch_size,
+                                  fused_kernel=method == "nuts" and sampler == "nutpie")
     build_s = time.perf_counter() - t0
     tree = sample_model(pm_model, method=method, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
                         seed=seed, advi_iterations=advi_iterations, advi_tolerance=advi_tolerance,
-                        advi_learning_rate=advi_learning_rate, progress=progress)
+                        advi_learning_rate=advi_learning_rate, progress=progress,
+                        nutpie_settings=None if spec.kind == "mirt" else NUTPIE_SETTINGS)
     timings = {"build_s": build_s} | json.loads(tree.attrs["bayesirt_timings"])
     extra_attrs = {k: v for k, v in tree.attrs.items() if k.startswith("advi_")}
     if hasattr(pm_model, "anchor_items"):
@@ -182,6 +210,8 @@ def fit(
     posterior = posterior[[v for v in pm_model.reported_variables if v in posterior]].reset_coords(drop=True)
     if hasattr(pm_model, "anchor_items"):
         posterior = align_signs(posterior, pm_model.anchor_items)
+    if thin > 1:
+        posterior = posterior.isel(draw=slice(None, None, thin))
     observed, constant = to_observed_data(responses)
     groups = {"posterior": posterior, "observed_data": observed, "constant_data": constant}
     for extra in ("sample_stats", "variational_fit"):
@@ -198,6 +228,7 @@ def fit(
         "bayesirt_spec_source": spec.source,
         "bayesirt_spec_text": spec.text,
         "bayesirt_settings": json.dumps(json.loads(tree.attrs["bayesirt_settings"])
+                                        | ({"thin": thin} if thin > 1 else {})
                                         | ({"advi_batch_size": advi_batch_size} if advi_batch_size else {})),
         "bayesirt_versions": json.dumps(_versions()),
         "bayesirt_timings": json.dumps({k: round(v, 3) for k, v in timings.items()}),
@@ -223,6 +254,7 @@ def sample_model(
     advi_learning_rate: float | None = None,
     map_tolerance: float | None = None,
     progress: bool = True,
+    nutpie_settings: dict | None = None,
 ) -> xr.DataTree:
     """Run NUTS, ADVI or MAP on a built ``pm.Model`` (the engine behind :func:`fit`).
 
@@ -242,6 +274,10 @@ def sample_model(
         space), with the relative-decrease test ``ftol`` tightened to 1e-14 so that the gradient
         test decides; 1e-14 is about 45 machine epsilons (at 1e-15 the line search ends abnormally
         before the gradient test is met).
+    nutpie_settings : dict, optional
+        NUTS with nutpie only: keyword arguments of ``nutpie.sample`` (its adaptation), recorded in
+        the settings. Default: nutpie's defaults. :func:`fit` passes :data:`NUTPIE_SETTINGS` for
+        1PL-4PL specs.
 
     Returns
     -------
@@ -260,15 +296,17 @@ def sample_model(
     attrs: dict = {}
     if method == "nuts":
         settings |= {"sampler": sampler, "draws": draws, "tune": tune, "chains": chains}
-        tree = _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings)
+        if sampler == "nutpie" and nutpie_settings:
+            settings["nutpie"] = dict(nutpie_settings)
+        tree = _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings, nutpie_settings or {})
     elif method in ("advi", "fullrank_advi"):
         if advi_learning_rate is None:
-            advi_learning_rate = 0.01 if method == "advi" else 0.001
+            rates = ANNEAL_RATES if method == "advi" else (0.001,)
+        else:
+            rates = (advi_learning_rate,)
         settings |= {"draws": draws, "advi_iterations": advi_iterations, "advi_tolerance": advi_tolerance,
-                     "advi_learning_rate": advi_learning_rate, "optimizer": "adam"}
-        tree, attrs = _advi(
-            pm_model, method, advi_iterations, advi_tolerance, advi_learning_rate, draws, seed, progress, timings
-        )
+                     "advi_learning_rate": rates[0] if len(rates) == 1 else list(rates), "optimizer": "adam"}
+        tree, attrs = _advi(pm_model, method, advi_iterations, advi_tolerance, rates, draws, seed, progress, timings)
     else:
         if map_tolerance is not None:
             settings |= {"map_tolerance": map_tolerance}
@@ -284,7 +322,18 @@ def sample_model(
     return result
 
 
-def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings) -> xr.DataTree:
+#: nutpie's adaptation for NUTS on 1PL-4PL specs (recorded in the fit's settings; MIRT and the models
+#: of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix estimated from
+#: the variance of the draws, as Stan and PyMC adapt it ("draw_diag"), instead of nutpie's default
+#: estimate from draws and gradients, with its estimator windows switched every 120 draws instead of
+#: 80. On a 300 x 1,000 2PL, 2 chains x (500 + 500), the smallest bulk ESS over theta, a and d was
+#: 589 on average over 7 seeds (361-724) against 336 over 5 (270-359) at the default, for about 25%
+#: more gradient evaluations; switching every 120 draws gave 776 and 732 where 80 gave 608 and 654
+#: (benchmarks/README.md, "nuts_stan.py").
+NUTPIE_SETTINGS = {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120}
+
+
+def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
     cores = min(chains, cores or os.cpu_count() or 1)
     if sampler == "nutpie":
         import nutpie
@@ -295,7 +344,7 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
         t0 = time.perf_counter()
         tree = nutpie.sample(
             compiled, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
-            save_warmup=False, progress_bar=progress,
+            save_warmup=False, progress_bar=progress, **nutpie_settings,
         )
         timings["sample_s"] = time.perf_counter() - t0
         return tree
@@ -353,6 +402,16 @@ SCORE_SPARSELY_FROM = 100_000
 SCORE_EVERY = {"full": 20, "minibatch": 5}
 
 
+#: Mean-field ADVI's default learning rates (Adam): each kept until the loss settles, the fit stopping
+#: when it settles at the last. A large rate crosses the distance to the optimum in a few hundred
+#: steps but then jitters around it; each drop removes most of that jitter. On a 300 x 1,000 2PL,
+#: 1,400 steps reached a loss (mean of the last window 159,126) below that of 4,000 steps at a constant
+#: 0.01 (159,152), with the same correlations with the truth (``benchmarks/results/advi_pyirt.md``).
+ANNEAL_RATES = (0.1, 0.02, 0.004, 0.0008)
+#: Loss window (iterations) of the annealed schedule; a constant rate keeps ``_LossPlateau``'s 500.
+ANNEAL_WINDOW = 200
+
+
 class _LossPlateau:
     """Stop ADVI when successive window means of the loss stop changing, for ``patience`` windows
     in a row: when the change is below ``tolerance`` (relative), or, with ``noise_aware`` (set for
@@ -368,12 +427,19 @@ class _LossPlateau:
     one that only updates (2,000 x 500 2PL), because the log-likelihood value needs a softplus per
     cell that the gradient does not. On a 300 x 1,000 2PL the fit took 26 s instead of 120 s, with
     the same iterations and estimates.
+
+    With several learning ``rates`` (annealing), a settled loss moves the fit to the next rate
+    (``set_rate``) instead of stopping it, until the last; ``rate_changes`` records the iteration of
+    each move. The window before a move stays the reference of the next comparison, so a rate that
+    brings no improvement beyond the noise gives way after one window.
     """
 
     def __init__(self, tolerance: float, score, noise_aware: bool = False, window: int = 500, patience: int = 2,
-                 every: int = 1):
+                 every: int = 1, rates: tuple[float, ...] = (), set_rate=None):
         self.tolerance, self.score, self.noise_aware = tolerance, score, noise_aware
         self.window, self.patience, self.every = window, patience, every
+        self.rates, self.set_rate, self.stage = tuple(rates), set_rate, 0
+        self.rate_changes: list[int] = []
         self.calm = 0
         self.previous = None
         self.stopped_at = None
@@ -384,7 +450,10 @@ class _LossPlateau:
         if i % self.every:
             return
         self.iterations.append(i)
+        t0 = time.perf_counter()
         self.losses.append(float(self.score()))
+        if len(self.losses) == 1:
+            self.first_score_s = time.perf_counter() - t0  # numba compiles the loss on its first call
         if i % self.window:
             return
         window = np.asarray(self.losses[-(self.window // self.every):])
@@ -394,23 +463,41 @@ class _LossPlateau:
             noise = 2.0 * np.sqrt(current[1] + self.previous[1]) if self.noise_aware else 0.0
             self.calm = self.calm + 1 if change < max(self.tolerance * abs(current[0]), noise) else 0
             if self.calm >= self.patience:
-                self.stopped_at = i
-                raise StopIteration(f"ADVI loss settled at iteration {i}")
+                if self.stage + 1 < len(self.rates):
+                    self.stage += 1
+                    self.set_rate(self.rates[self.stage])
+                    self.rate_changes.append(i)
+                    self.calm = 0
+                else:
+                    self.stopped_at = i
+                    raise StopIteration(f"ADVI loss settled at iteration {i}")
         self.previous = current
 
 
-def _advi(pm_model, method, iterations, tolerance, learning_rate, draws, seed, progress, timings):
+def _advi(pm_model, method, iterations, tolerance, rates, draws, seed, progress, timings):
     t0 = time.perf_counter()
     inference = (pm.ADVI if method == "advi" else pm.FullRankADVI)(model=pm_model, random_seed=seed)
     minibatch = getattr(pm_model, "minibatch", False)
     every = SCORE_EVERY["minibatch" if minibatch else "full"] if getattr(pm_model, "n_cells", 0) >= SCORE_SPARSELY_FROM else 1
-    plateau = _LossPlateau(tolerance, inference.objective.score_function(), noise_aware=minibatch, every=every)
-    step = _step_function(inference.objective, pm.adam(learning_rate=learning_rate), seed)
+    # The rate is a shared variable, so annealing changes it without recompiling the step.
+    rate = pytensor.shared(np.asarray(rates[0], dtype=pytensor.config.floatX), name="advi_learning_rate")
+    annealed = len(rates) > 1
+    plateau = _LossPlateau(
+        tolerance, inference.objective.score_function(), noise_aware=minibatch or annealed, every=every,
+        **({"window": ANNEAL_WINDOW, "patience": 1, "rates": rates,
+            "set_rate": lambda r: rate.set_value(np.asarray(r, dtype=rate.dtype))} if annealed else {}))
+    step = _step_function(inference.objective, pm.adam(learning_rate=rate), seed)
     params = inference.approx.params
+    built_s = time.perf_counter() - t0
     with progress_bar(iterations, f"ADVI ({method})", enabled=progress) as advance:
         try:
             for i in range(1, iterations + 1):
-                step()
+                if i == 1:
+                    t1 = time.perf_counter()
+                    step()  # numba compiles the step on its first call
+                    built_s += time.perf_counter() - t1
+                else:
+                    step()
                 advance()
                 plateau(i)
                 if i % plateau.every == 0 and not all(np.isfinite(p.get_value()).all() for p in params):
@@ -418,6 +505,10 @@ def _advi(pm_model, method, iterations, tolerance, learning_rate, draws, seed, p
         except StopIteration:
             pass
     timings["fit_s"] = time.perf_counter() - t0
+    # compile_s (part of fit_s): building the step and loss functions and their first calls, where
+    # numba compiles them (a few seconds for a new model structure and size, under a second when
+    # PyTensor's on-disk cache holds them from an earlier fit)
+    timings["compile_s"] = built_s + getattr(plateau, "first_score_s", 0.0)
     tree = inference.approx.sample(draws, random_seed=seed)
     loss = np.asarray(plateau.losses)
     attrs = {
@@ -425,6 +516,8 @@ def _advi(pm_model, method, iterations, tolerance, learning_rate, draws, seed, p
         "advi_converged": int(plateau.stopped_at is not None),
         "advi_final_loss": float(np.mean(loss[-(plateau.window // plateau.every):])),
     }
+    if annealed:
+        attrs["advi_rate_changes"] = json.dumps(plateau.rate_changes)
     stats = xr.Dataset({"advi_loss": ("iteration", loss)}, coords={"iteration": np.asarray(plateau.iterations)})
     return xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(), "variational_fit": stats}), attrs
 

@@ -25,6 +25,7 @@ from scipy.special import expit, log_expit
 
 from bayesirt.data.responses import MISSING, observed_cells
 from bayesirt.errors import BayesIRTError
+from bayesirt.models.kernels import logistic_loglik
 from bayesirt.models.specs import IRTSpec, Prior
 
 __all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "log_likelihood_group", "prior_rv",
@@ -34,9 +35,17 @@ __all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood",
 ITEM_PARAMETERS = ("discrimination", "difficulty", "intercept", "guessing", "slip")
 
 
+def prior_params(name: str, prior: Prior) -> dict:
+    """The hyperparameters of a spec prior: numbers, or for a hierarchical prior the scalar random
+    variables ``{name}_mu`` / ``{name}_sigma`` of its hyperpriors (created in the model context)."""
+    return {k: prior_rv(f"{name}_{k}", v) if isinstance(v, Prior) else v for k, v in prior.params.items()}
+
+
 def prior_rv(name: str, prior: Prior, dims=None):
-    """The PyMC random variable of a spec prior (distributions validated by ``bayesirt.models.specs``)."""
-    p = prior.params
+    """The PyMC random variable of a spec prior (distributions validated by ``bayesirt.models.specs``);
+    a hierarchical prior (a hyperparameter that is itself a prior) also creates its hyperparameters
+    (centred: ``name ~ Normal(name_mu, name_sigma)``)."""
+    p = prior_params(name, prior)
     match prior.distribution:
         case "normal":
             return pm.Normal(name, mu=p["mu"], sigma=p["sigma"], dims=dims)
@@ -49,7 +58,8 @@ def prior_rv(name: str, prior: Prior, dims=None):
     raise AssertionError(f"unvalidated distribution {prior.distribution!r}")  # specs.py validates
 
 
-def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | None = None) -> pm.Model:
+def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | None = None,
+                   fused_kernel: bool = False) -> pm.Model:
     """Build the ``pm.Model`` of a 1PL-4PL spec for a response Dataset.
 
     Parameters
@@ -65,6 +75,13 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         estimate of the full log-likelihood.
         Default: every observed cell. Only for stochastic optimization; NUTS and MAP need the
         exact likelihood.
+    fused_kernel : bool, default False
+        For a dense matrix without asymptotes (1PL/2PL, full likelihood): the likelihood as one
+        compiled Op that returns its value and gradient in one pass
+        (:class:`bayesirt.models.kernels.LogisticLoglik`) instead of the PyTensor graph of
+        :func:`fused_loglik` (the same values to rounding; ``tests/test_kernels.py``). ``fit`` sets it
+        for NUTS with nutpie, where one logp + gradient at 1,000 x 300 costs about a third
+        (``benchmarks/results/nuts_stan.md``). Ignored otherwise.
 
     Returns
     -------
@@ -106,7 +123,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
             a_col = a
         else:
             a = a_col = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value))
-        lp = spec.priors[spec.location].params
+        lp = prior_params(spec.location, spec.priors[spec.location])
         if spec.location == "intercept":
             d_c = pm.Normal("intercept_centered", mu=lp["mu"] + a * theta_mean, sigma=lp["sigma"], dims="item")
             d = pm.Deterministic("intercept", d_c - a * theta_mean, dims="item")
@@ -119,10 +136,22 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         c = prior_rv("guessing", spec.priors["guessing"], dims="item") if spec.has_guessing else None
         s = prior_rv("slip", spec.priors["slip"], dims="item") if spec.has_slip else None
 
-        if batch_size is None and observed.mean() >= DENSE_FROM:
+        if batch_size is None and observed.mean() >= DENSE_FROM and fused_kernel and c is None and s is None:
+            # one compiled pass for value and gradient; the graph of the next branch is its test oracle
+            a_vec = a if a.ndim == 1 else pt.broadcast_to(a, (len(coords["item"]),))
+            loglik = logistic_loglik(a_vec, theta_dev, d_c, y)
+        elif batch_size is None and observed.mean() >= DENSE_FROM:
             eta = a_col * theta_dev[None, :] + d_c[:, None]
             column = lambda v: None if v is None else v[:, None]  # noqa: E731
-            loglik = fused_loglik(eta, column(c), column(s), (y == 1).astype(pytensor.config.floatX), observed)
+            # The responses (and the mask of a matrix with missing cells) are shared variables, not
+            # constants: numba embeds an array constant over 1 MB as a dynamic global, which keeps
+            # the compiled function out of PyTensor's on-disk numba cache (a 300 x 1,000 matrix is
+            # 2.4 MB). As inputs, a later fit of a model of the same structure and size reuses the
+            # compiled ADVI step and loss (about 4 s of compilation at 300 x 1,000).
+            floatx = pytensor.config.floatX
+            y_obs = pytensor.shared((y == 1).astype(floatx), name="responses_correct")
+            weight = None if observed.all() else pytensor.shared(observed.astype(floatx), name="responses_observed")
+            loglik = fused_loglik(eta, column(c), column(s), y_obs, weight)
         else:
             loglik = _long_loglik(y, a, theta_dev, d_c, c, s, batch_size)
         pm.Potential("response_loglik", loglik)
@@ -132,7 +161,9 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
     # consumer of a posterior reads (the difficulty too when the spec puts its prior there;
     # with_difficulty derives it otherwise)
     pm_model.reported_variables = ["theta", "discrimination", "intercept"] \
-        + ["difficulty"] * (spec.location == "difficulty") + ["guessing"] * spec.has_guessing + ["slip"] * spec.has_slip
+        + ["difficulty"] * (spec.location == "difficulty") + ["guessing"] * spec.has_guessing + ["slip"] * spec.has_slip \
+        + [f"{name}_{k}" for name in ("discrimination", spec.location) if name in spec.priors
+           for k, v in spec.priors[name].params.items() if isinstance(v, Prior)]
     return pm_model
 
 

@@ -48,6 +48,12 @@ _ALLOWED = {
     "guessing": ("beta",),
     "slip": ("beta",),
 }
+# Hierarchical priors: the item priors' location ``mu`` and scale ``sigma`` may each be a table, a
+# hyperprior learned from all items (``mu = { distribution = "normal", mu = 0.0, sigma = 1.0 }``,
+# ``sigma = { distribution = "halfnormal", sigma = 1.0 }``). Not for theta (its prior fixes the latent
+# scale) nor a common or fixed slope (one value has no spread to learn).
+_HYPERPRIORS = {"mu": ("normal",), "sigma": ("halfnormal",)}
+_HIERARCHICAL = ("discrimination", "intercept", "difficulty")
 _PARAMETERIZATIONS = {"slope-intercept": "intercept", "difficulty": "difficulty"}
 _STRUCTURES = ("item", "common", "fixed")
 _TOP_KEYS = {"name", "title", "link", "parameterization", "priors", "description", "kind"}
@@ -67,13 +73,19 @@ class Prior:
     """One prior: a distribution name and its hyperparameters (``{"mu": 0.0, "sigma": 1.0}``)."""
 
     distribution: str
-    params: dict[str, float]
+    params: dict[str, float | Prior]
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether a hyperparameter is itself a prior (learned from all items), not a number."""
+        return any(isinstance(v, Prior) for v in self.params.values())
 
     def describe(self) -> str:
-        """Readable form, e.g. ``LogNormal(mu=0, sigma=0.5)``."""
+        """Readable form, e.g. ``LogNormal(mu=0, sigma=0.5)`` or, hierarchical,
+        ``Normal(mu=Normal(mu=0, sigma=1), sigma=HalfNormal(sigma=1))``."""
         names = {"normal": "Normal", "lognormal": "LogNormal", "halfnormal": "HalfNormal", "beta": "Beta",
                  "lkj": "LKJCorr"}
-        args = ", ".join(f"{k}={v:g}" for k, v in self.params.items())
+        args = ", ".join(f"{k}={v.describe() if isinstance(v, Prior) else format(v, 'g')}" for k, v in self.params.items())
         return f"{names[self.distribution]}({args})"
 
 
@@ -118,6 +130,11 @@ class IRTSpec:
     @property
     def has_slip(self) -> bool:
         return "slip" in self.priors
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether an item prior learns its location or scale from the items (see :class:`Prior`)."""
+        return any(p.hierarchical for p in self.priors.values())
 
     @property
     def kind(self) -> str:
@@ -269,14 +286,43 @@ def _prior(where: str, name: str, table, allowed=None) -> Prior:
     extra = set(table) - set(needed) - {"distribution"} - ({"structure"} if name == "discrimination" else set())
     if extra:
         raise SpecError(f"{ctx}: unknown key(s) {sorted(extra)}; a {dist} prior takes {sorted(needed)}")
-    params = {}
+    params: dict[str, float | Prior] = {}
     for key in needed:
         if key not in table:
             raise SpecError(f"{ctx}: missing {key!r}; a {dist} prior takes {sorted(needed)}")
-        params[key] = _number(ctx, key, table[key])
-    positive = [k for k in ("sigma", "alpha", "beta", "eta") if k in params and params[k] <= 0]
+        if isinstance(table[key], dict):
+            params[key] = _hyperprior(ctx, name, key, table[key], allowed is None)
+        else:
+            params[key] = _number(ctx, key, table[key])
+    positive = [k for k in ("sigma", "alpha", "beta", "eta")
+                if k in params and not isinstance(params[k], Prior) and params[k] <= 0]
     if positive:
         raise SpecError(f"{ctx}: {positive[0]!r} must be > 0; got {params[positive[0]]}")
+    return Prior(dist, params)
+
+
+def _hyperprior(ctx: str, name: str, key: str, table: dict, logistic: bool) -> Prior:
+    """A hyperparameter given as a table: the prior of an item prior's ``mu`` or ``sigma``, learned
+    from all items (1PL-4PL item priors only; its own parameters are numbers)."""
+    if not (logistic and name in _HIERARCHICAL and key in _HYPERPRIORS):
+        raise SpecError(f"{ctx}: {key!r} must be a number; got a table (a hyperprior, i.e. a learned mu or sigma, "
+                        f"is allowed only for {' and '.join(repr(k) for k in _HYPERPRIORS)} of "
+                        f"{', '.join(f'[priors.{n}]' for n in _HIERARCHICAL)} in a 1PL-4PL spec)")
+    hctx = f"{ctx} {key}"
+    dist = _choice(hctx, "distribution", table.get("distribution"), _HYPERPRIORS[key])
+    needed = _DISTRIBUTIONS[dist]
+    extra = set(table) - set(needed) - {"distribution"}
+    if extra:
+        raise SpecError(f"{hctx}: unknown key(s) {sorted(extra)}; a {dist} hyperprior takes {sorted(needed)}")
+    params = {}
+    for k in needed:
+        if k not in table:
+            raise SpecError(f"{hctx}: missing {k!r}; a {dist} hyperprior takes {sorted(needed)}")
+        if isinstance(table[k], dict):
+            raise SpecError(f"{hctx}: {k!r} must be a number; got a table (hyperpriors do not nest)")
+        params[k] = _number(hctx, k, table[k])
+    if params.get("sigma", 1.0) <= 0:
+        raise SpecError(f"{hctx}: 'sigma' must be > 0; got {params['sigma']}")
     return Prior(dist, params)
 
 
@@ -317,6 +363,9 @@ def _parse(raw: dict, *, text: str, where: str) -> IRTSpec:
             raise SpecError(f"{where} [priors.discrimination]: 'value' must be > 0; got {value}")
     else:
         priors["discrimination"] = _prior(where, "discrimination", disc)
+        if structure == "common" and priors["discrimination"].hierarchical:
+            raise SpecError(f"{where} [priors.discrimination]: a hyperprior (a learned mu or sigma) needs structure "
+                            "'item'; a common slope is one value with no spread to learn")
     for name in ("theta", location, "guessing", "slip"):
         if name in priors_raw:
             priors[name] = _prior(where, name, priors_raw[name])

@@ -1,0 +1,36 @@
+"""fit(thin=k): the posterior keeps every k-th draw of each chain, sample_stats every iteration, and
+the setting is recorded; thinning is refused for ADVI; and fit's NUTS with nutpie runs with bayesirt's
+adaptation settings (NUTPIE_SETTINGS, recorded)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bayesirt.data import simulate_pl
+from bayesirt.errors import BayesIRTError
+from bayesirt.inference.fitting import NUTPIE_SETTINGS, fit
+
+
+@pytest.fixture(scope="module")
+def thinned():
+    responses, _ = simulate_pl("2pl", n_items=12, n_models=15, seed=3)
+    return fit(responses, "2pl", draws=40, tune=30, chains=2, thin=4, seed=2, progress=False)
+
+
+def test_posterior_keeps_every_kth_draw_and_stats_every_iteration(thinned):
+    post, stats = thinned["posterior"], thinned["sample_stats"]
+    assert post.sizes["draw"] == 10 and post.sizes["chain"] == 2
+    np.testing.assert_array_equal(post["draw"].values, np.arange(0, 40, 4))
+    assert stats.sizes["draw"] == 40  # divergences and tree depths of every iteration
+    settings = json.loads(thinned.attrs["bayesirt_settings"])
+    assert settings["thin"] == 4 and settings["draws"] == 40
+    assert settings["nutpie"] == NUTPIE_SETTINGS
+
+
+def test_thin_is_for_nuts_only():
+    responses, _ = simulate_pl("2pl", n_items=5, n_models=6, seed=1)
+    with pytest.raises(BayesIRTError, match="thin applies to method='nuts'"):
+        fit(responses, "2pl", method="advi", thin=2)
+    with pytest.raises(BayesIRTError, match="thin"):
+        fit(responses, "2pl", thin=0)
