@@ -180,3 +180,38 @@ def test_dimension_selection_errors_name_the_fix():
         select_dimension(y, observed, np.full(30, "solo"), group, seed=0)
     with pytest.raises(DataError, match="single item"):
         select_dimension(y, observed, owner, np.array([f"g{i}" for i in range(60)]), seed=0)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiled_kernels_match_their_numpy_expressions(weighted):
+    """dif_kernel's two passes against the NumPy they replaced: E = exp(-clip(o + shift[:, family]))
+    and the per-family sums of w q and w q^2, q = 1 / (E u + 1) (missing cells and model weights in w)."""
+    import numba
+
+    from bayesirt.audit.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
+
+    rng = np.random.default_rng(11)
+    n_items, n_models, n_families = 37, 53, 4
+    offsets = rng.normal(0, 3, (n_items, n_models))
+    offsets[0, :3] = [800.0, -800.0, 0.0]  # past the clipping at +-700
+    family = rng.integers(0, n_families, n_models)
+    shift = rng.normal(0, 1, (n_items, n_families))
+    e_base = np.empty(offsets.shape)
+    negative_exp(offsets, shift, family, e_base)
+    np.testing.assert_allclose(e_base, np.exp(np.clip(-(offsets + shift[:, family]), -700, 700)), rtol=1e-15)
+    factor = np.exp(-rng.normal(0, 1, (n_items, n_families)))
+    weight = (rng.random(offsets.shape) > 0.3) * rng.gamma(1.0, 1.0, n_models) if weighted else NO_WEIGHTS
+    q = 1.0 / (e_base * factor[:, family] + 1.0)
+    p = q * weight if weighted else q
+    onehot = np.eye(n_families)[family]
+    mass, curvature = family_moments(e_base, factor, family, weight)
+    np.testing.assert_allclose(mass, p @ onehot, rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(curvature, (p * q) @ onehot, rtol=1e-13, atol=1e-300)
+    # one item's sums run in one thread in model order: the same bits whatever the thread count
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        single = family_moments(e_base, factor, family, weight)
+    finally:
+        numba.set_num_threads(before)
+    assert all(np.array_equal(a, b) for a, b in zip(single, (mass, curvature)))

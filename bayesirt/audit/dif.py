@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logit
 
+from bayesirt.audit.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
+
 __all__ = ["DIF_PENALTY", "DIF_CYCLES", "NEWTON_ITERATIONS", "NEWTON_TOLERANCE", "MAX_STEP", "DIFFit",
            "fit_family_dif"]
 
@@ -101,7 +103,7 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
     DIFFit
     """
     complete = weights is None and bool(observed.all())
-    w = None if complete else observed.astype(np.float64)  # complete data: skip every mask product
+    w = None if complete else observed.astype(np.float64)  # complete data: no mask in the sums
     if weights is not None:
         w *= np.asarray(weights, dtype=np.float64)[None, :]
     y_obs = np.where(observed, y, 0).astype(np.float64)
@@ -117,41 +119,29 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
     delta = np.zeros((y.shape[0], n_families))
     # Within one Newton solve the linear predictor is base + v (v: the parameter being solved),
     # so sigmoid(base + v) = 1 / (1 + exp(-base) exp(-v)): exp(-base) is computed once per solve
-    # and an iteration costs a product and a reciprocal per cell instead of an exp (the audit's
-    # hot loop). base is clipped to +-700 so exp(-base) stays finite (the sigmoid has saturated).
+    # (negative_exp, base clipped to +-700 so that it stays finite) and a step costs a product and
+    # a reciprocal per cell, summed by family in one compiled pass (bayesirt.audit.dif_kernel).
+    offsets = np.ascontiguousarray(offsets, dtype=np.float64)
+    weight = NO_WEIGHTS if complete else np.ascontiguousarray(w)
+    family = np.ascontiguousarray(family, dtype=np.intp)
+    one_family = np.zeros(family.size, dtype=np.intp)
     e_base = np.empty(offsets.shape)
-    q = np.empty(offsets.shape)  # the working arrays: probabilities, and their masked (weighted) copy
-    p = q if complete else np.empty(offsets.shape)
-
-    def start(base):
-        np.negative(base, out=e_base)
-        np.clip(e_base, -700.0, 700.0, out=e_base)
-        np.exp(e_base, out=e_base)
-
-    def probabilities(factor):  # factor = exp(-v), broadcast to the cells
-        np.multiply(e_base, factor, out=q)
-        np.add(q, 1.0, out=q)
-        np.reciprocal(q, out=q)
-        if not complete:
-            np.multiply(q, w, out=p)  # masked: sums over w p and w p^2 below run over observed cells only
-        return p
 
     def b_step(value):
-        prob = probabilities(np.exp(-value)[:, None])
-        mass = prob.sum(axis=1)
-        return (y_item - mass) / (mass - np.einsum("im,im->i", prob, q) + 1e-9)
+        mass, curvature = family_moments(e_base, np.exp(-value)[:, None], one_family, weight)
+        mass, curvature = mass[:, 0], curvature[:, 0]
+        return (y_item - mass) / (mass - curvature + 1e-9)
 
     def delta_step(value):
-        prob = probabilities(np.exp(-value)[:, family])
-        mass = prob @ onehot
-        return (y_family - mass - penalty * value) / (mass - (prob * q) @ onehot + penalty)
+        mass, curvature = family_moments(e_base, np.exp(-value), family, weight)
+        return (y_family - mass - penalty * value) / (mass - curvature + penalty)
 
     change, cycle = np.inf, 0
     for cycle in range(1, cycles + 1):
-        start(offsets + delta[:, family])
+        negative_exp(offsets, delta, family, e_base)
         b = _newton(b_step, b, newton_iterations, tolerance)
         before = delta
-        start(offsets + b[:, None])
+        negative_exp(offsets, b[:, None], one_family, e_base)
         delta = _newton(delta_step, delta, newton_iterations, tolerance)
         mean = delta.mean(axis=1)
         delta, b = delta - mean[:, None], b + mean
