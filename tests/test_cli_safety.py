@@ -81,8 +81,10 @@ def test_declared_safety_suite_pools_benchmarks(tmp_path):
                     '[safety]\nsteps = ["information", "personfit"]\n[safety.personfit]\nfpr = 0.2\n'.replace("'", '"'))
     assert main(["run", str(spec), "--no-progress"]) == 0
     assert {"information", "personfit", "report.md"} <= _files(tmp_path / "suite")
-    items = pd.read_csv(tmp_path / "suite" / "personfit" / "items.csv")
-    assert len(items) == 45  # the three benchmarks' items, pooled over their 60 shared models
+    # one item bank per benchmark, and the composite of the three, pooled over their 60 shared models
+    assert {"bench0", "bench1", "bench2", "composite", "scopes.csv"} <= _files(tmp_path / "suite" / "personfit")
+    assert len(pd.read_csv(tmp_path / "suite" / "personfit" / "bench1" / "items.csv")) == 15
+    assert len(pd.read_csv(tmp_path / "suite" / "personfit" / "composite" / "items.csv")) == 45
 
 
 def test_safety_suite_skips_factors_with_too_few_files(tmp_path, data_file):

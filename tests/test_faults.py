@@ -78,8 +78,11 @@ def test_fit_table_typo_names_the_closest_option(tmp_path, capsys):
 @pytest.mark.parametrize("table, steps, fragment", [
     ("[safety.factors]\nn_factors = [1, 2, 3]\n", ("information", "factors"),
      "n_factors: 3 factors of 5 benchmarks leave -2 degrees of freedom; ask for at most 2"),
-    ("[safety.cat]\nbudgets = [10, 100]\n", ("information", "cat"), "budgets [100] exceed the 60 pooled items"),
-    ("[safety.sandbag]\ntest_length = 61\n", ("information", "sandbag"), "test_length 61 exceeds the 60 pooled items"),
+    ("[safety.cat]\nbudgets = [10, 100]\n", ("information", "cat"),
+     "budgets [100] exceed the 60 items of the item bank 'composite'"),
+    ("[safety.cat]\nbudgets = [20, 40]\n", ("information", "cat"), "every budget exceeds the 12 items of the item bank 'bench0'"),
+    ("[safety.sandbag]\ntest_length = 13\n", ("information", "sandbag"),
+     "test_length 13 exceeds the 12 items of the item bank 'bench0'"),
 ])
 def test_what_the_data_cannot_support_stops_the_run_before_any_step(tmp_path, capsys, bench_files, table, steps,
                                                                      fragment):
@@ -126,7 +129,7 @@ def test_a_failing_step_keeps_the_others_and_resume_reruns_only_it(tmp_path, cap
     # the resumed run equals an uninterrupted one
     (tmp_path / "fresh").mkdir()
     assert main(["run", str(_suite(tmp_path / "fresh", bench_files, SMALL_SANDBAG)), *QUIET]) == 0
-    for table in ("personfit/models.csv", "sandbag/detection.csv"):
+    for table in ("personfit/composite/models.csv", "sandbag/bench0/detection.csv", "sandbag/composite/detection.csv"):
         pd.testing.assert_frame_equal(pd.read_csv(out / table), pd.read_csv(tmp_path / "fresh" / "suite" / table))
 
 

@@ -91,7 +91,7 @@ def run_mirt_mml_job(data, out, *, dims=(1, 2, 3, 4), folds: int = 5, force: boo
     full fit with its rotated loadings under ``/D<d>``) and ``report.md`` to ``out``.
 
     Item groups are the Dataset's ``item_group`` coordinate (the benchmark of each item when
-    the data were pooled from several files, see :func:`bayesirt.safety.suite.pool_benchmarks`).
+    the data were pooled from several files, see :func:`bayesirt.safety.scopes.pool_benchmarks`).
     ``quadrature`` (nodes per dimension; default by D), ``prune``, ``max_iter``, ``tol``,
     ``loading_prior`` and ``threads`` go to :func:`~bayesirt.frequentist.mml_mirt.fit_mml_mirt`.
     """

@@ -80,7 +80,9 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> s
         for metric, title in (("rmse", "Full-score RMSE"), ("spearman", "Spearman rank recovery"),
                               ("theta_rmse", "Ability RMSE against the all-item ability")):
             lines += [f"**{title}**", "", markdown_table(_wide(curves, bench, metric)), ""]
-    lines += ["Files: `cat.nc` (per-split and per-random-subset metrics), `cat_curves.csv` (this summary).", ""]
+    lines += ["Files: `cat.nc` (per-split and per-random-subset metrics), `cat_curves.csv` (this summary), "
+              "`static_tests.csv` (the static test of each budget, calibrated on every model: the items to administer).",
+              ""]
     return "\n".join(lines)
 
 

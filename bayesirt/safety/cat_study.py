@@ -37,7 +37,7 @@ from bayesirt.models.information import item_bank
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
-__all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "run_cat_job",
+__all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "static_tests", "run_cat_job",
            "run_information_job", "DESIGNS", "METRICS"]
 
 #: Short tests compared (coordinate ``design``; not ``method``, which ``.sel`` reserves).
@@ -159,6 +159,28 @@ def _one_split(task: dict) -> dict:
             out["random_all"][b, r] = evaluate(items, score_test(y_u, *a_d, items).theta)
         out["random"][b] = np.nanmean(out["random_all"][b], axis=0)
     return out
+
+
+def static_tests(responses: xr.Dataset, budgets: Sequence[int]) -> pd.DataFrame:
+    """The static test of each budget for the whole cohort, the items a short fixed test would
+    administer: the regularized 2PL fitted to every model, then :func:`static_test` over their
+    abilities with per-benchmark quotas (as the study's static design, calibrated on all models
+    instead of a split). One row per budget and item, in order of selection, with its parameters."""
+    ds = validate_responses(responses)
+    usable = (ds["responses"].values >= 0).any(axis=1)
+    fit = fit_mml(ds.isel(item=usable), "2pl", priors=True, se=False)
+    a, d = fit.items["discrimination"].values, fit.items["intercept"].values
+    y = ds["responses"].values[usable]
+    theta = score_test(y, a, d).theta
+    groups = ds["item_group"].values[usable].astype(str)
+    ids = ds["item_id"].values[usable].astype(str)
+    balance = np.unique(groups).size > 1
+    rows = []
+    for k in sorted({int(b) for b in budgets if b <= a.size}):
+        for rank, i in enumerate(static_test(a, d, theta, k, groups=groups if balance else None), start=1):
+            rows.append({"budget": k, "rank": rank, "item": ids[i], "item_group": groups[i],
+                         "discrimination": a[i], "difficulty": -d[i] / a[i]})
+    return pd.DataFrame(rows, columns=["budget", "rank", "item", "item_group", "discrimination", "difficulty"])
 
 
 def _check_budgets(budgets, n_items: int) -> tuple[int, ...]:
@@ -297,18 +319,22 @@ def run_cat_job(data, out, *, budgets=(10, 25, 50, 100), splits: int = 20, rando
     ``item_group`` = file stem or key; see :func:`combine_benchmarks`).
 
     Writes ``cat.nc`` (the study Dataset), ``cat_curves.csv`` (:func:`summarize_study`),
-    ``cat_curves.png`` and ``report.md``; ``out`` must not exist unless ``force``. Returns ``out``.
+    ``static_tests.csv`` (:func:`static_tests`), ``cat_curves.png`` and ``report.md``; ``out``
+    must not exist unless ``force``. Returns ``out``.
     """
     from bayesirt.report.cat import cat_report, plot_cat_curves
 
     check_output(out, force=force)
-    study = cat_study(_responses(data), budgets=budgets, splits=splits, random_subsets=random_subsets,
+    responses = _responses(data)
+    study = cat_study(responses, budgets=budgets, splits=splits, random_subsets=random_subsets,
                       calibration=calibration, rule=rule, estimator=estimator, per_benchmark=per_benchmark,
                       seed=seed, workers=workers, scheduler=scheduler, progress=progress)
     curves = summarize_study(study)
+    tests = static_tests(responses, budgets)
     with staged_output(out, force=force) as folder:
         write_netcdf(study, folder / "cat.nc")
         curves.to_csv(folder / "cat_curves.csv", index=False)
+        tests.to_csv(folder / "static_tests.csv", index=False)
         figure = plot_cat_curves(curves, folder / "cat_curves.png").name
         (folder / "report.md").write_text(cat_report(study, curves, figure))
     return Path(out)

@@ -2,15 +2,20 @@
 
 Steps, each written to its own subfolder of the output folder by its own job:
 
-- ``information``: item and test information of the pooled items (regularized MML 2PL);
+- ``information``: item and test information of each item bank (regularized MML 2PL);
 - ``cat``: the held-out adaptive-testing study (SAFE Figure 3);
 - ``personfit``: l_z with a cut-off calibrated on the genuine cohort;
 - ``sandbag``: sandbagging simulation and detection;
 - ``factors``: per-benchmark 2PL abilities and their factor structure (needs three or more files).
 
-Several benchmark files are pooled for the item-level steps by joining on the models they share
-(inner join; the benchmark name becomes each item's ``item_group``, so CAT quotas and targeted
-sandbagging work per benchmark).
+With several benchmark files, ``factors`` runs first, and each item-level step runs on every item
+bank of :func:`bayesirt.safety.scopes.benchmark_scopes`, one subfolder each (``cat/arc/``,
+``cat/composite/``, ``cat/ability1/``...): every benchmark alone (its own 2PL, its own item groups
+for targeted sandbagging), the sign-aligned composite of all of them (benchmarks of polarity -1
+reversed), and each latent ability of the retained factor solution. The sandbagging ``direction``
+is the direction on the aligned ability: a benchmark of polarity -1 is sandbagged the other way
+(more refusals on a refusal benchmark are fewer correct answers on an over-refusal one). With one
+file the steps write straight into their folders, as before.
 
 Every option of every step is checked before any work (:func:`check_step_options`: names, types,
 ranges, choices), and what the data cannot support right after loading (:func:`check_against_data`:
@@ -28,15 +33,15 @@ import shutil
 import traceback
 from pathlib import Path
 
-import numpy as np
-import xarray as xr
+import pandas as pd
 
-from bayesirt.data import load, make_responses
+from bayesirt.data import load
 from bayesirt.errors import BayesIRTError, OutputError, SpecError, did_you_mean
-from bayesirt.utils.outputs import check_output, remove_stale_staging, retire, write_text_atomic
+from bayesirt.safety.scopes import Scope, benchmark_scopes, read_structure
+from bayesirt.utils.outputs import check_output, remove_stale_staging, retire, staged_output, write_text_atomic
 
-__all__ = ["SAFETY_STEPS", "StepsFailed", "pool_benchmarks", "step_options", "check_step_options",
-           "check_against_data", "run_safety_suite"]
+__all__ = ["SAFETY_STEPS", "StepsFailed", "step_options", "check_step_options", "check_against_data",
+           "run_safety_suite"]
 
 SAFETY_STEPS = ("information", "cat", "personfit", "sandbag", "factors")
 #: Keyword options of the step jobs that the runner sets itself (not in ``[safety.<step>]``).
@@ -44,6 +49,7 @@ _RUNNER_OPTIONS = ("force", "progress")
 #: Options that are probabilities (open interval), and the options with a fixed set of values.
 _PROBABILITIES = ("fpr", "calibration", "level", "trigger_fraction")
 _ANY_NUMBER = ("seed", "gamma")
+_MAY_BE_ZERO = ("seed", "bootstrap")  # bootstrap = 0: no intervals
 
 
 class StepsFailed(BayesIRTError):
@@ -113,8 +119,8 @@ def _check_value(where: str, key: str, value, default) -> None:
     elif isinstance(default, int) or (default is None and key in ("max_draws", "workers")):
         if not number(value, int):
             fail("an integer")
-        if key not in _ANY_NUMBER and value < (0 if key == "seed" else 1):
-            fail("a positive integer")
+        if key not in _ANY_NUMBER and value < (0 if key in _MAY_BE_ZERO else 1):
+            fail("a non-negative integer" if key in _MAY_BE_ZERO else "a positive integer")
     elif isinstance(default, float):
         if not number(value, (int, float)):
             fail("a number")
@@ -143,9 +149,9 @@ def check_step_options(steps, options: dict, where: str = "analysis") -> None:
             _check_value(f"{where}: [safety.{step}]", key, value, allowed[key])
 
 
-def check_against_data(files: list[str], pooled: xr.Dataset | None, steps, options: dict) -> None:
+def check_against_data(files: list[str], scopes: list[Scope], steps, options: dict) -> None:
     """What the loaded data cannot support, checked before any step runs: factor counts for the
-    number of benchmarks, CAT budgets and sandbagging test lengths above the pooled item count."""
+    number of benchmarks, CAT budgets and sandbagging test lengths above an item bank's size."""
     from bayesirt.structure.factor import check_n_factors
 
     if "factors" in steps and len(files) >= 3:
@@ -154,37 +160,27 @@ def check_against_data(files: list[str], pooled: xr.Dataset | None, steps, optio
                 check_n_factors(len(files), k)
             except BayesIRTError as err:
                 raise SpecError(f"[safety.factors] n_factors: {err}") from None
-    if pooled is None:
+    if not scopes:
         return
-    n_items = pooled.sizes["item"]
+    by_size = sorted(scopes, key=lambda sc: sc.responses.sizes["item"])
+
+    def bank(scope: Scope) -> str:
+        n = scope.responses.sizes["item"]
+        return f"the {n} items" + (f" of the item bank {scope.name!r}" if len(scopes) > 1 else "")
+
+    smallest, largest = by_size[0], by_size[-1]
     budgets = options.get("cat", {}).get("budgets", step_options("cat")["budgets"]) if "cat" in steps else ()
-    over = [b for b in budgets if b > n_items]
+    over = sorted(b for b in budgets if b > largest.responses.sizes["item"])
     if over:
-        raise SpecError(f"[safety.cat] budgets {over} exceed the {n_items} pooled items; choose budgets of at most "
-                        f"{n_items}")
+        raise SpecError(f"[safety.cat] budgets {over} exceed {bank(largest)}; choose budgets of at most "
+                        f"{largest.responses.sizes['item']}")
+    if budgets and min(budgets) > smallest.responses.sizes["item"]:
+        raise SpecError(f"[safety.cat] every budget exceeds {bank(smallest)}; include a budget of at most "
+                        f"{smallest.responses.sizes['item']} (a budget above a bank's size is left out for that bank)")
     length = options.get("sandbag", {}).get("test_length", step_options("sandbag")["test_length"])
-    if "sandbag" in steps and length > n_items:
-        raise SpecError(f"[safety.sandbag] test_length {length} exceeds the {n_items} pooled items; choose at most "
-                        f"{n_items}")
-
-
-def pool_benchmarks(files: list[str]) -> xr.Dataset:
-    """One response Dataset of the items of every file over the models all files share."""
-    sets = {Path(f).stem: load(f) for f in files}
-    if len(sets) == 1:
-        return next(iter(sets.values()))
-    common = sorted(set.intersection(*(set(map(str, ds["model"].values)) for ds in sets.values())))
-    if len(common) < 10:
-        raise SpecError(f"the benchmark files share only {len(common)} models; pooling needs at least 10 common "
-                        "model ids (check that the files name models the same way)")
-    blocks, item_ids, groups = [], [], []
-    for name, ds in sets.items():
-        index = {str(m): k for k, m in enumerate(ds["model"].values)}
-        blocks.append(ds["responses"].values[:, [index[m] for m in common]])
-        item_ids += [f"{name}:{i}" for i in ds["item"].values]
-        groups += [name] * ds.sizes["item"]
-    return make_responses(np.concatenate(blocks), item_id=item_ids, model_id=common, item_group=groups,
-                          name="+".join(sets))
+    if "sandbag" in steps and length > smallest.responses.sizes["item"]:
+        raise SpecError(f"[safety.sandbag] test_length {length} exceeds {bank(smallest)}; choose at most "
+                        f"{smallest.responses.sizes['item']}")
 
 
 def _report(files, record: dict) -> str:
@@ -203,6 +199,41 @@ def _report(files, record: dict) -> str:
         lines += ["", "Rerun with `bayesirt run ANALYSIS --resume` to run only the missing and failed steps "
                   "with the settings recorded in summary.json; the finished steps stay."]
     return "\n".join(lines) + "\n"
+
+
+def _scope_options(step: str, scope: Scope, kw: dict) -> dict:
+    """A step's options for one item bank: sandbagging goes the other way on a benchmark of polarity -1."""
+    if step != "sandbag" or scope.polarity == 1:
+        return kw
+    return kw | {"direction": "up" if kw.get("direction", step_options("sandbag")["direction"]) == "down" else "down"}
+
+
+def _run_on_scopes(job, step: str, scopes: list[Scope], folder: Path, kw: dict) -> None:
+    """Run one item-level step on every item bank: straight into ``folder`` for a single benchmark,
+    else one subfolder per bank, with ``scopes.csv`` and an index ``report.md`` (the step's folder
+    appears when every bank has finished)."""
+    if len(scopes) == 1:
+        job(scopes[0].responses, folder, force=True, **_scope_options(step, scopes[0], kw))
+        return
+    rows = []
+    with staged_output(folder, force=True) as staging:
+        for scope in scopes:
+            options = _scope_options(step, scope, kw)
+            job(scope.responses, staging / scope.name, force=True, **options)
+            rows.append({"scope": scope.name, "items": scope.responses.sizes["item"],
+                         "models": scope.responses.sizes["model"],
+                         "members": " ".join(("-" if s < 0 else "") + n for n, s in scope.members.items()),
+                         "polarity": scope.polarity} | ({"direction": options.get("direction", "down")}
+                                                         if step == "sandbag" else {}))
+        table = pd.DataFrame(rows)
+        table.to_csv(staging / "scopes.csv", index=False)
+        lines = [f"# {step}: one item bank per benchmark, the sign-aligned composite and each latent ability", "",
+                 "Members marked - are reversed (1 - y) in a pooled bank.", "",
+                 "| bank | items | models | members | polarity |" + (" direction |" if step == "sandbag" else ""),
+                 "|---|---|---|---|---|" + ("---|" if step == "sandbag" else "")]
+        lines += [f"| [{r['scope']}]({r['scope']}/report.md) | {r['items']:,} | {r['models']:,} | {r['members']} | "
+                  f"{r['polarity']:+d} |" + (f" {r['direction']} |" if step == "sandbag" else "") for r in rows]
+        (staging / "report.md").write_text("\n".join(lines) + "\n")
 
 
 def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict | None = None, force: bool = False,
@@ -233,8 +264,13 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
         check_step_options(list(steps), options)
         record = {"files": [str(f) for f in files], "options": options,
                   "steps": {step: {"status": "pending", "settings": options.get(step, {})} for step in steps}}
-    pooled = pool_benchmarks(files) if set(steps) - {"factors"} else None
-    check_against_data(files, pooled, steps, options)
+    names = [Path(f).stem for f in files]
+    if len(set(names)) < len(names):
+        raise SpecError(f"benchmark files need distinct names (file stems), which label their results; got {names}")
+    declared = dict(options.get("factors", {}).get("polarity") or {})
+    datasets = {n: load(f) for n, f in zip(names, files)} if set(steps) - {"factors"} else {}
+    sizes = benchmark_scopes(datasets, read_structure(None, names, declared)[0]) if datasets else []
+    check_against_data(files, sizes, steps, options)
     retired = None
     if not resume:
         remove_stale_staging(out)
@@ -243,8 +279,8 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
         out.mkdir(parents=True, exist_ok=True)
         write_text_atomic(summary_path, json.dumps(record, indent=2))  # a run killed in its first step resumes
     jobs = _step_jobs()
-    sources = {"factors": files}
-    for step in steps:
+    scopes = None
+    for step in sorted(steps, key=lambda name: name != "factors"):  # the item-level steps read its polarity
         entry = record["steps"][step]
         if entry["status"] == "finished" and (out / step).is_dir():
             continue
@@ -259,7 +295,13 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
         if step != "information":
             kw["progress"] = progress
         try:
-            jobs[step](sources.get(step, pooled), out / step, force=True, **kw)
+            if step == "factors":
+                jobs[step](files, out / step, force=True, **kw)
+            else:
+                if scopes is None:
+                    factors = out / "factors" if (out / "factors").is_dir() else None
+                    scopes = benchmark_scopes(datasets, *read_structure(factors, names, declared))
+                _run_on_scopes(jobs[step], step, scopes, out / step, kw)
             record["steps"][step] = {"status": "finished", "settings": options.get(step, {})}
         except BayesIRTError as err:
             record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "error": str(err)}

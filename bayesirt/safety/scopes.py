@@ -1,0 +1,131 @@
+"""The item banks the SAFE suite's item-level steps run on, for several benchmarks (SAFE App. D).
+
+SAFE calibrates one 2PL per benchmark and reads distillation, person fit and sandbagging per
+benchmark; it builds composites only after aligning the benchmarks' directions (OR-Bench-Hard,
+which measures refusal strictness reversed, is flipped), and one static test per latent ability
+from the factor structure. :func:`benchmark_scopes` returns those banks:
+
+- each benchmark alone, with its own item groups (e.g. harm categories) and its polarity;
+- ``composite``: every benchmark pooled over the models they share, the responses of a benchmark
+  of polarity -1 reversed (1 - y), so that every item points toward more of the ability;
+- ``ability<f>``: for a retained factor solution with two or more factors, the benchmarks whose
+  largest absolute loading is on factor f, pooled the same way, each reversed when its loading
+  on f is negative (a factor is first reflected so that most of its benchmarks load positively).
+
+Polarity and the factor solution come from the ``factors`` step's folder (:func:`read_structure`);
+without it, every benchmark has the declared polarity (default +1) and there are no ability banks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.data import make_responses
+from bayesirt.errors import SpecError
+
+__all__ = ["Scope", "pool_benchmarks", "read_structure", "benchmark_scopes"]
+
+#: Common models needed to pool benchmarks.
+MIN_COMMON_MODELS = 10
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One item bank: its ``responses``, the benchmarks it pools with their signs (``members``:
+    name -> +1, or -1 when reversed), and ``polarity``: +1 when a high score means more of the
+    ability (a pooled bank is aligned, so +1), -1 for a benchmark that measures it reversed."""
+
+    name: str
+    responses: xr.Dataset
+    members: dict[str, int]
+    polarity: int
+
+
+def pool_benchmarks(datasets: Mapping[str, xr.Dataset], signs: Mapping[str, int] | None = None,
+                    name: str | None = None) -> xr.Dataset:
+    """One response Dataset of the items of every benchmark over the models all of them share;
+    each item's ``item_group`` is its benchmark, its id ``benchmark:item``; the responses of a
+    benchmark with sign -1 in ``signs`` are reversed."""
+    signs = signs or {}
+    if len(datasets) == 1 and signs.get(next(iter(datasets)), 1) == 1:
+        return next(iter(datasets.values()))
+    common = sorted(set.intersection(*(set(map(str, ds["model"].values)) for ds in datasets.values())))
+    if len(common) < MIN_COMMON_MODELS:
+        raise SpecError(f"the benchmark files share only {len(common)} models; pooling needs at least "
+                        f"{MIN_COMMON_MODELS} common model ids (check that the files name models the same way)")
+    blocks, item_ids, groups = [], [], []
+    for bench, ds in datasets.items():
+        index = {str(m): k for k, m in enumerate(ds["model"].values)}
+        block = ds["responses"].values[:, [index[m] for m in common]]
+        if signs.get(bench, 1) == -1:
+            block = np.where(block >= 0, 1 - block, block).astype(block.dtype)
+        blocks.append(block)
+        item_ids += [f"{bench}:{i}" for i in ds["item"].values]
+        groups += [bench] * ds.sizes["item"]
+    return make_responses(np.concatenate(blocks), item_id=item_ids, model_id=common, item_group=groups,
+                          name=name or "+".join(datasets))
+
+
+def read_structure(folder: str | Path | None, names: list[str],
+                   declared: Mapping[str, int] | None = None) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Polarity of every benchmark and the latent-ability clusters, from a ``factors`` folder.
+
+    Returns ``(polarity, clusters)``: ``polarity`` maps each of ``names`` to +1 or -1 (the
+    folder's ``polarity.csv``, else ``declared``, else +1); ``clusters`` maps ``ability1``... to
+    ``{benchmark: sign}`` for the solution with as many factors as the minres-matched parallel
+    analysis retains (``parallel.csv``), when that is two or more and was fitted (``loadings_<k>.csv``).
+    """
+    declared = dict(declared or {})
+    polarity = {n: int(declared.get(n, 1)) for n in names}
+    if folder is None or not (Path(folder) / "polarity.csv").is_file():
+        return polarity, {}
+    folder = Path(folder)
+    table = pd.read_csv(folder / "polarity.csv", index_col="benchmark")
+    polarity |= {str(b): int(p) for b, p in table["polarity"].items() if str(b) in polarity}
+    parallel = pd.read_csv(folder / "parallel.csv")
+    above = (parallel["observed_fa"] > parallel["reference_fa"]).to_numpy()
+    retained = int(np.argmin(above)) if not above.all() else int(above.size)
+    fitted = sorted(int(p.stem.split("_")[1]) for p in folder.glob("loadings_*.csv"))
+    k = max((f for f in fitted if f <= retained), default=0)
+    if k < 2:
+        return polarity, {}
+    loadings = pd.read_csv(folder / f"loadings_{k}.csv", index_col="benchmark")
+    factors = [c for c in loadings.columns if c.startswith("F") and c[1:].isdigit()]
+    values = loadings[factors].to_numpy()
+    home = np.abs(values).argmax(axis=1)
+    clusters = {}
+    for f, factor in enumerate(factors):
+        members = np.flatnonzero(home == f)
+        if members.size == 0:
+            continue
+        column = values[members, f]
+        reflect = 1 if (column > 0).sum() * 2 >= members.size else -1
+        clusters[f"ability{f + 1}"] = {str(loadings.index[m]): int(np.sign(reflect * column[j]) or 1)
+                                       for j, m in enumerate(members)}
+    return polarity, clusters
+
+
+def benchmark_scopes(datasets: Mapping[str, xr.Dataset], polarity: Mapping[str, int],
+                     clusters: Mapping[str, Mapping[str, int]] | None = None) -> list[Scope]:
+    """The banks of the module docstring: one per benchmark, then (with two or more benchmarks)
+    the sign-aligned ``composite`` and one per latent-ability cluster."""
+    scopes = [Scope(name, ds, {name: 1}, int(polarity.get(name, 1))) for name, ds in datasets.items()]
+    if len(datasets) < 2:
+        return scopes
+    taken = sorted(n for n in datasets if n == "composite" or (n.startswith("ability") and n[7:].isdigit()))
+    if taken:
+        raise SpecError(f"benchmark file names {taken} are the names of pooled item banks; rename those files")
+    signs = {n: int(polarity.get(n, 1)) for n in datasets}
+    scopes.append(Scope("composite", pool_benchmarks(datasets, signs, "composite"), signs, 1))
+    for ability, members in (clusters or {}).items():
+        members = {n: s for n, s in members.items() if n in datasets}
+        if len(members) >= 2:
+            scopes.append(Scope(ability, pool_benchmarks({n: datasets[n] for n in members}, members, ability),
+                                dict(members), 1))
+    return scopes
