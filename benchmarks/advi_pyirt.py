@@ -526,11 +526,13 @@ def make_row(size: dict, priors: str, command: str, date: str, peer_label: str) 
     label = "defaults" if priors == "vague" else f"{priors} priors"
     peer = f"{peer_label}: {_peer_settings(p)}" if p_ok else peer_label
     met = target_met(b, p, ratio) if b_ok and p_ok else None
-    load = max([x[0] for r in (b, p) for pair in [r.get("loadavg_before_after") or []] for x in pair] or [0.0])
+    # The load before each fit is other jobs' (after a fit it includes the fit's own threads: py-irt's
+    # two torch threads alone bring the 1-minute average to about 1.5 on 2 CPUs).
+    load = max([pair[0][0] for r in (b, p) for pair in [r.get("loadavg_before_after") or []] if pair] or [0.0])
     if met is not None and load > LOAD_LIMIT * (os.cpu_count() or 1):
         # A busy machine slows py-irt's two torch threads far more than bayesirt's single-threaded
         # loop (each thread waits for the other at every step), so the ratio says little.
-        status = (f"{status}; target not judged: 1-min load average up to {load:.1f} on {os.cpu_count()} CPUs during "
+        status = (f"{status}; target not judged: 1-min load average up to {load:.1f} on {os.cpu_count()} CPUs before "
                   "these fits (other jobs), so the wall times are not those of an idle machine; rerun there")
         met = None
     return benchmark_row(task=f"{TASK}, {label}", data_size=data_size, bayesirt=bay, peer=peer, peer_figure=peer_fig,
