@@ -167,3 +167,30 @@ def test_error_messages(tmp_path, case):
     (tmp_path / "dup.csv").write_text("model_id,identity\nx,y\nx,z\n")
     with pytest.raises(BayesIRTError, match="model_id 'x' appears twice"):
         run_fingerprint_job(reference, query, tmp_path / "c", identities=tmp_path / "dup.csv")
+
+
+def test_each_identity_is_judged_against_its_own_null_when_it_has_enough_repeats():
+    """A stable endpoint (1% flips between collections) and a noisy one (12%), 8 collections each
+    (28 self-disagreements per identity, >= 1 / alpha). A re-collection of the stable one with 6%
+    flips is a change for it, though well inside the pooled null (which the noisy identity widens);
+    a re-collection of the noisy one at its usual noise stays consistent."""
+    responses, _ = simulate_pl("2pl", n_items=400, n_models=2, seed=7)
+    y = responses["responses"].values
+    rng = np.random.default_rng(5)
+    columns, ids, identity = [], [], {}
+    for m, (name, noise) in enumerate((("stable", 0.01), ("noisy", 0.12))):
+        for r in range(8):
+            columns.append(_flip(y[:, m], noise, rng))
+            ids.append(f"{name}#{r}")
+            identity[ids[-1]] = name
+    items = responses["item"].values
+    reference = make_responses(np.array(columns).T, item_id=items, model_id=ids)
+    query = make_responses(np.array([_flip(y[:, 0], 0.06, rng), _flip(y[:, 1], 0.12, rng)]).T, item_id=items,
+                           model_id=["stable", "noisy"])
+    null = self_disagreement_null(reference, identity=identity)
+    own = identify(reference, query, null, reference_identity=identity).set_index("query")
+    assert (own["threshold_source"] == "identity").all()
+    assert own.loc["stable", "verdict"] == "changed" and own.loc["stable", "threshold"] < 0.05
+    assert own.loc["noisy", "verdict"] == "consistent" and own.loc["noisy", "threshold"] > 0.15
+    pooled = identify(reference, query, null, reference_identity=identity, per_identity=False).set_index("query")
+    assert (pooled["threshold_source"] == "pooled").all() and pooled.loc["stable", "verdict"] == "consistent"

@@ -21,6 +21,7 @@
     bayesirt cat DATA --budgets 10,25,50 --out DIR        (adaptive-testing study, SAFE Fig. 3)
     bayesirt personfit DATA --fpr 0.1 --out DIR           (l_z person fit, calibrated cut-off)
     bayesirt sandbag DATA --out DIR                       (sandbagging simulation and detection)
+    bayesirt sandbag SUSPECTS --reference COHORT --out DIR (real suspect runs against a genuine cohort)
     bayesirt fingerprint REFERENCE QUERY --out DIR        (response fingerprints)
 
 Problems with the input print one line naming the problem and the fix, never a traceback. Exit
@@ -240,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 out = run_sandbag_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
                                       direction=args.direction, test_length=args.test_length, seed=args.seed,
-                                      workers=args.workers, scheduler=args.scheduler, force=args.force,
-                                      progress=progress)
+                                      workers=args.workers, scheduler=args.scheduler, reference=args.reference,
+                                      force=args.force, progress=progress)
             case "fingerprint":
                 from bayesirt.safety.fingerprint import run_fingerprint_job
 

@@ -314,6 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--direction", default="down", choices=("down", "up"),
                     help="down: correct answers turned wrong (under-performance); up: the reverse [down]")
     sg.add_argument("--test-length", type=int, default=40, help="items of the ability-shift test [40]")
+    sg.add_argument("--reference", help="a separate genuine cohort (data file): DATA then holds real suspect runs, "
+                                        "scored against it by person fit and ability shift instead of a simulation")
     sg.add_argument("--seed", type=int, default=0, help="random seed [0]")
     sg.add_argument("--workers", type=int, default=1, help="worker processes [1]")
     sg.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of local workers)")

@@ -20,7 +20,7 @@ from bayesirt.utils.outputs import write_netcdf
 
 __all__ = ["write_json", "header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
            "personfit_section", "sandbag_section", "fingerprint_section", "write_personfit", "write_sandbag",
-           "write_fingerprint"]
+           "write_suspects", "write_fingerprint"]
 
 _LABEL = {"lz": "$l_z$", "lz_star": "$l_z^*$"}
 MAX_ROWS = 50
@@ -116,7 +116,8 @@ def plot_shift(genuine: xr.Dataset, runs: xr.Dataset, gaps: xr.Dataset, path: Pa
     return _save(fig, path)
 
 
-def plot_fingerprint(null: xr.Dataset, cross: np.ndarray, matches: pd.DataFrame, path: Path) -> Path:
+def plot_fingerprint(null: xr.Dataset, cross: np.ndarray, matches: pd.DataFrame, path: Path, *,
+                     alpha: float = 0.05) -> Path:
     """Self-disagreement null versus disagreement between reference identities, with the
     threshold and each query's disagreement with its nearest reference identity."""
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -126,7 +127,8 @@ def plot_fingerprint(null: xr.Dataset, cross: np.ndarray, matches: pd.DataFrame,
     ax.hist(values, bins=bins, density=True, alpha=0.5, label=f"self-disagreement null ({null.attrs['source']})")
     if cross.size:
         ax.hist(cross, bins=bins, density=True, histtype="step", lw=1.5, label="between reference identities")
-    ax.axvline(matches["threshold"].iloc[0], ls="--", color="k", label="threshold")
+    pooled = float(np.quantile(values[np.isfinite(values)], 1 - alpha, method="higher"))
+    ax.axvline(pooled, ls="--", color="k", label="pooled threshold")
     ax.plot(matches["nearest_disagreement"], np.zeros(len(matches)), "v", color="C3", ms=7, label="queries (nearest)")
     ax.set_xlabel("share of items with different responses")
     ax.set_ylabel("density")
@@ -182,7 +184,11 @@ def fingerprint_section(matches: pd.DataFrame, null: xr.Dataset, alpha: float, f
     counts = matches["verdict"].value_counts().to_dict()
     return ["## Response fingerprints", "",
             f"Self-disagreement null from **{null.attrs['source']}** ({v.size:,} comparisons; median "
-            f"{np.median(v):.1%}, {1 - alpha:.0%} quantile {matches['threshold'].iloc[0]:.1%})."
+            f"{np.median(v):.1%}, {1 - alpha:.0%} quantile "
+            f"{np.quantile(v[np.isfinite(v)], 1 - alpha, method='higher'):.1%}). "
+            f"{int((matches['threshold_source'] == 'identity').sum())} of {len(matches)} queries are judged against "
+            "their identity's own null (an identity with at least 1 / alpha self-disagreements), the others against "
+            "this pooled one (column `threshold`)."
             + (" The resampling null treats all IRT residual variation as noise: an upper bound for near-"
                "deterministic endpoints; collect repeated collections for a sharper null."
                if null.attrs["source"] == "resampling" else ""), "",
@@ -258,6 +264,43 @@ def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], fo
     return Path(out)
 
 
+def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, out, *, warnings: list[str],
+                   force: bool) -> Path:
+    """Write the folder of suspect runs scored against a reference cohort (``sandbag --reference``):
+    suspects.nc (DataTree: suspects, reference), suspects.csv, genuine.csv, summary.json, report.md."""
+    from bayesirt.utils.outputs import staged_output
+
+    st = settings
+    rates = {k: float(genuine[f"flag_{k}"].mean()) for k in ("personfit", "shift", "combined")}
+    flagged = {k: int(suspects[f"flag_{k}"].sum()) for k in ("personfit", "shift", "combined")}
+    table = suspects.to_dataframe().reset_index()
+    columns = ["model", "theta_test", "theta_test_se", "theta", "shift", "gap", st["statistic"], "flag_personfit",
+               "flag_shift", "flag_combined"]
+    with staged_output(out, force=force) as folder:
+        tree = xr.DataTree.from_dict({"suspects": suspects, "reference": genuine})
+        tree.attrs = {"settings": json.dumps(st, default=_plain)}
+        write_netcdf(tree, folder / "suspects.nc")
+        table.to_csv(folder / "suspects.csv", index=False)
+        genuine.to_dataframe().reset_index().to_csv(folder / "genuine.csv", index=False)
+        write_json(folder / "summary.json", {"settings": st, "flagged": flagged, "genuine_flag_rates": rates,
+                                             "suspects": suspects.sizes["model"], "warnings": warnings})
+        lines = ["# Suspect runs scored against a reference cohort", "",
+                 f"Reference cohort {st['reference']}: {st['reference_models']} models, {st['reference_items']} items, "
+                 f"calibrated by the regularized 2PL (MAP-EM). The suspects' {st['test_items']} items are their test.", "",
+                 f"- Person fit: {st['statistic']} on those items, flagged at or below {st['cutoff']:.3f}, the "
+                 f"reference cohort's {st['fpr']:.0%} quantile on the same items.",
+                 f"- Ability shift: the ability from those items minus the historical ability (the same model's "
+                 f"full-data ability in the reference; {st['suspects_with_history']} of {suspects.sizes['model']} "
+                 f"suspects have one), flagged beyond the gap the test resolves at {st['level']:.0%}.",
+                 f"- False-positive rates on the reference cohort: person fit {rates['personfit']:.1%}, shift "
+                 f"{rates['shift']:.1%}, either {rates['combined']:.1%}.", "",
+                 f"Flagged: person fit {flagged['personfit']}, shift {flagged['shift']}, either {flagged['combined']} "
+                 f"of {suspects.sizes['model']} runs.", "",
+                 markdown_table(table[[c for c in columns if c in table]].round(3)), ""]
+        (folder / "report.md").write_text("\n".join(lines + _warnings(warnings)))
+    return Path(out)
+
+
 def write_fingerprint(table: xr.Dataset, null: xr.Dataset, matches: pd.DataFrame, cross: np.ndarray,
                       reference: xr.Dataset, out, *, alpha: float, warnings: list[str], force: bool) -> Path:
     """Write the fingerprint folder: fingerprint.nc, matches.csv, disagreement.csv, null.csv,
@@ -272,10 +315,13 @@ def write_fingerprint(table: xr.Dataset, null: xr.Dataset, matches: pd.DataFrame
         table["disagreement"].to_pandas().to_csv(folder / "disagreement.csv")
         null.to_dataframe().to_csv(folder / "null.csv", index=False)
         write_json(folder / "summary.json", {"alpha": alpha, "null_source": null.attrs["source"],
-                                             "threshold": float(matches["threshold"].iloc[0]),
+                                             "threshold_pooled": float(np.quantile(
+                                                 null["value"].values[np.isfinite(null["value"].values)], 1 - alpha,
+                                                 method="higher")),
+                                             "judged_by_own_null": int((matches["threshold_source"] == "identity").sum()),
                                              "verdicts": matches["verdict"].value_counts().to_dict(),
                                              "shared_items": table.attrs["items"], "warnings": warnings})
-        figure = plot_fingerprint(null, cross, matches, folder / "fingerprint.png").name
+        figure = plot_fingerprint(null, cross, matches, folder / "fingerprint.png", alpha=alpha).name
         lines = header("Response fingerprints", reference) + fingerprint_section(matches, null, alpha, figure)
         (folder / "report.md").write_text("\n".join(lines + _warnings(warnings)))
     return Path(out)
