@@ -82,7 +82,8 @@ def test_combine_benchmarks_outer_joins_models():
 def test_run_cat_job_writes_every_file(tmp_path, data):
     out = run_cat_job(data, tmp_path / "cat", budgets=(5, 10), splits=2, random_subsets=2, per_benchmark=True,
                       workers=1, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["cat.nc", "cat_curves.csv", "cat_curves.png", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["cat.nc", "cat_curves.csv", "cat_curves.png", "report.md",
+                                                       "static_tests.csv"]
     with xr.open_dataset(out / "cat.nc", engine="h5netcdf") as saved:
         assert list(saved["benchmark"].values) == ["A", "B"]
     curves = pd.read_csv(out / "cat_curves.csv")
@@ -102,7 +103,8 @@ def test_run_cat_job_combines_benchmark_files(tmp_path, data):
                       progress=False)
     assert (out / "report.md").read_text().startswith("# Short tests on held-out models: alpha+beta")
     with xr.open_dataset(out / "cat.nc", engine="h5netcdf") as saved:
-        assert saved.attrs["n_items"] == 90 and list(saved["benchmark"].values) == ["all"]
+        # 90 items, one of which (i0082) every model answers correctly: removed
+        assert saved.attrs["n_items"] == 89 and list(saved["benchmark"].values) == ["all"]
     with pytest.raises(BayesIRTError, match="distinct names"):
         run_cat_job([paths[0], paths[0]], tmp_path / "dup", splits=2, workers=1, progress=False)
 
@@ -130,7 +132,7 @@ def test_run_information_job_from_data_posterior_and_items(tmp_path, data):
     ({"budgets": ()}, "budgets must be distinct positive integers"),
     ({"budgets": (5, 5)}, "budgets must be distinct positive integers"),
     ({"budgets": ("x",)}, "budgets must be a sequence of positive integers"),
-    ({"budgets": (1000,)}, "every budget exceeds the 90 items"),
+    ({"budgets": (1000,)}, "every budget exceeds the 89 items"),  # 90 less one without variance
     ({"splits": 1}, "splits must be an integer >= 2"),
     ({"random_subsets": 0}, "random_subsets must be a positive integer"),
     ({"calibration": 1.0}, "leaves fewer than 3 models"),
@@ -149,3 +151,21 @@ def test_other_errors():
         score_calibration([0.1, 0.2], [0.0, 1.0], [0.3, 0.4])
     with pytest.raises(DataError, match="not a response Dataset"):
         cat_study(xr.Dataset(), splits=2)
+
+
+def test_items_without_variance_are_removed_and_listed(data, tmp_path):
+    """An item every model gets right and one every model gets wrong carry no information; SAFE drops
+    them before the study (they flatter random subsets), and the folder says which."""
+    import json
+
+    y = data["responses"].values.copy()
+    observed = y >= 0
+    y[0] = np.where(observed[0], 1, y[0])
+    y[1] = np.where(observed[1], 0, y[1])
+    constant = data.copy(data={"responses": y})
+    study = cat_study(constant, budgets=(5,), splits=2, random_subsets=2, seed=1, workers=1, progress=False)
+    removed = ["i0000", "i0001", "i0082"]  # i0082: every one of the 48 models answers it correctly
+    assert json.loads(study.attrs["removed_items"]) == removed and study.attrs["n_items"] == 87
+    out = run_cat_job(constant, tmp_path / "cat", budgets=(5,), splits=2, random_subsets=2, progress=False)
+    assert "3 item(s) that every model answered alike were removed" in (out / "report.md").read_text()
+    assert not set(pd.read_csv(out / "static_tests.csv")["item"]) & set(removed)

@@ -26,7 +26,7 @@ from bayesirt.data.families import derive_family, derive_owner
 from bayesirt.errors import DataError
 
 __all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask", "observed_cells",
-           "to_observed_data", "from_observed_data", "METADATA"]
+           "informative_items", "to_observed_data", "from_observed_data", "METADATA"]
 
 MISSING = -1
 """Code of a missing (unobserved) cell in the int8 ``responses`` variable."""
@@ -390,3 +390,15 @@ def summarize(ds: xr.Dataset) -> dict[str, Any]:
         "missing_fraction": float(1.0 - n_observed / y.size),
         "mean_accuracy": float(y[obs].mean()) if n_observed else float("nan"),
     }
+
+
+def informative_items(responses: xr.Dataset) -> tuple[xr.Dataset, list[str]]:
+    """Drop items every observed model answers alike (zero variance, or never answered: no
+    information on ability, and in a short-test study they flatter random baselines); return the
+    rest and the dropped item ids."""
+    codes = responses["responses"].values
+    observed = codes >= 0
+    correct = np.where(observed, codes, 0).sum(axis=1)
+    constant = (correct == 0) | (correct == observed.sum(axis=1))
+    dropped = [str(i) for i in responses["item"].values[constant]]
+    return responses.isel(item=np.flatnonzero(~constant)), dropped

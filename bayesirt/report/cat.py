@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -73,6 +74,11 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> s
              "item sets with the same per-benchmark quotas. Every test's reduced score and ability go through the "
              "same spline calibration to the full score, fitted on the calibration models.", "",
              "Intervals: 95% t-intervals of the mean over splits (splits share models, so they are optimistic).", ""]
+    removed = json.loads(a.get("removed_items", "[]"))
+    if removed:
+        lines += [f"{len(removed)} item(s) that every model answered alike were removed first (no information; they "
+                  f"would flatter random subsets): {', '.join(removed[:10])}" + (" ..." if len(removed) > 10 else "")
+                  + ".", ""]
     if figure:
         lines += [f"![CAT curves]({figure})", ""]
     for bench in dict.fromkeys(curves["benchmark"]):

@@ -21,6 +21,7 @@ over splits with 95% t-intervals (splits share models, so the intervals are opti
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import xarray as xr
 from scipy import stats
 
 from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
-from bayesirt.data.responses import make_responses, validate_responses
+from bayesirt.data.responses import informative_items, make_responses, validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
@@ -163,17 +164,16 @@ def _one_split(task: dict) -> dict:
 
 def static_tests(responses: xr.Dataset, budgets: Sequence[int]) -> pd.DataFrame:
     """The static test of each budget for the whole cohort, the items a short fixed test would
-    administer: the regularized 2PL fitted to every model, then :func:`static_test` over their
-    abilities with per-benchmark quotas (as the study's static design, calibrated on all models
-    instead of a split). One row per budget and item, in order of selection, with its parameters."""
-    ds = validate_responses(responses)
-    usable = (ds["responses"].values >= 0).any(axis=1)
-    fit = fit_mml(ds.isel(item=usable), "2pl", priors=True, se=False)
+    administer: the regularized 2PL fitted to every model (items without variance removed), then
+    :func:`static_test` over their abilities with per-benchmark quotas (as the study's static
+    design, calibrated on all models instead of a split). One row per budget and item, in order
+    of selection, with its parameters."""
+    ds = informative_items(validate_responses(responses))[0]
+    fit = fit_mml(ds, "2pl", priors=True, se=False)
     a, d = fit.items["discrimination"].values, fit.items["intercept"].values
-    y = ds["responses"].values[usable]
-    theta = score_test(y, a, d).theta
-    groups = ds["item_group"].values[usable].astype(str)
-    ids = ds["item_id"].values[usable].astype(str)
+    theta = score_test(ds["responses"].values, a, d).theta
+    groups = ds["item_group"].values.astype(str)
+    ids = ds["item_id"].values.astype(str)
     balance = np.unique(groups).size > 1
     rows = []
     for k in sorted({int(b) for b in budgets if b <= a.size}):
@@ -218,6 +218,10 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
     per_benchmark : bool, default False
         False: one pooled study (tests keep per-benchmark quotas; the target is the score over
         all items). True: a separate 2PL and study per ``item_group``, on the models with responses to it.
+
+    Items every model answers alike (or none answers) are removed first: they carry no information
+    and make random subsets look better than they are (SAFE). Their ids are the attribute
+    ``removed_items`` (JSON).
     seed : int
         Root seed; each split draws from its own child seed (:func:`spawn_seeds`), so results
         do not depend on ``workers``.
@@ -231,7 +235,7 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
         ``random_rmse``, ``random_spearman``, ``random_theta_rmse`` over ``(benchmark, split,
         budget, subset)``.
     """
-    ds = validate_responses(responses)
+    ds, removed = informative_items(validate_responses(responses))
     if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or splits < 2:
         raise BayesIRTError(f"splits must be an integer >= 2 (SAFE uses 20); got {splits!r}")
     if isinstance(random_subsets, bool) or not isinstance(random_subsets, (int, np.integer)) or random_subsets < 1:
@@ -271,6 +275,7 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
     out.attrs.update(splits=int(splits), random_subsets=int(random_subsets), calibration=float(calibration),
                      rule=rule, estimator=estimator, seed=int(seed), per_benchmark=int(per_benchmark),
                      n_items=int(ds.sizes["item"]), n_models=int(ds.sizes["model"]), model="2pl (MML, priors=True)",
+                     removed_items=json.dumps(removed),
                      name=str(ds.attrs.get("name", "")))
     return out
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.responses import informative_items
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.structure.factor import check_n_factors, correlation_matrix, factor_analysis, parallel_analysis
 from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenuated_correlation
@@ -63,17 +64,6 @@ def read_abilities(path) -> pd.DataFrame:
     return frame.astype(float)
 
 
-def _informative(responses: xr.Dataset) -> tuple[xr.Dataset, list[str]]:
-    """Drop items every observed model answers alike (zero variance: no information on ability, and
-    they flatter random baselines); return the rest and the dropped item ids."""
-    codes = responses["responses"].values
-    observed = codes >= 0
-    correct = np.where(observed, codes, 0).sum(axis=1)
-    constant = (correct == 0) | (correct == observed.sum(axis=1))
-    dropped = [str(i) for i in responses["item"].values[constant]]
-    return responses.isel(item=np.flatnonzero(~constant)), dropped
-
-
 def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", draws: int = 1000, tune: int = 1000,
                    chains: int = 4, advi_iterations: int = 50_000, seed: int = 0, progress: bool = True) -> xr.Dataset:
     """Fit a 2PL to each benchmark and join the abilities on model id (SAFE's two-stage design).
@@ -110,7 +100,7 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", d
     columns, fits, dropped = {}, {}, {}
     for (name, responses), child in zip(datasets.items(), seeds):
         name = str(name)
-        responses, dropped[name] = _informative(responses)
+        responses, dropped[name] = informative_items(responses)
         if method == "map":
             from bayesirt.frequentist.mml import fit_mml
 
