@@ -193,7 +193,7 @@ def fit(
         pm_model = build_mirt(responses, spec)
     else:
         # NUTS with nutpie evaluates the 1PL/2PL likelihood and its gradient with the fused kernel
-        # (bayesirt.models.kernels): one evaluation at 1,000 x 300 costs about a fifth of the graph's
+        # (bayesirt.models.kernels): one evaluation at 1,000 x 300 costs about a sixth of the graph's
         pm_model = build_logistic(responses, spec, batch_size=advi_batch_size,
                                   fused_kernel=method == "nuts" and sampler == "nutpie")
     build_s = time.perf_counter() - t0
