@@ -60,8 +60,10 @@ def test_pooled_bank_names_are_reserved():
         benchmark_scopes(data, {})
 
 
-def _factors_folder(tmp_path, loadings, retained):
+def _factors_folder(tmp_path, loadings, retained, heywood=False):
     names = list(loadings.index)
+    pd.DataFrame({"n_factors": [1, loadings.shape[1]], "heywood": [False, heywood]}).to_csv(
+        tmp_path / "fit_indices.csv", index=False)
     pd.DataFrame({"benchmark": names, "polarity": [1, 1, 1, -1, 1, 1]}).to_csv(tmp_path / "polarity.csv", index=False)
     eig = np.array([3.0, 1.5, 0.8, 0.3, 0.2, 0.1])
     pd.DataFrame({"rank": range(1, 7), "observed_fa": eig,
@@ -79,8 +81,10 @@ def test_latent_abilities_from_the_retained_solution(tmp_path):
     polarity, clusters = read_structure(tmp_path, names)
     assert polarity["ahb"] == -1 and polarity["harm"] == 1
     assert clusters == {"ability1": {"harm": 1, "sorry": 1, "orb": -1, "ahb": 1}, "ability2": {"truth": 1, "dna": 1}}
-    # parallel analysis keeps one factor: no ability banks beyond the composite
+    # parallel analysis keeps one factor, or the two-factor solution is improper: no ability banks
     _factors_folder(tmp_path, loadings, retained=1)
+    assert read_structure(tmp_path, names)[1] == {}
+    _factors_folder(tmp_path, loadings, retained=2, heywood=True)
     assert read_structure(tmp_path, names)[1] == {}
     # no factors folder: the declared polarity, else +1
     assert read_structure(None, names, {"orb": -1}) == ({n: -1 if n == "orb" else 1 for n in names}, {})

@@ -8,7 +8,7 @@ from the factor structure. :func:`benchmark_scopes` returns those banks:
 - each benchmark alone, with its own item groups (e.g. harm categories) and its polarity;
 - ``composite``: every benchmark pooled over the models they share, the responses of a benchmark
   of polarity -1 reversed (1 - y), so that every item points toward more of the ability;
-- ``ability<f>``: for a retained factor solution with two or more factors, the benchmarks whose
+- ``ability<f>``: for a retained, proper factor solution with two or more factors, the benchmarks whose
   largest absolute loading is on factor f, pooled the same way, each reversed when its loading
   on f is negative (a factor is first reflected so that most of its benchmarks load positively).
 
@@ -79,7 +79,9 @@ def read_structure(folder: str | Path | None, names: list[str],
     Returns ``(polarity, clusters)``: ``polarity`` maps each of ``names`` to +1 or -1 (the
     folder's ``polarity.csv``, else ``declared``, else +1); ``clusters`` maps ``ability1``... to
     ``{benchmark: sign}`` for the solution with as many factors as the minres-matched parallel
-    analysis retains (``parallel.csv``), when that is two or more and was fitted (``loadings_<k>.csv``).
+    analysis retains (``parallel.csv``), or the largest fitted one below that, leaving out improper
+    solutions (a Heywood case: a communality of 1 or more; ``fit_indices.csv``), when that is two or
+    more factors.
     """
     declared = dict(declared or {})
     polarity = {n: int(declared.get(n, 1)) for n in names}
@@ -91,8 +93,9 @@ def read_structure(folder: str | Path | None, names: list[str],
     parallel = pd.read_csv(folder / "parallel.csv")
     above = (parallel["observed_fa"] > parallel["reference_fa"]).to_numpy()
     retained = int(np.argmin(above)) if not above.all() else int(above.size)
-    fitted = sorted(int(p.stem.split("_")[1]) for p in folder.glob("loadings_*.csv"))
-    k = max((f for f in fitted if f <= retained), default=0)
+    fits = pd.read_csv(folder / "fit_indices.csv")
+    proper = fits.loc[~fits["heywood"].astype(bool), "n_factors"].astype(int)  # an improper solution is no structure
+    k = max((f for f in proper if f <= retained and (folder / f"loadings_{f}.csv").is_file()), default=0)
     if k < 2:
         return polarity, {}
     loadings = pd.read_csv(folder / f"loadings_{k}.csv", index_col="benchmark")

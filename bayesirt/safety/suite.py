@@ -12,7 +12,7 @@ With several benchmark files, ``factors`` runs first, and each item-level step r
 bank of :func:`bayesirt.safety.scopes.benchmark_scopes`, one subfolder each (``cat/arc/``,
 ``cat/composite/``, ``cat/ability1/``...): every benchmark alone (its own 2PL, its own item groups
 for targeted sandbagging), the sign-aligned composite of all of them (benchmarks of polarity -1
-reversed), and each latent ability of the retained factor solution. The sandbagging ``direction``
+reversed), and each latent ability of the retained (proper) factor solution. The sandbagging ``direction``
 is the direction on the aligned ability: a benchmark of polarity -1 is sandbagged the other way
 (more refusals on a refusal benchmark are fewer correct answers on an over-refusal one). With one
 file the steps write straight into their folders, as before.
