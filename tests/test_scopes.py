@@ -104,7 +104,7 @@ def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     out = run_safety_suite(files, tmp_path / "suite", steps=["sandbag", "cat", "factors"], progress=False,
                            options={"factors": {"bootstrap": 0, "parallel_iter": 50},
                                     "sandbag": {"test_length": 8, "strengths": [1.0]},
-                                    "cat": {"budgets": [5], "splits": 2, "random_subsets": 3}})
+                                    "cat": {"budgets": [5], "splits": 2, "random_subsets": 3, "workers": 1}})
     record = json.loads((out / "summary.json").read_text())
     assert all(e["status"] == "finished" for e in record["steps"].values())
     assert pd.read_csv(out / "factors" / "polarity.csv", index_col="benchmark")["polarity"].to_dict() == {
@@ -118,3 +118,28 @@ def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     tests = pd.read_csv(out / "cat" / "composite" / "static_tests.csv")
     assert len(tests) == 5 and set(tests["item_group"]) <= {"bench0", "bench1", "bench2"}
     assert "[composite](composite/report.md)" in (out / "cat" / "report.md").read_text()
+
+
+def test_two_latent_abilities_give_two_pooled_banks_with_their_static_tests(tmp_path):
+    """Six benchmarks measuring two abilities (three each, correlated 0.3; each benchmark's own ability
+    is 80% the shared one): the factors step retains two factors, and CAT runs on each ability's
+    pooled bank, its static test drawn from its members."""
+    rng = np.random.default_rng(60)
+    n_models = 400
+    theta = rng.multivariate_normal([0, 0], [[1, 0.3], [0.3, 1]], size=n_models)
+    files = []
+    for k in range(6):
+        own = np.sqrt(0.8) * theta[:, k // 3] + np.sqrt(0.2) * rng.normal(size=n_models)
+        ds, _ = simulate_pl("2pl", n_items=20, n_models=n_models, seed=70 + k, theta=own,
+                            discrimination=rng.lognormal(0.5, 0.2, 20))
+        files.append(str(save_responses(ds, tmp_path / f"b{k}.nc")))
+    out = run_safety_suite(files, tmp_path / "suite", steps=["cat", "factors"], progress=False,
+                           options={"factors": {"bootstrap": 0, "parallel_iter": 50},
+                                    "cat": {"budgets": [5], "splits": 2, "random_subsets": 2, "workers": 1}})
+    table = pd.read_csv(out / "cat" / "scopes.csv", index_col="scope")
+    assert list(table.index) == ["b0", "b1", "b2", "b3", "b4", "b5", "composite", "ability1", "ability2"]
+    members = {table.loc[a, "members"] for a in ("ability1", "ability2")}
+    assert members == {"b0 b1 b2", "b3 b4 b5"}
+    for ability in ("ability1", "ability2"):
+        tests = pd.read_csv(out / "cat" / ability / "static_tests.csv")
+        assert set(tests["item_group"]) <= set(table.loc[ability, "members"].split()) and len(tests) == 5
