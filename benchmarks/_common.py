@@ -61,3 +61,60 @@ def write_results(out, result: dict, markdown, *, echo: bool = False) -> str:
         print(md)
         print(f"wrote {out} and {out.with_suffix('.md')}")
     return md
+
+
+def run_command(cmd, timeout=None, env=None, cwd=None):
+    """``subprocess.run`` of ``cmd`` (items converted to str) with its output captured as text."""
+    import subprocess
+
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+def last_line(text: str, limit: int = 200) -> str:
+    """The last informative line of a tool's output (warnings skipped), shortened, for a status string."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.lstrip().startswith("WARNING")]
+    return (lines[-1] if lines else "no output")[:limit]
+
+
+def loadavg() -> list:
+    """The 1-, 5- and 15-minute load averages, rounded."""
+    import os
+
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def fmt(x, spec="{:.1f}") -> str:
+    """``spec.format(x)``, or an em dash for a missing or non-finite value."""
+    import math
+
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "\u2014"
+    return spec.format(x)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """A size "MODELSxITEMS" as (models, items)."""
+    models, items = text.lower().split("x")
+    return int(models), int(items)
+
+
+def source_state() -> dict:
+    """Which bayesirt source a run timed: HEAD, the uncommitted files under bayesirt/ and a hash of
+    its .py files (read-only git calls; the working tree may hold work in progress)."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out: dict = {}
+    try:
+        out["head"] = run_command(["git", "-C", root, "rev-parse", "HEAD"], timeout=60).stdout.strip() or None
+        st = run_command(["git", "--no-optional-locks", "-C", root, "status", "--porcelain", "--", "bayesirt"],
+                         timeout=60)
+        out["uncommitted"] = [ln.strip() for ln in st.stdout.splitlines()]
+    except Exception as e:  # noqa: BLE001
+        out["git_error"] = f"{type(e).__name__}: {e}"[:200]
+    h = hashlib.sha256()
+    for f in sorted((root / "bayesirt").rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    out["bayesirt_py_sha256"] = h.hexdigest()[:16]
+    return out

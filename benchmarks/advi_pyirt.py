@@ -80,7 +80,10 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, machine, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+    benchmark_row, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, run_command as _run,
+    source_state, versions, write_results,
+)
 
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / ".peer-venvs" / "pyirt"
@@ -106,16 +109,6 @@ PEER_FIT_TIMEOUT_S = 6 * 3600
 
 
 # ---------------------------------------------------------------------------------- the peer venv
-def _run(cmd, timeout=None, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def _short(text: str, limit: int = 160) -> str:
-    """The last informative line of a tool's output, shortened (for a status string)."""
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.lstrip().startswith("WARNING")]
-    return (lines[-1] if lines else "no output")[:limit]
-
-
 def find_python311(log: list) -> str | None:
     """The first candidate interpreter that runs and reports Python 3.11 (pyenv shims may refuse to
     run a version that is not selected, so every candidate is run, not just looked up)."""
@@ -181,7 +174,7 @@ def ensure_peer_venv(reinstall: bool = False) -> dict:
         PEER_VENV.parent.mkdir(parents=True, exist_ok=True)
         p = _run([python, "-m", "venv", PEER_VENV], timeout=600)
         if p.returncode != 0:
-            return info | {"ok": False, "reason": f"venv creation failed: {_short(p.stderr)}",
+            return info | {"ok": False, "reason": f"venv creation failed: {_short(p.stderr, 160)}",
                            "seconds": time.perf_counter() - t0}
         info["created"], info["base_python"] = True, python
         pip = [_peer_python(), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
@@ -189,12 +182,12 @@ def ensure_peer_venv(reinstall: bool = False) -> dict:
         for pkgs in attempts:
             print(f"    pip install {' '.join(pkgs)} into {info['path']} ...", flush=True)
             p = _run([*pip, *pkgs], timeout=PIP_TIMEOUT_S)
-            log.append(f"pip install {' '.join(pkgs)}: rc={p.returncode} {_short(p.stderr) if p.returncode else ''}".strip())
+            log.append(f"pip install {' '.join(pkgs)}: rc={p.returncode} {_short(p.stderr, 160) if p.returncode else ''}".strip())
             if p.returncode == 0:
                 break
         vers = _peer_versions()
         if vers is None:
-            reason = _short(p.stderr) if p.returncode else "py_irt does not import after installing"
+            reason = _short(p.stderr, 160) if p.returncode else "py_irt does not import after installing"
             return info | {"ok": False, "reason": f"pip install failed: {reason}", "seconds": time.perf_counter() - t0}
         if not vers.get("torch", "").startswith(PEER_TORCH):
             log.append(f"torch {PEER_TORCH} could not be installed; using torch {vers.get('torch')}")
@@ -289,7 +282,7 @@ def run_pyirt(responses, truth, args, workdir: Path, peer: dict) -> dict:
     subprocess_s = time.perf_counter() - t0
     if p.returncode != 0:
         sys.stderr.write(p.stderr[-4000:])
-        raise PeerFailure(f"py-irt exited with {p.returncode}: {_short(p.stderr)}")
+        raise PeerFailure(f"py-irt exited with {p.returncode}: {_short(p.stderr, 160)}")
     res = json.loads((workdir / "pyirt_out.json").read_text())
     data_mb = data_path.stat().st_size / 1e6
     data_path.unlink()
@@ -433,41 +426,6 @@ def corr_truth(est: dict, truth) -> dict:
     """Pearson correlation of each estimate with the simulated truth (no sign flips: a > 0 in
     both tools identifies the orientation)."""
     return {v: float(np.corrcoef(np.asarray(est[v], dtype=float), truth[v].values)[0, 1]) for v in AXES}
-
-
-def source_state() -> dict:
-    """Which bayesirt source was timed: HEAD, the uncommitted files under bayesirt/ and a hash of
-    its .py files (read-only git calls; the working tree may hold work in progress)."""
-    import hashlib
-
-    root = HERE.parent
-    out: dict = {}
-    try:
-        out["head"] = _run(["git", "-C", root, "rev-parse", "HEAD"], timeout=60).stdout.strip() or None
-        st = _run(["git", "--no-optional-locks", "-C", root, "status", "--porcelain", "--", "bayesirt"], timeout=60)
-        out["uncommitted"] = [ln.strip() for ln in st.stdout.splitlines()]
-    except Exception as e:  # noqa: BLE001
-        out["git_error"] = f"{type(e).__name__}: {e}"[:200]
-    h = hashlib.sha256()
-    for f in sorted((root / "bayesirt").rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    out["bayesirt_py_sha256"] = h.hexdigest()[:16]
-    return out
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    models, items = text.lower().split("x")
-    return int(models), int(items)
-
-
-def _load() -> list:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def _f(x, fmt="{:.1f}"):
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "—"
-    return fmt.format(x)
 
 
 def _r3(c: dict | None) -> str:

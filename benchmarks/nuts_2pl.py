@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, fmt as _f, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 AXES_NUTS = ("theta", "discrimination", "intercept")  # the free parameters: ESS / R-hat over these
 AXES_TRUTH = ("theta", "discrimination", "difficulty")  # compared with the truth / NUTS reference
@@ -382,12 +382,6 @@ def gradient_markdown(grad) -> list:
 
 
 # ------------------------------------------------------------------------------------- reporting
-def _f(x, fmt="{:.1f}"):
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "—"
-    return fmt.format(x)
-
-
 def markdown(result: dict) -> str:
     cfg, nuts, advi = result["config"], result["nuts"], result["advi"]
     lines = [

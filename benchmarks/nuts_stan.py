@@ -76,7 +76,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # _common, nuts_2pl
 
-from _common import benchmark_row, machine, versions, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    benchmark_row, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, run_command as _run,
+    source_state, versions, write_results,
+)
 
 PEER_VENV = HERE / ".peer-venvs" / "stan"
 PEER_REQUIREMENTS = ("pystan==3.14.0", "numpy")
@@ -106,19 +109,6 @@ def _cpu() -> float:
 
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _load() -> list:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def _run(cmd, timeout=None, env=None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
-
-
-def _short(text: str, limit: int = 200) -> str:
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.lstrip().startswith("WARNING")]
-    return (lines[-1] if lines else "no output")[:limit]
 
 
 # ---------------------------------------------------------------------------------- the Stan venv
@@ -462,37 +452,6 @@ def diagnostics(post, stats, times: dict, truth) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- output
-def parse_size(text: str) -> tuple[int, int]:
-    models, items = text.lower().split("x")
-    return int(models), int(items)
-
-
-def _f(x, fmt="{:.1f}"):
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "—"
-    return fmt.format(x)
-
-
-def source_state() -> dict:
-    """Which bayesirt source was timed: HEAD (``git rev-parse HEAD``), uncommitted files under bayesirt/,
-    and a hash of its .py files (read-only git calls)."""
-    import hashlib
-
-    root = HERE.parent
-    out: dict = {}
-    try:
-        out["head"] = _run(["git", "-C", root, "rev-parse", "HEAD"], timeout=60).stdout.strip() or None
-        st = _run(["git", "--no-optional-locks", "-C", root, "status", "--porcelain", "--", "bayesirt"], timeout=60)
-        out["uncommitted"] = [ln.strip() for ln in st.stdout.splitlines()]
-    except Exception as e:  # noqa: BLE001
-        out["git_error"] = f"{type(e).__name__}: {e}"[:200]
-    h = hashlib.sha256()
-    for f in sorted((root / "bayesirt").rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    out["bayesirt_py_sha256"] = h.hexdigest()[:16]
-    return out
-
-
 def _source_label(src: dict | None, short: bool = False) -> str:
     if not src:
         return "?"
