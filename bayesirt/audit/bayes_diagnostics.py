@@ -32,7 +32,8 @@ layer, the offsets, K, the near-tie pairs, the full scores and the spectral disc
   with 199 replicates: ~1 s). Against 1,000 controls per draw, 200 move each draw's excess by
   0.08-0.10 pp (SD over draws) and all draws together by 0.02 pp, 50 by 0.16-0.20 pp and 0.29 pp,
   while the posterior SD of the excess was 1.15-1.38 pp: hence :data:`POSTERIOR_CONTROLS` = 100 (at
-  most the deterministic count; 200 until scoring them was found to dominate a large --bayes audit). The cost grows with items x target models x controls (and the
+  most the deterministic count; 200 until scoring them was found to dominate a large --bayes
+  audit). The cost grows with items x target models x controls (and the
   pairs): on a 14,000-item bank with ~1,250 target models per fold it should be a few hundred times
   BBH's (an estimate from that scaling, not measured), so lower the count there (``AuditConfig.bayes_controls``, ``--bayes-controls``). The
   balance diagnostics (g, CITC, SEM, alpha) of ``S^(s)`` against its own controls come along at no

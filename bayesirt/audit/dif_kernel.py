@@ -12,12 +12,13 @@ pass over the matrix, and :func:`negative_exp` forms E in one pass, both in para
 
 Why compiled: with NumPy each step made five passes over the (item, model) matrix (product,
 sum, reciprocal, two matrix products with the family indicator) and each start five more; at
-the NT MMLU size (14,042 items x 2,500 models of an audit half, 3 families) a step took 0.68 s
-and a start 1.28 s, against 0.073 s and 0.12 s here on 2 cores, so the DIF fits went from about
-110 s to about 12 s of a 5,001 x 14,042 audit (``benchmarks/nt_audit.py``). An item's sums run in
-one thread in model order, so the results do not depend on the number of threads; they differ
-from NumPy's (pairwise and BLAS) summation order by rounding only (``tests/test_dif.py`` checks
-both functions against their NumPy expressions).
+the NT MMLU size (14,042 items x 2,500 models of an audit half, 3 families) a step took 0.48 s
+and a start 0.69 s, against 0.057 s and 0.11 s here on 2 cores (``benchmarks/dif_kernel.py``), and
+the two folds of a 5,001 x 14,042 audit went from 198 s (the NumPy code, same machine and day)
+to 62 s (``benchmarks/nt_audit.py``). An item's sums run in one thread in model order, so the
+results do not depend on the number of threads; they differ from NumPy's (pairwise and BLAS)
+summation order by rounding only (``tests/test_dif.py`` checks both functions against their
+NumPy expressions).
 """
 
 from __future__ import annotations

@@ -440,6 +440,7 @@ class _LossPlateau:
         self.window, self.patience, self.every = window, patience, every
         self.rates, self.set_rate, self.stage = tuple(rates), set_rate, 0
         self.rate_changes: list[int] = []
+        self.first_score_s = 0.0  # the first loss evaluation, where numba compiles the loss
         self.calm = 0
         self.previous = None
         self.stopped_at = None
@@ -453,7 +454,7 @@ class _LossPlateau:
         t0 = time.perf_counter()
         self.losses.append(float(self.score()))
         if len(self.losses) == 1:
-            self.first_score_s = time.perf_counter() - t0  # numba compiles the loss on its first call
+            self.first_score_s = time.perf_counter() - t0
         if i % self.window:
             return
         window = np.asarray(self.losses[-(self.window // self.every):])
@@ -508,7 +509,7 @@ def _advi(pm_model, method, iterations, tolerance, rates, draws, seed, progress,
     # compile_s (part of fit_s): building the step and loss functions and their first calls, where
     # numba compiles them (a few seconds for a new model structure and size, under a second when
     # PyTensor's on-disk cache holds them from an earlier fit)
-    timings["compile_s"] = built_s + getattr(plateau, "first_score_s", 0.0)
+    timings["compile_s"] = built_s + plateau.first_score_s
     tree = inference.approx.sample(draws, random_seed=seed)
     loss = np.asarray(plateau.losses)
     attrs = {
