@@ -21,11 +21,12 @@ if TYPE_CHECKING:
     from bayesirt.workflow import posterior_predictive_check, prior_predictive_check, simulation_based_calibration
     from bayesirt.comparison import compare, loo_models, loo_cells, kfold_models
     from bayesirt.frequentist import fit_mml, pl_ladder, compare_estimates, split_half_retention
-    from bayesirt.audit import AuditConfig, AuditResult, run_audit, write_audit
-    from bayesirt.safety import information_curves, static_test, run_cat, person_fit, sandbagging_experiment, identify, run_safety_suite
+    from bayesirt.audit import AuditConfig, AuditResult, run_audit
+    from bayesirt.report.audit_files import write_audit
+    from bayesirt.safety import information_curves, static_test, run_cat, person_fit, sandbagging_experiment, identify
+    from bayesirt.jobs import run_safety_suite, run_analysis
     from bayesirt.safety.cat_study import cat_study
     from bayesirt.structure import factor_analysis, parallel_analysis, ability_matrix, disattenuated_correlation
-    from bayesirt.cli import run_analysis
     from bayesirt.errors import BayesIRTError, DataError, SpecError, OutputError
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -5,19 +5,25 @@ prints the message instead of a traceback."""
 import difflib
 import warnings
 
-__all__ = ["BayesIRTError", "DataError", "SpecError", "OutputError", "recorded_warnings", "did_you_mean"]
+__all__ = ["BayesIRTError", "ConfigError", "DataError", "SpecError", "OutputError", "recorded_warnings", "did_you_mean"]
 
 
 class BayesIRTError(ValueError):
     """Base class of every error bayesirt raises about its input."""
 
 
+class ConfigError(BayesIRTError):
+    """A setting cannot be used as given: a function argument, a command-line flag, an option of an
+    analysis file or a model spec (the usage and configuration errors; messages from
+    :mod:`bayesirt.utils.validation`)."""
+
+
 class DataError(BayesIRTError):
     """The response data (or its metadata) cannot be used as given."""
 
 
-class SpecError(BayesIRTError):
-    """A model or analysis spec file is malformed."""
+SpecError = ConfigError
+"""The name of :class:`ConfigError` where a model or analysis spec file is malformed (one class)."""
 
 
 class OutputError(BayesIRTError):

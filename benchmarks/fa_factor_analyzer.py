@@ -4,7 +4,7 @@ One process, one simulated correlation matrix per case, given to both tools:
 
   * ``bayesirt``        -- ``bayesirt.structure.factor.factor_analysis(r, k, correlation=True, n_obs=n)``:
                            minres (ULS) by L-BFGS-B with the analytic gradient, oblimin (gamma 0)
-                           by gradient projection (``bayesirt.structure.rotation``), fit indices; BLAS limited
+                           by gradient projection (``bayesirt.models.rotation``), fit indices; BLAS limited
                            to one thread (bayesirt's default).
   * ``factor_analyzer`` -- ``FactorAnalyzer(n_factors=k, method="minres", rotation="oblimin",
                            is_corr_matrix=True).fit(r)`` as shipped (0.5.1: L-BFGS-B on the same
@@ -175,7 +175,7 @@ def run_rows(specs: dict, repeats: int) -> dict:
 
 
 def run_case(case: str, repeats: int, seed: int) -> dict:
-    from bayesirt.structure.rotation import align_loadings, align_phi, tucker_congruence
+    from bayesirt.models.rotation import align_loadings, align_phi, tucker_congruence
 
     n, p, k = parse_case(case)
     print(f"=== case {n:,} x {p}, {k} factors", flush=True)

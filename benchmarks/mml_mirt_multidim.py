@@ -116,7 +116,7 @@ def fit_peer(ds, dims, quadrature):
 
 def compare(a, d, ref_a, ref_d) -> dict:
     """Parameters up to rotation: orthogonal Procrustes of ``a`` onto ``ref_a``, oblimin congruence."""
-    from bayesirt.structure.rotation import align_loadings, rotate
+    from bayesirt.models.rotation import align_loadings, rotate
 
     r, _ = orthogonal_procrustes(a, ref_a)
     _, _, _, congruence = align_loadings(rotate(a, "oblimin").loadings, rotate(ref_a, "oblimin").loadings)

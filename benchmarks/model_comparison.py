@@ -34,7 +34,7 @@ from bayesirt.data import make_responses  # noqa: E402
 from bayesirt.data.datasets.simulate import simulate_pl  # noqa: E402
 from bayesirt.inference.fitting import fit  # noqa: E402
 from bayesirt.structure.loadings import rotate_posterior  # noqa: E402
-from bayesirt.structure.rotation import align_loadings  # noqa: E402
+from bayesirt.models.rotation import align_loadings  # noqa: E402
 from bayesirt.models.specs import load_spec  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -172,7 +172,7 @@ def main() -> None:
         args.design, args.replicates, args.advi_replicates = "30x10", 6, 6
         args.draws, args.tune, args.thin, args.bins = 100, 150, 5, 5
         args.advi_draws = 40
-    from bayesirt.workflow.jobs import parse_design
+    from bayesirt.jobs.workflow import parse_design
 
     args.design = parse_design(args.design)
     out = Path(args.out)

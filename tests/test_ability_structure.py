@@ -13,7 +13,8 @@ import xarray as xr
 # shared data fixture (test_factor.py; tests/ is on sys.path)
 from test_factor import two_factor  # noqa: F401
 
-from bayesirt.structure.ability_structure import ability_matrix, read_abilities, run_factors_job
+from bayesirt.structure.ability_structure import ability_matrix, read_abilities
+from bayesirt.jobs.structure import run_factors_job
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.data.io import save_responses
 from bayesirt.errors import BayesIRTError, DataError, OutputError

@@ -10,7 +10,9 @@ import pytest
 import xarray as xr
 from scipy.stats import rankdata
 
-from bayesirt.audit import AuditConfig, run_audit, run_audit_job, write_audit
+from bayesirt.audit import AuditConfig, run_audit
+from bayesirt.jobs.audit import run_audit_job
+from bayesirt.report.audit_files import write_audit
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 
@@ -136,7 +138,7 @@ def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
 
 
 def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
-    from bayesirt.cli.analyses import load_analysis, run_analysis
+    from bayesirt.jobs.analysis import load_analysis, run_analysis
 
     declared = load_analysis("analyses/near_tie_audit.toml")
     assert declared["kind"] == "audit" and declared["options"]["controls"] == 1000
@@ -248,7 +250,7 @@ def test_direct_mirt_adjustment_runs_the_same_audit_with_its_own_k_rule():
 def test_bayes_mirt_adjustment_offsets_track_the_direct_ones():
     """The PyMC MIRT adjustment gives offsets of the same shape and close to the direct MIRT's."""
     from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
-    from bayesirt.frequentist.joint_mirt import direct_offsets
+    from bayesirt.audit.joint_mirt import direct_offsets
 
     ds, _ = simulate_dif_benchmark(n_owners=40, n_items=80, n_dims=2, seed=6)
     y = ds["responses"].values

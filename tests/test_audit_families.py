@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesirt.audit import AuditConfig, run_audit_job
-from bayesirt.cli.analyses import load_analysis, run_analysis
+from bayesirt.audit import AuditConfig
+from bayesirt.jobs.audit import run_audit_job
+from bayesirt.jobs.analysis import load_analysis, run_analysis
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import DataError

@@ -5,15 +5,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesirt.safety.cat_study import (
-    DESIGNS,
-    cat_study,
-    combine_benchmarks,
-    run_cat_job,
-    run_information_job,
-    score_calibration,
-    summarize_study,
-)
+from bayesirt.safety.cat_study import DESIGNS, cat_study, combine_benchmarks, score_calibration, summarize_study
+from bayesirt.jobs.safety import run_cat_job, run_information_job
 from bayesirt.data import make_responses
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.errors import BayesIRTError, DataError, OutputError

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesirt.cli.analyses import load_analysis
+from bayesirt.jobs.analysis import load_analysis
 from bayesirt.cli.main import main
 from bayesirt.errors import SpecError
 

@@ -91,7 +91,7 @@ def test_safety_suite_skips_factors_with_too_few_files(tmp_path, data_file):
     """The shipped suite lists every step; on one benchmark the factor structure is skipped, saying why."""
     import json
 
-    from bayesirt.safety.suite import run_safety_suite
+    from bayesirt.jobs.suite import run_safety_suite
 
     out = run_safety_suite([data_file], tmp_path / "x", steps=["information", "factors"])
     entry = json.loads((out / "summary.json").read_text())["steps"]["factors"]

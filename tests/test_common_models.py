@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesirt.audit.common_models import audit_records, exact_common_shifts, run_common_models_job
+from bayesirt.audit.common_models import audit_records, exact_common_shifts
+from bayesirt.jobs.audit import run_common_models_job
 from bayesirt.errors import DataError
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesirt.comparison.job import run_compare_job
+from bayesirt.jobs.comparison import run_compare_job
 from bayesirt.cli.main import main
 from bayesirt.comparison.loo import (_item_draws, compare_table, kfold_models, loo_cells, loo_models,
                               marginal_log_likelihood)

@@ -250,7 +250,7 @@ def test_exit_statuses_tell_usage_output_and_internal_errors_apart(tmp_path, cap
     assert main(["mml", "lsat6", "--out", str(out)]) == EXIT_OUTPUT  # exists, no --force
     capsys.readouterr()
 
-    import bayesirt.frequentist.jobs as jobs
+    import bayesirt.jobs.frequentist as jobs
 
     monkeypatch.setattr(jobs, "fit_mml", lambda *a, **k: {}["no such key"])
     assert main(["mml", "lsat6", "--out", str(tmp_path / "bug")]) == EXIT_INTERNAL

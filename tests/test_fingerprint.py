@@ -12,9 +12,8 @@ import xarray as xr
 
 from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError, OutputError
-from bayesirt.safety.fingerprint import (
-    disagreement, gap_at, identify, resolvable_gap, run_fingerprint_job, self_disagreement_null,
-)
+from bayesirt.safety.fingerprint import disagreement, gap_at, identify, resolvable_gap, self_disagreement_null
+from bayesirt.jobs.safety import run_fingerprint_job
 
 N_ITEMS, N_MODELS, REPEATS, NOISE = 200, 30, 3, 0.03
 

@@ -3,7 +3,7 @@ response Dataset (or spec) or a one-line error of the package's own types, never
 
 Every reader is covered: wide and long CSV/TSV/TXT, Parquet, NPZ, the NPY+CSV folder, NetCDF, the
 evaluation-harness formats (lm-eval ``--log_samples`` folders, HELM runs, Inspect AI logs), model specs
-(:func:`bayesirt.models.load_spec`) and analysis files (:func:`bayesirt.cli.analyses.load_analysis`).
+(:func:`bayesirt.models.load_spec`) and analysis files (:func:`bayesirt.jobs.analysis.load_analysis`).
 
 Two parts:
 
@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
-from bayesirt.cli.analyses import load_analysis
+from bayesirt.jobs.analysis import load_analysis
 from bayesirt.data import load, make_responses, read_long, save_responses, validate_responses
 from bayesirt.errors import BayesIRTError, DataError, SpecError
 from bayesirt.models.specs import BUILTIN_DIR, IRTSpec, MIRTSpec, load_spec

@@ -7,8 +7,8 @@ import pytest
 from scipy.special import expit
 
 from bayesirt.errors import DataError
-from bayesirt.frequentist import joint_mirt
-from bayesirt.frequentist.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
+from bayesirt.audit import joint_mirt
+from bayesirt.audit.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
                                              select_dimension_direct)
 from bayesirt.audit.spectral import select_dimension
 

@@ -10,8 +10,8 @@ import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
 from bayesirt.audit import matched
-from bayesirt.audit.matched import (DIAGNOSTICS, balance_diagnostics, corrected_item_total,
-                                    discrimination_matched_controls, discrimination_strata, matched_section)
+from bayesirt.audit.matched import DIAGNOSTICS, balance_diagnostics, corrected_item_total, discrimination_matched_controls, discrimination_strata
+from bayesirt.report.audit_sections import matched_section
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError

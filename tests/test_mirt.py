@@ -12,7 +12,7 @@ from bayesirt.inference.fitting import fit
 from bayesirt.models.logistic import pointwise_log_likelihood
 from bayesirt.models.mirt import align_signs, anchor_items, build_mirt
 from bayesirt.structure.loadings import loading_table, rotate_posterior
-from bayesirt.structure.rotation import tucker_congruence
+from bayesirt.models.rotation import tucker_congruence
 from bayesirt.models.specs import load_spec, parse_spec
 
 

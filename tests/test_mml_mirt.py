@@ -19,7 +19,7 @@ from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.frequentist import (fit_mml, fit_mml_mirt, heldout_mirt, loadings_by_benchmark, mirt_grid,
                                   mirt_model_loglik, rotated_loadings)
 from bayesirt.frequentist.mml_mirt_select import fold_assignment
-from bayesirt.structure.rotation import align_loadings, rotate
+from bayesirt.models.rotation import align_loadings, rotate
 
 
 def simulate_mirt(loadings, intercepts, n_models, seed, *, missing=0.0, groups=None) -> xr.Dataset:

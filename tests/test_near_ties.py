@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bayesirt.audit import AuditConfig, run_audit, write_audit
+from bayesirt.audit import AuditConfig, run_audit
+from bayesirt.report.audit_files import write_audit
 from bayesirt.audit.near_ties import CATEGORIES, COLUMNS, RESOLVED, ROBUST, categorize
 from bayesirt.audit.ranking import pair_reversals
 from bayesirt.cli.main import main

@@ -15,10 +15,8 @@ from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError, DataError, OutputError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
-from bayesirt.safety.personfit import (
-    calibrate_cutoff, check_responses, item_parameters, lz_statistics, person_fit, posterior_predictive_person_fit,
-    roc_auc, roc_curve, run_personfit_job,
-)
+from bayesirt.safety.personfit import calibrate_cutoff, check_responses, item_parameters, lz_statistics, person_fit, posterior_predictive_person_fit, roc_auc, roc_curve
+from bayesirt.jobs.safety import run_personfit_job
 
 A = np.array([1.0, 1.5, 0.8])
 D = np.array([0.5, -0.2, -1.0])

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.profiles import (PROFILE_CALIPERS, capability_profiles, paired_mixture_weights, profile_matching,
-                                     profile_pairs, profiles_section, random_pairs)
+from bayesirt.audit.profiles import PROFILE_CALIPERS, capability_profiles, paired_mixture_weights, profile_matching, profile_pairs, random_pairs
+from bayesirt.report.audit_sections import profiles_section
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError

@@ -9,9 +9,8 @@ from scipy.stats import binomtest, spearmanr
 
 from bayesirt.audit.anchors import blueprint_cells, select_anchors
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.replication import (cell_permutations, group_contributions, item_group_attribution,
-                                        replication_section, score_contributions, signature_replication,
-                                        signature_test, top_share_mask, within_cell_centre)
+from bayesirt.audit.replication import cell_permutations, group_contributions, item_group_attribution, score_contributions, signature_replication, signature_test, top_share_mask, within_cell_centre
+from bayesirt.report.audit_sections import replication_section
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import DataError
 from bayesirt.audit.ranking import weighted_scores

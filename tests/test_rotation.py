@@ -1,4 +1,4 @@
-"""Rotations and loading alignment (bayesirt.structure.rotation): GPA oblimin/varimax, Tucker congruence,
+"""Rotations and loading alignment (bayesirt.models.rotation): GPA oblimin/varimax, Tucker congruence,
 alignment of loadings and factor correlations. Oracle: factor_analyzer 0.5.1."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from test_factor import oracle, three_factor, two_factor  # noqa: F401
 
 from bayesirt.errors import BayesIRTError
 from bayesirt.structure.factor import correlation_matrix, factor_analysis, minres
-from bayesirt.structure.rotation import align_loadings, align_phi, rotate, tucker_congruence
+from bayesirt.models.rotation import align_loadings, align_phi, rotate, tucker_congruence
 
 
 @pytest.mark.parametrize(("data", "k"), [("two_factor", 2), ("three_factor", 3)])

@@ -10,7 +10,8 @@ import xarray as xr
 
 from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError
-from bayesirt.safety.sandbagging import item_groups, run_sandbag_job, sandbag, sandbagging_experiment
+from bayesirt.safety.sandbagging import item_groups, sandbag, sandbagging_experiment
+from bayesirt.jobs.safety import run_sandbag_job
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.data.io import save_responses
 from bayesirt.errors import SpecError
 from bayesirt.safety.scopes import benchmark_scopes, pool_benchmarks, read_structure
-from bayesirt.safety.suite import _scope_options, run_safety_suite
+from bayesirt.jobs.suite import _scope_options, run_safety_suite
 
 
 def _benchmarks(n_models=80, items=(12, 15, 10), seed=40):

@@ -2,7 +2,9 @@
 (:mod:`.spectral`), Newton residual DIF (:mod:`.dif`), anchor purification (:mod:`.anchors`),
 near-tie ranking statistics (:mod:`.ranking`), matched-random controls (:mod:`.resampling`) and
 bootstraps (:mod:`.bootstrap`). The primary pipeline (:mod:`.primary`, settings and results in
-:mod:`.result`), its diagnostics, its Bayesian layer (:mod:`.bayes`) and its outputs."""
+:mod:`.result`), its diagnostics, the direct penalized joint MIRT of NT B.1 (:mod:`.joint_mirt`), its
+Bayesian layer (:mod:`.bayes`) and its labelled outputs (:mod:`.output`). Files and reports are
+written by :mod:`bayesirt.report` and :mod:`bayesirt.jobs.audit`."""
 
 from typing import TYPE_CHECKING
 
@@ -11,8 +13,8 @@ from bayesirt.utils.lazy import attach
 if TYPE_CHECKING:
     from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, check_audit
     from bayesirt.audit.primary import run_audit
-    from bayesirt.audit.job import run_audit_job
-    from bayesirt.audit.output import audit_summary, audit_tree, write_audit
+    from bayesirt.audit.output import audit_summary, audit_tree
+    from bayesirt.audit.joint_mirt import JointMIRT, direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt, select_dimension_direct
     from bayesirt.audit.robustness import add_diagnostics
     from bayesirt.audit.spectral import select_dimension
     from bayesirt.audit.dif import fit_family_dif

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
 from bayesirt.audit.dif import DIFFit, fit_family_dif
-from bayesirt.errors import DataError
+from bayesirt.audit.joint_mirt import direct_offsets
 from bayesirt.audit.spectral import spectral_offsets, working_responses
+from bayesirt.errors import DataError
 
 __all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA",
            "blueprint_cells", "select_anchors",
@@ -41,19 +43,15 @@ def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k:
                        adjustment: str = "spectral", weights: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Capability offsets (item, model) learned from the item ``rows`` (bool mask), and the rank
     used: :func:`bayesirt.audit.spectral.spectral_offsets`,
-    :func:`bayesirt.frequentist.joint_mirt.direct_offsets` or
+    :func:`bayesirt.audit.joint_mirt.direct_offsets` or
     :func:`bayesirt.audit.bayes_mirt.bayes_mirt_offsets`. Model ``weights`` (the Bayesian
     bootstrap) are taken by the spectral adjustment only."""
     if weights is not None and adjustment != "spectral":
         raise DataError(f"model weights (the Bayesian bootstrap) need the spectral adjustment, not {adjustment!r}; "
                         "use --adjustment spectral or another --bayes-method")
     if adjustment == "direct-mirt":
-        from bayesirt.frequentist.joint_mirt import direct_offsets
-
         return direct_offsets(y, observed, np.flatnonzero(rows), k, seed=seed)
     if adjustment == "bayes-mirt":
-        from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
-
         return bayes_mirt_offsets(y, observed, np.flatnonzero(rows), k, seed=seed)
     x, _, s = working_responses(y, observed, weights)
     return spectral_offsets(x, s, np.flatnonzero(rows), k, seed=seed, weights=weights)

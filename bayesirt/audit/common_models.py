@@ -18,10 +18,8 @@ import pandas as pd
 from bayesirt.audit.bootstrap import owner_bootstrap
 from bayesirt.data.families import AMBIGUOUS, OTHER, derive_family
 from bayesirt.errors import DataError
-from bayesirt.utils.outputs import check_output, staged_output
-from bayesirt.report.markdown import markdown_table
 
-__all__ = ["audit_records", "exact_common_shifts", "run_common_models_job"]
+__all__ = ["audit_records", "exact_common_shifts", "select_families"]
 
 _COLUMNS = ("model_id", "family", "owner", "shift")
 
@@ -68,7 +66,7 @@ def exact_common_shifts(left: pd.DataFrame, right: pd.DataFrame, *, replicates: 
     return table
 
 
-def _select_families(records: dict[str, pd.DataFrame], families, derive_families: bool) -> dict[str, pd.DataFrame]:
+def select_families(records: dict[str, pd.DataFrame], families, derive_families: bool) -> dict[str, pd.DataFrame]:
     """The two audits' records with NT C.1 family labels (``derive_families``; ids matching no
     family or several are left out) and only the ``families`` asked for (None: all); a label
     neither audit scored is an error."""
@@ -88,33 +86,3 @@ def _select_families(records: dict[str, pd.DataFrame], families, derive_families
                         + ("" if derive_families else ", or pass --derive-families to compare by the NT C.1 labels "
                                                       "of the model ids"))
     return {side: r[r["family"].isin(labels)] for side, r in records.items()}
-
-
-def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, *, replicates: int = 2000,
-                          seed: int = 0, families=None, derive_families: bool = False, force: bool = False) -> Path:
-    """Compare two written audits on their exact common models; writes common_models.csv and report.md.
-
-    Family labels are those the audits wrote, used as given; ``derive_families`` replaces them by
-    the NT C.1 rule on the model ids (:func:`bayesirt.data.families.derive_family`) in both audits,
-    and ``families`` (a sequence of labels; None: all) restricts the comparison to those families.
-    """
-    check_output(out, force=force)
-    records = _select_families({"left": audit_records(left), "right": audit_records(right)}, families,
-                               derive_families)
-    table = exact_common_shifts(records["left"], records["right"], replicates=replicates, seed=seed)
-    with staged_output(out, force=force) as folder:
-        table.to_csv(folder / "common_models.csv", index=False)
-        shown = table[["family", "models", "owners", "left_shift_pp", "right_shift_pp", "difference_shift_pp",
-                       "difference_lower_pp", "difference_upper_pp", "direction_change"]].round(2)
-        lines = ["# Exact-common-model directional checks (NT B.7)", "",
-                 f"Left: `{left}`; right: `{right}`. Family mean anchor-minus-full shifts (percentage points) over "
-                 f"the models scored in both audits; 95% intervals from {replicates:,} owner-bootstrap replicates "
-                 "(the same owner draws for left, right and their difference). `direction_change`: the shift "
-                 "changes sign and the interval of right - left excludes 0.", "",
-                 "Family labels: " + ("derived from the model ids (NT C.1)" if derive_families else
-                                      "as the audits wrote them")
-                 + ("" if families is None else f"; restricted to {', '.join(families)}") + ".", "",
-                 markdown_table(shown), "",
-                 "These are descriptive consequences of benchmark composition, not intrinsic family rankings."]
-        (folder / "report.md").write_text("\n".join(lines) + "\n")
-    return Path(out)

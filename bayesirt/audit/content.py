@@ -18,7 +18,6 @@ pair_id, group, discovery_advantaged_family, validation_advantaged_family`` and 
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +27,10 @@ import pandas as pd
 from scipy import stats
 
 from bayesirt.errors import DataError
-from bayesirt.utils.outputs import check_output, staged_output
-from bayesirt.report import markdown_table
 
 __all__ = ["BINARY_AXES", "ORDINAL_AXES", "HIGH", "CONTROL", "ContentAudit", "read_labels", "validate_labels",
            "cohen_kappa", "mcnemar_exact", "annotator_agreement", "paired_binary_tests", "benchmark_directions",
-           "confirmatory_rule", "paired_ordinal_tests", "family_permutation_tests", "content_audit",
-           "run_content_audit_job"]
+           "confirmatory_rule", "paired_ordinal_tests", "family_permutation_tests", "content_audit"]
 
 BINARY_AXES = ("quantitative_symbolic", "formal_rule_reasoning", "factual_domain_knowledge", "contextual_reading",
                "commonsense_narrative", "spatial_temporal", "linguistic_wordplay", "negation_exception",
@@ -338,56 +334,3 @@ def content_audit(labels: pd.DataFrame, *, permutations: int = 10_000, seed: int
                    "axes_q_le_05": {a: b.loc[b["q"] <= 0.05, "axis"].tolist() for a, b in family.groupby("annotator")}},
     }
     return ContentAudit(agreement, binary, directions, confirmatory, ordinal, family, summary)
-
-
-def _pp(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    return frame.assign(**{f"{column}_pp": 100 * frame[column]}).drop(columns=column)
-
-
-def _report(result: ContentAudit, source: str) -> str:
-    s = result.summary
-    r, c, f = s["reliability"], s["confirmatory"], s["family"]
-    verdict = f"passes on {', '.join(c['axes_passing'])}" if c["passes"] else "no axis passes"
-    largest = "; ".join(f"{a}: {v['axis']} {100 * v['difference']:+.1f} points (q = {v['q']:.3f})"
-                        for a, v in s["largest_difference"].items())
-    lines = [
-        f"# Blinded content audit of {source}", "",
-        f"{s['n_pairs']} matched pairs ({s['n_items']} items) labelled by {' and '.join(s['annotators'])}.", "",
-        "## Reliability (NT eq. 73)", "",
-        f"Median Cohen's kappa {r['median_kappa']:.3f} over {r['n_kappa_axes']} non-degenerate binary axes; "
-        f"median Spearman rho {r['median_spearman']:.3f} over {r['n_spearman_axes']} ordinal axes: "
-        f"{'passes' if r['passes'] else 'fails'} (needs >= 0.45 and >= 0.50).", "",
-        markdown_table(result.agreement), "",
-        "## Paired binary differences (high-DIF minus control, exact McNemar, BH per annotator)", "",
-        markdown_table(_pp(result.binary, "difference")), "",
-        f"Largest absolute difference per annotator: {largest}.", "",
-        "## Confirmatory rule (both annotators: same direction, q <= .05, |d| >= 8 points, >= 3 benchmarks)", "",
-        markdown_table(result.confirmatory), "",
-        f"Confirmatory content audit: {verdict}.",
-        "", "## Ordinal axes (paired Wilcoxon, BH per annotator; not confirmatory)", "",
-        markdown_table(result.ordinal), "",
-        "## Exploratory family direction (benchmark-stratified label permutation)", "",
-        f"{f['n_stable']} of {f['n_high_dif']} high-DIF items have the same advantaged family in both halves; "
-        f"{f['permutations']:,} permutations, seed {f['seed']}.", "",
-        markdown_table(result.family), "",
-    ]
-    return "\n".join(lines)
-
-
-def run_content_audit_job(labels_csv, out, *, permutations: int = 10_000, seed: int = 0,
-                          force: bool = False) -> Path:
-    """Run :func:`content_audit` on ``labels_csv`` and write ``out``: summary.json, report.md and
-    agreement.csv, binary_tests.csv, benchmark_directions.csv, confirmatory.csv,
-    ordinal_tests.csv, family_permutation.csv."""
-    check_output(out, force=force)
-    result = content_audit(read_labels(labels_csv), permutations=permutations, seed=seed)
-    tables = {"agreement": result.agreement, "binary_tests": result.binary,
-              "benchmark_directions": result.directions, "confirmatory": result.confirmatory,
-              "ordinal_tests": result.ordinal, "family_permutation": result.family}
-    with staged_output(out, force=force) as folder:
-        for name, table in tables.items():
-            table.to_csv(folder / f"{name}.csv", index=False)
-        summary = {"labels": str(labels_csv)} | result.summary
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
-        (folder / "report.md").write_text(_report(result, Path(labels_csv).name))
-    return Path(out)

@@ -39,7 +39,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.anchors import blueprint_cells
@@ -48,14 +47,12 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 from bayesirt.audit.ranking import prepared_responses, prepared_scores
-from bayesirt.report.markdown import markdown_table
 from bayesirt.audit.resampling import (CONTROL_BLOCK, TargetFold, add_randomization_summaries, check_integer,
                                  fold_statistics, pack_folds, replicate_dataset, control_blocks,
                                  matched_random_weights)
 
-__all__ = ["discrimination_matched_controls", "discrimination_strata", "corrected_item_total",
-           "balance_diagnostics", "matched_section", "DISCRIMINATION_STRATA", "DIAGNOSTICS",
-           "subtest_balance", "item_statistics", "target_folds"]
+__all__ = ["discrimination_matched_controls", "discrimination_strata", "corrected_item_total", "balance_diagnostics",
+           "DISCRIMINATION_STRATA", "DIAGNOSTICS", "subtest_balance", "item_statistics", "target_folds"]
 
 #: Discrimination strata per blueprint cell (NT eq. 43: ``q_c = min(4, n_c)``).
 DISCRIMINATION_STRATA = 4
@@ -284,29 +281,3 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
     ds.attrs.update(seed=seed, replicates=replicates, strata_per_cell=DISCRIMINATION_STRATA,
                     reference="NT 4.1, B.2, D.1 eq. 42-50")
     return ds
-
-
-def matched_section(ds: xr.Dataset) -> list[str]:
-    """Markdown lines of the discrimination-matched control: reversals per pair set and the
-    balance of the low-DIF subtest against the median control (the columns of NT Table 5).
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-        :func:`discrimination_matched_controls` output.
-    """
-    reversals = pd.DataFrame([{
-        "pair set": str(name), "near-tie pairs": int(s["observed_eligible"].sum()),
-        "low-DIF (%)": 100 * float(s["observed_rate"]), "control median (%)": 100 * float(s["median"]),
-        "excess (pp)": f"{float(s['excess_pp']):+.1f}", "p": f"{float(s['p_value']):.3g}"}
-        for name, s in ((n, ds.sel(pair_set=n)) for n in ds["pair_set"].values)])
-    balance = pd.DataFrame({
-        "diagnostic": ["mean g_i (audit-half spread)", "mean CITC", "SEM", "Cronbach alpha"],
-        "low-DIF": ds["observed_mean_balance"].values, "control median": ds["control_median_balance"].values,
-        "low-DIF / control": [float(ds["g_ratio"]), float(ds["citc_ratio"]), float(ds["sem_ratio"]), np.nan],
-        "10^3 abs difference": [np.nan, np.nan, np.nan, 1e3 * float(ds["abs_delta_alpha"])]})
-    return ["## Discrimination- and reliability-matched control", "",
-            f"{ds.attrs['replicates']:,} controls per fold, sampled within {ds.attrs['strata_per_cell']} strata of the "
-            "audit-half discrimination proxy g_i in every blueprint cell (NT 4.1, D.1 eq. 42-50). Balance is measured "
-            "on the held-out target half and averaged over the two folds; ratios near 1 mean close balance.", "",
-            markdown_table(reversals), "", markdown_table(balance), ""]

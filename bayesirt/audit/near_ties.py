@@ -33,7 +33,10 @@ import xarray as xr
 
 from bayesirt.audit.ranking import pair_reversals
 from bayesirt.audit.result import AuditResult
+from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
+from bayesirt.frequentist.mml import fit_mml
+from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.parallel import spawn_seeds
 
 __all__ = ["add_near_ties", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary", "near_ties_dataset",
@@ -61,8 +64,6 @@ def ability_method(bayes_method: str) -> str:
 def check_ability_spec(spec):
     """The loaded 1PL-4PL spec of ``spec`` (name, path or spec); a MIRT spec is refused (its
     abilities are vectors, so "a ahead of b" is undefined)."""
-    from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
-
     loaded = spec if isinstance(spec, (IRTSpec, MIRTSpec)) else load_spec(spec)
     if loaded.kind == "mirt":
         raise DataError(f"The near-tie leaderboard needs a 1PL-4PL ability spec; {loaded.name!r} is MIRT, whose "
@@ -79,8 +80,6 @@ def fit_abilities(responses: xr.Dataset, models, *, spec="2pl", method: str = "m
     priors) and ``draws`` draws of every model's ability from N(EAP, posterior sd^2) (module
     notes), as a one-chain DataTree with ``posterior.theta``. Otherwise the DataTree of
     :func:`bayesirt.inference.fit` (``draws`` from the ADVI approximation, or per chain for NUTS)."""
-    from bayesirt.data.responses import MISSING
-
     sub = responses.isel(model=np.asarray(models))
     answered = (sub["responses"].values != MISSING).any(axis=1)
     if not answered.all():
@@ -90,7 +89,6 @@ def fit_abilities(responses: xr.Dataset, models, *, spec="2pl", method: str = "m
         from bayesirt.inference import fit
 
         return fit(sub, spec, method=method, draws=draws, seed=seed, progress=progress)
-    from bayesirt.frequentist.mml import fit_mml
 
     result = fit_mml(sub, spec, priors=True, se=False, tol=ABILITY_TOLERANCE, ll_tol=ABILITY_TOLERANCE ** 2)
     eap, sd = result.abilities["eap"].values, result.abilities["eap_sd"].values

@@ -1,24 +1,18 @@
-"""The audit as labelled objects and files: ``audit.nc`` (a DataTree holding everything),
-``summary.json``, ``report.md``, figures and the per-fold CSV tables (with the Bayesian layer,
-also ``near_ties.csv`` and ``near_ties.png``: the near-tie leaderboard with uncertainty)."""
+"""The audit as labelled objects: the DataTree of ``audit.nc`` (:func:`audit_tree`) and the
+machine-readable summary (:func:`audit_summary`); :mod:`bayesirt.report.audit_files` writes them."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.result import AuditResult, FoldResult
-from bayesirt.utils.outputs import staged_output, write_netcdf
-from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
-from bayesirt.report.near_ties import plot_near_ties
 from bayesirt.audit.near_ties import near_ties_dataset
+from bayesirt.audit.result import AuditResult, FoldResult
+from bayesirt.utils.outputs import to_json
 
-__all__ = ["audit_summary", "audit_tree", "write_audit"]
+__all__ = ["audit_summary", "audit_tree"]
 
 
 def _fold_dataset(fold: FoldResult, item_ids, item_group, families) -> xr.Dataset:
@@ -110,7 +104,7 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
     if result.near_ties is not None:
         children["near_ties"] = near_ties_dataset(result.near_ties, result.summary["bayes"]["near_ties"])
     tree = xr.DataTree.from_dict(children)
-    tree.attrs = {"summary": json.dumps(audit_summary(result), default=_json_default),
+    tree.attrs = {"summary": to_json(audit_summary(result), indent=None),
                   "reference": "NT sections 3.1-3.4, App. C and D.1"}
     return tree
 
@@ -125,67 +119,3 @@ def _with_chain(ds: xr.Dataset) -> xr.Dataset:
     return ds.drop_vars(per_draw).merge(expanded).assign_coords(draw=np.arange(ds.sizes["draw"]))
 
 
-def _json_default(value):
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.bool_):
-        return bool(value)
-    raise TypeError(f"cannot write {type(value).__name__} to JSON")
-
-
-def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, force: bool = False) -> Path:
-    """Write the audit folder atomically (staged, then renamed into place)."""
-    summary = audit_summary(result)
-    with staged_output(out, force=force) as folder:
-        write_netcdf(audit_tree(result, responses), folder / "audit.nc")
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
-        result.population.to_csv(folder / "population.csv", index=False)
-        item_ids = responses["item_id"].values.astype(str)
-        for f in result.folds:
-            h = f.audit_fold
-            f.selection.table.to_csv(folder / f"fold{h}_dimension_cv.csv", index=False)
-            f.purification.rounds.to_csv(folder / f"fold{h}_purification.csv", index=False)
-            pur = f.purification
-            anchors = pd.DataFrame({"item_id": item_ids, "item_group": responses["item_group"].values.astype(str),
-                                    "cell": pur.cell, "easiness": pur.selection_fit.easiness,
-                                    "dif_range": pur.selection_fit.dif_range, "selected": pur.selected,
-                                    "weight": pur.weights, "final_dif_range": pur.final_fit.dif_range,
-                                    "offsets_sd": pur.offsets_sd})
-            anchors.to_csv(folder / f"fold{h}_anchors.csv", index=False)
-            f.target.to_csv(folder / f"fold{h}_scores.csv", index=False)
-        figure = None
-        if result.controls is not None:
-            c = result.controls
-            table = pd.DataFrame({"replicate": c["replicate"].values, "rate": c["rate"].sel(pair_set="primary").values,
-                                  "mean_tau_b": c["mean_tau_b"].values})
-            for h in range(c.sizes["fold"]):
-                table[f"fold{h}_eligible"] = c["eligible"].sel(pair_set="primary").isel(fold=h).values
-                table[f"fold{h}_reversed"] = c["reversed"].sel(pair_set="primary").isel(fold=h).values
-            table.to_csv(folder / "random_controls.csv", index=False)
-            figure = plot_controls(result, folder / "controls.png").name
-        if result.composition is not None:
-            b = result.composition
-            pd.DataFrame({"replicate": b["replicate"].values, "rate": b["rate"].sel(pair_set="primary").values,
-                          "mean_tau_b": b["mean_tau_b"].values}).to_csv(folder / "composition_bootstrap.csv",
-                                                                         index=False)
-        if result.owners is not None:
-            o = result.owners
-            o[[v for v in o.data_vars if "replicate" not in o[v].dims]].to_dataframe().to_csv(
-                folder / "owner_bootstrap.csv")
-        if result.perturbations is not None:
-            result.perturbations.to_csv(folder / "perturbations.csv", index=False)
-        curve = None
-        if result.sensitivity is not None:
-            result.sensitivity.to_dataframe().to_csv(folder / "sensitivity.csv")
-            curve = plot_sensitivity(result.sensitivity, folder / "sensitivity.png").name
-        ties_figure = None
-        if result.near_ties is not None:
-            result.near_ties.to_csv(folder / "near_ties.csv", index=False)
-            ties_figure = plot_near_ties(result.near_ties, folder / "near_ties.png").name
-        (folder / "report.md").write_text(audit_report(result, summary, responses, figure, curve,
-                                                       near_ties_figure=ties_figure))
-    return Path(out)

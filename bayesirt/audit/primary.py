@@ -19,22 +19,30 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.anchors import capability_offsets, purify
-from bayesirt.audit.bayes_bootstrap import bootstrap_draws
-from bayesirt.audit.bayes_laplace import laplace_draws
-from bayesirt.models.family_dif import EASINESS_SD
 from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
-from bayesirt.audit.near_ties import add_near_ties, check_ability_spec
-from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, input_sha256
-from bayesirt.data.populations import audit_population
-from bayesirt.data.responses import MISSING
-from bayesirt.utils.parallel import blas_threads, shared_cluster, spawn_seeds
-from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
-                              weighted_scores)
+from bayesirt.audit.bayes_bootstrap import bootstrap_draws
+from bayesirt.audit.bayes_diagnostics import attach, fraction_scores, posterior_sensitivity, posterior_specificity
+from bayesirt.audit.bayes_laplace import laplace_draws
 from bayesirt.audit.bootstrap import composition_bootstrap, owner_bootstrap
+from bayesirt.audit.joint_mirt import select_dimension_direct
+from bayesirt.audit.near_ties import add_near_ties, check_ability_spec
+from bayesirt.audit.ranking import (
+    kendall_tau_b,
+    near_tie_pairs,
+    percentile_ranks,
+    pooled_rate,
+    reversal_counts,
+    weighted_scores,
+)
 from bayesirt.audit.resampling import matched_random_controls
+from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, input_sha256
 from bayesirt.audit.sensitivity import fraction_purifications, gap_and_fraction_sensitivity
 from bayesirt.audit.specificity import within_family_specificity
 from bayesirt.audit.spectral import DimensionSelection, select_dimension
+from bayesirt.data.populations import audit_population
+from bayesirt.data.responses import MISSING
+from bayesirt.models.family_dif import EASINESS_SD
+from bayesirt.utils.parallel import blas_threads, shared_cluster, spawn_seeds
 
 __all__ = ["run_audit", "OFFSETS_METHOD"]
 
@@ -98,9 +106,7 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
     target = np.flatnonzero(((pop["fold"] == 1 - h) & pop["representative"]).to_numpy())
     owner = pop["owner"].to_numpy()
     if config.fixed_k is None:
-        rule = select_dimension
-        if config.adjustment == "direct-mirt":
-            from bayesirt.frequentist.joint_mirt import select_dimension_direct as rule
+        rule = select_dimension_direct if config.adjustment == "direct-mirt" else select_dimension
         selection = rule(y[:, audit], observed[:, audit], owner[audit], item_group, seed=seeds[0], max_k=config.max_k)
     else:
         k = config.fixed_k[h]
@@ -269,8 +275,6 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
 def _posterior_diagnostics(result: AuditResult, purifications, y, observed, item_group) -> None:
     """Posterior counterparts of the within-family specificity and, with ``sensitivity``, of the
     threshold and fraction curves (:mod:`bayesirt.audit.bayes_diagnostics`)."""
-    from bayesirt.audit.bayes_diagnostics import attach, fraction_scores, posterior_sensitivity, posterior_specificity
-
     folds = result.folds
     attach(result, "specificity", posterior_specificity([f.posterior for f in folds], [f.within_pairs for f in folds],
                                                         result.controls))

@@ -50,12 +50,11 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 from bayesirt.audit.ranking import prepared_scores, pooled_rate, reversal_counts
-from bayesirt.report.markdown import markdown_table
 from bayesirt.audit.resampling import CONTROL_BLOCK, check_integer, pack_folds, control_blocks, randomization_summary
 from bayesirt.audit.spectral import spectral_loadings, working_responses
 
-__all__ = ["profile_matching", "profiles_section", "capability_profiles", "profile_pairs", "random_pairs",
-           "paired_mixture_weights", "PROFILE_CALIPERS", "RANDOM"]
+__all__ = ["profile_matching", "capability_profiles", "profile_pairs", "random_pairs", "paired_mixture_weights",
+           "PROFILE_CALIPERS", "RANDOM"]
 
 #: Scenarios of NT App. G: unconstrained matching (None) and calipers tau in logits.
 PROFILE_CALIPERS = (None, 0.25, 0.5, 1.0)
@@ -380,33 +379,3 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
                 "replicate": np.arange(replicates), "item": responses["item"].values})
     ds.attrs.update(seed=seed, replicates=replicates, epsilon=float(result.config.epsilon), reference="NT App. G")
     return ds
-
-
-def profiles_section(ds: xr.Dataset) -> list[str]:
-    """Markdown lines of the profile-overlap diagnostic: NT Table 13 with coverage per scenario,
-    then the matching quality (NT Table 14's fold-averaged medians, and maxima).
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-        :func:`profile_matching` output.
-    """
-    low = 100 * float(ds["observed_rate"])
-    table = pd.DataFrame({
-        "scenario": ds["scenario"].values, "pairs": ds["matched"].sum("fold").values,
-        "coverage (%)": 100 * ds["pooled_coverage"].values, "Low (%)": low, "Mix (%)": 100 * ds["median"].values,
-        "Δmix (pp)": [f"{v:+.1f}" for v in ds["excess_pp"].values], "p mix": [f"{v:.3g}" for v in ds["p_value"].values],
-        "Swap (%)": 100 * ds["swap_rate"].values, "Δswap (pp)": [f"{v:+.1f}" for v in ds["delta_swap_pp"].values],
-        "p swap": [f"{v:.3g}" for v in ds["p_swap"].values]})
-    quality = pd.DataFrame({
-        "scenario": ds["scenario"].values, "median profile RMS": ds["distance_median"].mean("fold").values,
-        "max profile RMS": ds["distance_max"].max("fold").values, "median abs Δb": ds["gap_median"].mean("fold").values,
-        "max abs Δb": ds["gap_max"].max("fold").values})
-    return ["## Capability-profile overlap (exploratory)", "",
-            "Within each blueprint cell, low-DIF items are matched to nonselected items on their audit-half spectral "
-            "capability profiles and intercepts (cost d² + Δb²; calipers bound both in logits), or paired at random; "
-            f"{ds.attrs['replicates']:,} paired-mixture controls keep either endpoint of every pair (NT App. G). "
-            "Coverage is the matched share of low-DIF weight; p mix is one-sided, p swap two-sided against "
-            "complementary endpoint configurations. Unadjusted, conditional on the pairings; low coverage makes a "
-            "control almost the low-DIF subtest, and close profiles do not establish capability-equivalent subtests.",
-            "", markdown_table(table), "", markdown_table(quality), ""]

@@ -50,7 +50,7 @@ from bayesirt.errors import DataError
 
 __all__ = ["TOP_SHARE", "PERMUTATIONS", "MIN_GROUP_ITEMS", "STATISTICS", "within_cell_centre", "top_share_mask",
            "cell_permutations", "signature_statistics", "signature_test", "signature_replication",
-           "item_group_attribution", "score_contributions", "group_contributions", "replication_section"]
+           "item_group_attribution", "score_contributions", "group_contributions"]
 
 TOP_SHARE = 0.2
 PERMUTATIONS = 500
@@ -321,42 +321,6 @@ def group_contributions(result: AuditResult, responses: xr.Dataset) -> xr.Datase
                                       "the whole shift)")
     checks = _sign_checks(contribution[0], contribution[1], np.ones(groups.size, bool), groups, ("forward", "swapped"))
     return ds.merge(checks, combine_attrs="no_conflicts")
-
-
-def replication_section(ds_sig: xr.Dataset, ds_groups: xr.Dataset, ds_contrib: xr.Dataset) -> list[str]:
-    """Markdown lines summarizing the three diagnostics (a table like NT Table 2, then the group
-    checks), for the audit report."""
-    share = ds_sig.attrs["top_share"]
-    labels = {"median_rho": "median family-wise Spearman rho", "overlap": f"top-{100 * share:g}% overlap precision",
-              "agreement": "advantaged-family agreement (overlapping items)"}
-    rows = []
-    for s in STATISTICS:
-        fmt = (lambda v: f"{v:.3f}") if s == "median_rho" else (lambda v: "n/a" if np.isnan(v) else f"{100 * v:.1f}%")
-        rows.append(f"| {labels[s]} | {fmt(float(ds_sig['observed'].sel(statistic=s)))} | "
-                    f"{fmt(float(ds_sig['null_mean'].sel(statistic=s)))} | "
-                    f"{_p(float(ds_sig['p_value'].sel(statistic=s)))} |")
-    lines = ["## Item-family signature replication across owner halves (NT 4.4, D.3)", "",
-             f"Discovery = {ds_sig.attrs['discovery']}, validation = {ds_sig.attrs['validation']}; delta centred "
-             f"within {ds_sig.attrs['n_cells']} common blueprint cells; {ds_sig.attrs['permutations']} within-cell "
-             f"permutations of the validation signature (one-sided, smallest p {ds_sig.attrs['min_p']:.3g}). "
-             f"Top items: {ds_sig.attrs['n_top']} per half, {ds_sig.attrs['n_overlap']} in both (chance precision "
-             f"{100 * ds_sig.attrs['overlap_chance']:.1f}%).", "",
-             "| statistic | observed | permutation mean | p |", "|---|---|---|---|", *rows, ""]
-    for title, ds, what in (("Item-group effects", ds_groups, "discovery-selected extreme group effects keep their "
-                             "sign in validation"),
-                            ("Item-group contributions to family shifts", ds_contrib, "extreme contributions keep "
-                             "their sign after swapping the folds")):
-        if ds.attrs["status"] != "estimated":
-            lines += [f"{title}: {ds.attrs['status']}.", ""]
-            continue
-        p = ds.attrs["p_value"]
-        lines += [f"{title}: {ds.attrs['replicated']} of {ds.attrs['checks']} {what} ({100 * ds.attrs['share']:.1f}%, "
-                  f"one-sided exact binomial p {'< .001' if p < 0.001 else f'= {_p(p)}'}).", ""]
-    return lines
-
-
-def _p(p: float) -> str:
-    return "n/a" if np.isnan(p) else "<.001" if p < 0.001 else f"{p:.3f}".lstrip("0")
 
 
 def _group_means(delta: np.ndarray, index: np.ndarray, n_groups: int) -> np.ndarray:

@@ -12,8 +12,10 @@ import xarray as xr
 
 from bayesirt.audit.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification
 from bayesirt.audit.spectral import DimensionSelection
-from bayesirt.data.populations import POPULATION_SEED
-from bayesirt.errors import DataError
+from bayesirt.data.populations import POPULATION_SEED, REPRESENTATIVE_RULES
+from bayesirt.errors import ConfigError, DataError
+from bayesirt.utils.options import comma_ints, comma_list, declare, none_or_text, option
+from bayesirt.utils.validation import check_bool, check_choice, check_int, check_number, parameter_error
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "check_audit", "input_sha256", "QUICK_MAX_K", "QUICK_CONTROLS",
            "BAYES_CONTROLS", "BAYES_METHODS", "BAYES_PRIORS"]
@@ -39,6 +41,7 @@ BAYES_CONTROLS = 100
 
 
 @dataclass(frozen=True)
+@declare()
 class AuditConfig:
     """Settings of the primary audit; defaults are NT's frozen specification (Table 12).
 
@@ -73,72 +76,83 @@ class AuditConfig:
     (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
 
-    owner_cap: int = 5
-    min_family_size: int = 20
-    families: tuple[str, ...] | None = None
-    representative: str = "median"
-    lineage_filter: bool = False
-    fixed_k: tuple[int, int] | None = None
-    alpha: float = ANCHOR_FRACTION
-    epsilon: float = 0.01
-    controls: int = 1000
-    bootstrap: int = 2000
-    owner_bootstrap: int = 2000
-    max_k: int | None = None
-    population_seed: int = POPULATION_SEED
-    seed: int = 0
-    quick: bool = False
-    bayes: bool = False
-    bayes_method: str = "laplace"
-    bayes_draws: int = 400
-    bayes_prior: str = "ridge"
-    bayes_controls: int = BAYES_CONTROLS
-    bayes_ability_spec: str | None = "2pl"
-    adjustment: str = "spectral"
-    sensitivity: bool = False
+    owner_cap: int = option(5, "checkpoints kept per owner and family")
+    min_family_size: int = option(20, "smallest family kept, after the cap")
+    families: tuple[str, ...] | None = option(None, "comma-separated family labels to audit, as in the data (case "
+                                                    "matters), e.g. qwen,GPT [every label but other and ambiguous]",
+                                              type=tuple, parse=comma_list)
+    representative: str = option("median", "the target model of each owner and family: the checkpoint closest to "
+                                           "the median accuracy, or the smallest model id (NT D.2)",
+                                 choices=REPRESENTATIVE_RULES)
+    lineage_filter: bool = option(False, "drop models whose ids contain a lineage term (merge, distill, ...; NT D.2)")
+    fixed_k: tuple[int, int] | None = option(None, "K per audit fold instead of selecting it, e.g. 8,8", type=tuple,
+                                             parse=comma_ints)
+    alpha: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell")
+    epsilon: float = option(0.01, "near-tie band on the full score (0.01 = 1 pp)")
+    controls: int = option(1000, "matched-random subtests per fold")
+    bootstrap: int = option(2000, "composition bootstrap replicates (0: none)")
+    owner_bootstrap: int = option(2000, "owner bootstrap replicates (0: none)")
+    max_k: int | None = option(None, "largest K of the grid [256; 32 with --quick]", type=int)
+    population_seed: int = option(POPULATION_SEED, "seed of the owner split into audit halves (NT's frozen value)")
+    seed: int = option(0, "analysis seed (K split, SVD, controls, bootstraps)")
+    quick: bool = option(False, "a fast look: K <= 32, 199 controls and bootstraps")
+    bayes: bool = option(False, "add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
+    bayes_method: str = option("laplace", "inference of the Bayesian layer: the residual-DIF posterior given the "
+                                          "offsets (laplace: per-item Gaussian at the mode; advi, fullrank_advi, nuts), "
+                                          "or the owner-clustered Bayesian bootstrap refitting offsets, DIF and "
+                                          "purification per draw with K fixed (bootstrap)", choices=BAYES_METHODS)
+    bayes_draws: int = option(400, "posterior draws of the Bayesian layer per audit half")
+    bayes_prior: str = option("ridge", "prior on the family effects: NT's ridge as N(0, 1), or a learned common "
+                                       "scale", choices=BAYES_PRIORS)
+    bayes_controls: int = option(BAYES_CONTROLS, "with --bayes: random controls per posterior draw and fold (the "
+                                                 "per-draw null; with --matched also the matched ones), at most "
+                                                 "--controls")
+    bayes_ability_spec: str | None = option("2pl", "with --bayes: spec fitted to all retained models for the "
+                                                   "near-tie leaderboard (near_ties.csv); none skips it",
+                                            parse=none_or_text)
+    adjustment: str = option("spectral", "ability adjustment: NT's spectral working model, direct penalized joint "
+                                         "MIRT (B.1), or the PyMC MIRT posterior (ADVI; K by the spectral rule)",
+                             choices=ADJUSTMENTS)
+    sensitivity: bool = option(False, "add the score-gap threshold (0.25-5 pp) and anchor-fraction (30/50/70%) "
+                                      "curves")
 
     def __post_init__(self):
+        caller = "AuditConfig"
         if self.families is not None:
-            if isinstance(self.families, str) or not isinstance(self.families, (tuple, list)):
-                raise DataError("The 'families' parameter of AuditConfig must be None or a sequence of family labels "
-                                f"such as ('Qwen', 'Llama'). Got {self.families!r} instead.")
-            labels = tuple(self.families)
+            labels = () if isinstance(self.families, str) else tuple(self.families)
             if not labels or len(set(labels)) != len(labels) or not all(isinstance(f, str) and f for f in labels):
-                raise DataError("The 'families' parameter of AuditConfig must be None or a non-empty sequence of "
-                                f"distinct, non-empty family labels. Got {self.families!r} instead.")
+                raise parameter_error("families", caller, "None or a non-empty sequence of distinct, non-empty family "
+                                      "labels such as ('Qwen', 'Llama')", self.families)
             object.__setattr__(self, "families", labels)  # a tuple, so the config stays hashable
         for name, low in (("owner_cap", 1), ("min_family_size", 1), ("controls", 1), ("bootstrap", 0),
-                          ("owner_bootstrap", 0), ("bayes_draws", 1), ("bayes_controls", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                kind = "a positive integer" if low else "a non-negative integer"
-                raise DataError(f"The {name!r} parameter of AuditConfig must be {kind}. Got {value!r} instead.")
-        if self.fixed_k is not None and (len(self.fixed_k) != 2 or min(self.fixed_k) < 1):
-            raise DataError(f"The 'fixed_k' parameter of AuditConfig must be two positive integers (one per audit "
-                            f"fold) or None. Got {self.fixed_k!r} instead.")
-        if self.max_k is not None and (not isinstance(self.max_k, (int, np.integer)) or self.max_k < 1):
-            raise DataError(f"The 'max_k' parameter of AuditConfig must be a positive integer or None. Got "
-                            f"{self.max_k!r} instead.")
-        for name, low, high in (("alpha", 0.0, 1.0), ("epsilon", 0.0, 1.0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= high:
-                raise DataError(f"The {name!r} parameter of AuditConfig must be in ({low:g}, {high:g}]. Got {value!r} "
-                                "instead.")
+                          ("owner_bootstrap", 0), ("bayes_draws", 1), ("bayes_controls", 1), ("seed", 0),
+                          ("population_seed", 0)):
+            check_int(getattr(self, name), name=name, caller=caller, low=low)
+        check_int(self.max_k, name="max_k", caller=caller, low=1, optional=True)
+        if self.fixed_k is not None:
+            if isinstance(self.fixed_k, str) or len(self.fixed_k) != 2:
+                raise parameter_error("fixed_k", caller, "two positive integers (one per audit fold) or None",
+                                      self.fixed_k)
+            object.__setattr__(self, "fixed_k", tuple(check_int(k, name="fixed_k", caller=caller, low=1)
+                                                      for k in self.fixed_k))
+        for name in ("alpha", "epsilon"):
+            check_number(getattr(self, name), name=name, caller=caller, low=0, high=1, low_open=True)
+        for name in ("lineage_filter", "quick", "bayes", "sensitivity"):
+            check_bool(getattr(self, name), name=name, caller=caller)
         if self.bayes_ability_spec is not None and (not isinstance(self.bayes_ability_spec, str)
                                                     or not self.bayes_ability_spec):
-            raise DataError("The 'bayes_ability_spec' parameter of AuditConfig must be a spec name such as '2pl', the "
-                            f"path of a 1PL-4PL spec file, or None. Got {self.bayes_ability_spec!r} instead.")
+            raise parameter_error("bayes_ability_spec", caller, "a spec name such as '2pl', the path of a 1PL-4PL "
+                                  "spec file, or None", self.bayes_ability_spec)
         for name, allowed in (("bayes_method", BAYES_METHODS), ("bayes_prior", BAYES_PRIORS),
-                              ("adjustment", ADJUSTMENTS)):
-            if getattr(self, name) not in allowed:
-                raise DataError(f"The {name!r} parameter of AuditConfig must be one of {set(allowed)}. Got "
-                                f"{getattr(self, name)!r} instead.")
+                              ("adjustment", ADJUSTMENTS), ("representative", REPRESENTATIVE_RULES)):
+            check_choice(getattr(self, name), allowed, name=name, caller=caller)
         if self.bayes_prior == "hierarchical" and self.bayes_method in ("laplace", "bootstrap"):
-            raise DataError(f"bayes_prior='hierarchical' learns the family-effect scale, which the {self.bayes_method} "
-                            "layer does not; use bayes_method='advi' or 'nuts' with it, or the ridge prior")
+            raise ConfigError(f"bayes_prior='hierarchical' learns the family-effect scale, which the "
+                              f"{self.bayes_method} layer does not; use bayes_method='advi' or 'nuts' with it, or the "
+                              "ridge prior")
         if self.bayes_method == "bootstrap" and self.adjustment != "spectral":
-            raise DataError("bayes_method='bootstrap' refits the spectral offsets per draw; use adjustment='spectral' "
-                            "with it, or another bayes_method")
+            raise ConfigError("bayes_method='bootstrap' refits the spectral offsets per draw; use adjustment='spectral' "
+                              "with it, or another bayes_method")
 
     def resolved(self) -> AuditConfig:
         """The settings actually used (``quick`` applied)."""

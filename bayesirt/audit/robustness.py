@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import xarray as xr
 
-from bayesirt.audit.result import AuditResult
+from bayesirt.audit.matched import discrimination_matched_controls
+from bayesirt.audit.perturbations import population_perturbations
+from bayesirt.audit.profiles import profile_matching
 from bayesirt.audit.replication import group_contributions, item_group_attribution, signature_replication
+from bayesirt.audit.result import AuditResult
 from bayesirt.utils.parallel import spawn_seeds
 
 __all__ = ["add_diagnostics"]
@@ -40,8 +43,6 @@ def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: 
                                              "p_value": float(sig["p_value"].sel(statistic=s))}
                                          for s in sig["statistic"].values}
     if matched:
-        from bayesirt.audit.matched import discrimination_matched_controls
-
         result.matched = discrimination_matched_controls(result, responses, replicates=result.config.controls,
                                                          seed=matched_seed, workers=workers,
                                                          scheduler=scheduler, progress=progress)
@@ -50,8 +51,6 @@ def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: 
             "excess_pp": float(primary["excess_pp"]), "p_value": float(primary["p_value"]),
             **{k: float(result.matched[k]) for k in ("g_ratio", "citc_ratio", "sem_ratio", "abs_delta_alpha")}}
     if profiles:
-        from bayesirt.audit.profiles import profile_matching
-
         result.profiles = profile_matching(result, responses, replicates=result.config.controls, seed=profile_seed,
                                            workers=workers, scheduler=scheduler, progress=progress)
         p = result.profiles
@@ -62,8 +61,6 @@ def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: 
                      "swap_delta_pp": float(p["delta_swap_pp"].sel(scenario=s)),
                      "swap_p": float(p["p_swap"].sel(scenario=s))} for s in p["scenario"].values}
     if perturbations:
-        from bayesirt.audit.perturbations import population_perturbations
-
         result.perturbations = population_perturbations(result, responses, workers=workers, scheduler=scheduler,
                                                         progress=progress)
         result.summary["perturbations"] = result.perturbations.to_dict(orient="records")

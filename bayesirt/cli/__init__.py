@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from bayesirt.utils.lazy import attach
 
 if TYPE_CHECKING:
-    from bayesirt.cli.analyses import load_analysis, run_analysis, run_fit_job
+    from bayesirt.jobs.analysis import load_analysis, run_analysis
+    from bayesirt.jobs.fit import run_fit_job
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -41,36 +41,11 @@ import warnings
 from pathlib import Path
 
 from bayesirt import __version__
-from bayesirt.errors import BayesIRTError, OutputError, SpecError
-from bayesirt.cli.parser import build_parser
+from bayesirt.cli.parser import build_parser, chosen_command, cli_options, command_job
+from bayesirt.utils.options import call, positional_of
+from bayesirt.errors import BayesIRTError, ConfigError, OutputError
 
 __all__ = ["main"]
-
-
-def _read_data(args):
-    """DATA as a response Dataset, read with the reading options; None when the command has no DATA."""
-    from bayesirt.data import load
-
-    if getattr(args, "data", None) is None:
-        return None
-    given = {k: getattr(args, k) for k in ("metric", "stat", "filter", "aggregate", "binarize")}
-    return load(args.data, drop_empty=not args.keep_empty, **{k: v for k, v in given.items() if v is not None})
-
-
-def _polarity(declarations: list[str]) -> dict[str, int]:
-    """``["orbench=-1", ...]`` -> ``{"orbench": -1}``; a malformed one is a SpecError naming it."""
-    out = {}
-    for item in declarations:
-        name, _, value = item.partition("=")
-        if not name or value.strip() not in ("1", "-1", "+1"):
-            raise SpecError(f"--polarity {item!r}: write BENCHMARK=-1 (or =1), the benchmark named by its file stem")
-        out[name.strip()] = int(value)
-    return out
-
-
-def _sampling_options(args) -> dict:
-    return {"method": args.method, "sampler": args.sampler, "draws": args.draws, "tune": args.tune,
-            "chains": args.chains, "seed": args.seed, "advi_iterations": args.advi_iterations}
 
 
 def _quiet_libraries() -> None:
@@ -93,9 +68,9 @@ def _write_traceback(args) -> Path:
     out = getattr(args, "out", None)
     if out is None and getattr(args, "analysis", None):
         try:
-            from bayesirt.cli import analyses
+            from bayesirt.jobs.analysis import load_analysis  # import time: only after a failure
 
-            out = analyses.load_analysis(args.analysis)["out"]
+            out = load_analysis(args.analysis)["out"]
         except BayesIRTError:
             out = None
     text = f"bayesirt {__version__}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\nargs: {vars(args)}\n\n{traceback.format_exc()}"
@@ -111,146 +86,45 @@ def _write_traceback(args) -> Path:
     return Path("(not written: no writable folder)")
 
 
+def _run_command(args) -> Path:
+    """Call the command's job with the positional arguments and the flags given (the job's own
+    defaults for the others); DATA is read first, with the reading options."""
+    from bayesirt.data.io import READ_OPTIONS, load  # import time: the data layer loads with a command, not --help
+
+    job = command_job(args.command)
+    values = {k: v for k, v in vars(args).items() if k != "command"}
+    for name, opt in (cli_options(job) | READ_OPTIONS).items():
+        if opt.repeat and name in values:  # a repeatable flag: its values as one option
+            try:
+                values[name] = opt.parse(values[name])
+            except ValueError as err:
+                raise ConfigError(f"{opt.cli_flag}: {err}") from None
+    reading = {name: values.pop(name) for name in READ_OPTIONS if name in values}
+    positional = [values.pop(name) for name in positional_of(job)]
+    if "data" in positional_of(job):
+        positional[0] = load(positional[0], **reading)
+    return call(job, *positional, **values)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(chosen_command(argv)).parse_args(argv)
     _quiet_libraries()
     try:
         if args.command == "datasets":
-            from bayesirt.data import list_datasets
+            from bayesirt.data import list_datasets  # import time, as above
             from bayesirt.report import markdown_table
 
             print(markdown_table(list_datasets()))
             return 0
-        from bayesirt.cli import analyses
-        from bayesirt.comparison import job as compare_job
-        from bayesirt.frequentist import jobs as checks
-        from bayesirt.workflow import jobs as workflow_jobs
+        if args.command == "run":
+            from bayesirt.jobs.analysis import run_analysis  # import time, as above
 
-        progress = not args.no_progress
-        args.data = _read_data(args)
-        match args.command:
-            case "fit":
-                out = analyses.run_fit_job(args.data, args.model, args.out, force=args.force, ci=args.ci,
-                                           float32=args.float32, progress=progress, log_likelihood=args.log_likelihood,
-                                           advi_batch_size=args.advi_batch_size, pairs=args.pairs,
-                                           **_sampling_options(args))
-            case "run":
-                if args.force and args.resume:
-                    raise SpecError("--force and --resume contradict each other: --force starts over, --resume keeps "
-                                    "the finished steps; pass one")
-                out = analyses.run_analysis(args.analysis, force=args.force, resume=args.resume, progress=progress)
-            case "mml":
-                out = checks.run_mml_job(args.data, args.model, args.out, force=args.force, quadrature=args.quadrature,
-                                         priors=args.priors, se=not args.no_se, max_iter=args.max_iter)
-            case "ladder":
-                out = checks.run_ladder_job(args.data, args.out, force=args.force, quadrature=args.quadrature,
-                                            max_iter=args.max_iter)
-            case "mirt-mml":
-                from bayesirt.frequentist.mml_mirt_job import run_mirt_mml_job
-
-                out = run_mirt_mml_job(args.data, args.out, dims=tuple(args.dims), folds=args.folds, force=args.force,
-                                       seed=args.seed, quadrature=args.quadrature, prune=args.prune,
-                                       max_iter=args.max_iter, loading_prior=args.loading_prior,
-                                       rotation=args.rotation, progress=progress)
-            case "check":
-                out = checks.run_check_job(args.data, args.model, args.out, force=args.force, progress=progress,
-                                           quadrature=args.quadrature, threshold_sd=args.threshold_sd,
-                                           **_sampling_options(args))
-            case "ppc":
-                out = workflow_jobs.run_ppc_job(args.data, args.model, args.out, force=args.force, progress=progress,
-                                                ppc_draws=args.ppc_draws, alpha=args.alpha, float32=args.float32,
-                                                **_sampling_options(args))
-            case "prior-check":
-                if (args.design is None) == (args.data is None):
-                    raise SpecError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")
-                out = workflow_jobs.run_prior_check_job(args.model, args.out, data=args.data, design=args.design,
-                                                   force=args.force, draws=args.draws, seed=args.seed)
-            case "sbc":
-
-                out = workflow_jobs.run_sbc_job(args.model, args.out, design=args.design, force=args.force, progress=progress,
-                                  replicates=args.replicates, method=args.method, draws=args.draws, tune=args.tune,
-                                  chains=args.chains, thin=args.thin, bins=args.bins, seed=args.seed,
-                                  workers=args.workers, scheduler=args.scheduler,
-                                  advi_iterations=args.advi_iterations)
-            case "audit":
-                from bayesirt.audit import AuditConfig, run_audit_job
-
-                config = AuditConfig(owner_cap=args.owner_cap, min_family_size=args.min_family_size, alpha=args.alpha,
-                                     families=tuple(args.families) if args.families else None,
-                                     epsilon=args.epsilon, controls=args.controls, bootstrap=args.bootstrap,
-                                     owner_bootstrap=args.bootstrap, seed=args.seed, quick=args.quick,
-                                     bayes=args.bayes, bayes_method=args.bayes_method,
-                                     bayes_prior=args.bayes_prior, bayes_draws=args.bayes_draws,
-                                     bayes_controls=args.bayes_controls,
-                                     bayes_ability_spec=(None if args.bayes_ability_spec.lower() == "none"
-                                                         else args.bayes_ability_spec),
-                                     sensitivity=args.sensitivity,
-                                     adjustment=args.adjustment)
-                out = run_audit_job(args.data, args.out, models_csv=args.models, items_csv=args.items, config=config,
-                                    derive_families=args.derive_families,
-                                    matched=args.matched, perturbations=args.perturbations,
-                                    profiles=args.profiles, workers=args.workers, scheduler=args.scheduler, force=args.force,
-                                    progress=progress)
-            case "audit-compare":
-                from bayesirt.audit.common_models import run_common_models_job
-
-                out = run_common_models_job(args.left, args.right, args.out, replicates=args.bootstrap,
-                                            seed=args.seed, families=args.families,
-                                            derive_families=args.derive_families, force=args.force)
-            case "content-audit":
-                from bayesirt.audit.content import run_content_audit_job
-
-                out = run_content_audit_job(args.labels, args.out, permutations=args.permutations, seed=args.seed,
-                                            force=args.force)
-            case "compare":
-                out = compare_job.run_compare_job(args.data, args.out, models=args.models, dims=args.dims,
-                                               mirt_spec=args.mirt_spec, unit=args.unit, kfold=args.kfold,
-                                               folds=args.folds, rotation=args.rotation, force=args.force,
-                                               progress=progress, workers=args.workers, scheduler=args.scheduler,
-                                               **_sampling_options(args))
-            case "factors":
-                from bayesirt.structure.ability_structure import run_factors_job
-
-                out = run_factors_job(args.inputs, args.out, n_factors=args.n_factors and tuple(args.n_factors),
-                                      rotation=args.rotation,
-                                      method=args.method, draws=args.draws, tune=args.tune, chains=args.chains,
-                                      advi_iterations=args.advi_iterations, bootstrap=args.bootstrap,
-                                      cohort=args.cohort, polarity=_polarity(args.polarity),
-                                      parallel_communalities=args.parallel_communalities,
-                                      parallel_iter=args.parallel_iter, seed=args.seed, force=args.force,
-                                      progress=progress)
-            case "information":
-                from bayesirt.safety.cat_study import run_information_job
-
-                out = run_information_job(args.source, args.out, spec=args.model, force=args.force)
-            case "cat":
-                from bayesirt.safety.cat_study import run_cat_job
-
-                out = run_cat_job(args.data, args.out, budgets=tuple(args.budgets), splits=args.splits,
-                                  random_subsets=args.random_subsets, rule=args.rule, estimator=args.estimator,
-                                  seed=args.seed, workers=args.workers, scheduler=args.scheduler, force=args.force,
-                                  progress=progress)
-            case "personfit":
-                from bayesirt.safety.personfit import run_personfit_job
-
-                out = run_personfit_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
-                                        posterior=args.posterior, reference=args.reference, seed=args.seed,
-                                        force=args.force, progress=progress)
-            case "sandbag":
-                from bayesirt.safety.sandbagging import run_sandbag_job
-
-                out = run_sandbag_job(args.data, args.out, fpr=args.fpr, statistic=args.statistic,
-                                      direction=args.direction, test_length=args.test_length, seed=args.seed,
-                                      workers=args.workers, scheduler=args.scheduler, reference=args.reference,
-                                      force=args.force, progress=progress)
-            case "fingerprint":
-                from bayesirt.safety.fingerprint import run_fingerprint_job
-
-                out = run_fingerprint_job(args.reference, args.query, args.out, identities=args.identities,
-                                          alpha=args.alpha, resamples=args.resamples, seed=args.seed, force=args.force)
-            case "splithalf":
-                out = checks.run_splithalf_job(args.data, args.out, model=args.model, force=args.force, progress=progress,
-                                               splits=args.splits, top=args.top, seed=args.seed, quadrature=args.quadrature)
+            if args.force and args.resume:
+                raise ConfigError("--force and --resume contradict each other: --force starts over, --resume keeps "
+                                  "the finished steps; pass one")
+            out = run_analysis(args.analysis, force=args.force, resume=args.resume, progress=args.progress)
+        else:
+            out = _run_command(args)
     except OutputError as err:
         print(f"bayesirt: error: {err}", file=sys.stderr)
         return EXIT_OUTPUT

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.datasets import DATASETS, load_dataset
 from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, reading
 from bayesirt.data.harness import is_harness, read_harness
 from bayesirt.data.long import has_long_header, read_long
@@ -23,9 +24,28 @@ from bayesirt.data.nt import read_nt_dir, read_nt_npz
 from bayesirt.data.responses import validate_responses
 from bayesirt.data.wide import read_wide_csv
 from bayesirt.errors import DataError, OutputError
+from bayesirt.utils.options import Option, option_table
 from bayesirt.utils.outputs import write_netcdf
 
-__all__ = ["load", "save_responses", "attach_metadata"]
+__all__ = ["load", "save_responses", "attach_metadata", "DATA_HELP", "READ_OPTIONS"]
+
+DATA_HELP = ("a data file (wide/long CSV, Parquet, NPZ, NT folder, .nc), evaluation-harness output (lm-eval "
+             "--log_samples folder, Inspect AI .eval/.json logs, HELM runs) or an embedded dataset name")
+"""What a DATA argument may be (command-line help)."""
+
+#: How :func:`load` reads a source: the options it passes to the reader (and ``drop_empty``). The
+#: command line offers them on every command that reads DATA; analysis files in their ``[read]`` table.
+READ_OPTIONS = option_table(
+    metric=Option(None, "lm-eval metric field or Inspect scorer [the first listed]", type=str),
+    stat=Option(None, "HELM per-instance stat [exact_match]", type=str),
+    filter=Option(None, "lm-eval filter, for tasks logged under several (e.g. strict-match)", type=str),
+    aggregate=Option(None, "rule for repeated responses of one model to one item (epochs, reruns) [refuse repeats]",
+                     type=str, choices=("mean", "majority", "first")),
+    binarize=Option(None, "score >= T counts as correct (partial credit, and the mean of repeats) [refuse partial "
+                          "credit]", type=float, metavar="T"),
+    drop_empty=Option(True, "refuse models or items without responses instead of dropping them (they are listed)",
+                      flag="--keep-empty"),
+)
 
 
 _SUPPORTED = "evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), .csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npz, .nc"
@@ -104,8 +124,6 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
     DataError
         No such file, unsupported format, or an unreadable / invalid file (message names it).
     """
-    from bayesirt.data.datasets import DATASETS, load_dataset
-
     p = Path(source)
     if not p.exists():
         if isinstance(source, str) and source in DATASETS:

@@ -19,7 +19,7 @@ from bayesirt.data.families import AMBIGUOUS, FAMILIES, OTHER
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 
-__all__ = ["POPULATION_SEED", "LINEAGE_TERMS", "audit_population"]
+__all__ = ["POPULATION_SEED", "LINEAGE_TERMS", "REPRESENTATIVE_RULES", "audit_population"]
 
 POPULATION_SEED = 20240521
 """Frozen population-selection seed (NT App. C.1): default ``seed`` of :func:`audit_population`,
@@ -31,7 +31,7 @@ LINEAGE_TERMS: tuple[str, ...] = (
 """Substrings (case-insensitive) of the conservative lineage filter (NT App. D.2, item 4)."""
 
 
-_REPRESENTATIVE_RULES = ("median", "lexicographic")
+REPRESENTATIVE_RULES = ("median", "lexicographic")
 _UNAUDITED = (OTHER, AMBIGUOUS)  # labels of the NT C.1 derivation that are never a family by default
 _LISTED_LABELS = 20  # labels shown in a message; the rest are counted
 _LINEAGE_PATTERN = "|".join(LINEAGE_TERMS)
@@ -312,10 +312,10 @@ def audit_population(
     _check_int(owner_cap, "owner_cap", 1, "positive integer")
     _check_int(min_family_size, "min_family_size", 1, "positive integer")
     _check_int(seed, "seed", 0, "non-negative integer")
-    if representative not in _REPRESENTATIVE_RULES:
+    if representative not in REPRESENTATIVE_RULES:
         raise DataError(
             "The 'representative' parameter of audit_population must be one of "
-            f"{{{', '.join(map(repr, _REPRESENTATIVE_RULES))}}}. "
+            f"{{{', '.join(map(repr, REPRESENTATIVE_RULES))}}}. "
             f"Got {representative!r} instead."
         )
     if families is not None:

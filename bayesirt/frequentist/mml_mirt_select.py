@@ -10,7 +10,7 @@
 - :func:`rotated_loadings`: slopes converted to standardized factor loadings
   ``lambda = (a / 1.702) / sqrt(1 + |a / 1.702|^2)`` (the normal-ogive metric in which factor
   loadings lie in [-1, 1]; R mirt's ``summary`` does the same) and rotated (oblimin by default,
-  :func:`bayesirt.structure.rotation.rotate`; for D = 1 only reflected to a positive sum).
+  :func:`bayesirt.models.rotation.rotate`; for D = 1 only reflected to a positive sum).
 - :func:`loadings_by_benchmark`: per item group (benchmark) and factor, the mean rotated
   loading of its items: App. C's "item loadings aggregated by benchmark" (e.g. at D = 1,
   HarmBench +0.92, SORRY-Bench +0.90 versus OR-Bench-Hard -0.64).
@@ -27,10 +27,10 @@ import xarray as xr
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.frequentist.mml_mirt import MAX_DIMS, PRUNE, MIRTFit, fit_mml_mirt, mirt_model_loglik
 from bayesirt.frequentist.mml_mirt_start import LOGISTIC_SCALE
-from bayesirt.structure.rotation import ROTATIONS, rotate
+from bayesirt.models.rotation import ROTATIONS, rotate
 from bayesirt.utils.progress import progress_bar
 
-__all__ = ["heldout_mirt", "rotated_loadings", "loadings_by_benchmark", "fold_assignment", "check_dim_list"]
+__all__ = ["fit_dimensions", "dimensions_tree", "heldout_mirt", "rotated_loadings", "loadings_by_benchmark", "fold_assignment", "check_dim_list"]
 
 
 def fold_assignment(n_models: int, folds: int, seed: int) -> np.ndarray:
@@ -215,3 +215,27 @@ def loadings_by_benchmark(fit: MIRTFit, item_group: Sequence[str] | None = None,
     table.attrs.update(rotation=rotation, n_dims=fit.n_dims, phi=rotated["phi"].values.tolist(),
                        metric=rotated.attrs["metric"])
     return table
+
+
+def fit_dimensions(responses, dims, folds, seed, rotation, progress, fit_options):
+    """Full-data fits, the held-out table and the loadings by benchmark (one call, so that
+    :func:`~bayesirt.errors.recorded_warnings` collects the warnings of all of them)."""
+    fits = {d: fit_mml_mirt(responses, d, seed=seed, **fit_options) for d in dims}
+    table = heldout_mirt(responses, dims, folds, seed=seed, full_fits=fits, progress=progress, **fit_options)
+    loadings = pd.concat([loadings_by_benchmark(fits[d], rotation=rotation).assign(n_dims=d) for d in dims],
+                         ignore_index=True)
+    return fits, table, loadings[["n_dims", "item_group", "factor", "n_items", "mean_loading", "sd_loading",
+                                  "mean_abs_loading"]]
+
+
+def dimensions_tree(fits: dict, table: xr.Dataset, rotation: str) -> xr.DataTree:
+    """``/``: the D table with per-model held-out scores; ``/D<d>``: each full fit with its rotated loadings."""
+    nodes = {"/": table}
+    for d, fit in fits.items():
+        rotated = rotated_loadings(fit, rotation)
+        ds = fit.to_dataset().drop_vars([c for c in ("family", "owner", "model_id") if c in fit.abilities.coords])
+        ds["rotated_loading"] = rotated["loading"]
+        ds["phi"] = rotated["phi"]
+        ds.attrs["rotation"] = rotation
+        nodes[f"D{d}"] = ds
+    return xr.DataTree.from_dict(nodes)

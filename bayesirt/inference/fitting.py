@@ -33,10 +33,11 @@ import xarray as xr
 from bayesirt.data.responses import to_observed_data, validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.inference.methods import METHODS, MODEL_METHODS, SAMPLERS
-from bayesirt.utils.progress import progress_bar
 from bayesirt.models.logistic import build_logistic, log_likelihood_group
 from bayesirt.models.mirt import align_signs, build_mirt
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
+from bayesirt.utils.options import declare, option
+from bayesirt.utils.progress import progress_bar
 
 __all__ = ["fit", "sample_model"]
 
@@ -83,23 +84,26 @@ def _check_settings(caller, method, sampler, draws, tune, chains, cores, advi_it
         _check_positive(caller, name, value)
 
 
+@declare()
 def fit(
     responses: xr.Dataset,
     spec: IRTSpec | MIRTSpec | str | Path = "2pl",
     *,
-    method: str = "nuts",
-    sampler: str = "nutpie",
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
-    cores: int | None = None,
-    seed: int = 0,
-    thin: int = 1,
-    advi_iterations: int = 50_000,
-    advi_tolerance: float = 1e-4,
-    advi_learning_rate: float | None = None,
-    advi_batch_size: int | None = None,
-    log_likelihood: bool = False,
+    method: str = option("nuts", "inference method", choices=METHODS),
+    sampler: str = option("nutpie", "NUTS implementation; numpyro and blackjax need bayesirt[jax]", choices=SAMPLERS),
+    draws: int = option(1000, "draws per chain (ADVI: from the approximation)"),
+    tune: int = option(1000, "tuning steps per chain"),
+    chains: int = option(4, "chains"),
+    cores: int | None = option(None, "NUTS chains run at once [min(chains, CPU count)]", type=int),
+    seed: int = option(0, "random seed; same seed, same arrays"),
+    thin: int = option(1, "NUTS: keep every THIN-th draw of each chain"),
+    advi_iterations: int = option(50_000, "ADVI iteration cap"),
+    advi_tolerance: float = option(1e-4, "ADVI: relative change of the windowed mean loss that ends a rate"),
+    advi_learning_rate: float | None = option(None, "ADVI: constant Adam step size [annealed 0.1 to 0.0008]",
+                                              type=float),
+    advi_batch_size: int | None = option(None, "minibatch ADVI: observed cells per step (for matrices of millions "
+                                               "of responses) [all]", type=int),
+    log_likelihood: bool = option(False, "store the pointwise log-likelihood (for LOO)"),
     progress: bool = True,
 ) -> xr.DataTree:
     """Fit an IRT spec to a response Dataset.

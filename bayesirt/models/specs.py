@@ -15,8 +15,11 @@ from pathlib import Path
 
 from bayesirt.errors import SpecError
 
-__all__ = ["Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "parse_toml", "toml_text", "builtin_specs",
+__all__ = ["SPEC_HELP", "Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "parse_toml", "toml_text", "builtin_specs",
            "BUILTIN_DIR"]
+
+SPEC_HELP = "built-in spec (rasch/1pl, 2pl, 3pl, 4pl, mirt, ...) or the path of a spec file"
+"""What a spec argument may be (command-line help)."""
 
 
 def _builtin_dir() -> Path:

@@ -12,7 +12,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from bayesirt.report.audit_posterior import posterior_lines
+from bayesirt.report.audit_sections import matched_section, profiles_section, replication_section
 from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.report.near_ties import near_ties_lines
 
 __all__ = ["audit_report", "plot_controls", "plot_sensitivity"]
 
@@ -179,7 +182,6 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
     lines += ["## Folds", "", "Each audit half selects K (one-SE rule), learns the spectral directions, estimates "
               "residual family DIF and chooses the anchors; the opposite half's representatives are scored.", "",
               markdown_table(pd.DataFrame(fold_rows)), ""]
-    from bayesirt.report.audit_posterior import posterior_lines  # each posterior counterpart follows its section
 
     if "within_family" in summary:
         lines += _within_section(summary["within_family"]) + posterior_lines(result, "specificity")
@@ -196,24 +198,16 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
                   "The pass rule (eq. 59-61) counts benchmarks: 3 of 5 with a positive excess and 3 of 5 with p <= .05.",
                   "", markdown_table(table.round(3)), ""]
     if result.profiles is not None:
-        from bayesirt.audit.profiles import profiles_section
-
         lines += profiles_section(result.profiles) + [""]
     if result.matched is not None:
-        from bayesirt.audit.matched import matched_section
-
         lines += matched_section(result.matched) + [""] + posterior_lines(result, "matched")
     if result.replication is not None:
-        from bayesirt.audit.replication import replication_section
-
         rep = result.replication
         lines += (replication_section(rep["signatures"], rep["groups"], rep["contributions"]) + [""]
                   + posterior_lines(result, "signatures"))
     if "bayes" in summary:
         lines += _bayes_section(summary["bayes"], result)
     if getattr(result, "near_ties", None) is not None:
-        from bayesirt.report.near_ties import near_ties_lines
-
         lines += near_ties_lines(result.near_ties, summary["bayes"]["near_ties"], near_ties_figure)
     if summary["warnings"]:
         lines += ["## Warnings", "", *[f"- {w}" for w in summary["warnings"]], ""]

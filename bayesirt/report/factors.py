@@ -15,8 +15,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from bayesirt.utils.outputs import staged_output, write_netcdf  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.utils.outputs import staged_output, write_netcdf  # noqa: E402
 
 __all__ = ["factors_tree", "write_factors", "factors_report", "plot_factor_selection", "CFI_GOOD", "RMSEA_CLOSE"]
 

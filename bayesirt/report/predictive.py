@@ -12,8 +12,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from bayesirt.workflow.predictive import PPCResult  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.workflow.predictive import PPCResult  # noqa: E402
 
 __all__ = ["ppc_section", "prior_section", "plot_ppc", "plot_prior"]
 

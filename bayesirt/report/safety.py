@@ -4,7 +4,6 @@ resolvable gaps) and response fingerprints (self-disagreement null versus cross-
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -16,29 +15,14 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
-from bayesirt.utils.outputs import write_netcdf
+from bayesirt.utils.outputs import staged_output, to_json, write_json, write_netcdf
 
-__all__ = ["write_json", "header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
+__all__ = ["header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
            "personfit_section", "sandbag_section", "fingerprint_section", "write_personfit", "write_sandbag",
            "write_suspects", "write_fingerprint"]
 
 _LABEL = {"lz": "$l_z$", "lz_star": "$l_z^*$"}
 MAX_ROWS = 50
-
-
-def _plain(value):
-    if isinstance(value, (np.integer, np.bool_)):
-        return value.item()
-    if isinstance(value, np.floating):
-        return None if np.isnan(value) else float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"cannot write {type(value).__name__} to JSON")
-
-
-def write_json(path: Path, payload: dict) -> None:
-    """Write ``payload`` as indented JSON (NumPy scalars and arrays converted)."""
-    path.write_text(json.dumps(payload, indent=2, default=_plain))
 
 
 def header(title: str, responses: xr.Dataset) -> list[str]:
@@ -205,8 +189,6 @@ def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, o
                     warnings: list[str], force: bool, genuine: xr.Dataset | None = None) -> Path:
     """Write the person-fit folder: personfit.nc, models.csv, items.csv, summary.json, report.md, lz.png.
     ``genuine``: the separate reference cohort's person fit (scoring against ``--reference``)."""
-    from bayesirt.utils.outputs import staged_output
-
     a = fit.attrs
     summary = {k: a[k] for k in ("fpr", "statistic", "cutoff", "calibration")} | {
         "flagged": int(fit["flagged"].sum()), "models": fit.sizes["model"], "warnings": warnings}
@@ -236,13 +218,11 @@ def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, o
 def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], force: bool) -> Path:
     """Write the sandbagging folder: sandbagging.nc, detection.csv, roc.csv, gaps.csv, genuine.csv,
     summary.json, report.md and the figures lz.png, roc.png, shift.png."""
-    from bayesirt.utils.outputs import staged_output
-
     st = result.settings
     with staged_output(out, force=force) as folder:
         tree = xr.DataTree.from_dict({"genuine": result.genuine, "runs": result.runs, "gaps": result.gaps,
                                       "items": result.items})
-        tree.attrs = {"settings": json.dumps(st, default=_plain)}
+        tree.attrs = {"settings": to_json(st, indent=None)}
         write_netcdf(tree, folder / "sandbagging.nc")
         result.detection.to_csv(folder / "detection.csv", index=False)
         result.roc.to_csv(folder / "roc.csv", index=False)
@@ -268,8 +248,6 @@ def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, ou
                    force: bool) -> Path:
     """Write the folder of suspect runs scored against a reference cohort (``sandbag --reference``):
     suspects.nc (DataTree: suspects, reference), suspects.csv, genuine.csv, summary.json, report.md."""
-    from bayesirt.utils.outputs import staged_output
-
     st = settings
     rates = {k: float(genuine[f"flag_{k}"].mean()) for k in ("personfit", "shift", "combined")}
     flagged = {k: int(suspects[f"flag_{k}"].sum()) for k in ("personfit", "shift", "combined")}
@@ -278,7 +256,7 @@ def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, ou
                "flag_shift", "flag_combined"]
     with staged_output(out, force=force) as folder:
         tree = xr.DataTree.from_dict({"suspects": suspects, "reference": genuine})
-        tree.attrs = {"settings": json.dumps(st, default=_plain)}
+        tree.attrs = {"settings": to_json(st, indent=None)}
         write_netcdf(tree, folder / "suspects.nc")
         table.to_csv(folder / "suspects.csv", index=False)
         genuine.to_dataframe().reset_index().to_csv(folder / "genuine.csv", index=False)
@@ -305,8 +283,6 @@ def write_fingerprint(table: xr.Dataset, null: xr.Dataset, matches: pd.DataFrame
                       reference: xr.Dataset, out, *, alpha: float, warnings: list[str], force: bool) -> Path:
     """Write the fingerprint folder: fingerprint.nc, matches.csv, disagreement.csv, null.csv,
     summary.json, report.md, fingerprint.png."""
-    from bayesirt.utils.outputs import staged_output
-
     with staged_output(out, force=force) as folder:
         match_ds = xr.Dataset.from_dataframe(matches.set_index("query"))
         write_netcdf(xr.DataTree.from_dict({"disagreement": table, "null": null, "matches": match_ds}),

@@ -1,7 +1,8 @@
 """The safety-IRT toolkit of the SAFE paper: information curves (item information itself lives in
 :mod:`bayesirt.models.information`), static and adaptive tests (:mod:`.adaptive`), the held-out distillation study (:mod:`.cat_study`), person fit
 (:mod:`.personfit`), sandbagging (:mod:`.sandbagging`), response fingerprints (:mod:`.fingerprint`)
-and the pipeline over several benchmark files (:mod:`.suite`)."""
+and the item banks of several benchmarks (:mod:`.scopes`). Their jobs, and the suite over several
+benchmark files, are in :mod:`bayesirt.jobs`."""
 
 from typing import TYPE_CHECKING
 
@@ -10,10 +11,9 @@ from bayesirt.utils.lazy import attach
 if TYPE_CHECKING:
     from bayesirt.models.information import information_curves, posterior_information
     from bayesirt.safety.adaptive import run_cat, score_test, static_test
-    from bayesirt.safety.cat_study import run_cat_job, run_information_job
-    from bayesirt.safety.personfit import calibrate_cutoff, lz_statistics, person_fit, posterior_predictive_person_fit, run_personfit_job
-    from bayesirt.safety.sandbagging import run_sandbag_job, sandbag, sandbagging_experiment
-    from bayesirt.safety.fingerprint import identify, run_fingerprint_job, self_disagreement_null
-    from bayesirt.safety.suite import run_safety_suite
+    from bayesirt.safety.cat_study import cat_study, combine_benchmarks
+    from bayesirt.safety.personfit import calibrate_cutoff, lz_statistics, person_fit, posterior_predictive_person_fit
+    from bayesirt.safety.sandbagging import sandbag, sandbagging_experiment
+    from bayesirt.safety.fingerprint import identify, self_disagreement_null
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

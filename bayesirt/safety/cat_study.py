@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,11 +34,10 @@ from bayesirt.data.responses import informative_items, make_responses, validate_
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
-from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
-__all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "static_tests", "run_cat_job",
-           "run_information_job", "DESIGNS", "METRICS"]
+__all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "static_tests", "DESIGNS",
+           "METRICS"]
 
 #: Short tests compared (coordinate ``design``; not ``method``, which ``.sel`` reserves).
 DESIGNS = ("cat", "static", "random")
@@ -295,97 +293,3 @@ def summarize_study(study: xr.Dataset, *, level: float = 0.95) -> pd.DataFrame:
     cols = ["benchmark", "design", "budget", "metric", "mean", "lower", "upper", "splits"]
     return pd.concat(rows, ignore_index=True)[cols].sort_values(["benchmark", "metric", "design", "budget"],
                                                                  ignore_index=True)
-
-
-def _responses(data) -> xr.Dataset:
-    """A response Dataset from a Dataset, a path or dataset name, or several benchmarks (combined)."""
-    from bayesirt.data import load
-
-    if isinstance(data, xr.Dataset):
-        return data
-    if isinstance(data, Mapping):
-        return combine_benchmarks({k: _responses(v) for k, v in data.items()})
-    if isinstance(data, (list, tuple)):
-        names = [Path(p).stem for p in data]
-        if len(set(names)) < len(names):
-            raise BayesIRTError(f"benchmark files need distinct names (file stems) to label item_group; got {names}")
-        return combine_benchmarks({n: load(p) for n, p in zip(names, data)})
-    return load(data)
-
-
-def run_cat_job(data, out, *, budgets=(10, 25, 50, 100), splits: int = 20, random_subsets: int = 100, seed: int = 0,
-                rule: str = "fisher", estimator: str = "eap", per_benchmark: bool = False, calibration: float = 0.75,
-                workers: int | None = None, scheduler: str | None = None, force: bool = False,
-                progress: bool = True) -> Path:
-    """Run :func:`cat_study` on ``data`` and write the folder ``out``.
-
-    ``data`` is a response Dataset, a path or embedded-dataset name (:func:`bayesirt.data.load`),
-    or a list of benchmark files / a mapping ``name -> Dataset or path`` (items concatenated,
-    ``item_group`` = file stem or key; see :func:`combine_benchmarks`).
-
-    Writes ``cat.nc`` (the study Dataset), ``cat_curves.csv`` (:func:`summarize_study`),
-    ``static_tests.csv`` (:func:`static_tests`), ``cat_curves.png`` and ``report.md``; ``out``
-    must not exist unless ``force``. Returns ``out``.
-    """
-    from bayesirt.report.cat import cat_report, plot_cat_curves
-
-    check_output(out, force=force)
-    responses = _responses(data)
-    study = cat_study(responses, budgets=budgets, splits=splits, random_subsets=random_subsets,
-                      calibration=calibration, rule=rule, estimator=estimator, per_benchmark=per_benchmark,
-                      seed=seed, workers=workers, scheduler=scheduler, progress=progress)
-    curves = summarize_study(study)
-    tests = static_tests(responses, budgets)
-    with staged_output(out, force=force) as folder:
-        write_netcdf(study, folder / "cat.nc")
-        curves.to_csv(folder / "cat_curves.csv", index=False)
-        tests.to_csv(folder / "static_tests.csv", index=False)
-        figure = plot_cat_curves(curves, folder / "cat_curves.png").name
-        (folder / "report.md").write_text(cat_report(study, curves, figure))
-    return Path(out)
-
-
-def run_information_job(source, out, *, theta=None, spec: str = "2pl", max_draws: int | None = None,
-                        force: bool = False) -> Path:
-    """Information curves of a calibration, written to the folder ``out``.
-
-    ``source`` is a fitted DataTree or a NetCDF file holding one (``posterior.nc`` of
-    ``bayesirt fit``: curves averaged over posterior draws, :func:`~bayesirt.models.information.posterior_information`),
-    an item-parameter Dataset (``discrimination``, ``intercept`` over ``item``), or response
-    data (a Dataset, path or dataset name), which is calibrated by regularized MML with ``spec``
-    first (:func:`~bayesirt.models.information.information_curves`).
-
-    Writes ``information.nc``, ``information.csv`` (per theta: test information, SE and any
-    per-group information), ``information.png`` and ``report.md``. Returns ``out``.
-    """
-    from bayesirt.models.information import information_curves, posterior_information
-    from bayesirt.report.cat import information_report, plot_information
-
-    check_output(out, force=force)
-    tree = None
-    name = source.attrs.get("name") or "calibration" if isinstance(source, (xr.Dataset, xr.DataTree)) else str(source)
-    if isinstance(source, xr.DataTree):
-        tree = source
-    elif isinstance(source, (str, Path)) and Path(source).suffix == ".nc":
-        opened = xr.open_datatree(source, engine="h5netcdf")
-        tree = opened if "posterior" in opened.children else None
-    if tree is not None:
-        info = posterior_information(tree, theta, max_draws=max_draws)
-        info.attrs["parameters"] = f"posterior-averaged over {info.attrs['draws']} draws"
-    elif isinstance(source, xr.Dataset) and "discrimination" in source:
-        info = information_curves(source, theta)
-        info.attrs["parameters"] = "item parameters as given"
-    else:
-        fit = fit_mml(_responses(source), spec, priors=True, se=False)
-        info = information_curves(fit.items, theta)
-        info.attrs["parameters"] = f"{spec} calibrated by MML with the spec's priors"
-    table = info[["test_information", "standard_error"]].to_dataframe().reset_index()
-    if "group_information" in info:
-        groups = info["group_information"].to_pandas().T.add_prefix("information_")
-        table = table.join(groups.reset_index(drop=True))
-    with staged_output(out, force=force) as folder:
-        write_netcdf(info, folder / "information.nc")
-        table.to_csv(folder / "information.csv", index=False)
-        figure = plot_information(info, folder / "information.png").name
-        (folder / "report.md").write_text(information_report(info, name, figure))
-    return Path(out)

@@ -31,14 +31,15 @@ import xarray as xr
 from scipy.optimize import minimize
 from scipy.special import log_ndtr, ndtri
 
-from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, recorded_warnings
+from bayesirt.errors import BayesIRTError
+from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.logistic import response_probability
+from bayesirt.safety.adaptive import score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
 
 __all__ = ["MIN_SHARED_ITEMS", "VERDICTS", "disagreement", "self_disagreement_null", "identify", "resolvable_gap",
-           "gap_at", "run_fingerprint_job"]
+           "gap_at", "identity_labels"]
 
 #: Fewest shared items a fingerprint comparison accepts.
 MIN_SHARED_ITEMS = 10
@@ -48,7 +49,7 @@ MAX_LISTED = 10
 VERDICTS = ("consistent", "changed", "ambiguous", "identified", "unmatched")
 
 
-def _identity(da: xr.DataArray, identity, what: str) -> np.ndarray:
+def identity_labels(da: xr.DataArray, identity, what: str) -> np.ndarray:
     ids = np.asarray(da["model"].values).astype(str)
     if identity is None:
         return ids
@@ -123,7 +124,7 @@ def self_disagreement_null(reference: xr.Dataset, *, identity=None, items: xr.Da
         ``source`` (``"repeats"`` or ``"resampling"``).
     """
     da = check_responses(reference)
-    ident = _identity(da, identity, "reference")
+    ident = identity_labels(da, identity, "reference")
     labels, counts = np.unique(ident, return_counts=True)
     if (counts >= 2).any():
         rep = np.flatnonzero(np.isin(ident, labels[counts >= 2]))  # only collections with repeats
@@ -138,8 +139,6 @@ def self_disagreement_null(reference: xr.Dataset, *, identity=None, items: xr.Da
         if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 1:
             raise BayesIRTError(f"The 'resamples' parameter must be a positive integer. Got {resamples!r} instead.")
         if items is None:
-            from bayesirt.frequentist.mml import fit_mml
-
             items = fit_mml(reference, "2pl", priors=True, se=False).items
         bank = item_parameters(items, da["item"].values)
         y = np.asarray(da.values)
@@ -197,13 +196,13 @@ def identify(reference: xr.Dataset, query: xr.Dataset, null: xr.Dataset, *, refe
         raise BayesIRTError("null must be a non-empty self_disagreement_null(...) Dataset; compute it from the "
                             "reference first")
     table = disagreement(reference, query)
-    ref_ident = _identity(check_responses(reference), reference_identity, "reference")
+    ref_ident = identity_labels(check_responses(reference), reference_identity, "reference")
     names = np.unique(ref_ident)
     onehot = (ref_ident[:, None] == names[None, :]).astype(float)
     d = table["disagreement"].values
     by_identity = np.nan_to_num(d) @ onehot / (np.isfinite(d) @ onehot)
     qids = np.asarray(table["query"].values).astype(str)
-    claims = _identity(check_responses(query), claim, "query")
+    claims = identity_labels(check_responses(query), claim, "query")
     finite = np.isfinite(null["value"].values)
     pooled = np.sort(null["value"].values[finite])
     nulls = {name: pooled for name in names}
@@ -315,63 +314,3 @@ def gap_at(table: xr.Dataset, theta) -> np.ndarray:
     """The resolvable gap of :func:`resolvable_gap` at abilities ``theta`` (linear between bin
     centres, constant beyond the outer ones)."""
     return np.interp(np.asarray(theta, dtype=float), table["center"].values, table["gap"].values)
-
-
-def _read_identities(identities) -> dict | None:
-    """A dict model id -> identity from a dict or a CSV with columns model_id, identity."""
-    if identities is None or isinstance(identities, dict):
-        return identities
-    from pathlib import Path
-
-    path = Path(identities)
-    if not path.is_file():
-        raise BayesIRTError(f"no identities file at {path}; give a CSV with columns model_id and identity")
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (ValueError, OSError, UnicodeError) as err:
-        raise BayesIRTError(f"cannot read {path} ({type(err).__name__}); give a UTF-8 CSV with columns model_id "
-                            "and identity") from None
-    if not {"model_id", "identity"} <= set(table.columns):
-        raise BayesIRTError(f"{path}: needs columns model_id and identity (has {list(table.columns)}); add them")
-    if table["model_id"].duplicated().any():
-        raise BayesIRTError(f"{path}: model_id {table['model_id'][table['model_id'].duplicated()].iloc[0]!r} appears "
-                            "twice; keep one row per model")
-    return dict(zip(table["model_id"], table["identity"], strict=True))
-
-
-def run_fingerprint_job(reference, query, out, *, identities=None, alpha: float = 0.05, resamples: int = 50,
-                        seed: int = 0, force: bool = False):
-    """``bayesirt fingerprint``: match every query endpoint to the reference collections.
-
-    Parameters
-    ----------
-    reference, query : path, dataset name or xarray.Dataset
-        Reference collections and the endpoints to audit (items matched by id).
-    out : path
-    identities : path or dict, optional
-        CSV (columns ``model_id``, ``identity``) or dict mapping reference and query model ids
-        to identities: reference collections sharing one are repeats (the null); a query's
-        identity is its claim. Unlisted models are their own identity, so by default a query
-        claims the reference with its model id.
-    alpha, resamples, seed
-        As :func:`identify` and :func:`self_disagreement_null`.
-    force : bool, default False
-
-    Writes fingerprint.nc (DataTree: disagreement, null, matches), matches.csv,
-    disagreement.csv, null.csv, summary.json, report.md and fingerprint.png.
-    """
-    from bayesirt.data import load
-    from bayesirt.utils.outputs import check_output
-    from bayesirt.report.safety import write_fingerprint
-
-    check_output(out, force=force)
-    mapping = _read_identities(identities)
-    ref, qry = (d if isinstance(d, xr.Dataset) else load(d) for d in (reference, query))
-    null, messages = recorded_warnings(self_disagreement_null, ref, identity=mapping, resamples=resamples, seed=seed)
-    matches = identify(ref, qry, null, reference_identity=mapping, claim=mapping, alpha=alpha)
-    table = disagreement(ref, qry)
-    ident = _identity(check_responses(ref), mapping, "reference")
-    keep = np.sort(np.random.default_rng(seed).permutation(ident.size)[:500])  # cross-identity pairs for the figure
-    cross = disagreement(ref.isel(model=keep), ref.isel(model=keep))["disagreement"].values
-    cross = cross[np.triu(ident[keep][:, None] != ident[keep][None, :], k=1)]
-    return write_fingerprint(table, null, matches, cross, ref, out, alpha=alpha, warnings=messages, force=force)

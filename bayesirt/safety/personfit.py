@@ -39,13 +39,13 @@ from scipy.special import expit
 
 from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING, from_observed_data
-from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
+from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.models.information import ItemBank, item_bank
 from bayesirt.models.logistic import response_probability
 from bayesirt.utils.progress import progress_bar
 
 __all__ = ["STATISTICS", "LZ", "lz_statistics", "check_responses", "item_parameters", "person_fit",
-           "calibrate_cutoff", "roc_curve", "roc_auc", "posterior_predictive_person_fit", "run_personfit_job"]
+           "calibrate_cutoff", "roc_curve", "roc_auc", "posterior_predictive_person_fit"]
 
 #: Person-fit statistics a cut-off can be set on.
 STATISTICS = ("lz", "lz_star")
@@ -338,83 +338,3 @@ def posterior_predictive_person_fit(tree: xr.DataTree, *, responses: xr.Dataset 
     return xr.Dataset({"ppp": ("model", below / n), "lz_mean": ("model", lz_sum / n)}, coords=coords,
                       attrs={"draws_used": n, "seed": seed,
                              "ppp": "Pr(l_z(y_rep; theta_s) < l_z(y; theta_s)) + ties / 2 over posterior draws"})
-
-
-def run_personfit_job(data, out, *, fpr: float = 0.1, statistic: str = "lz", posterior=None, ppp_draws: int = 500,
-                      reference=None, seed: int = 0, force: bool = False, progress: bool = True):
-    """``bayesirt personfit``: calibrate, score person fit, set the cut-off, write ``out``.
-
-    Items are calibrated by the regularized 2PL (``fit_mml(..., "2pl", priors=True)``, SAFE's
-    calibration) on ``data``, which is also the genuine cohort of the cut-off; or, with
-    ``reference``, on that separate genuine cohort: then the models of ``data`` (suspect runs, e.g.
-    an endpoint's answers to a 40-item test or prompted-sandbagging runs) are scored on their items
-    against the reference's calibration, and the cut-off is the reference cohort's ``fpr`` quantile
-    on those same items (l_z depends on the test). Writes
-    ``personfit.nc`` (DataTree: ``models``, ``items``), ``models.csv``, ``items.csv``,
-    ``summary.json``, ``report.md`` and ``lz.png``.
-
-    Parameters
-    ----------
-    data : path, dataset name or xarray.Dataset
-    out : path
-        Output folder (replaced only with ``force``).
-    fpr : float, default 0.1
-    statistic : {"lz", "lz_star"}, default "lz"
-        The statistic the cut-off is set on (both are reported).
-    posterior : path or xarray.DataTree, optional
-        A fit of the same data (``posterior.nc`` of ``bayesirt fit``): adds posterior predictive
-        person-fit p-values (``ppp``) from ``ppp_draws`` draws. Not with ``reference``.
-    reference : path, dataset name or xarray.Dataset, optional
-        The genuine cohort that calibrates the items and the cut-off; its items must include every
-        item of ``data`` (matched by item id).
-    seed : int, default 0
-        Seed of the posterior predictive replicates.
-    force : bool, default False
-    progress : bool, default True
-        A progress bar over the posterior predictive draws.
-    """
-    from bayesirt.data import load
-    from bayesirt.frequentist.mml import fit_mml
-    from bayesirt.utils.outputs import check_output
-    from bayesirt.report.safety import write_personfit
-
-    if statistic not in STATISTICS:
-        raise BayesIRTError(f"The 'statistic' parameter must be one of {set(STATISTICS)}. Got {statistic!r} instead.")
-    if reference is not None and posterior is not None:
-        raise BayesIRTError("--posterior gives p-values for the calibration data itself; drop it when scoring against "
-                            "--reference")
-    check_output(out, force=force)
-    responses = data if isinstance(data, xr.Dataset) else load(data)
-    tree = None if posterior is None else posterior if isinstance(posterior, xr.DataTree) else _open_tree(posterior)
-    cohort = responses if reference is None else reference if isinstance(reference, xr.Dataset) else load(reference)
-    calibration, messages = recorded_warnings(fit_mml, cohort, "2pl", priors=True, se=False)
-    items = calibration.items
-    if reference is not None:
-        suspect_items = responses["item"].values.astype(str)
-        unknown = sorted(set(suspect_items) - set(cohort["item"].values.astype(str)))
-        if unknown:
-            raise DataError(f"{len(unknown)} item(s) of the scored file are not in the reference cohort (e.g. "
-                            f"{unknown[:3]}); the reference must have answered every item it calibrates")
-        items = items.sel(item=suspect_items)
-        genuine = person_fit(cohort.sel(item=suspect_items), items)
-    fit = person_fit(responses, items)
-    cutoff = calibrate_cutoff((fit if reference is None else genuine)[statistic].values, fpr=fpr)
-    fit["flagged"] = fit[statistic] <= cutoff
-    ppp = None if tree is None else posterior_predictive_person_fit(tree, responses=responses, draws=ppp_draws,
-                                                                   seed=seed, progress=progress)
-    if ppp is not None:
-        fit["ppp"] = ppp["ppp"]
-    fit.attrs.update(cutoff=cutoff, fpr=fpr, statistic=statistic, calibration=calibration.attrs["method"])
-    if reference is not None:
-        fit.attrs.update(reference=str(reference) if not isinstance(reference, xr.Dataset)
-                         else reference.attrs.get("name", "dataset"), reference_models=int(cohort.sizes["model"]))
-    return write_personfit(fit, items, responses, out, ppp=ppp, warnings=messages, force=force,
-                           genuine=None if reference is None else genuine)
-
-
-def _open_tree(path) -> xr.DataTree:
-    try:
-        return xr.open_datatree(path, engine="h5netcdf").load()
-    except (OSError, ValueError) as err:
-        raise BayesIRTError(f"cannot read the posterior {path} ({type(err).__name__}); pass the posterior.nc "
-                            "written by 'bayesirt fit'") from None

@@ -33,18 +33,26 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import xarray as xr
-from bayesirt.safety.adaptive import score_test, static_test
+
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
-from bayesirt.safety.fingerprint import gap_at, resolvable_gap
+from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import ItemBank
-from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.safety.adaptive import score_test, static_test
+from bayesirt.safety.fingerprint import gap_at, resolvable_gap
 from bayesirt.safety.personfit import (
-    STATISTICS, calibrate_cutoff, check_responses, item_parameters, lz_statistics, roc_auc, roc_curve,
+    STATISTICS,
+    calibrate_cutoff,
+    check_responses,
+    item_parameters,
+    lz_statistics,
+    roc_auc,
+    roc_curve,
 )
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
 __all__ = ["SCOPES", "DIRECTIONS", "item_groups", "sandbag", "SandbagResult", "sandbagging_experiment",
-           "score_suspects", "run_sandbag_job"]
+           "score_suspects"]
 
 #: Sandbagging scopes.
 SCOPES = ("uniform", "targeted", "triggered")
@@ -310,8 +318,6 @@ def sandbagging_experiment(responses: xr.Dataset, *, items: xr.Dataset | None = 
         Runs that changed no cell (e.g. a model with no correct response sandbagging down) are
         left out of the rates; their number shows in ``detection["runs"]``.
     """
-    from bayesirt.frequentist.mml import fit_mml
-
     _choice("statistic", statistic, STATISTICS)
     _choice("direction", direction, DIRECTIONS)
     for s in scopes:
@@ -383,8 +389,6 @@ def score_suspects(suspects: xr.Dataset, reference: xr.Dataset, *, fpr: float = 
         ``flag_combined``: the suspects, and the reference cohort on the suspects' items (its
         flag rates are the detectors' false-positive rates).
     """
-    from bayesirt.frequentist.mml import fit_mml
-
     _choice("statistic", statistic, STATISTICS)
     suspect = check_responses(suspects)
     genuine_all = check_responses(reference)
@@ -421,36 +425,3 @@ def score_suspects(suspects: xr.Dataset, reference: xr.Dataset, *, fpr: float = 
                 "reference_items": int(genuine_all.sizes["item"]),
                 "suspects_with_history": int((matched >= 0).sum()), "resolved_pairs": gaps.attrs["resolved_pairs"]}
     return out[0], out[1], settings
-
-
-def run_sandbag_job(data, out, *, fpr: float = 0.1, statistic: str = "lz", strengths=(0.25, 0.5, 0.75, 1.0),
-                    direction: str = "down", trigger_fraction: float = 0.25, target: str = "weakest",
-                    groups: int = 6, test_length: int = 40, level: float = 0.95, seed: int = 0,
-                    workers: int | None = 1, scheduler: str | None = None, reference=None, force: bool = False,
-                    progress: bool = True):
-    """``bayesirt sandbag``: :func:`sandbagging_experiment` on ``data`` (path, dataset name or
-    Dataset), written to ``out``: sandbagging.nc (DataTree: genuine, runs, gaps, items),
-    detection.csv, roc.csv, gaps.csv, genuine.csv, summary.json, report.md, lz.png, roc.png,
-    shift.png. Options as :func:`sandbagging_experiment`.
-
-    With ``reference`` (a genuine cohort: path, dataset name or Dataset), ``data`` holds real
-    suspect runs instead, scored against it by :func:`score_suspects` (``fpr``, ``statistic``,
-    ``level`` and ``seed`` apply): suspects.nc, suspects.csv, genuine.csv, summary.json, report.md."""
-    from bayesirt.data import load
-    from bayesirt.utils.outputs import check_output
-    from bayesirt.report.safety import write_sandbag, write_suspects
-
-    check_output(out, force=force)
-    responses = data if isinstance(data, xr.Dataset) else load(data)
-    if reference is not None:
-        cohort = reference if isinstance(reference, xr.Dataset) else load(reference)
-        (suspects, genuine, settings), messages = recorded_warnings(score_suspects, responses, cohort, fpr=fpr,
-                                                                    statistic=statistic, level=level, seed=seed)
-        settings["reference"] = (str(reference) if not isinstance(reference, xr.Dataset)
-                                 else reference.attrs.get("name", "dataset"))
-        return write_suspects(suspects, genuine, settings, out, warnings=messages, force=force)
-    result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, strengths=strengths,
-                              direction=direction, trigger_fraction=trigger_fraction, target=target, groups=groups,
-                              test_length=test_length, level=level, seed=seed, workers=workers,
-                              scheduler=scheduler, progress=progress)
-    return write_sandbag(result, responses, out, warnings=messages, force=force)

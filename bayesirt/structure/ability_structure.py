@@ -13,9 +13,8 @@ declared, and composites are sign-aligned. :func:`run_factors_job` is the ``baye
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -25,14 +24,12 @@ import xarray as xr
 
 from bayesirt.data.responses import informative_items
 from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.structure.factor import check_n_factors, correlation_matrix, factor_analysis, parallel_analysis
-from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenuated_correlation
+from bayesirt.frequentist.mml import fit_mml
+from bayesirt.structure.factor import check_n_factors
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.structure.rotation import ROTATIONS
 
-__all__ = ["read_abilities", "ability_matrix", "polarity_table", "composite_scores", "pair_distinguishability",
-           "run_factors_job", "CompositeAlignment",
-           "composite_alignment", "ABILITY_METHODS", "COHORTS"]
+__all__ = ["check_factor_counts", "read_abilities", "ability_matrix", "polarity_table", "composite_scores", "pair_distinguishability",
+           "CompositeAlignment", "composite_alignment", "ABILITY_METHODS", "COHORTS"]
 
 #: How each benchmark's abilities are estimated: MAP-EM with EAP abilities (SAFE), or a posterior mean.
 ABILITY_METHODS = ("map", "advi", "fullrank_advi", "nuts")
@@ -102,8 +99,6 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", d
         name = str(name)
         responses, dropped[name] = informative_items(responses)
         if method == "map":
-            from bayesirt.frequentist.mml import fit_mml
-
             result = fit_mml(responses, "2pl", priors=True, se=False)
             mean, sd = result.abilities["eap"], result.abilities["eap_sd"]
             fits[name] = {"converged": int(result.converged), "iterations": int(result.iterations)}
@@ -150,7 +145,7 @@ def polarity_table(solution, declared: Mapping[str, int] | None = None) -> pd.Da
 MAX_FACTORS = 4
 
 
-def _check_factor_counts(n_factors, p: int) -> list[int]:
+def check_factor_counts(n_factors, p: int) -> list[int]:
     if n_factors is None:
         return [k for k in range(1, MAX_FACTORS + 1) if (p - k) ** 2 >= p + k]  # dof >= 0
     counts = [n_factors] if isinstance(n_factors, (int, np.integer)) else list(n_factors)
@@ -195,117 +190,6 @@ def composite_scores(abilities: pd.DataFrame, polarity: pd.Series) -> pd.Series:
     ``polarity x`` its standardized ability (z-score over the models observed on the benchmark)."""
     z = (abilities - abilities.mean()) / abilities.std(ddof=1)
     return (z * polarity.reindex(abilities.columns).to_numpy()).mean(axis=1, skipna=True).rename("composite")
-
-
-def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *, n_factors=None,
-                    rotation: str = "oblimin", gamma: float = 0.0, method: str = "map", draws: int = 1000,
-                    tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000, bootstrap: int = 500,
-                    cohort: str = "pairwise", polarity: Mapping[str, int] | None = None,
-                    parallel_iter: int = 1000, parallel_communalities: str = "minres", seed: int = 0,
-                    force: bool = False, progress: bool = True) -> Path:
-    """The ``bayesirt factors`` job: factor structure of abilities, written to a folder.
-
-    Parameters
-    ----------
-    inputs : sequence of path
-        One CSV of abilities (:func:`read_abilities`; analysed as given, without error correction),
-        or at least 3 response data files (one per benchmark, named by file stem, read by
-        :func:`bayesirt.data.io.load`), fitted by :func:`ability_matrix`: then the correlations
-        are corrected for each benchmark's measurement error and the solutions get bootstrap
-        intervals (:mod:`bayesirt.structure.reliability`).
-    out : path
-        Output folder, written atomically (:func:`bayesirt.utils.outputs.staged_output`).
-    n_factors : int or sequence of int, optional
-        Solutions to compute; each must leave >= 0 degrees of freedom. Default: 1 to
-        :data:`MAX_FACTORS` (SAFE), those the number of benchmarks identifies (1-2 of 5 benchmarks).
-    rotation, gamma : as in :func:`bayesirt.structure.factor.factor_analysis`
-    method, draws, tune, chains, advi_iterations : as in :func:`ability_matrix` (default MAP-EM)
-        Used only with response files.
-    bootstrap : int, default 500
-        Replicates of the bootstrap over models (response files only); 0 skips the intervals.
-    cohort : {"pairwise", "complete"}, default "pairwise"
-        Every model on the benchmark pairs it has (pairwise-complete correlations), or only the
-        models observed on every benchmark (SAFE's complete-case cohort).
-    polarity : mapping of str to int, optional
-        Declared polarity (+1 or -1) of benchmarks whose high score means less of the ability
-        (e.g. ``{"orbench_hard": -1}``); the others' polarity is detected from the general factor.
-    parallel_iter : int, default 1000
-        Random data sets of the parallel analysis (SAFE: 1,000).
-    parallel_communalities : {"minres", "smc"}, default "minres"
-        Reduced-matrix diagonal of the parallel analysis (SAFE: minres-matched); the PCA variant is
-        always reported beside it.
-    seed : int, default 0
-        Seeds the fits, the bootstrap and the parallel analysis.
-    force : bool, default False
-        Replace an existing ``out``.
-    progress : bool, default True
-
-    Returns
-    -------
-    pathlib.Path
-        ``out``, holding ``factors.nc``, ``fit_indices.csv``, ``loadings_<k>.csv``, ``phi_<k>.csv``
-        (oblique, k >= 2), ``parallel.csv``, ``polarity.csv``, ``composite.csv``,
-        ``distinguishability.csv`` (response files: :func:`pair_distinguishability`), ``report.md``
-        and ``factor_selection.png``.
-    """
-    from bayesirt.data.io import load
-    from bayesirt.utils.outputs import check_output
-    from bayesirt.report.factors import write_factors
-
-    check_output(out, force=force)
-    paths = [Path(p) for p in inputs]
-    if rotation not in ROTATIONS:
-        _fail(f"The 'rotation' parameter of run_factors_job must be one of {set(ROTATIONS)}. Got {rotation!r} instead.")
-    if cohort not in COHORTS:
-        _fail(f"The 'cohort' parameter of run_factors_job must be one of {set(COHORTS)}. Got {cohort!r} instead.")
-    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap == 1 or bootstrap < 0:
-        _fail(f"bootstrap must be 0 (no intervals) or an integer >= 2; got {bootstrap!r}")
-    fit_seed, parallel_seed, boot_seed = spawn_seeds(seed, 3)
-    if len(paths) == 1:
-        frame = read_abilities(paths[0])
-        abilities = xr.Dataset({"ability": (("model", "benchmark"), frame.to_numpy())},
-                               coords={"model": frame.index.to_numpy(), "benchmark": frame.columns.to_numpy()})
-    else:
-        names = [p.stem for p in paths]
-        if len(set(names)) != len(names) or len(paths) < 3:
-            _fail(f"response files must be at least 3, one per benchmark, with distinct file names; got {names}")
-        _check_factor_counts(n_factors, len(paths))  # before the fits
-        abilities = ability_matrix({n: load(p) for n, p in zip(names, paths)}, method=method, draws=draws, tune=tune,
-                                   chains=chains, advi_iterations=advi_iterations, seed=fit_seed, progress=progress)
-    if cohort == "complete":
-        complete = abilities["ability"].notnull().all("benchmark")
-        abilities = abilities.isel(model=np.flatnonzero(complete.values))
-    frame = abilities["ability"].to_pandas()
-    counts = _check_factor_counts(n_factors, frame.shape[1])
-    corrected = None
-    if "ability_sd" in abilities:
-        corrected = disattenuated_correlation(frame, abilities["ability_sd"].to_pandas())
-        solutions = [factor_analysis(corrected.corrected, k, correlation=True, n_obs=corrected.n_obs,
-                                     rotation=rotation, gamma=gamma) for k in counts]
-    else:
-        solutions = [factor_analysis(frame, k, rotation=rotation, gamma=gamma) for k in counts]
-    parallel = parallel_analysis(frame, n_iter=parallel_iter, seed=parallel_seed,
-                                 communalities=parallel_communalities)
-    general = next((s for s in solutions if s.n_factors == 1), None) or factor_analysis(
-        corrected.corrected if corrected else frame, 1, correlation=corrected is not None,
-        n_obs=corrected.n_obs if corrected else None)
-    polarities = polarity_table(general, polarity)
-    composite = composite_scores(frame, polarities["polarity"])
-    distinguished = (pair_distinguishability(frame, abilities["ability_sd"].to_pandas())
-                     if "ability_sd" in abilities else None)
-    intervals = ([bootstrap_factor_analysis(frame, abilities["ability_sd"].to_pandas(), s, replicates=bootstrap,
-                                            seed=boot_seed, progress=progress) for s in solutions]
-                 if corrected is not None and bootstrap else [])
-    settings = {"inputs": [str(p) for p in paths], "n_factors": counts, "rotation": rotation, "gamma": gamma,
-                "seed": seed, "parallel_iter": parallel_iter, "parallel_communalities": parallel_communalities,
-                "cohort": cohort, "bootstrap": bootstrap if corrected is not None else 0,
-                "declared_polarity": dict(polarity or {})}
-    if corrected is not None:
-        settings |= {"method": method, "draws": draws, "tune": tune, "chains": chains,
-                     "advi_iterations": advi_iterations}
-    return write_factors(out, abilities=abilities, correlation=correlation_matrix(frame)[0], corrected=corrected,
-                         solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarities,
-                         composite=composite, distinguished=distinguished, settings=settings, force=force)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Minimum-residual (ULS) exploratory factor analysis of a (models x benchmarks) ability matrix, fit
 indices (chi-square, RMSEA, CFI, TLI) and Horn's parallel analysis.
-Rotations and loading alignment live in :mod:`bayesirt.structure.rotation`; the two-stage analysis of
+Rotations and loading alignment live in :mod:`bayesirt.models.rotation`; the two-stage analysis of
 fitted abilities (per-benchmark 2PL, then factors, also per posterior draw) in
 :mod:`bayesirt.structure.ability_structure`.
 
@@ -25,7 +25,7 @@ from scipy import optimize, stats
 
 from bayesirt.errors import BayesIRTError
 from bayesirt.utils.parallel import blas_threads
-from bayesirt.structure.rotation import ROTATIONS, reflect, rotate_one
+from bayesirt.models.rotation import ROTATIONS, reflect, rotate_one
 
 __all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "ParallelAnalysis",
            "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis",
@@ -337,7 +337,7 @@ def factor_analysis(x, n_factors: int, *, correlation: bool = False, n_obs: int 
         Observations behind the correlations: required with ``correlation=True``; for data the
         default is the smallest pairwise-complete count.
     rotation : {"oblimin", "varimax", "none"}, default "oblimin"
-        As in :func:`bayesirt.structure.rotation.rotate` (default Kaiser normalisation, tolerance 1e-8).
+        As in :func:`bayesirt.models.rotation.rotate` (default Kaiser normalisation, tolerance 1e-8).
     gamma : float, default 0.0
         Oblimin's gamma (0 = quartimin).
 

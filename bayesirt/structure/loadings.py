@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.structure.rotation import align_loadings, align_phi, rotate
+from bayesirt.models.rotation import align_loadings, align_phi, rotate
 
 __all__ = ["rotate_posterior", "loading_table"]
 
@@ -15,9 +15,9 @@ __all__ = ["rotate_posterior", "loading_table"]
 def rotate_posterior(posterior: xr.Dataset, method: str = "oblimin", *, max_draws: int = 500) -> xr.Dataset:
     """Rotate every posterior draw of the loadings and align it to the rotated posterior mean.
 
-    The posterior-mean loadings are rotated (:func:`bayesirt.structure.rotation.rotate`; varimax or oblimin)
+    The posterior-mean loadings are rotated (:func:`bayesirt.models.rotation.rotate`; varimax or oblimin)
     to give the target; each draw is rotated the same way and its factors permuted and reflected
-    to the target by Tucker congruence (:func:`bayesirt.structure.rotation.align_loadings`), so rotation,
+    to the target by Tucker congruence (:func:`bayesirt.models.rotation.align_loadings`), so rotation,
     order and sign agree across draws and chains. At most ``max_draws`` draws (evenly thinned).
 
     Returns

@@ -38,7 +38,7 @@ import xarray as xr
 
 from bayesirt.errors import BayesIRTError
 from bayesirt.structure.factor import FactorSolution, check_n_factors, correlation_matrix, factor_solution
-from bayesirt.structure.rotation import align_loadings, align_phi
+from bayesirt.models.rotation import align_loadings, align_phi
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.utils.progress import progress_bar
 

@@ -1,5 +1,5 @@
 """Output folders that are never overwritten silently and never left half-written, and the one
-NetCDF writer every output goes through.
+NetCDF writer and the one JSON writer every output goes through.
 
 A run writes into a hidden staging folder beside the target; only when everything is written is
 the staging folder renamed to the target. An interrupted or failed run leaves any earlier result
@@ -9,6 +9,8 @@ untouched. Replacing an existing folder needs ``force=True`` (the CLI's ``--forc
 from __future__ import annotations
 
 import glob
+import json
+import math
 import os
 import shutil
 import socket
@@ -18,12 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from bayesirt.errors import OutputError
 
 __all__ = ["staged_output", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
-           "COMPRESSION"]
+           "write_json", "to_json", "COMPRESSION"]
 
 #: Encoding of every numeric variable of every NetCDF file bayesirt writes: zlib after the HDF5
 #: byte shuffle (which groups the exponent bytes of floats together, where zlib finds repeats).
@@ -191,3 +194,34 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         tmp.unlink(missing_ok=True)
         raise _cannot_write(path, err) from None
     return path
+
+
+def _plain(value):
+    """``value`` with NumPy scalars and arrays as Python values and every non-finite float as None."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)) and not isinstance(value, str):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, (np.bool_, np.integer)):
+        return value.item()
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def to_json(payload, *, indent: int | None = 2) -> str:
+    """``payload`` as JSON text: NumPy values converted, NaN and infinities written as ``null`` (JSON
+    has no NaN); anything else that JSON cannot hold is a TypeError naming its type."""
+    try:
+        return json.dumps(_plain(payload), indent=indent, allow_nan=False)
+    except TypeError as err:
+        raise TypeError(f"cannot write to JSON: {err}") from None
+
+
+def write_json(path: str | os.PathLike, payload) -> Path:
+    """Write ``payload`` to ``path`` as indented JSON (:func:`to_json`), atomically."""
+    return write_text_atomic(path, to_json(payload) + "\n")

@@ -37,9 +37,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data import make_responses
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import DataError
-from bayesirt.models.logistic import response_probability
+from bayesirt.models.logistic import build_logistic, response_probability
 
 __all__ = ["posterior_predictive_check", "prior_predictive_check", "replicate_responses", "PPCResult", "DEFAULT_ALPHA"]
 
@@ -298,8 +299,6 @@ def replicate_responses(tree: xr.DataTree, *, seed: int = 0, chunk_cells: int = 
 
 
 def _design_responses(n_models: int, n_items: int) -> xr.Dataset:
-    from bayesirt.data import make_responses
-
     return make_responses(np.zeros((n_items, n_models), dtype="int8"),
                           item_id=[f"i{i:04d}" for i in range(n_items)], model_id=[f"m{m:04d}" for m in range(n_models)])
 
@@ -340,7 +339,6 @@ def prior_predictive_check(
 
     import pymc as pm
 
-    from bayesirt.models.logistic import build_logistic
 
     if responses is None:
         if design is None:

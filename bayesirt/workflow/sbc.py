@@ -43,9 +43,14 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
+from bayesirt.data import make_responses
+from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.errors import BayesIRTError
-from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.inference.methods import METHODS
+from bayesirt.models.logistic import build_logistic, with_difficulty
 from bayesirt.models.specs import IRTSpec, load_spec
+from bayesirt.utils.options import declare, option
+from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
 __all__ = ["simulation_based_calibration", "rank_statistics", "uniformity_test", "SBCResult",
            "SBC_METHODS", "DEFAULT_BINS", "FAMILIES"]
@@ -202,9 +207,7 @@ def _run_replicate(task: _Replicate) -> dict:
     """Simulate, fit and rank one replicate (runs in a worker; module level so it pickles)."""
     import arviz as az
 
-    from bayesirt.data.datasets.simulate import simulate_pl
     from bayesirt.inference.fitting import fit
-    from bayesirt.models.logistic import with_difficulty
 
     data_seed, fit_seed = spawn_seeds(task.seed, 2)
     n_models, n_items = task.design
@@ -246,8 +249,6 @@ def _prior_draws(spec: IRTSpec, design: tuple[int, int], replicates: int, seed: 
     """``replicates`` draws of every parameter from the spec's priors, via PyMC."""
     import pymc as pm
 
-    from bayesirt.data import make_responses
-    from bayesirt.models.logistic import build_logistic
 
     n_models, n_items = design
     frame = make_responses(np.zeros((n_items, n_models), dtype="int8"),
@@ -261,22 +262,25 @@ def _prior_draws(spec: IRTSpec, design: tuple[int, int], replicates: int, seed: 
     return {k: prior[k].values[0] for k in names}
 
 
+@declare()
 def simulation_based_calibration(
     spec: IRTSpec | str | Path = "2pl",
     design: tuple[int, int] = (100, 40),
     *,
-    replicates: int = 200,
-    method: str = "nuts",
-    draws: int = 500,
-    tune: int = 500,
-    chains: int = 2,
-    thin: int | None = None,
-    bins: int = DEFAULT_BINS,
-    seed: int = 0,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    advi_iterations: int = 50_000,
-    fit_function: Callable | None = None,
+    replicates: int = option(200, "simulated data sets, each fitted once"),
+    method: str = option("nuts", "inference method", choices=METHODS),
+    draws: int = option(500, "draws per chain (ADVI: from the approximation)"),
+    tune: int = option(500, "tuning steps per chain"),
+    chains: int = option(2, "chains"),
+    thin: int | None = option(None, "keep every THIN-th draw per chain [10 for nuts, 1 for advi]", type=int),
+    bins: int = option(DEFAULT_BINS, "rank histogram bins of the uniformity tests"),
+    seed: int = option(0, "random seed; same seed, same ranks whatever the workers"),
+    workers: int | None = option(None, "worker processes (1: in this process) [one per core]", type=int),
+    scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local workers)", type=str,
+                                   toml="a running scheduler's address belongs to one session, not to a file"),
+    advi_iterations: int = option(50_000, "ADVI iteration cap"),
+    fit_function: Callable | None = option(None, "a replacement of bayesirt.fit (tests)", type=object,
+                                           cli="a Python callable", toml="a Python callable"),
     progress: bool = True,
 ) -> SBCResult:
     """Simulation-based calibration of ``spec`` fitted by ``method`` on a ``design``.

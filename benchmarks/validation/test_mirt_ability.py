@@ -12,7 +12,7 @@ import arviz as az
 import pandas as pd
 import xarray as xr
 
-from bayesirt.cli.analyses import run_fit_job
+from bayesirt.jobs.fit import run_fit_job
 from bayesirt.data import load
 
 from test_real_data import _file  # noqa: E402  (same folder)

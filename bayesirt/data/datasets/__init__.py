@@ -23,6 +23,9 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data.datasets.simulate import simulate_pl
+from bayesirt.data.files import reading
+from bayesirt.data.responses import make_responses
+from bayesirt.data.wide import wide_parts
 from bayesirt.errors import DataError
 
 __all__ = ["DatasetInfo", "DATASETS", "list_datasets", "load_dataset", "simulate_pl"]
@@ -139,10 +142,6 @@ def load_dataset(name: str) -> xr.Dataset:
     DataError
         Unknown name (the message lists the available ones).
     """
-    from bayesirt.data.files import reading
-    from bayesirt.data.wide import wide_parts
-    from bayesirt.data.responses import make_responses
-
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; available datasets: {', '.join(DATASETS)}")
     info = DATASETS[name]

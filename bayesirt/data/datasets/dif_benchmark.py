@@ -20,6 +20,7 @@ from scipy.special import expit
 from bayesirt.data.families import FAMILIES
 from bayesirt.data.responses import MISSING, make_responses
 from bayesirt.errors import DataError
+from bayesirt.utils.options import declare, option
 
 __all__ = ["simulate_dif_benchmark", "plant_family_advantage"]
 
@@ -52,18 +53,19 @@ def _check_families(families: Sequence[str]) -> tuple[str, ...]:
     return names
 
 
+@declare()
 def simulate_dif_benchmark(
     *,
-    n_owners: int = 100,
-    families: Sequence[str] = ("Qwen", "Llama", "Gemma"),
-    models_per_owner_family: int = 1,
-    n_items: int = 400,
-    n_groups: int = 4,
-    n_dims: int = 3,
-    dif_fraction: float = 0.5,
-    dif_sd: float = 0.8,
-    missing: float = 0.0,
-    seed: int = 0,
+    n_owners: int = option(100, "owners, each with one model per family (times models_per_owner_family)"),
+    families: Sequence[str] = option(("Qwen", "Llama", "Gemma"), "families (NT C.1 names)"),
+    models_per_owner_family: int = option(1, "checkpoints per owner and family"),
+    n_items: int = option(400, "items"),
+    n_groups: int = option(4, "item groups (interleaved)"),
+    n_dims: int = option(3, "latent abilities of the generator"),
+    dif_fraction: float = option(0.5, "share of items with planted family DIF"),
+    dif_sd: float = option(0.8, "SD of the planted family effects (logits)"),
+    missing: float = option(0.0, "share of cells missing at random"),
+    seed: int = option(0, "random seed"),
 ) -> tuple[xr.Dataset, dict[str, Any]]:
     """Simulate a benchmark with planted family DIF on a known random subset of items.
 

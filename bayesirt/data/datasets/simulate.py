@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
 __all__ = ["KINDS", "simulate_pl"]
@@ -93,8 +94,6 @@ def simulate_pl(
     >>> ds["responses"].shape
     (20, 100)
     """
-    from bayesirt.data.responses import make_responses
-
     kind = str(kind).lower()
     if kind not in KINDS:
         raise DataError(f"unknown model kind {kind!r}; use one of {', '.join(KINDS)}")

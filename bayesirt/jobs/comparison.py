@@ -8,34 +8,56 @@ from pathlib import Path
 
 import xarray as xr
 
+from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
 from bayesirt.data import load
-from bayesirt.errors import SpecError
+from bayesirt.data.io import DATA_HELP
+from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
-from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
+from bayesirt.report.compare import comparison_report, plot_comparison
+from bayesirt.structure.loadings import loading_table
+from bayesirt.utils.options import comma_ints, comma_list, declare, option
+from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
+from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_compare_job"]
 
 
-def _comparison_specs(models, dims, mirt_spec) -> dict:
-    if (models is None) == (dims is None):
-        raise SpecError("compare needs exactly one of --models (e.g. rasch,2pl,3pl) or --dims (e.g. 1,2,3,4)")
-    if models is not None:
-        specs = {str(m): load_spec(m) for m in models}
+def _comparison_specs(specs, dims, mirt_spec) -> dict:
+    if (specs is None) == (dims is None):
+        raise ConfigError("compare needs exactly one of --specs (e.g. rasch,2pl,3pl) or --dims (e.g. 1,2,3,4)")
+    if specs is not None:
+        specs = {str(m): load_spec(m) for m in specs}
     else:
         base = mirt_spec if isinstance(mirt_spec, MIRTSpec) else load_spec(mirt_spec)
         if not isinstance(base, MIRTSpec):
-            raise SpecError(f"--dims needs an exploratory MIRT spec (e.g. mirt); {base.name!r} is not one")
+            raise ConfigError(f"--dims needs an exploratory MIRT spec (e.g. mirt); {base.name!r} is not one")
         specs = {f"{d}d": base.with_dimensions(int(d)) for d in dims}
     if len(specs) < 2:
-        raise SpecError("a comparison needs at least two specs or dimensions; give two or more")
+        raise ConfigError("a comparison needs at least two specs or dimensions; give two or more")
     return specs
 
 
-def run_compare_job(data, out, *, models=None, dims=None, mirt_spec="mirt", unit: str = "model", kfold: str = "auto",
-                    folds: int = 5, kfold_trigger: float = 0.05, rotation: str | None = None, force: bool = False,
-                    progress: bool = True, workers: int | None = None, scheduler: str | None = None,
-                    **fit_options) -> Path:
+@declare(forward=fit, positional={"data": DATA_HELP})
+def run_compare_job(data, out, *,
+                    specs=option(None, "comma-separated specs, e.g. rasch,2pl,3pl,4pl (or --dims)", type=tuple,
+                                 parse=comma_list),
+                    dims=option(None, "comma-separated MIRT dimensions, e.g. 1,2,3,4 (or --specs)", type=tuple,
+                                parse=comma_ints),
+                    mirt_spec=option("mirt", "exploratory MIRT spec varied by --dims"),
+                    unit: str = option("model", "unit of prediction: a whole model's responses (ability integrated "
+                                                "out) or one response", choices=UNITS),
+                    kfold: str = option("auto", "exact K-fold by model: when Pareto k flags more than --kfold-trigger "
+                                                "of the models, always, or never", choices=KFOLD_MODES),
+                    folds: int = option(5, "folds of the K-fold cross-validation"),
+                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold"),
+                    rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
+                                                  choices=("oblimin", "varimax")),
+                    workers: int | None = option(None, "worker processes for K-fold refits [one per core]", type=int),
+                    scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
+                                                         "workers)", type=str,
+                                                   toml="a running scheduler's address belongs to one session"),
+                    force: bool = False, progress: bool = True, **fit_options) -> Path:
     """Fit several specs (or MIRT dimensions) and compare them by cross-validated elpd.
 
     ``unit="model"``: leave-one-model-out PSIS-LOO with abilities integrated out; when more than
@@ -45,17 +67,11 @@ def run_compare_job(data, out, *, models=None, dims=None, mirt_spec="mirt", unit
     over single responses. Writes ``compare.csv``, ``compare.png``, ``elpd.nc`` (pointwise elpd and
     Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
     """
-    from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
-    from bayesirt.structure.loadings import loading_table
-    from bayesirt.report.compare import comparison_report, plot_comparison
-
     check_output(out, force=force)
-    if unit not in UNITS or kfold not in KFOLD_MODES:
-        raise SpecError(f"unit must be one of {list(UNITS)} and kfold one of {list(KFOLD_MODES)}; "
-                        f"got unit={unit!r}, kfold={kfold!r}")
-    if not 0 <= kfold_trigger <= 1:
-        raise SpecError(f"kfold_trigger is a fraction of models in [0, 1]; got {kfold_trigger!r}")
-    specs = _comparison_specs(models, dims, mirt_spec)
+    check_choice(unit, UNITS, name="unit", caller="run_compare_job")
+    check_choice(kfold, KFOLD_MODES, name="kfold", caller="run_compare_job")
+    check_probability(kfold_trigger, name="kfold_trigger", caller="run_compare_job", closed=True)
+    specs = _comparison_specs(specs, dims, mirt_spec)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
     trees, results, notes = {}, {}, []
@@ -90,7 +106,7 @@ def run_compare_job(data, out, *, models=None, dims=None, mirt_spec="mirt", unit
                    "table": json.loads(table.reset_index().to_json(orient="records")), "notes": notes,
                    "settings": settings,
                    "timings": {lab: json.loads(t.attrs["bayesirt_timings"]) for lab, t in trees.items()}}
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(comparison_report(
             table, data_name=responses.attrs.get("name", "responses"), unit=unit, settings=settings, notes=notes,
             figure=figure, loadings=loadings))

@@ -8,12 +8,14 @@ from pathlib import Path
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.errors import SpecError
+from bayesirt.data.io import DATA_HELP
+from bayesirt.errors import ConfigError
 from bayesirt.inference.diagnostics import diagnose
 from bayesirt.inference.fitting import fit
-from bayesirt.models.specs import IRTSpec, load_spec
+from bayesirt.models.specs import SPEC_HELP, IRTSpec, load_spec
 from bayesirt.report.predictive import plot_ppc, plot_prior, ppc_section, prior_section
 from bayesirt.report.sbc import plot_rank_histograms, sbc_section
+from bayesirt.utils.options import declare, option
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 from bayesirt.workflow.predictive import posterior_predictive_check, prior_predictive_check, replicate_responses
 from bayesirt.workflow.sbc import simulation_based_calibration
@@ -21,9 +23,14 @@ from bayesirt.workflow.sbc import simulation_based_calibration
 __all__ = ["run_ppc_job", "run_prior_check_job", "run_sbc_job", "parse_design"]
 
 
-def run_ppc_job(data, model, out, *, force: bool = False, progress: bool = True, ppc_draws: int = 500,
-                alpha: float = 0.05, float32: bool = False, **fit_options) -> Path:
-    """Fit ``model`` and run posterior predictive checks; writes posterior.nc, ppc_items.csv,
+@declare(forward=fit, positional={"data": DATA_HELP})
+def run_ppc_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
+                ppc_draws: int = option(500, "posterior draws replicated"),
+                alpha: float = option(0.05, "flagging level of the ppp values"),
+                float32: bool = option(False, "store draws in posterior.nc in single precision: half the size, 7 "
+                                              "significant digits"),
+                force: bool = False, progress: bool = True, **fit_options) -> Path:
+    """Fit ``spec`` and run posterior predictive checks; writes posterior.nc, ppc_items.csv,
     ppc_models.csv, ppc_global.csv, ppc.png and report.md.
 
     posterior.nc holds the fit with ``log_likelihood``, ``posterior_predictive["responses"]`` (one
@@ -33,7 +40,7 @@ def run_ppc_job(data, model, out, *, force: bool = False, progress: bool = True,
     single precision."""
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)
-    spec = model if isinstance(model, IRTSpec) else load_spec(model)
+    spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
     tree = fit(responses, spec, progress=progress, **(fit_options | {"log_likelihood": True}))
     seed = int(fit_options.get("seed", 0))
     result = posterior_predictive_check(tree, draws=ppc_draws, seed=seed, alpha=alpha)
@@ -59,16 +66,22 @@ def parse_design(text: str) -> tuple[int, int]:
     try:
         models, items = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise SpecError(f"design must look like MODELSxITEMS, e.g. 200x100; got {text!r}") from None
+        raise ConfigError(f"design must look like MODELSxITEMS, e.g. 200x100; got {text!r}") from None
     return models, items
 
 
-def run_prior_check_job(model, out, *, data=None, design: str | None = None, force: bool = False,
-                        draws: int = 500, seed: int = 0) -> Path:
-    """Prior predictive check of ``model`` on a design or on observed data; writes
-    prior_check.csv, prior_predictive.nc, prior.png and report.md."""
+@declare()
+def run_prior_check_job(out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
+                        design: str | None = option(None, "MODELSxITEMS, e.g. 200x100 (or give --data)", type=str),
+                        data=option(None, "observed data to compare with (sets the design)", type=str),
+                        draws: int = option(500, "prior draws"), seed: int = option(0, "random seed"),
+                        force: bool = False) -> Path:
+    """Prior predictive check of ``spec`` on a design or on observed data (exactly one of
+    ``design`` and ``data``); writes prior_check.csv, prior_predictive.nc, prior.png and report.md."""
+    if (design is None) == (data is None):
+        raise ConfigError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")
     check_output(out, force=force)
-    spec = model if isinstance(model, IRTSpec) else load_spec(model)
+    spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
     responses = None if data is None else data if isinstance(data, xr.Dataset) else load(data)
     shape = None if design is None else parse_design(design)
     simulated, table = prior_predictive_check(spec, responses, design=shape, draws=draws, seed=seed)
@@ -82,12 +95,14 @@ def run_prior_check_job(model, out, *, data=None, design: str | None = None, for
     return Path(out)
 
 
-def run_sbc_job(model, out, *, design: str = "100x40", force: bool = False, progress: bool = True,
-                **options) -> Path:
+@declare(forward=simulation_based_calibration)
+def run_sbc_job(out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
+                design: str = option("100x40", "MODELSxITEMS of each simulated data set"),
+                force: bool = False, progress: bool = True, **options) -> Path:
     """Run :func:`simulation_based_calibration` and write ``out``: sbc.nc (ranks and per-replicate
     diagnostics), sbc_tests.csv, sbc_diagnostics.csv, rank_histograms.png and report.md."""
     check_output(out, force=force)
-    spec = model if isinstance(model, IRTSpec) else load_spec(model)
+    spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
     shape = parse_design(design) if isinstance(design, str) else design
     result = simulation_based_calibration(spec, shape, progress=progress, **options)
     with staged_output(out, force=force) as folder:

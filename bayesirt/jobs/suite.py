@@ -27,7 +27,6 @@ reruns only the missing and failed steps, with the settings recorded in ``summar
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 import traceback
@@ -37,21 +36,24 @@ import pandas as pd
 
 from bayesirt.data import load
 from bayesirt.errors import BayesIRTError, OutputError, SpecError, did_you_mean
+from bayesirt.jobs.safety import run_cat_job, run_information_job, run_personfit_job, run_sandbag_job
+from bayesirt.jobs.structure import run_factors_job
 from bayesirt.safety.scopes import Scope, benchmark_scopes, read_structure
-from bayesirt.utils.outputs import check_output, remove_stale_staging, retire, staged_output, write_text_atomic
+from bayesirt.structure.factor import check_n_factors
+from bayesirt.utils.options import options_of
+from bayesirt.utils.outputs import (
+    check_output,
+    remove_stale_staging,
+    retire,
+    staged_output,
+    write_json,
+    write_text_atomic,
+)
 
 __all__ = ["SAFETY_STEPS", "StepsFailed", "step_options", "check_step_options", "check_against_data",
            "run_safety_suite"]
 
 SAFETY_STEPS = ("information", "cat", "personfit", "sandbag", "factors")
-#: Keyword options of the step jobs that the runner sets itself (not in ``[safety.<step>]``).
-_RUNNER_OPTIONS = ("force", "progress")
-#: Options that are probabilities (open interval), and the options with a fixed set of values.
-_PROBABILITIES = ("fpr", "calibration", "level", "trigger_fraction")
-_ANY_NUMBER = ("seed", "gamma")
-_MAY_BE_ZERO = ("seed", "bootstrap")  # bootstrap = 0: no intervals
-
-
 class StepsFailed(BayesIRTError):
     """Some steps of a multi-step analysis failed; the others finished and are kept.
 
@@ -64,68 +66,18 @@ class StepsFailed(BayesIRTError):
 
 
 def _step_jobs() -> dict:
-    from bayesirt.safety.cat_study import run_cat_job, run_information_job
-    from bayesirt.safety.personfit import run_personfit_job
-    from bayesirt.safety.sandbagging import run_sandbag_job
-    from bayesirt.structure.ability_structure import run_factors_job
-
     return {"information": run_information_job, "cat": run_cat_job, "personfit": run_personfit_job,
             "sandbag": run_sandbag_job, "factors": run_factors_job}
 
 
-def _choices() -> dict[str, tuple]:
-    from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES
-    from bayesirt.safety.personfit import STATISTICS
-    from bayesirt.safety.sandbagging import DIRECTIONS
-    from bayesirt.structure.ability_structure import ABILITY_METHODS, COHORTS
-    from bayesirt.structure.rotation import ROTATIONS
-
-    return {"rule": SELECTION_RULES, "estimator": ESTIMATORS, "statistic": STATISTICS, "direction": DIRECTIONS,
-            "rotation": ROTATIONS, "method": ABILITY_METHODS, "cohort": COHORTS,
-            "parallel_communalities": ("minres", "smc")}
-
-
 def step_options(step: str) -> dict:
-    """The options a ``[safety.<step>]`` table may set, with their defaults: the keyword options of
-    the step's job (read from its signature, so the two never disagree)."""
-    parameters = inspect.signature(_step_jobs()[step]).parameters.values()
-    return {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY and p.name not in _RUNNER_OPTIONS}
+    """The options a ``[safety.<step>]`` table may set, with their defaults: the declared options of
+    the step's job (:func:`bayesirt.utils.options.options_of`), so the two never disagree."""
+    return {name: opt.default for name, opt in _step_declarations(step).items()}
 
 
-def _check_value(where: str, key: str, value, default) -> None:
-    """Type (from the default), range and choices of one option."""
-    def fail(what: str):
-        raise SpecError(f"{where} {key!r} must be {what}; got {value!r}")
-
-    def number(v, kind):
-        return isinstance(v, kind) and not isinstance(v, bool)
-
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            fail("true or false")
-    elif isinstance(default, tuple):
-        if not isinstance(value, list) or not value or not all(number(v, (int, float)) for v in value):
-            fail("a non-empty list of numbers")
-        if key != "theta" and not all(v > 0 for v in value):
-            fail("a list of positive numbers")
-        if all(isinstance(v, int) for v in default) and not all(number(v, int) for v in value):
-            fail("a list of integers")
-    elif isinstance(default, str):
-        if not isinstance(value, str):
-            fail("a string")
-        choices = _choices().get(key)
-        if choices and value not in choices:
-            fail(f"one of {list(choices)}{did_you_mean(value, choices)}")
-    elif isinstance(default, int) or (default is None and key in ("max_draws", "workers")):
-        if not number(value, int):
-            fail("an integer")
-        if key not in _ANY_NUMBER and value < (0 if key in _MAY_BE_ZERO else 1):
-            fail("a non-negative integer" if key in _MAY_BE_ZERO else "a positive integer")
-    elif isinstance(default, float):
-        if not number(value, (int, float)):
-            fail("a number")
-        if key in _PROBABILITIES and not 0 < value < 1:
-            fail("a probability between 0 and 1 (exclusive)")
+def _step_declarations(step: str) -> dict:
+    return {name: opt for name, opt in options_of(_step_jobs()[step]).items() if opt.toml is None}
 
 
 def check_step_options(steps, options: dict, where: str = "analysis") -> None:
@@ -141,19 +93,17 @@ def check_step_options(steps, options: dict, where: str = "analysis") -> None:
     for step, table in options.items():
         if not isinstance(table, dict):
             raise SpecError(f"{where}: [safety.{step}] must be a table of options; got {table!r}")
-        allowed = step_options(step)
+        allowed = _step_declarations(step)
         for key, value in table.items():
             if key not in allowed:
                 raise SpecError(f"{where}: [safety.{step}] unknown option {key!r}{did_you_mean(key, allowed)}; "
                                 f"allowed: {sorted(allowed)}")
-            _check_value(f"{where}: [safety.{step}]", key, value, allowed[key])
+            allowed[key].check(value, where=f"{where}: [safety.{step}]")
 
 
 def check_against_data(files: list[str], scopes: list[Scope], steps, options: dict) -> None:
     """What the loaded data cannot support, checked before any step runs: factor counts for the
     number of benchmarks, CAT budgets and sandbagging test lengths above an item bank's size."""
-    from bayesirt.structure.factor import check_n_factors
-
     if "factors" in steps and len(files) >= 3:
         for k in options.get("factors", {}).get("n_factors") or ():
             try:
@@ -277,7 +227,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
         if out.exists():  # force: the earlier result is kept aside until this run has run every step
             retired = retire(out)
         out.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(summary_path, json.dumps(record, indent=2))  # a run killed in its first step resumes
+        write_json(summary_path, record)  # a run killed in its first step resumes
     jobs = _step_jobs()
     scopes = None
     for step in sorted(steps, key=lambda name: name != "factors"):  # the item-level steps read its polarity
@@ -288,7 +238,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
             record["steps"][step] = {"status": "skipped", "settings": options.get(step, {}),
                                      "reason": f"the factor structure needs three or more benchmark files; got "
                                                f"{len(files)}"}
-            write_text_atomic(summary_path, json.dumps(record, indent=2))
+            write_json(summary_path, record)
             write_text_atomic(out / "report.md", _report(files, record))
             continue
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in options.get(step, {}).items()}
@@ -311,7 +261,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
             first = (str(err).strip().splitlines() or [""])[0]
             record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "internal": True,
                                      "error": f"internal error ({type(err).__name__}: {first})", "log": log.name}
-        write_text_atomic(summary_path, json.dumps(record, indent=2))
+        write_json(summary_path, record)
         write_text_atomic(out / "report.md", _report(files, record))
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)

@@ -1,0 +1,146 @@
+"""The fit job (``bayesirt fit``): data -> spec -> fit -> ``posterior.nc``, tables, report and figures in one
+output folder; ``method = "map"``: the MAP-EM job of :mod:`bayesirt.jobs.frequentist`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from warnings import warn
+
+import xarray as xr
+
+from bayesirt.data import load
+from bayesirt.data.io import DATA_HELP
+from bayesirt.errors import ConfigError
+from bayesirt.inference.diagnostics import diagnose, element_diagnostics
+from bayesirt.inference.fitting import fit
+from bayesirt.inference.methods import METHODS
+from bayesirt.inference.summaries import DEFAULT_CI, ahead_matrix, is_sampled, item_table, model_table
+from bayesirt.jobs.frequentist import run_mml_job
+from bayesirt.models.specs import SPEC_HELP, IRTSpec, MIRTSpec, load_spec
+from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
+from bayesirt.report.mirt import mirt_report, mirt_tables
+from bayesirt.utils.options import declare, option, options_of
+from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
+from bayesirt.utils.validation import check_choice, check_probability
+
+__all__ = ["run_fit_job"]
+
+
+@declare(forward=fit, positional={"data": DATA_HELP})
+def run_fit_job(
+    data: str | Path | xr.Dataset, out: str | Path, *,
+    spec: str | Path | IRTSpec = option("2pl", SPEC_HELP, flag="--model"),
+    method: str = option("nuts", "nuts, advi, fullrank_advi (posterior draws), or map: marginal MAP of the items "
+                                 "(MAP-EM) with SEs under the spec's priors, as `mml --priors` (1PL-4PL)",
+                         choices=(*METHODS, "map")),
+    ci: float = option(DEFAULT_CI, "credible-interval probability of tables"),
+    pairs: str = option("adjacent", "P(a ahead of b): for adjacent ranks in models.csv (prob_ahead_of_next), or "
+                                    "also for every pair of models in pairs.nc (1PL-4PL)", choices=("adjacent", "all")),
+    float32: bool = option(False, "store draws in posterior.nc in single precision: half the size, 7 significant "
+                                  "digits"),
+    force: bool = False, progress: bool = True, **fit_options,
+) -> Path:
+    """Fit ``spec`` to ``data`` and write the output folder ``out``.
+
+    Writes ``posterior.nc`` (the DataTree, compressed; draws in single precision with
+    ``float32``), ``items.csv``, ``models.csv``, ``summary.json``, ``report.md`` and two PNG
+    figures. ``out`` must not exist unless ``force`` is True; the folder appears only when
+    everything is written. Returns the output folder.
+
+    ``method="map"`` is not a posterior: it writes what ``bayesirt mml DATA --priors`` writes (see
+    :func:`_run_marginal_map`).
+
+    ``pairs="all"`` also writes ``pairs.nc``: P(a ahead of b) for every pair of models
+    (:func:`bayesirt.inference.summaries.ahead_matrix`; 1PL-4PL posteriors). models.csv always has
+    it for adjacent ranks (``prob_ahead_of_next``).
+    """
+    check_output(out, force=force)  # before the fit, not after minutes of sampling
+    check_probability(ci, name="ci", caller="run_fit_job")
+    check_choice(pairs, ("adjacent", "all"), name="pairs", caller="run_fit_job")
+    check_choice(method, (*METHODS, "map"), name="method", caller="run_fit_job")
+    if pairs == "all" and method == "map":
+        raise ConfigError("--pairs all needs posterior draws; method 'map' has none: use --method advi (or nuts)")
+    if method == "map":
+        return _run_marginal_map(data, spec, out, force=force, ci=ci, **fit_options)
+    responses = data if isinstance(data, xr.Dataset) else load(data)
+    spec = spec if isinstance(spec, (IRTSpec, MIRTSpec)) else load_spec(spec)
+    if pairs == "all" and spec.kind == "mirt":
+        raise ConfigError(f"--pairs all compares one ability per model; spec {spec.name!r} is MIRT: use a 1PL-4PL spec")
+    tree = fit(responses, spec, method=method, progress=progress, **fit_options)
+    stats = element_diagnostics(tree) if is_sampled(tree["posterior"].to_dataset()) else None
+    warnings = diagnose(tree, stats)
+    if spec.kind == "mirt":
+        return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, float32=float32, force=force)
+    items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
+    with staged_output(out, force=force) as folder:
+        write_netcdf(tree, folder / "posterior.nc", float32=float32)
+        items.to_csv(folder / "items.csv", index=False)
+        models.to_csv(folder / "models.csv", index=False)
+        if pairs == "all":
+            write_netcdf(ahead_matrix(tree), folder / "pairs.nc")
+        figures = {
+            "Item characteristic curves": plot_item_curves(tree, items, folder / "item_curves.png", ci=ci).name,
+            "Model abilities": plot_ability_forest(models, folder / "abilities.png", ci=ci).name,
+        }
+        summary = {
+            "data": responses.attrs.get("name", ""),
+            "spec": spec.name,
+            "settings": json.loads(tree.attrs["bayesirt_settings"]),
+            "timings": json.loads(tree.attrs["bayesirt_timings"]),
+            "versions": json.loads(tree.attrs["bayesirt_versions"]),
+            "warnings": warnings,
+            "ci": ci,
+        }
+        write_json(folder / "summary.json", summary)
+        (folder / "report.md").write_text(fit_report(tree, spec, responses, items, models, warnings, figures, ci=ci))
+    return Path(out)
+
+
+def _run_marginal_map(data, spec, out, *, force: bool, ci: float, **fit_options) -> Path:
+    """The ``method="map"`` branch of :func:`run_fit_job`: the marginal MAP of the item parameters
+    under the spec's priors (MAP-EM, abilities integrated out), abilities as EAP and MAP given the
+    items, standard errors from the observed information; the files of ``bayesirt mml DATA
+    --priors`` (items.csv, models.csv, mml.nc, summary.json, report.md), with ``"method": "map"``.
+
+    Options of the sampled methods (sampler, draws, tune, chains, seed, advi_*, log_likelihood,
+    ci) do not apply: left at their defaults they pass silently; set to anything else they are
+    ignored with a warning, listed in summary.json (``ignored_options``) and in the report.
+    1PL-4PL specs only: a MIRT spec is refused (no marginal MAP for MIRT here).
+    """
+
+    defaults = {name: opt.default for name, opt in options_of(fit).items()}
+    unknown = sorted(set(fit_options) - set(defaults))
+    if unknown:
+        raise TypeError(f"run_fit_job got unexpected fit option(s) {unknown}")
+    spec = spec if isinstance(spec, (IRTSpec, MIRTSpec)) else load_spec(spec)
+    if spec.kind == "mirt":
+        raise ConfigError(f"method 'map' is the marginal MAP (MAP-EM) of 1PL-4PL items; spec {spec.name!r} is MIRT, "
+                        "which has none here: use --method advi (or nuts)")
+    ignored = {k: v for k, v in fit_options.items() if v != defaults[k]}
+    if ci != DEFAULT_CI:
+        ignored["ci"] = ci
+    if ignored:
+        listed = ", ".join(f"{k}={v!r}" for k, v in ignored.items())
+        warn(f"method 'map' (marginal MAP, MAP-EM) ignores {listed} (options of the sampled methods)",
+             UserWarning, stacklevel=3)
+    responses = data if isinstance(data, xr.Dataset) else load(data)
+    return run_mml_job(responses, out, spec=spec, force=force, priors=True, ignored_options=ignored)
+
+
+def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, float32, force) -> Path:
+    """The MIRT branch of :func:`run_fit_job`: posterior.nc, loadings/abilities (and factor
+    correlation) tables with intervals, summary.json and report.md."""
+
+    tables = mirt_tables(tree, ci=ci)
+    with staged_output(out, force=force) as folder:
+        write_netcdf(tree, folder / "posterior.nc", float32=float32)
+        for name, table in tables.items():
+            table.to_csv(folder / f"{name}.csv", index=False)
+        summary = {"data": responses.attrs.get("name", ""), "spec": spec.name,
+                   "settings": json.loads(tree.attrs["bayesirt_settings"]),
+                   "timings": json.loads(tree.attrs["bayesirt_timings"]), "warnings": warnings, "ci": ci}
+        write_json(folder / "summary.json", summary)
+        (folder / "report.md").write_text(mirt_report(tree, tables, title=spec.title, ci=ci, warnings=warnings,
+                                                      data_name=responses.attrs.get("name", "responses")))
+    return Path(out)

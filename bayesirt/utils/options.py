@@ -1,0 +1,250 @@
+"""Options declared once, beside the function they configure.
+
+A job (or :func:`bayesirt.fit`, or a settings dataclass such as ``AuditConfig``) declares each keyword
+option as the default of its parameter::
+
+    @declare()
+    def run_cat_job(data, out, *, splits=option(20, "random calibration/test splits of the models"), ...):
+
+:func:`declare` replaces every :class:`Option` default by its plain value (Python callers see
+``splits=20``) and records the declarations, which :func:`options_of` returns. The command line
+(:mod:`bayesirt.cli.parser`) and the checks of analysis files (:mod:`bayesirt.jobs.analysis`) are
+generated from them, so the three agree by construction; ``tests/test_architecture.py`` checks that
+every option is reachable everywhere unless its declaration says why not (``cli=`` / ``toml=``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bayesirt.errors import ConfigError, did_you_mean
+
+__all__ = ["Option", "option", "option_table", "declare", "options_of", "positional_of", "call", "STANDARD", "comma_list",
+           "comma_ints", "comma_floats", "none_or_text", "assignments"]
+
+#: Keyword parameters every job handles the same way; the command line gives them fixed flags
+#: (``--out``, ``--force``, ``--no-progress``) and analysis files set them in ``[analysis]`` or not at all.
+STANDARD = ("out", "force", "progress")
+
+
+@dataclass(frozen=True)
+class Option:
+    """The declaration of one keyword option.
+
+    ``default`` is the Python default; ``help`` one line for ``--help``; ``type`` the value type
+    (inferred from ``default``: for tuples the element type of its first value; give it when the
+    default is None); ``choices`` the allowed values; ``parse`` turns the command-line text into the
+    value (comma lists, ``NAME=VALUE``); ``flag`` the command-line flag when it is not
+    ``--name-with-dashes``; ``repeat`` a flag given once per value (collected, then ``parse`` of the
+    list); ``low`` / ``high`` the range of a number (of every number of a tuple), exclusive with
+    ``open``; ``cli`` / ``toml`` why the option cannot be given on the command line / in an
+    analysis file (None: it can)."""
+
+    default: Any
+    help: str
+    type: type | None = None
+    choices: tuple | None = None
+    parse: Callable[[Any], Any] | None = None
+    flag: str | None = None
+    metavar: str | None = None
+    repeat: bool = False
+    low: float | None = None
+    high: float | None = None
+    open: bool = False
+    cli: str | None = None
+    toml: str | None = None
+    name: str = ""
+
+    @property
+    def value_type(self) -> type:
+        if self.type is not None:
+            return self.type
+        if isinstance(self.default, (tuple, list)):
+            return tuple
+        if self.default is None:
+            raise TypeError(f"option {self.name!r}: a None default needs type=")
+        return type(self.default)
+
+    @property
+    def cli_flag(self) -> str:
+        if self.flag:
+            return self.flag
+        dashed = self.name.replace("_", "-")
+        return f"--no-{dashed}" if self.value_type is bool and self.default is True else f"--{dashed}"
+
+    def check(self, value, *, where: str):
+        """``value`` from an analysis file, checked against the declared type, choices and range
+        (lists become tuples for tuple options); a :class:`ConfigError` naming ``where`` otherwise."""
+        want = self.value_type
+
+        def fail(what: str):
+            raise ConfigError(f"{where} {self.name!r} must be {what}; got {value!r}")
+
+        numbers = [value]
+        if want is tuple:
+            if not isinstance(value, list) or not value:
+                fail("a non-empty list")
+            value, numbers = tuple(value), list(value)
+        elif want is bool:
+            if not isinstance(value, bool):
+                fail("true or false")
+        elif want in (int, float):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or (want is int
+                                                                                   and not isinstance(value, int)):
+                fail("an integer" if want is int else "a number")
+            value = want(value)
+        elif not isinstance(value, want):
+            fail(f"of type {want.__name__}")
+        if self.choices is not None and value not in self.choices:
+            fail(f"one of {list(self.choices)}{did_you_mean(str(value), self.choices)}")
+        if self.low is not None or self.high is not None:
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+                fail("a list of numbers")
+            below = self.low is not None and any(v <= self.low if self.open else v < self.low for v in numbers)
+            above = self.high is not None and any(v >= self.high if self.open else v > self.high for v in numbers)
+            if below or above:
+                fail(self.range_text)
+        return value
+
+    @property
+    def range_text(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.open else '['}{self.low:g}, {self.high:g}{')' if self.open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.open else '>='} {self.low:g}"
+        return f"{'<' if self.open else '<='} {self.high:g}"
+
+
+def option(default, help: str, **declaration) -> Any:
+    """An :class:`Option` as a parameter default (typed ``Any`` so signatures read naturally)."""
+    return Option(default, help, **declaration)
+
+
+def option_table(**options: Option) -> dict[str, Option]:
+    """Named declarations of options that are not parameters of one function (the reading options
+    that :func:`bayesirt.data.load` passes to the readers)."""
+    return {name: replace(opt, name=name) for name, opt in options.items()}
+
+
+def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | None = None,
+            positional: Mapping[str, str] | None = None):
+    """Decorator of a function or a dataclass (applied before ``@dataclass``) whose option defaults
+    are :class:`Option` declarations.
+
+    ``forward``: a declared function whose options this one passes on through ``**kwargs`` (e.g.
+    :func:`bayesirt.fit`), so they are its options too. ``expand``: ``{parameter: declared
+    dataclass}``: the dataclass's fields are options of this function, collected into that parameter
+    (e.g. ``config: AuditConfig``). ``positional``: help of the positional parameters (command-line
+    arguments)."""
+
+    def wrap(obj):
+        declared: dict[str, Option] = {}
+        if inspect.isclass(obj):
+            for name, value in list(vars(obj).items()):
+                if isinstance(value, Option):
+                    declared[name] = replace(value, name=name)
+                    setattr(obj, name, value.default)
+        else:
+            defaults = dict(obj.__kwdefaults__ or {})
+            for name, value in defaults.items():
+                if isinstance(value, Option):
+                    declared[name] = replace(value, name=name)
+                    defaults[name] = value.default
+            obj.__kwdefaults__ = defaults or None
+            undeclared = sorted(set(defaults) - set(declared) - set(STANDARD) - set(expand or {}))
+            if undeclared:
+                raise TypeError(f"{obj.__qualname__}: keyword parameter(s) {undeclared} are not declared options")
+        obj.__options__ = declared
+        obj.__option_sources__ = {"forward": forward, "expand": dict(expand or {}),
+                                  "positional": dict(positional or {})}
+        return obj
+
+    return wrap
+
+
+def options_of(obj) -> dict[str, Option]:
+    """Every option of a declared function or dataclass: its own, those of the dataclasses it expands
+    and those of the function it forwards to (its own declarations win)."""
+    if not hasattr(obj, "__options__"):
+        raise TypeError(f"{getattr(obj, '__qualname__', obj)!r} has no declared options (decorate it with declare)")
+    sources = obj.__option_sources__
+    out: dict[str, Option] = {}
+    if sources["forward"] is not None:
+        out.update(options_of(sources["forward"]))
+    for cls in sources["expand"].values():
+        out.update(options_of(cls))
+    out.update(obj.__options__)
+    return out
+
+
+def call(func, *args, **options):
+    """``func(*args, **options)``, the options of each dataclass ``func`` expands collected into an
+    instance of it (``run_audit_job(data, out, seed=1)`` -> ``config=AuditConfig(seed=1)``)."""
+    for param, cls in func.__option_sources__["expand"].items():
+        fields = {name: options.pop(name) for name in list(options) if name in options_of(cls)}
+        if fields:
+            options[param] = cls(**fields)
+    return func(*args, **options)
+
+
+def positional_of(obj) -> dict[str, str]:
+    """``{name: help}`` of a declared function's positional parameters, in signature order."""
+    helps = obj.__option_sources__["positional"]
+    params = inspect.signature(obj).parameters.values()
+    return {p.name: helps.get(p.name, "") for p in params
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in STANDARD}
+
+
+def dataclass_options(cls) -> dict[str, Any]:
+    """Defaults of a declared dataclass's fields, to check that declaration and dataclass agree."""
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """``"a,b"`` -> ``("a", "b")``."""
+    names = tuple(t.strip() for t in str(text).split(",") if t.strip())
+    if not names:
+        raise ValueError(f"expected comma-separated names, e.g. rasch,2pl; got {text!r}")
+    return names
+
+
+def comma_ints(text: str) -> tuple[int, ...]:
+    """``"1,2,3"`` -> ``(1, 2, 3)`` (positive integers)."""
+    try:
+        values = tuple(int(t) for t in str(text).split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers, e.g. 1,2,3; got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"expected positive integers, e.g. 1,2,3; got {text!r}")
+    return values
+
+
+def comma_floats(text: str) -> tuple[float, ...]:
+    """``"0.25,0.5"`` -> ``(0.25, 0.5)``."""
+    try:
+        values = tuple(float(t) for t in str(text).split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"expected comma-separated numbers, e.g. 0.25,0.5; got {text!r}") from None
+    if not values:
+        raise ValueError(f"expected comma-separated numbers, e.g. 0.25,0.5; got {text!r}")
+    return values
+
+
+def none_or_text(text: str) -> str | None:
+    """``"none"`` (any case) -> None, anything else as given (a spec that can be switched off)."""
+    return None if str(text).strip().lower() == "none" else str(text)
+
+
+def assignments(items: list[str]) -> dict[str, int]:
+    """``["orbench=-1", ...]`` -> ``{"orbench": -1}`` (a repeatable ``NAME=+1|-1`` flag)."""
+    out = {}
+    for item in items:
+        name, _, value = str(item).partition("=")
+        if not name.strip() or value.strip() not in ("1", "-1", "+1"):
+            raise ValueError(f"{item!r}: write NAME=-1 (or =1), the benchmark named by its file stem")
+        out[name.strip()] = int(value)
+    return out
