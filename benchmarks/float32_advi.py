@@ -35,13 +35,13 @@ def _step_and_loss(responses, precision):
     import pymc as pm
     import pytensor
 
-    from bayesirt.inference.fitting import _step_function
+    from bayesirt.inference.advi import step_function
     from bayesirt.models.logistic import build_logistic
     from bayesirt.models.specs import load_spec
 
     with pytensor.config.change_flags(floatX=precision):
         advi = pm.ADVI(model=build_logistic(responses, load_spec("2pl")), random_seed=1)
-        return _step_function(advi.objective, pm.adam(learning_rate=0.01), 1), advi.objective.score_function()
+        return step_function(advi.objective, pm.adam(learning_rate=0.01), 1), advi.objective.score_function()
 
 
 def _cpu_ms(fn, calls=100) -> float:

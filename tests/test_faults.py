@@ -55,7 +55,7 @@ def _one_line_error(capsys) -> str:
      r"\[safety.personfit\] unknown option 'fpr_typo' \(did you mean 'fpr'\?\); allowed: \['fpr', 'posterior'"),
     ("[safety.sandbag]\ndirection = \"dwn\"\n", r"\[safety.sandbag\] 'direction' must be one of \['down', 'up'\] "
                                                 r"\(did you mean 'down'\?\); got 'dwn'"),
-    ("[safety.cat]\nbudgets = [10, 0]\n", r"\[safety.cat\] 'budgets' must be a list of positive numbers"),
+    ("[safety.cat]\nbudgets = [10, 0]\n", r"\[safety.cat\] 'budgets' must be a list of positive integers"),
     ("[safety.cat]\nsplits = \"20\"\n", r"\[safety.cat\] 'splits' must be an integer; got '20'"),
     ("[safety.personfit]\nfpr = 1.5\n", r"'fpr' must be a probability between 0 and 1"),
     ("[safety.personfit]\nstatistic = \"lz\"\nseed = true\n", r"'seed' must be an integer; got True"),
@@ -98,7 +98,7 @@ SMALL_SANDBAG = "[safety.sandbag]\ntest_length = 10\nstrengths = [0.5, 1.0]\n"
 
 
 def test_a_failing_step_keeps_the_others_and_resume_reruns_only_it(tmp_path, capsys, bench_files, monkeypatch):
-    import bayesirt.safety.personfit as personfit
+    import bayesirt.jobs.safety as personfit
     from bayesirt.errors import DataError
 
     real = personfit.run_personfit_job
@@ -134,7 +134,7 @@ def test_a_failing_step_keeps_the_others_and_resume_reruns_only_it(tmp_path, cap
 
 
 def test_a_bug_in_one_step_exits_1_with_its_traceback_kept(tmp_path, capsys, bench_files, monkeypatch):
-    import bayesirt.safety.cat_study as cat_study
+    import bayesirt.jobs.safety as cat_study
 
     monkeypatch.setattr(cat_study, "run_information_job", lambda *a, **k: 1 / 0)
     spec = _suite(tmp_path, bench_files, SMALL_SANDBAG, steps=("information", "personfit"))
@@ -147,7 +147,7 @@ def test_a_bug_in_one_step_exits_1_with_its_traceback_kept(tmp_path, capsys, ben
 def test_a_run_killed_in_its_first_step_resumes(tmp_path, bench_files):
     """A real kill during the first step: summary.json is already there, so --resume finishes the run."""
     spec = _suite(tmp_path, bench_files, "", steps=("information", "personfit"))
-    script = ("import os, signal\nimport bayesirt.safety.cat_study as c\n"
+    script = ("import os, signal\nimport bayesirt.jobs.safety as c\n"
               "c.run_information_job = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
               f"from bayesirt.cli.main import main\nmain(['run', {str(spec)!r}, '--no-progress'])\n")
     subprocess.run([sys.executable, "-c", script])

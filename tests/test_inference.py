@@ -177,7 +177,7 @@ def test_advi_approximates_nuts(sim2pl, nuts2pl):
 def test_advi_anneals_its_learning_rate_by_default(sim2pl):
     """Mean-field ADVI's default: Adam at 0.1, then 0.02, 0.004, 0.0008, each until the loss settles
     (windows of 200 steps), stopping when it settles at the last; a given rate stays constant."""
-    from bayesirt.inference.fitting import ANNEAL_RATES
+    from bayesirt.inference.advi import ANNEAL_RATES
 
     tree = fit(sim2pl[0], "2pl", method="advi", draws=50, seed=1, progress=False)
     settings = json.loads(tree.attrs["bayesirt_settings"])
@@ -225,12 +225,12 @@ def test_joint_map_is_refused(sim2pl):
 def test_minibatch_advi_recovers_truth(sim2pl, monkeypatch):
     """Minibatch ADVI (a quarter of the cells per step, the loss evaluated every 5th step as on
     large matrices) lands where full-batch ADVI does."""
-    import bayesirt.inference.fitting
+    import bayesirt.inference.advi
 
     responses, truth = sim2pl
     n_cells = int((responses["responses"].values != -1).sum())
     full = _posterior(fit(responses, "2pl", method="advi", draws=200, seed=1, progress=False))
-    monkeypatch.setattr(bayesirt.inference.fitting, "SCORE_SPARSELY_FROM", 0)
+    monkeypatch.setattr(bayesirt.inference.advi, "SCORE_SPARSELY_FROM", 0)
     tree = fit(responses, "2pl", method="advi", advi_batch_size=n_cells // 4, draws=200, seed=1, progress=False)
     np.testing.assert_array_equal(tree["variational_fit"]["iteration"].values[:3], [5, 10, 15])
     post = _posterior(tree)
@@ -248,11 +248,11 @@ def test_minibatch_advi_recovers_truth(sim2pl, monkeypatch):
 def test_sparse_loss_evaluation_leaves_the_steps_unchanged(sim2pl, monkeypatch):
     """On large matrices the full-batch loss is evaluated every 20th step; the optimizer steps,
     and so the estimates after a fixed number of steps, are those of the every-step run."""
-    import bayesirt.inference.fitting
+    import bayesirt.inference.advi
 
     responses, _ = sim2pl
     every_step = fit(responses, "2pl", method="advi", advi_iterations=400, draws=50, seed=3, progress=False)
-    monkeypatch.setattr(bayesirt.inference.fitting, "SCORE_SPARSELY_FROM", 0)
+    monkeypatch.setattr(bayesirt.inference.advi, "SCORE_SPARSELY_FROM", 0)
     sparse = fit(responses, "2pl", method="advi", advi_iterations=400, draws=50, seed=3, progress=False)
     np.testing.assert_array_equal(sparse["variational_fit"]["iteration"].values[:3], [20, 40, 60])
     assert every_step["variational_fit"].sizes["iteration"] == 400

@@ -44,9 +44,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, logit
 
+from bayesirt.audit.spectral import K_GRID, MAX_OFFSET, DimensionSelection, nested_split, working_responses
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import blas_threads
-from bayesirt.audit.spectral import K_GRID, MAX_OFFSET, DimensionSelection, nested_split, working_responses
+from bayesirt.utils.validation import check_int, parameter_error
 
 __all__ = ["FACTOR_PENALTY", "INTERCEPT_PENALTY", "JointMIRT", "fit_joint_mirt", "fit_coordinates", "fit_item_parameters",
            "select_dimension_direct", "direct_offsets"]
@@ -104,19 +105,14 @@ def _settings(caller: str, lam, eta, learning_rate, max_updates, check_every, pa
     for name, value, ok, what in (
             ("lam", lam, lam >= 0, "a non-negative number"), ("eta", eta, eta >= 0, "a non-negative number"),
             ("learning_rate", learning_rate, learning_rate > 0, "a positive number"),
-            ("max_updates", max_updates, _positive_int(max_updates), "a positive integer"),
-            ("check_every", check_every, _positive_int(check_every), "a positive integer"),
-            ("patience", patience, _positive_int(patience), "a positive integer"),
             ("tolerance", tolerance, tolerance >= 0, "a non-negative number"),
-            ("clip_norm", clip_norm, clip_norm is None or clip_norm > 0, "a positive number or None"),
-            ("threads", threads, threads is None or _positive_int(threads), "a positive integer or None")):
+            ("clip_norm", clip_norm, clip_norm is None or clip_norm > 0, "a positive number or None")):
         if not ok:
-            raise DataError(f"The {name!r} parameter of {caller} must be {what}. Got {value!r} instead.")
+            raise parameter_error(name, caller, what, value)
+    for name, value in (("max_updates", max_updates), ("check_every", check_every), ("patience", patience)):
+        check_int(value, name=name, caller=caller, low=1)
+    check_int(threads, name="threads", caller=caller, low=1, optional=True)
     return _Settings(lam, eta, learning_rate, max_updates, check_every, patience, tolerance, clip_norm, threads)
-
-
-def _positive_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
 
 
 def _data(caller: str, y, observed) -> tuple[np.ndarray, np.ndarray | float]:
@@ -222,8 +218,7 @@ def fit_joint_mirt(y: np.ndarray, observed: np.ndarray, k: int, *, seed: int, in
                   threads)
     y0, weight = _data("fit_joint_mirt", y, observed)
     for name, value in (("k", k), ("init", init)):
-        if not _positive_int(value):
-            raise DataError(f"The {name!r} parameter of fit_joint_mirt must be a positive integer. Got {value!r} instead.")
+        check_int(value, name=name, caller="fit_joint_mirt", low=1)
     intercept = logit(working_responses(y0, np.asarray(observed, bool))[1])
     rng = np.random.default_rng(seed)
     scale = 0.1 * k ** -0.25

@@ -86,7 +86,7 @@ def fit_abilities(responses: xr.Dataset, models, *, spec="2pl", method: str = "m
         sub = sub.isel(item=np.flatnonzero(answered))
     spec = check_ability_spec(spec)
     if method != "map":
-        from bayesirt.inference import fit
+        from bayesirt.inference import fit  # import time: PyMC only when the leaderboard fits by sampling
 
         return fit(sub, spec, method=method, draws=draws, seed=seed, progress=progress)
 

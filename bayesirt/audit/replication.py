@@ -47,6 +47,7 @@ from bayesirt.audit.anchors import blueprint_cells
 from bayesirt.audit.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_int
 
 __all__ = ["TOP_SHARE", "PERMUTATIONS", "MIN_GROUP_ITEMS", "STATISTICS", "within_cell_centre", "top_share_mask",
            "cell_permutations", "signature_statistics", "signature_test", "signature_replication",
@@ -172,7 +173,7 @@ def signature_test(delta_d: np.ndarray, delta_v: np.ndarray, cell: np.ndarray, *
     if cell.shape != (delta_d.shape[0],) or not np.issubdtype(cell.dtype, np.integer) or cell.min() < 0:
         raise DataError(f"cell must hold one nonnegative integer per item ({delta_d.shape[0]}); got {cell.dtype} of "
                         f"shape {cell.shape}: pass blueprint_cells(item_group, easiness)")
-    _check_positive_int(permutations, "permutations", "signature_test")
+    check_int(permutations, name="permutations", caller="signature_test", low=1)
     if not 0 < top_share <= 1:
         raise DataError(f"The 'top_share' parameter of signature_test must be in (0, 1]. Got {top_share!r} instead.")
     signatures = _signatures(delta_d, delta_v, cell, top_share)
@@ -250,7 +251,7 @@ def item_group_attribution(result: AuditResult, responses: xr.Dataset, *,
         ``share``, ``p_value``.
     """
     check_audit(result, responses, "item_group_attribution", estimated=False)
-    _check_positive_int(min_group_items, "min_group_items", "item_group_attribution")
+    check_int(min_group_items, name="min_group_items", caller="item_group_attribution", low=1)
     groups, index = _groups(responses)
     sizes = np.bincount(index, minlength=groups.size)
     eligible = sizes >= min_group_items
@@ -363,6 +364,3 @@ def _groups(responses: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(groups, dtype=str), index
 
 
-def _check_positive_int(value, name: str, caller: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise DataError(f"The '{name}' parameter of {caller} must be an integer >= 1. Got {value!r} instead.")

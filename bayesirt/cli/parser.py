@@ -130,14 +130,14 @@ def _keywords(job) -> set[str]:
     return set(inspect.signature(job).parameters)
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser: every command listed; the flags of ``command`` (every command when None)."""
+def build_parser(commands=tuple(COMMANDS)) -> argparse.ArgumentParser:
+    """The argument parser: every command listed, with the flags of those in ``commands``."""
     parser = argparse.ArgumentParser(prog="bayesirt", description="Bayesian item response theory for auditing AI "
                                                                   "benchmarks.")
     parser.add_argument("--version", action="version", version=f"bayesirt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (_, help_text) in COMMANDS.items():
-        if command is None or name == command:
+        if name in commands:
             _add_job(sub, name)
         else:
             sub.add_parser(name, help=help_text)
@@ -151,6 +151,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def chosen_command(argv: list[str] | None) -> str | None:
-    """The command named in ``argv`` (its first word that is a command), or None."""
-    return next((a for a in (sys.argv[1:] if argv is None else argv) if a in COMMANDS), None)
+def chosen_command(argv: list[str] | None) -> tuple[str, ...]:
+    """The job command of ``argv`` (its first word that is not a flag) as a 1-tuple, or ()."""
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    return (words[0],) if words and words[0] in COMMANDS else ()

@@ -18,6 +18,7 @@ import xarray as xr
 from bayesirt.data.families import AMBIGUOUS, FAMILIES, OTHER
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_int
 
 __all__ = ["POPULATION_SEED", "LINEAGE_TERMS", "REPRESENTATIVE_RULES", "audit_population"]
 
@@ -36,12 +37,6 @@ _UNAUDITED = (OTHER, AMBIGUOUS)  # labels of the NT C.1 derivation that are neve
 _LISTED_LABELS = 20  # labels shown in a message; the rest are counted
 _LINEAGE_PATTERN = "|".join(LINEAGE_TERMS)
 _TIE_TOL = 1e-12  # exact-tie tolerance for split costs and median distances
-
-
-def _check_int(value: object, name: str, minimum: int, what: str) -> None:
-    """Raise the standard parameter message unless ``value`` is an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise DataError(f"The {name!r} parameter of audit_population must be a {what}. Got {value!r} instead.")
 
 
 def _population_table(responses: xr.Dataset) -> pd.DataFrame:
@@ -309,9 +304,9 @@ def audit_population(
     >>> pop.groupby("fold")["owner"].nunique().to_dict()
     {0: 6, 1: 6}
     """
-    _check_int(owner_cap, "owner_cap", 1, "positive integer")
-    _check_int(min_family_size, "min_family_size", 1, "positive integer")
-    _check_int(seed, "seed", 0, "non-negative integer")
+    check_int(owner_cap, name="owner_cap", caller="audit_population", low=1)
+    check_int(min_family_size, name="min_family_size", caller="audit_population", low=1)
+    check_int(seed, name="seed", caller="audit_population", low=0)
     if representative not in REPRESENTATIVE_RULES:
         raise DataError(
             "The 'representative' parameter of audit_population must be one of "

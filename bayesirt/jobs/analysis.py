@@ -77,6 +77,10 @@ def load_analysis(path: str | Path) -> dict:
         raise SpecError(f"{path}: generated data need data = {SIMULATED!r} together with a [simulate] table")
     options = checked.get(kind, raw.get(kind, {}))
     if kind == "safety":
+        for key in options:
+            if key not in ("steps", *SAFETY_STEPS):
+                raise SpecError(f"{path}: [safety] unknown option {key!r}{did_you_mean(key, SAFETY_STEPS)}; allowed: "
+                                f"{sorted(('steps', *SAFETY_STEPS))}")
         check_step_options(options.get("steps", list(SAFETY_STEPS)),
                            {k: v for k, v in options.items() if k != "steps"}, where=str(path))
     return {"path": path, **head, "options": options, "simulate": checked.get("simulate", {}),

@@ -36,8 +36,8 @@ import pandas as pd
 
 from bayesirt.data import load
 from bayesirt.errors import BayesIRTError, OutputError, SpecError, did_you_mean
-from bayesirt.jobs.safety import run_cat_job, run_information_job, run_personfit_job, run_sandbag_job
-from bayesirt.jobs.structure import run_factors_job
+from bayesirt.jobs import safety as safety_jobs
+from bayesirt.jobs import structure as structure_jobs
 from bayesirt.safety.scopes import Scope, benchmark_scopes, read_structure
 from bayesirt.structure.factor import check_n_factors
 from bayesirt.utils.options import options_of
@@ -66,8 +66,10 @@ class StepsFailed(BayesIRTError):
 
 
 def _step_jobs() -> dict:
-    return {"information": run_information_job, "cat": run_cat_job, "personfit": run_personfit_job,
-            "sandbag": run_sandbag_job, "factors": run_factors_job}
+    """The job of each step, looked up when the suite runs (so a replaced job is the one run)."""
+    return {"information": safety_jobs.run_information_job, "cat": safety_jobs.run_cat_job,
+            "personfit": safety_jobs.run_personfit_job, "sandbag": safety_jobs.run_sandbag_job,
+            "factors": structure_jobs.run_factors_job}
 
 
 def step_options(step: str) -> dict:

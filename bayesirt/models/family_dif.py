@@ -38,6 +38,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_choice
 
 __all__ = ["build_family_dif", "PRIORS", "EASINESS_PRIORS", "EASINESS_SD"]
 
@@ -46,12 +47,6 @@ PRIORS = ("ridge", "hierarchical")
 #: Priors of the easiness b: flat (the ridge mode is NT's estimate) or Normal(0, EASINESS_SD).
 EASINESS_PRIORS = ("flat", "normal")
 EASINESS_SD = 2.0
-
-
-def _choice(param: str, value, allowed) -> None:
-    if value not in allowed:
-        raise DataError(f"The {param!r} parameter of build_family_dif must be one of {set(allowed)}. "
-                        f"Got {value!r} instead.")
 
 
 def _validate_data(y, observed, offsets, family, n_families: int, *, flat_easiness: bool):
@@ -121,8 +116,8 @@ def build_family_dif(y, observed, offsets, family, n_families: int, *, item_ids=
         family) and, when hierarchical, ``family_effect_sd``; Deterministic ``dif_range`` (item).
         Coordinates ``item`` and ``family``.
     """
-    _choice("prior", prior, PRIORS)
-    _choice("easiness_prior", easiness_prior, EASINESS_PRIORS)
+    check_choice(prior, PRIORS, name="prior", caller="build_family_dif")
+    check_choice(easiness_prior, EASINESS_PRIORS, name="easiness_prior", caller="build_family_dif")
     if isinstance(delta_sd, bool) or not isinstance(delta_sd, (int, float)) or not 0 < delta_sd < np.inf:
         raise DataError(f"The 'delta_sd' parameter of build_family_dif must be a positive number. Got {delta_sd!r} "
                         "instead.")

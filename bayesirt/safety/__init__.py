@@ -11,7 +11,7 @@ from bayesirt.utils.lazy import attach
 if TYPE_CHECKING:
     from bayesirt.models.information import information_curves, posterior_information
     from bayesirt.safety.adaptive import run_cat, score_test, static_test
-    from bayesirt.safety.cat_study import cat_study, combine_benchmarks
+    from bayesirt.safety.cat_study import combine_benchmarks
     from bayesirt.safety.personfit import calibrate_cutoff, lz_statistics, person_fit, posterior_predictive_person_fit
     from bayesirt.safety.sandbagging import sandbag, sandbagging_experiment
     from bayesirt.safety.fingerprint import identify, self_disagreement_null

@@ -24,6 +24,7 @@ from scipy.special import expit, logsumexp
 
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.information import ItemBank, item_bank, item_information
+from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["ability_grid", "Abilities", "quota_counts", "static_test", "grid_log_posterior", "score_test",
            "CATResult", "run_cat", "SELECTION_RULES", "ESTIMATORS"]
@@ -87,17 +88,6 @@ def _as_responses(responses, n_items: int, rows=None) -> np.ndarray:
     return arr.astype(np.int8)
 
 
-def _check_choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise BayesIRTError(f"The '{name}' parameter must be one of {set(allowed)}. Got {value!r} instead.")
-
-
-def _check_int(name: str, value, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise BayesIRTError(f"{name} must be an integer in [{low}, {high}]; got {value!r}")
-    return int(value)
-
-
 def _group_order(groups: np.ndarray) -> tuple[list, dict]:
     order = list(dict.fromkeys(groups.tolist()))
     sizes = {g: int(np.sum(groups == g)) for g in order}
@@ -140,17 +130,16 @@ def quota_counts(groups, k: int, quotas="proportional") -> dict:
     labels = np.asarray(groups)
     order, sizes = _group_order(labels)
     if isinstance(quotas, str):
-        _check_choice("quotas", quotas, ("proportional",))
+        check_choice(quotas, ("proportional",), name="quotas", caller="static_test")
         path = _quota_path(labels, k)
         return {g: path.count(g) for g in order}
     if not isinstance(quotas, dict):
-        raise BayesIRTError(f"The 'quotas' parameter must be a dict of group -> count or 'proportional'. "
-                            f"Got {type(quotas).__name__} instead.")
+        raise parameter_error("quotas", "static_test", "a dict of group -> count or 'proportional'", quotas)
     unknown = sorted(map(str, set(quotas) - set(sizes)))
     if unknown:
         raise BayesIRTError(f"quotas name groups not in 'groups': {unknown}; use labels from {sorted(map(str, sizes))}")
     for g, n in quotas.items():
-        _check_int(f"the quota of group {g!r} (at most its number of items)", n, 0, sizes[g])
+        check_int(n, name=f"quotas[{g!r}]", caller="static_test", low=0, high=sizes[g])  # at most the group's items
     if sum(quotas.values()) != k:
         raise BayesIRTError(f"quotas sum to {sum(quotas.values())} but k={k}; make the per-group counts add up to k")
     return {g: int(quotas.get(g, 0)) for g in order}
@@ -188,7 +177,7 @@ def static_test(discrimination, intercept, abilities, k, *, guessing=0.0, slip=0
     theta = np.asarray(abilities, dtype=float).ravel()
     if theta.size == 0 or not np.all(np.isfinite(theta)):
         raise BayesIRTError("abilities must be a non-empty array of finite values; pass calibration ability estimates")
-    k = _check_int("k (the test length, at most the number of items)", k, 1, bank.n_items)
+    k = check_int(k, name="k", caller="static_test", low=1, high=bank.n_items)  # the test length, at most the bank
     score = sum(bank.information(part).sum(axis=1) for part in np.array_split(theta, -(-theta.size // _CHUNK)))
     order = np.lexsort((np.arange(bank.n_items), -score))  # decreasing information, ties to lowest index
     if groups is None:
@@ -287,7 +276,7 @@ def score_test(responses, discrimination, intercept, items=None, *, guessing=0.0
         ``theta`` and ``sd``, each of shape ``(n_models,)``. A respondent with no observed
         response among ``items`` gets the prior mean and SD.
     """
-    _check_choice("method", method, ESTIMATORS)
+    check_choice(method, ESTIMATORS, name="method", caller="score_test")
     bank = item_bank(discrimination, intercept, guessing, slip)
     if items is not None:
         items = np.asarray(items)
@@ -376,11 +365,11 @@ def run_cat(responses, discrimination, intercept, *, budget, guessing=0.0, slip=
     -------
     CATResult
     """
-    _check_choice("rule", rule, SELECTION_RULES)
-    _check_choice("estimator", estimator, ESTIMATORS)
+    check_choice(rule, SELECTION_RULES, name="rule", caller="run_cat")
+    check_choice(estimator, ESTIMATORS, name="estimator", caller="run_cat")
     bank = item_bank(discrimination, intercept, guessing, slip)
     y = _as_responses(responses, bank.n_items)
-    budget = _check_int("budget (items per respondent, at most the bank size)", budget, 1, bank.n_items)
+    budget = check_int(budget, name="budget", caller="run_cat", low=1, high=bank.n_items)  # items per respondent
     if min_sd is not None and not (np.isfinite(min_sd) and min_sd > 0):
         raise BayesIRTError(f"min_sd must be a positive number (a posterior SD); got {min_sd!r}")
     path = None

@@ -50,6 +50,7 @@ from bayesirt.safety.personfit import (
     roc_curve,
 )
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["SCOPES", "DIRECTIONS", "item_groups", "sandbag", "SandbagResult", "sandbagging_experiment",
            "score_suspects"]
@@ -58,19 +59,6 @@ __all__ = ["SCOPES", "DIRECTIONS", "item_groups", "sandbag", "SandbagResult", "s
 SCOPES = ("uniform", "targeted", "triggered")
 #: ``"down"``: correct -> incorrect (under-performance); ``"up"``: incorrect -> correct.
 DIRECTIONS = ("down", "up")
-
-
-def _choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise BayesIRTError(f"The '{name}' parameter must be one of {set(allowed)}. Got {value!r} instead.")
-
-
-def _fraction(name: str, value, *, closed: bool) -> float:
-    ok = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or not (0 <= value <= 1 if closed else 0 < value < 1):
-        span = "[0, 1]" if closed else "(0, 1)"
-        raise BayesIRTError(f"The '{name}' parameter must be a number in {span}. Got {value!r} instead.")
-    return float(value)
 
 
 def item_groups(responses: xr.Dataset, *, groups: int = 6, seed: int = 0) -> np.ndarray:
@@ -157,10 +145,10 @@ def sandbag(responses: xr.Dataset, *, scope: str, strength: float = 1.0, directi
         The response Dataset with the sandbagged ``responses`` and boolean ``in_scope`` and
         ``changed`` (item, model); attrs record the settings.
     """
-    _choice("scope", scope, SCOPES)
-    _choice("direction", direction, DIRECTIONS)
-    strength = _fraction("strength", strength, closed=True)
-    trigger_fraction = _fraction("trigger_fraction", trigger_fraction, closed=False)
+    check_choice(scope, SCOPES, name="scope", caller="sandbag")
+    check_choice(direction, DIRECTIONS, name="direction", caller="sandbag")
+    strength = check_probability(strength, name="strength", caller="sandbag", closed=True)
+    trigger_fraction = check_probability(trigger_fraction, name="trigger_fraction", caller="sandbag")
     da = check_responses(responses)
     labels = item_groups(responses, seed=seed) if labels is None else np.asarray(labels).astype(str)
     if labels.shape != (da.sizes["item"],):
@@ -318,15 +306,16 @@ def sandbagging_experiment(responses: xr.Dataset, *, items: xr.Dataset | None = 
         Runs that changed no cell (e.g. a model with no correct response sandbagging down) are
         left out of the rates; their number shows in ``detection["runs"]``.
     """
-    _choice("statistic", statistic, STATISTICS)
-    _choice("direction", direction, DIRECTIONS)
+    check_choice(statistic, STATISTICS, name="statistic", caller="sandbagging_experiment")
+    check_choice(direction, DIRECTIONS, name="direction", caller="sandbagging_experiment")
     for s in scopes:
-        _choice("scopes", s, SCOPES)
+        check_choice(s, SCOPES, name="scopes", caller="sandbagging_experiment")
     scopes = list(dict.fromkeys(scopes))
-    strengths = sorted({_fraction("strengths", s, closed=True) for s in strengths})
+    strengths = sorted({check_probability(s, name="strengths", caller="sandbagging_experiment", closed=True)
+                        for s in strengths})
     if not strengths or not scopes:
         raise BayesIRTError("scopes and strengths must each name at least one condition")
-    trigger_fraction = _fraction("trigger_fraction", trigger_fraction, closed=False)
+    trigger_fraction = check_probability(trigger_fraction, name="trigger_fraction", caller="sandbagging_experiment")
     da = check_responses(responses)
     if items is None:
         items = fit_mml(responses, "2pl", priors=True, se=False).items
@@ -389,7 +378,7 @@ def score_suspects(suspects: xr.Dataset, reference: xr.Dataset, *, fpr: float = 
         ``flag_combined``: the suspects, and the reference cohort on the suspects' items (its
         flag rates are the detectors' false-positive rates).
     """
-    _choice("statistic", statistic, STATISTICS)
+    check_choice(statistic, STATISTICS, name="statistic", caller="score_suspects")
     suspect = check_responses(suspects)
     genuine_all = check_responses(reference)
     test_ids = suspect["item"].values.astype(str)

@@ -98,7 +98,7 @@ class Option:
                 fail("an integer" if want is int else "a number")
             value = want(value)
         elif not isinstance(value, want):
-            fail(f"of type {want.__name__}")
+            fail({str: "a string", dict: "a table"}.get(want, f"of type {want.__name__}"))
         if self.choices is not None and value not in self.choices:
             fail(f"one of {list(self.choices)}{did_you_mean(str(value), self.choices)}")
         if self.low is not None or self.high is not None:
@@ -107,16 +107,27 @@ class Option:
             below = self.low is not None and any(v <= self.low if self.open else v < self.low for v in numbers)
             above = self.high is not None and any(v >= self.high if self.open else v > self.high for v in numbers)
             if below or above:
-                fail(self.range_text)
+                fail(self.range_text(plural=want is tuple))
         return value
 
-    @property
-    def range_text(self) -> str:
+    def range_text(self, *, plural: bool = False) -> str:
+        """What the range asks for: "a positive integer", "a probability between 0 and 1", ..."""
+        element = self.type if self.type not in (None, tuple) else (
+            type(self.default[0]) if isinstance(self.default, (tuple, list)) and self.default else float)
+        if (self.low, self.high) == (0, 1):
+            what = "probabilities" if plural else "a probability"
+            return f"{'a list of ' if plural else ''}{what} between 0 and 1" + (" (exclusive)" if self.open else "")
+        if self.high is None and self.low in (0, 1) and not self.open:
+            kind = {0: "non-negative", 1: "positive"}[self.low]
+            noun = "integer" if element is int else "number"
+            return f"a list of {kind} {noun}s" if plural else f"a {kind} {noun}"
         if self.low is not None and self.high is not None:
-            return f"in {'(' if self.open else '['}{self.low:g}, {self.high:g}{')' if self.open else ']'}"
-        if self.low is not None:
-            return f"{'>' if self.open else '>='} {self.low:g}"
-        return f"{'<' if self.open else '<='} {self.high:g}"
+            span = f"in {'(' if self.open else '['}{self.low:g}, {self.high:g}{')' if self.open else ']'}"
+        elif self.low is not None:
+            span = f"{'>' if self.open else '>='} {self.low:g}"
+        else:
+            span = f"{'<' if self.open else '<='} {self.high:g}"
+        return f"a list of numbers {span}" if plural else f"a number {span}"
 
 
 def option(default, help: str, **declaration) -> Any:

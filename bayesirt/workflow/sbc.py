@@ -207,7 +207,7 @@ def _run_replicate(task: _Replicate) -> dict:
     """Simulate, fit and rank one replicate (runs in a worker; module level so it pickles)."""
     import arviz as az
 
-    from bayesirt.inference.fitting import fit
+    from bayesirt.inference.fitting import fit  # imported in the worker process, where the replicate is fitted
 
     data_seed, fit_seed = spawn_seeds(task.seed, 2)
     n_models, n_items = task.design

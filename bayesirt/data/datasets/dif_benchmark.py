@@ -19,8 +19,9 @@ from scipy.special import expit
 
 from bayesirt.data.families import FAMILIES
 from bayesirt.data.responses import MISSING, make_responses
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.utils.options import declare, option
+from bayesirt.utils.validation import check_int, parameter_error
 
 __all__ = ["simulate_dif_benchmark", "plant_family_advantage"]
 
@@ -28,8 +29,8 @@ _FAMILY_MEAN_SD = 0.3  # sd of each family's ability mean, per dimension
 _OWNER_SD = 0.5  # sd of each owner's ability effect, per dimension
 
 
-def _bad(name: str, what: str, value: Any) -> DataError:
-    return DataError(f"The {name!r} parameter of simulate_dif_benchmark must be {what}. Got {value!r} instead.")
+def _bad(name: str, what: str, value: Any) -> ConfigError:
+    return parameter_error(name, "simulate_dif_benchmark", what, value)
 
 
 def _is_int(value: Any) -> bool:
@@ -41,9 +42,7 @@ def _is_real(value: Any) -> bool:
 
 
 def _check_count(name: str, value: Any, minimum: int = 1) -> None:
-    if not _is_int(value) or value < minimum:
-        what = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer of at least {minimum}")
-        raise _bad(name, what, value)
+    check_int(value, name=name, caller="simulate_dif_benchmark", low=minimum)
 
 
 def _check_families(families: Sequence[str]) -> tuple[str, ...]:
