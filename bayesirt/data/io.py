@@ -17,7 +17,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, reading
-from bayesirt.data.harness import is_harness, read_harness
+from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
 from bayesirt.data.responses import validate_responses
@@ -29,6 +29,36 @@ __all__ = ["load", "save_responses", "attach_metadata"]
 
 
 _SUPPORTED = "evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), .csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npz, .nc"
+
+
+# reading options of harness output, with the values that mean "not given"
+_HARNESS_DEFAULTS = {"metric": None, "stat": None, "filter": None, "aggregate": None, "binarize": None,
+                     "on_damaged": "error", "read_unfinished": False}
+assert set(_HARNESS_DEFAULTS) == set(READING_OPTIONS)
+# options each other reader takes (beside drop_empty)
+_READER_OPTIONS = {
+    "wide table": ("orientation", "id_column", "binarize"),
+    "long table": ("model", "item", "correct", "binarize"),
+    "response folder": ("binarize",),
+    "NPZ archive": ("binarize",),
+    "saved .nc response file": (),
+}
+
+
+def _check_options(kind: str, p: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The options a non-harness reader takes; harness-only options left at their defaults are dropped, any
+    other option is refused with one line naming it and the input."""
+    given = {k: v for k, v in kwargs.items() if not (k in _HARNESS_DEFAULTS and v == _HARNESS_DEFAULTS[k]
+                                                     and k != "binarize")}
+    given = {k: v for k, v in given.items() if not (k == "binarize" and v is None)}
+    allowed = _READER_OPTIONS[kind]
+    extra = [k for k in given if k not in allowed]
+    if extra:
+        what = "evaluation-harness output" if all(k in _HARNESS_DEFAULTS for k in extra) else "other inputs"
+        takes = f" (it takes: {', '.join(allowed)})" if allowed else ""
+        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, a {kind}{takes}; "
+                        f"they are for {what}: drop them")
+    return given
 
 
 _METADATA = {"model": ("model_id", ("family", "owner")), "item": ("item_id", ("item_group",))}
@@ -96,8 +126,12 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
         Drop items and models without a single observed response, listing their ids in the
         Dataset's attrs ``dropped_items`` / ``dropped_models`` (default); ``False`` refuses such data.
     **kwargs
-        Options passed to the chosen reader (e.g. ``orientation=``, ``model=``; for harness output
-        ``metric=``, ``stat=``, ``aggregate=``, ``binarize=``, ``filter=``).
+        Options passed to the chosen reader: for harness output ``metric=``, ``stat=``, ``filter=``
+        (each global and/or per task), ``aggregate=``, ``binarize=``, ``on_damaged=``,
+        ``read_unfinished=`` (see :func:`~bayesirt.data.harness.read_harness`); for a wide table
+        ``orientation=``, ``id_column=``; for a long table ``model=``, ``item=``, ``correct=``;
+        ``binarize=`` for every file reader. An option the chosen reader does not take is refused
+        (harness options at their defaults are ignored).
 
     Raises
     ------
@@ -119,19 +153,20 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
     if is_harness(p):
         return read_harness(p, drop_empty=drop_empty, **kwargs)
     if p.is_dir():
-        return read_nt_dir(p, drop_empty=drop_empty, **kwargs)
+        return read_nt_dir(p, drop_empty=drop_empty, **_check_options("response folder", p, kwargs))
     suffix = p.suffix.lower()
     if suffix == ".npz":
-        return read_nt_npz(p, drop_empty=drop_empty, **kwargs)
+        return read_nt_npz(p, drop_empty=drop_empty, **_check_options("NPZ archive", p, kwargs))
     if suffix in (".parquet", ".pq"):
-        return read_long(p, drop_empty=drop_empty, **kwargs)
+        return read_long(p, drop_empty=drop_empty, **_check_options("long table", p, kwargs))
     if suffix in TEXT_SUFFIXES:
         with reading(p):
             is_long = has_long_header(p, kwargs)
-        return (read_long if is_long else read_wide_csv)(p, drop_empty=drop_empty, **kwargs)
+        if is_long:
+            return read_long(p, drop_empty=drop_empty, **_check_options("long table", p, kwargs))
+        return read_wide_csv(p, drop_empty=drop_empty, **_check_options("wide table", p, kwargs))
     if suffix == ".nc":
-        if kwargs:
-            raise DataError(f"options {sorted(kwargs)} do not apply to a saved .nc response file; drop them")
+        _check_options("saved .nc response file", p, kwargs)
         with reading(p):
             with parsing(p), xr.open_dataset(p, engine="h5netcdf") as saved:  # h5py raises many types
                 ds = saved.load()
