@@ -183,6 +183,7 @@ def read_helm(
                 reading.damaged(f.path, f.damage)
             elif f.path not in runs:
                 runs.append(f.path)
+    reading.runs = len(runs)
     # reruns: of several run folders of one (model, run), the last written wins
     latest: dict[tuple[str, str], Path] = {}
     for run in sorted(runs, key=lambda r: ((r / "per_instance_stats.json").stat().st_mtime_ns, str(r))):
@@ -205,7 +206,6 @@ def read_helm(
         if not recs:
             lacking.append(run)
     check_task_names(stat_per, list(groups), "stat", source, "group")
-    reading.runs = len(reading.read)
     if len(lacking) == len(reading.read):
         wanted = ", ".join(sorted(set(groups.values())))
         if any(s in seen for s in groups.values()):

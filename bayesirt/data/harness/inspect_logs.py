@@ -346,7 +346,7 @@ def read_inspect(
         holes += unscored
         if scorer is not None:
             scorers.setdefault(task, scorer)
-    reading.runs = len(chosen)
+    reading.runs = len(logs)
     if holes:
         for model, item, _ in holes:
             errs = reading.errored.setdefault(model, [])

@@ -307,6 +307,7 @@ def read_lm_eval(
             m = _SAMPLES.match(file.name)
             if m and file.is_file():
                 by_date.setdefault(m["date"], {})[m["task"]] = file
+        reading.runs += len(by_date)
         for date, tasks in by_date.items():
             data = _results(results[date]) if date in results else None
             if data is None and results:  # no results file of this run: the latest one names the model
@@ -340,7 +341,6 @@ def read_lm_eval(
                 chosen = file
                 reading.read.append(str(file))
                 rows += got
-    reading.runs = len({(Path(r).parent, _SAMPLES.match(Path(r).name)["date"]) for r in reading.read})
     if not rows:
         raise DataError(f"{source}: no readable lm-eval samples files (all {len(reading.skipped)} skipped)")
     try:
