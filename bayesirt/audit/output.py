@@ -13,6 +13,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.result import AuditResult, FoldResult
+from bayesirt.data.reading import reading_record
 from bayesirt.utils.outputs import staged_output, write_netcdf
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 from bayesirt.report.near_ties import plot_near_ties
@@ -139,7 +140,7 @@ def _json_default(value):
 
 def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, force: bool = False) -> Path:
     """Write the audit folder atomically (staged, then renamed into place)."""
-    summary = audit_summary(result)
+    summary = audit_summary(result) | {"reading": reading_record(responses)}
     with staged_output(out, force=force) as folder:
         write_netcdf(audit_tree(result, responses), folder / "audit.nc")
         (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))

@@ -20,6 +20,7 @@ from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, reading
 from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
+from bayesirt.data.reading import warn_dropped
 from bayesirt.data.responses import validate_responses
 from bayesirt.data.wide import read_wide_csv
 from bayesirt.errors import DataError, OutputError
@@ -151,7 +152,16 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
             f"check the path (embedded datasets: {', '.join(DATASETS)})"
         )
     if is_harness(p):
-        return read_harness(p, drop_empty=drop_empty, **kwargs)
+        return read_harness(p, drop_empty=drop_empty, **kwargs)  # names what it dropped itself
+    ds = _read_file(p, drop_empty, kwargs)
+    if ds is not None:
+        warn_dropped(ds)
+        return ds
+    raise DataError(f"unsupported file type {p.suffix or '(no suffix)'!r} for {p}; supported: {_SUPPORTED}")
+
+
+def _read_file(p: Path, drop_empty: bool, kwargs: dict[str, Any]) -> xr.Dataset | None:
+    """A response folder or file by its suffix; None for an unsupported suffix."""
     if p.is_dir():
         return read_nt_dir(p, drop_empty=drop_empty, **_check_options("response folder", p, kwargs))
     suffix = p.suffix.lower()
@@ -172,7 +182,7 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
                 ds = saved.load()
             ds.attrs["source"] = str(p)
             return validate_responses(ds)
-    raise DataError(f"unsupported file type {p.suffix or '(no suffix)'!r} for {p}; supported: {_SUPPORTED}")
+    return None
 
 
 def save_responses(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:

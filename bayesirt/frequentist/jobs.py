@@ -10,6 +10,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data import load
+from bayesirt.data.reading import reading_lines, reading_record
 from bayesirt.inference.diagnostics import diagnose
 from bayesirt.errors import recorded_warnings
 from bayesirt.frequentist import (
@@ -75,7 +76,8 @@ def run_mml_job(data, model, out, *, force: bool = False, quadrature: int = 61, 
     items, models = _mml_tables(result)
     summary = ({"data": responses.attrs.get("name", ""), "method": "map" if priors else "mml",
                 "estimator": _ESTIMATORS[bool(priors)]}
-               | _mml_summary(result, responses.sizes["model"]) | {"warnings": messages})
+               | _mml_summary(result, responses.sizes["model"]) | {"warnings": messages}
+               | {"reading": reading_record(responses)})
     notes = []
     if ignored_options:
         summary["ignored_options"] = ignored_options
@@ -87,7 +89,8 @@ def run_mml_job(data, model, out, *, force: bool = False, quadrature: int = 61, 
         (folder / "summary.json").write_text(json.dumps(summary, indent=2))
         write_netcdf(result.to_datatree(), folder / "mml.nc")
         title = f"Marginal MAP (MAP-EM), {spec.title}" if priors else f"MML {spec.title}"
-        lines = _header(title, responses) + notes + mml_section(result, summary) + _warnings_section(messages)
+        lines = (_header(title, responses) + reading_lines(responses) + notes + mml_section(result, summary)
+                 + _warnings_section(messages))
         (folder / "report.md").write_text("\n".join(lines))
     return Path(out)
 

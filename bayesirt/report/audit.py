@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from bayesirt.data.reading import reading_lines  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
 __all__ = ["audit_report", "plot_controls", "plot_sensitivity"]
@@ -166,6 +167,7 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
              f"after the population rules ({', '.join(f'{k}: {v:,}' for k, v in status.items())}); "
              f"{summary['n_representatives']:,} owner x family representatives ranked. Families: "
              f"{', '.join(summary['families'])}. Status: **{summary['status']}**.", ""]
+    lines += reading_lines(responses)
     if summary["status"] != "estimated":
         lines += [f"Not estimable: {summary['reason']}.", ""]
     lines += ["## Primary result", "", *_headline(summary)]

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.reading import reading_lines
 from bayesirt.inference.diagnostics import convergence_table
 from bayesirt.models.specs import IRTSpec
 
@@ -77,6 +78,8 @@ def fit_report(
     ]
     if responses.attrs.get("citation"):
         lines.append(f"Attribution: {responses.attrs['citation']}.")
+    reading = reading_lines(responses)  # how harness output was read; what was dropped
+    lines += ["", *reading[:-1]] if reading else []
     lines += ["", "## Model and priors", "", f"Spec `{spec.name}` ({spec.source}), {spec.parameterization} parameterization:", ""]
     lines += [f"- `{k}` ~ {p.describe()}" for k, p in spec.priors.items()]
     if spec.discrimination_structure == "fixed":

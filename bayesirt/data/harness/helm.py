@@ -29,7 +29,7 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import printable
-from bayesirt.data.harness.discover import discover
+from bayesirt.data.harness.layout import discover
 from bayesirt.data.harness.records import (
     Reading,
     Record,

@@ -42,7 +42,7 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import one_line, printable
-from bayesirt.data.harness.discover import discover
+from bayesirt.data.harness.layout import discover
 from bayesirt.data.harness.records import (
     Reading,
     Record,

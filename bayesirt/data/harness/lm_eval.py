@@ -37,7 +37,7 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import printable
-from bayesirt.data.harness.discover import DATE_ID, RESULTS, SAMPLES, discover
+from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, discover
 from bayesirt.data.harness.records import (
     Reading,
     Record,
