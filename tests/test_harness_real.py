@@ -427,17 +427,25 @@ def test_owners_of_provider_prefixed_names():
                                           "google", UNKNOWN_OWNER, "ollama", "org-a", "models"]
 
 
-def test_audit_owner_folds_on_harness_names():
-    """Owner-disjoint halves use the owner behind the provider: two Inspect names of one hub organisation
-    served by different providers are one owner, kept in one half."""
+def test_audit_owner_rules_on_harness_names():
+    """The audit's owner rules (cap per owner and family, owner-disjoint halves, one representative per owner
+    and family) see the hub organisation behind the provider: checkpoints of one organisation served by
+    different providers are one owner."""
     from bayesirt.data import make_responses
+    from bayesirt.data.populations import audit_population
 
-    models = ["hf/meta-llama/Llama-3.1-8B", "vllm/meta-llama/Llama-3.2-3B", "hf/Qwen/Qwen2-7B", "vllm/Qwen/Qwen2-1.5B",
-              "hf/google/gemma-2-9b", "together/google/gemma-2-2b", "hf/mistralai/Mistral-7B",
-              "vllm/mistralai/Mistral-Nemo"]
-    rng = np.random.default_rng(0)
-    ds = make_responses(rng.integers(0, 2, size=(20, len(models))), model_id=models)
-    assert ds["owner"].values.tolist() == ["meta-llama", "meta-llama", "Qwen", "Qwen", "google", "google",
-                                           "mistralai", "mistralai"]
-    assert ds["family"].values.tolist() == ["Llama", "Llama", "Qwen", "Qwen", "Gemma", "Gemma", "Mistral/Mixtral",
-                                            "Mistral/Mixtral"]
+    models = ["hf/meta-llama/Llama-3.1-8B", "vllm/meta-llama/Llama-3.2-3B", "together/meta-llama/Llama-3-70b",
+              "hf/nvidia/Llama-3.1-Nemotron", "vllm/nvidia/Llama-3-ChatQA", "hf/Qwen/Qwen2-7B", "vllm/Qwen/Qwen2-1.5B",
+              "hf/unsloth/Qwen2-0.5B", "vllm/unsloth/Qwen2.5-3B", "openrouter/allenai/Llama-3.1-Tulu",
+              "hf/allenai/Qwen-x"]
+    ds = make_responses(np.random.default_rng(0).integers(0, 2, size=(30, len(models))), model_id=models)
+    assert ds["owner"].values.tolist() == ["meta-llama"] * 3 + ["nvidia"] * 2 + ["Qwen"] * 2 + ["unsloth"] * 2 + [
+        "allenai"] * 2
+    pop = audit_population(ds, owner_cap=2, min_family_size=1)
+    assert (pop["status"] == "over owner cap").sum() == 1  # meta-llama's three Llama checkpoints, capped at 2
+    assert pop.loc[pop["status"] == "over owner cap", "owner"].tolist() == ["meta-llama"]
+    retained = pop[pop["status"] == "retained"]
+    assert (retained.groupby("owner")["fold"].nunique() == 1).all()  # whole owners in one half
+    assert sorted(retained.loc[retained["representative"], "owner"] + "/" + retained.loc[retained["representative"],
+                  "family"]) == ["Qwen/Qwen", "allenai/Llama", "allenai/Qwen", "meta-llama/Llama", "nvidia/Llama",
+                                 "unsloth/Qwen"]

@@ -70,8 +70,10 @@ def reading_lines(ds: xr.Dataset) -> list[str]:
             lines += ["|" + "---|" * (len(keys) + 1)]
             lines += [f"| {t} | " + " | ".join(str(v.get(k, "")) for k in keys) + " |" for t, v in tasks.items()]
             lines += [""]
+        threshold = rec.get("threshold")
+        credit = "refused (0/1 scores only)" if threshold in (None, "none") else f"score >= {threshold} is correct"
         lines += [f"Repeated records within a run: aggregate `{rec.get('aggregate', 'none')}`; partial credit: "
-                  f"threshold `{rec.get('threshold')}`; damaged output: `{rec.get('on_damaged')}`.", ""]
+                  f"{credit}; damaged output: `{rec.get('on_damaged')}`; reruns: the latest run wins.", ""]
         for item in rec.get("files_skipped") or []:
             lines.append(f"- skipped `{item['path']}`: {item['reason']}")
         for item in rec.get("superseded") or []:
