@@ -449,3 +449,50 @@ def test_audit_owner_rules_on_harness_names():
     assert sorted(retained.loc[retained["representative"], "owner"] + "/" + retained.loc[retained["representative"],
                   "family"]) == ["Qwen/Qwen", "allenai/Llama", "allenai/Qwen", "meta-llama/Llama", "nvidia/Llama",
                                  "unsloth/Qwen"]
+
+
+# ---------------------------------------------------------------- the README's examples
+
+
+def readme_examples() -> list[list[str]]:
+    """The harness commands of README.md's data section, as argument lists (without .venv/bin/bayesirt)."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    block = text.split("Item-level results straight from evaluation harnesses", 1)[1].split("```sh", 1)[1]
+    lines = [line.split("  #", 1)[0].split() for line in block.split("```", 1)[0].splitlines() if line.strip()]
+    assert all(line[0] == ".venv/bin/bayesirt" for line in lines)
+    return [line[1:] for line in lines]
+
+
+def test_readme_harness_examples_run(tmp_path, capsys):
+    """Each README example on harness-written output: lm_eval_out/ -> the lm-eval fixtures (arc_easy -> qa_mc),
+    logs/ -> the Inspect epochs logs, benchmark_output/runs/v1/ -> 12 copies of the 4 HELM runs under other
+    model names (cat needs 12 models). Sampled fits run as --method map, cat with small budgets (test time)."""
+    from bayesirt.cli.main import main
+
+    suite = tmp_path / "suite"
+    for run in sorted((HELM / "v1").iterdir()):
+        for k in range(3):
+            spec = json.loads((run / "run_spec.json").read_text())
+            name = f"{spec['adapter_spec']['model']}-{k}"
+            spec["adapter_spec"]["model"] = spec["adapter_spec"]["model_deployment"] = name
+            (suite / f"{run.name}-{k}").mkdir(parents=True)
+            (suite / f"{run.name}-{k}" / "run_spec.json").write_text(json.dumps(spec))
+            shutil.copy(run / "per_instance_stats.json", suite / f"{run.name}-{k}")
+    examples = readme_examples()
+    assert len(examples) == 4
+    data = {"lm_eval_out/": [LM / "rerun", LM / "clean"], "logs/": [INSPECT / "epochs"],
+            "benchmark_output/runs/v1/": [suite]}
+    used = {k: 0 for k in data}
+    for n, args in enumerate(examples):
+        key = args[1]
+        args = [str(data[key][used[key]]) if a == key else a.replace("arc_easy=", "qa_mc=") for a in args]
+        used[key] += 1
+        out = tmp_path / f"out{n}"
+        args = [str(out) if a.startswith("outputs/") else a for a in args] + ["--no-progress"]
+        args += {"fit": ["--method", "map"], "cat": ["--budgets", "2,4", "--splits", "2", "--random-subsets", "5"]}.get(
+            args[0], [])
+        assert main(args) == 0, (args, capsys.readouterr().err)
+        assert (out / "report.md").is_file()
+        if args[0] in ("fit", "mml"):
+            reading = json.loads((out / "summary.json").read_text())["reading"]
+            assert reading["harness"] in ("lm-eval", "inspect") and reading["files_read"]
