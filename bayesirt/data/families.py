@@ -45,10 +45,11 @@ UNKNOWN_OWNER = "unknown"
 
 
 PROVIDERS: frozenset[str] = frozenset({
-    # Inspect AI model providers (inspect_ai/model/_providers, 0.3.285)
-    "openai", "anthropic", "google", "mistral", "grok", "perplexity", "goodfire", "hf", "vllm", "sglang", "ollama", "llama-cpp-python", "together", "fireworks", "groq", "openrouter",
-    "bedrock", "azureai", "cloudflare", "openai-api", "hf-inference-providers", "transformer_lens", "nnterp",
-    "mockllm", "vertex", "sambanova", "cerebras", "nebius", "baseten", "hyperbolic",
+    # Inspect AI model providers (@modelapi names in inspect_ai/model/_providers, 0.3.285)
+    "anthropic", "azureai", "bedrock", "cloudflare", "deepseek", "fireworks", "google", "grok", "groq", "hf",
+    "hf-inference-providers", "litellm-proxy", "llama-cpp-python", "meta", "mistral", "mockllm", "moonshot",
+    "nnterp", "ollama", "openai", "openai-api", "openai-api-completions", "openrouter", "perplexity", "sagemaker",
+    "sambanova", "sglang", "together", "transformer_lens", "vllm", "vllm-completions",
 })
 """Leading components of harness model names that name the serving provider (dropped when a hub
 organisation follows: three or more components)."""

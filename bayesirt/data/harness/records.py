@@ -290,7 +290,8 @@ def build_dataset(
         Format name stored as ``attrs["harness"]`` (``"lm-eval"``, ``"inspect"``, ``"helm"``).
     aggregate : {"mean", "majority", "first", "last"}, optional
         How to combine several records of one (model, item) pair. ``"first"`` / ``"last"``: the
-        first / last record in reading order (epoch, train trial, line of the file). ``"mean"``: the mean raw score, then correct if mean >= ``binarize`` (required).
+        first / last record in reading order (epoch, train trial, line of the file). ``"mean"``:
+        the mean raw score, then correct if mean >= ``binarize`` (required).
         ``"majority"``: each record is made 0/1 first (by ``binarize`` when given), then the
         pair is correct if at least half of its records are (a tie counts as correct).
         Without a rule, repeats are refused.
