@@ -1203,7 +1203,7 @@ CORPUS = [
     ("lm-eval-no-metrics-list", _lm(dumps({"doc_id": 0, "acc": 1}).encode() + b"\n"), "out", "load", {},
      r"line 1 has no 'metrics' list naming its metrics; pass metric=NAME"),
     ("lm-eval-not-utf8", _lm(b"\xff\xfe\n"), "out", "load", {},
-     r"not UTF-8 text; it should be an lm-eval samples file"),
+     r"samples_arc_easy_.*\.jsonl: not UTF-8 text \(a damaged lm-eval samples file\); pass --on-damaged skip"),
     ("lm-eval-results-not-object", _lm(_lm_valid_lines("org__a"), results=b"[1]"), "out", "load", {},
      r"results_.*\.json is not an lm-eval results file \(expected a JSON object\)"),
     ("lm-eval-results-random", _lm(_lm_valid_lines("org__a"), results=b"\x00\x01garbage"), "out", "load", {},
@@ -1247,9 +1247,9 @@ CORPUS = [
      _helm(stats_a=('[{"instance_id": "id0", "stats": [{"name": {"name": "exact_match"}, "count": 1, "sum": '
                     + BIG + "}]}]").encode()), "suite", "load", {}, r"found 3 item\(s\) x 1 model\(s\) \(m/b\)"),
     ("helm-deep-nesting (regression)", _helm(stats_a=DEEP.encode()), "suite", "load", {},
-     r"per_instance_stats\.json: not valid JSON \(arrays or objects nested too deeply"),
+     r"m_a: per_instance_stats\.json is not valid JSON \(arrays or objects nested too deeply"),
     ("helm-4301-digits (regression)", _helm(stats_a=HUGE.encode()), "suite", "load", {},
-     r"per_instance_stats\.json: not valid JSON \(a number with more than 4300 digits"),
+     r"m_a: per_instance_stats\.json is not valid JSON \(a number with more than 4300 digits"),
     ("helm-stat-name-with-newline (regression)",
      _helm(stats_a=dumps([{"instance_id": "id0", "stats": [{"name": {"name": "two\nlines"}, "mean": 1}]}]).encode())
      | {f"suite/m_b/{f}": b for f, b in _helm_valid("m/b").items() if f == "run_spec.json"}
@@ -1257,9 +1257,9 @@ CORPUS = [
      r"has the unperturbed stat 'exact_match'; pass stat= one of: 'two\\nlines'"),
     # --- Inspect AI logs
     ("inspect-json-truncated", {"logs/a.json": b'{"version": 2, "status": "success", "eval": {'}, "logs/a.json", "load",
-     {}, r"cannot read Inspect log .*a\.json|pip install \"bayesirt\[inspect\]\""),
+     {}, r"a\.json: the JSON log is not valid JSON \(Expecting property name .*\); pass --on-damaged skip"),
     ("inspect-eval-garbage-header", {"logs/a.eval": _zip({"header.json": b"\x00garbage"})}, "logs/a.eval", "load", {},
-     r"cannot read Inspect log .*a\.eval|pip install \"bayesirt\[inspect\]\""),
+     r"a\.eval: header\.json is not valid JSON \(Expecting value at line 1, column 1\); pass --on-damaged skip"),
     # --- model specs
     ("spec-not-utf8 (regression)", {"s.toml": b"name = '\xff'\n" + GOOD_SPEC.encode()}, "s.toml", "spec", {},
      r"s\.toml: not UTF-8 text \(byte 0xff on line 1\); save the file as UTF-8"),

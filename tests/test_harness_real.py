@@ -331,7 +331,7 @@ def test_helm_clean_exact():
 @pytest.mark.parametrize("damage, message", [
     ("missing", r"HELM run folder without per_instance_stats\.json \(the run stopped before its last write\)"),
     ("empty", r"per_instance_stats\.json is empty \(0 bytes\)"),
-    ("cut", r"per_instance_stats\.json is not valid JSON \(cut short\?\)"),
+    ("cut", r"per_instance_stats\.json is not valid JSON \(.* at line \d+, column \d+\) \(cut short\)"),
 ])
 def test_helm_damaged_run(tmp_path, damage, message):
     suite = copy(HELM / "v1", tmp_path / "benchmark_output" / "runs" / "v1")

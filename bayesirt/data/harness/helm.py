@@ -20,6 +20,7 @@ with one that is empty or not JSON, is damaged: refused, or skipped with a warni
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from typing import Any
 
 import xarray as xr
 
-from bayesirt.data.files import printable
+from bayesirt.data.files import one_line, printable
 from bayesirt.data.harness.layout import discover
 from bayesirt.data.harness.records import (
     Reading,
@@ -37,6 +38,7 @@ from bayesirt.data.harness.records import (
     build_dataset,
     check_options,
     check_task_names,
+    json_problem,
     per_task,
     read_json,
 )
@@ -111,12 +113,18 @@ def _run_records(run: Path, stat_for: Any, reading: Reading) -> tuple[list[Recor
         if file.stat().st_size == 0:
             reading.damaged(run, "per_instance_stats.json is empty (0 bytes)")
             return None
-        entries = read_json(file, "a HELM list of per-instance stats")
-    except DataError as exc:
-        if "not valid JSON" not in str(exc):
-            raise
-        reading.damaged(run, "per_instance_stats.json is not valid JSON (cut short?)")
+        with open(file, encoding="utf-8") as fh:
+            entries = json.load(fh)
+    except UnicodeDecodeError:
+        reading.damaged(run, "per_instance_stats.json is not UTF-8 text")
         return None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, and the parser's digit and depth limits
+        ended = isinstance(exc, json.JSONDecodeError) and not exc.doc.rstrip().endswith(("]", "}"))
+        cut = " (cut short)" if ended else ""
+        reading.damaged(run, f"per_instance_stats.json is not valid JSON ({json_problem(exc)}){cut}")
+        return None
+    except OSError as exc:
+        raise DataError(f"cannot read {file} ({one_line(exc)}); check the file") from None
     if not isinstance(entries, list):
         raise DataError(f"{file} is not a list of per-instance stats; re-create it with helm-run")
     out, names = [], set()
