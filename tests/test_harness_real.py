@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -496,3 +497,35 @@ def test_readme_harness_examples_run(tmp_path, capsys):
         if args[0] in ("fit", "mml"):
             reading = json.loads((out / "summary.json").read_text())["reading"]
             assert reading["harness"] in ("lm-eval", "inspect") and reading["files_read"]
+
+
+# ---------------------------------------------------------------- damage anywhere: a message, never a traceback
+
+
+@pytest.mark.parametrize("folder, pick", [
+    (INSPECT / "clean", "*.eval"), (INSPECT / "clean", "*.json"), (LM / "clean" / "org-a__model-a", "samples_qa_mc_*"),
+    (HELM / "v1", "*model-a/per_instance_stats.json"),
+])
+def test_cut_or_flipped_anywhere(tmp_path, folder, pick):
+    """Each harness-written file cut at 12 offsets and with 12 flipped bytes: the folder reads, or is refused with
+    a DataError (error) / read with the file skipped (skip); no other exception."""
+    rng = np.random.default_rng(0)
+    victim_rel = sorted(folder.glob(pick))[0].relative_to(folder)
+    data = (folder / victim_rel).read_bytes()
+    variants = [data[:int(n)] for n in np.linspace(0, len(data) - 1, 12)]
+    for pos in rng.integers(0, len(data), size=12):
+        flipped = bytearray(data)
+        flipped[pos] ^= 0xFF
+        variants.append(bytes(flipped))
+    root = folder.parent if folder.name.startswith("org-") else folder
+    for n, blob in enumerate(variants):
+        work = copy(root, tmp_path / f"v{n}")
+        target = work / (folder.relative_to(root) if root != folder else ".") / victim_rel
+        target.write_bytes(blob)
+        for mode in ("error", "skip"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", HarnessWarning)
+                    read_harness(work, on_damaged=mode, filter="strict-match" if "lmeval" in str(root) else None)
+            except DataError as exc:
+                assert "\n" not in str(exc)

@@ -15,6 +15,8 @@ from typing import Any
 
 import xarray as xr
 
+from bayesirt.data.files import printable
+
 __all__ = ["reading_record", "reading_lines", "warn_dropped", "DroppedWarning"]
 
 
@@ -30,8 +32,10 @@ def _ids(ds: xr.Dataset, key: str) -> list[str]:
         return []
 
 
-def _shown(ids: list[str], n: int = 10) -> str:
-    return ", ".join(ids[:n]) + (f", ... ({len(ids)} in all)" if len(ids) > n else "")
+def _shown(ids: list[str], n: int = 10, width: int = 80) -> str:
+    """At most ``n`` ids, each printable and at most ``width`` characters."""
+    short = [(t if len(t) <= width else t[: width - 3] + "...") for t in map(printable, ids[:n])]
+    return ", ".join(short) + (f", ... ({len(ids)} in all)" if len(ids) > n else "")
 
 
 def warn_dropped(ds: xr.Dataset) -> None:

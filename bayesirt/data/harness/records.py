@@ -56,6 +56,12 @@ _SKIP_HINT = "pass --on-damaged skip (on_damaged='skip') to read the rest withou
 log = logging.getLogger("bayesirt.data.harness")
 
 
+def _shown(ids: Sequence[str], n: int = 5, width: int = 80) -> str:
+    """At most ``n`` ids, each printable and at most ``width`` characters."""
+    short = [(t if len(t) <= width else t[: width - 3] + "...") for t in map(printable, ids[:n])]
+    return ", ".join(short) + (", ..." if len(ids) > n else "")
+
+
 class HarnessWarning(RuntimeWarning):
     """Something of the harness output was skipped, superseded or left missing; the message names it."""
 
@@ -158,9 +164,8 @@ class Reading:
         dropped_models = json.loads(ds.attrs.get("dropped_models", "[]"))
         dropped_items = json.loads(ds.attrs.get("dropped_items", "[]"))
         if dropped_models or dropped_items:
-            parts = [f"{len(v)} {k} without any observed response ({', '.join(map(printable, v[:5]))}"
-                     f"{', ...' if len(v) > 5 else ''})" for k, v in (("model(s)", dropped_models),
-                                                                      ("item(s)", dropped_items)) if v]
+            parts = [f"{len(v)} {k} without any observed response ({_shown(v)})"
+                     for k, v in (("model(s)", dropped_models), ("item(s)", dropped_items)) if v]
             self.warn(f"{self.harness}: dropped " + " and ".join(parts))
         tasks = sorted(self.tasks)
         summary = (f"{self.harness}{' ' + self.version if self.version else ''}: {self.runs} run(s), "
