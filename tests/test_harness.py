@@ -256,7 +256,8 @@ def test_lm_eval_empty_and_results_only_folders(tmp_path):
 
 def test_lm_eval_broken_results_json(lm_out):
     (lm_out / "org__model-b" / f"results_{TS2}.json").write_text("{not json")
-    with pytest.raises(DataError, match=r"cannot read .*results_2024-06-01.*\.json: not valid JSON"):
+    with pytest.raises(DataError, match=r"results_2024-06-01.*\.json: the results file is not valid JSON \(.*\), so "
+                                        r"the run's model is unknown; pass --on-damaged skip"):
         read_lm_eval(lm_out)
 
 
@@ -352,8 +353,8 @@ def test_helm_malformed(helm_suite):
     with pytest.raises(DataError, match=r"per_instance_stats\.json: entry 0 lacks instance_id or a stats list"):
         read_helm(helm_suite)
     (run / "per_instance_stats.json").write_text("[{")
-    with pytest.raises(DataError, match=r"openai_gpt2: per_instance_stats\.json is not valid JSON \(.*\) \(cut short\); "
-                                        r"pass --on-damaged skip"):
+    with pytest.raises(DataError, match=r"openai_gpt2: per_instance_stats\.json is not valid JSON \(.*\) "
+                                        r"\(cut short\); pass --on-damaged skip"):
         read_helm(helm_suite)
     (run / "run_spec.json").write_text('{"name": "x", "adapter_spec": {}}')
     with pytest.raises(DataError, match=r"run_spec\.json has no adapter_spec\.model"):

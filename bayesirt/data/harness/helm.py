@@ -33,6 +33,7 @@ from bayesirt.data.files import one_line, printable
 from bayesirt.data.harness.layout import discover
 from bayesirt.data.harness.records import (
     Reading,
+    DamagedFile,
     Record,
     as_paths,
     build_dataset,
@@ -195,11 +196,15 @@ def read_helm(
     # reruns: of several run folders of one (model, run), the last written wins
     latest: dict[tuple[str, str], Path] = {}
     for run in sorted(runs, key=lambda r: ((r / "per_instance_stats.json").stat().st_mtime_ns, str(r))):
-        model, _, key = _spec(run)
+        try:
+            model, _, key = _spec(run)
+        except DamagedFile as exc:
+            reading.damaged(run, f"run_spec.json is {exc.reason}")
+            continue
         if (model, key) in latest:
             reading.supersede(latest[model, key] / "per_instance_stats.json", run / "per_instance_stats.json")
         latest[model, key] = run
-    chosen = set(latest.values())
+    chosen = set(latest.values())  # (runs with a damaged run_spec.json are not in it)
     runs = [r for r in runs if r in chosen]
     records, lacking, seen, groups = [], [], set(), {}
     for run in runs:

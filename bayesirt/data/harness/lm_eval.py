@@ -40,6 +40,7 @@ from bayesirt.data.files import printable
 from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, discover
 from bayesirt.data.harness.records import (
     Reading,
+    DamagedFile,
     Record,
     as_paths,
     build_dataset,
@@ -309,9 +310,12 @@ def read_lm_eval(
                 by_date.setdefault(m["date"], {})[m["task"]] = file
         reading.runs += len(by_date)
         for date, tasks in by_date.items():
-            data = _results(results[date]) if date in results else None
-            if data is None and results:  # no results file of this run: the latest one names the model
-                data = _results(results[max(results)])
+            source_file = results.get(date) or (results[max(results)] if results else None)
+            try:
+                data = _results(source_file) if source_file is not None else None
+            except DamagedFile as exc:  # the run's model name is unknown: its samples cannot be placed
+                reading.damaged(source_file, f"the results file is {exc.reason}, so the run's model is unknown")
+                continue
             if data is not None and isinstance(data.get("lm_eval_version"), str):
                 versions.add(data["lm_eval_version"])
             model = _model_name(folder, data)

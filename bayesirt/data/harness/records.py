@@ -42,8 +42,8 @@ from bayesirt.data.files import existing, one_line, printable
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["AGGREGATES", "ON_DAMAGED", "HarnessWarning", "Reading", "Record", "build_dataset", "check_options",
-           "as_paths", "read_json", "json_problem", "per_task", "check_on_damaged"]
+__all__ = ["AGGREGATES", "ON_DAMAGED", "DamagedFile", "HarnessWarning", "Reading", "Record", "build_dataset",
+           "check_options", "as_paths", "read_json", "json_problem", "per_task", "check_on_damaged"]
 
 AGGREGATES = ("mean", "majority", "first", "last")
 """Rules for repeated (model, item) records within one run; see :func:`build_dataset`."""
@@ -253,16 +253,28 @@ def json_problem(exc: ValueError | RecursionError, *, line: bool = True) -> str:
     return one_line(exc)
 
 
+class DamagedFile(DataError):
+    """A harness file that is not valid JSON or not UTF-8 text; ``reason`` says which, without the path."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 def read_json(path: Path, what: str) -> Any:
-    """Parse one JSON file; any failure is a one-line DataError naming the file."""
+    """Parse one JSON file; any failure is a one-line DataError naming the file (a :class:`DamagedFile`
+    when the text is not UTF-8 or not valid JSON)."""
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except UnicodeDecodeError:
-        raise DataError(f"cannot read {path}: not UTF-8 text; it should be {what}") from None
+        raise DamagedFile(f"cannot read {path}: not UTF-8 text; it should be {what}", "not UTF-8 text") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, and the parser's digit and depth limits
-        raise DataError(
-            f"cannot read {path}: not valid JSON ({json_problem(exc)}); it should be {what}: re-create or fix it"
+        reason = f"not valid JSON ({json_problem(exc)})"
+        if path.stat().st_size == 0:
+            reason = "empty (0 bytes)"
+        raise DamagedFile(
+            f"cannot read {path}: {reason}; it should be {what}: re-create or fix it", reason
         ) from None
     except OSError as exc:
         raise DataError(f"cannot read {path} ({one_line(exc)}); check the file") from None
