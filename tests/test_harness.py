@@ -424,8 +424,8 @@ def test_inspect_epochs_partial_and_errors(tmp_path):
         read_harness([a, b], metric="match")
     broken = tmp_path / "broken.eval"
     broken.write_bytes(a.read_bytes()[:200])
-    assert not is_harness(broken)
-    with pytest.raises(DataError, match=r"cannot read Inspect log .*broken\.eval"):
+    assert is_harness(broken)  # a damaged log is named, never passed over
+    with pytest.raises(DataError, match=r"broken\.eval: the Inspect log is not a complete zip file \(cut short\?\)"):
         read_inspect([a, broken], aggregate="first", binarize=0.5)
 
 
