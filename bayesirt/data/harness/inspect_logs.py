@@ -327,7 +327,6 @@ def read_inspect(
             reading.supersede(latest[key][1], entry[1])
         latest[key] = entry
     chosen = [e for e in logs if latest[(str(e[2]["eval"].get("model")), str(e[2]["eval"].get("task")))] is e]
-    chosen.sort(key=lambda e: str(e[1]))
     tasks_seen = list(dict.fromkeys(str(e[2]["eval"].get("task")) for e in chosen))
     check_task_names(metric_per, tasks_seen, "metric", source)
     records, holes, scorers, empty, versions = [], [], {}, 0, set()
