@@ -8,7 +8,6 @@ inspect_ai's own write_eval_log.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -11,7 +11,7 @@ from typing import Any
 
 import xarray as xr
 
-from bayesirt.data.harness.layout import Found, discover, harnesses
+from bayesirt.data.harness.layout import discover, harnesses
 from bayesirt.data.harness.helm import read_helm
 from bayesirt.data.harness.inspect_logs import read_inspect
 from bayesirt.data.harness.lm_eval import read_lm_eval
