@@ -85,6 +85,7 @@ def test_lm_eval_clean_exact():
 
 
 def test_lm_eval_per_task_metric_and_filter():
+    assert lm_truth(mc="acc_norm") != lm_truth() and lm_truth(gen="flexible-extract") != lm_truth()  # they differ
     ds = read_harness(LM / "clean", metric=["qa_mc=acc_norm"], filter={"qa_gen": "flexible-extract"})
     assert cells(ds) == lm_truth(mc="acc_norm", gen="flexible-extract")
     assert provenance(ds)["tasks"]["qa_mc"] == {"metric": "acc_norm", "filter": "none"}
