@@ -530,3 +530,11 @@ def test_cut_or_flipped_anywhere(tmp_path, folder, pick):
                     read_harness(work, on_damaged=mode, filter="strict-match" if "lmeval" in str(root) else None)
             except DataError as exc:
                 assert "\n" not in str(exc)
+
+
+def test_inspect_without_any_zstd_decoder(monkeypatch):
+    for name in ("compression", "zstandard", "numcodecs"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(DataError, match=r"\.eval: this Inspect log is Zstandard-compressed and no Zstandard decoder "
+                                        r"is installed; pip install \"bayesirt\[inspect\]\""):
+        read_harness(INSPECT / "rerun")

@@ -107,6 +107,10 @@ class _Damaged(Exception):
     """The log cannot be read completely."""
 
 
+class _NoDecoder(Exception):
+    """No Zstandard decoder is installed."""
+
+
 def _zstd_decompress(data: bytes) -> bytes:
     try:
         from compression import zstd  # type: ignore[import-not-found]  # Python >= 3.14
@@ -123,8 +127,7 @@ def _zstd_decompress(data: bytes) -> bytes:
     try:
         from numcodecs import Zstd  # type: ignore[import-not-found]
     except ImportError:
-        raise DataError("this Inspect log is Zstandard-compressed and no Zstandard decoder is installed; "
-                        "pip install zstandard") from None
+        raise _NoDecoder from None
     return bytes(Zstd().decode(data))
 
 
@@ -141,7 +144,7 @@ def _member(zf: zipfile.ZipFile, fh: Any, info: zipfile.ZipInfo) -> bytes:
     raw = fh.read(info.compress_size)
     try:
         data = _zstd_decompress(raw)
-    except DataError:
+    except _NoDecoder:
         raise
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a damaged member
         raise _Damaged(f"zip member {info.filename} does not decompress ({one_line(exc)})") from None
@@ -214,6 +217,9 @@ def _read_log(p: Path) -> dict[str, Any]:
                     "error": header.get("error")}
     except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise _Damaged(f"the .eval zip cannot be read completely ({one_line(exc)}; cut short?)") from None
+    except _NoDecoder:
+        raise DataError(f"{p}: this Inspect log is Zstandard-compressed and no Zstandard decoder is installed; "
+                        'pip install "bayesirt[inspect]" (or zstandard)') from None
     except OSError as exc:
         raise DataError(f"cannot read {p} ({one_line(exc)}); check the file") from None
 
