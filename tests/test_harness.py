@@ -336,6 +336,11 @@ def test_helm_run_folders_trials_and_stat(tmp_path):
     ds = read_helm([a, c], aggregate="majority")  # a/id0 trials 1, 0, 1 -> 1
     assert cells(ds) == [[1, 1], [0, 1]] and ds.attrs["repeated_pairs"] == 1
     assert cells(read_helm([a, c], aggregate="first")) == [[1, 1], [0, 1]]
+    shuffled = write_helm_run(tmp_path / "e", "m/a", "anatomy", [("id0", 2, 0.0), ("id1", 0, 0.0), ("id0", 0, 1.0),
+                                                                ("id0", 1, 0.0)])
+    id0 = "mmlu:subject=anatomy,method=multiple_choice_joint/id0"
+    assert read_helm([shuffled, c], aggregate="first")["responses"].sel(item=id0, model="m/a") == 1  # trial 0
+    assert read_helm([shuffled, c], aggregate="last")["responses"].sel(item=id0, model="m/a") == 0  # trial 2
     d = write_helm_run(tmp_path / "d", "m/d", "anatomy", [("id0", 0, 0.25), ("id1", 0, 0.0)], stat="f1_score")
     with pytest.raises(DataError, match=r"partial credit, not 0/1 \(e\.g\. 0\.5 for model 'm/b'"):
         read_helm([b, d], stat="f1_score")

@@ -12,10 +12,11 @@ item = ``f"{run}/{instance_id}"`` where ``run`` is the run name without its ``mo
 ``model_deployment=`` arguments (instance ids ``id0, id1, ...`` restart in every run); the score is
 the ``mean`` (else ``sum / count``) of the unperturbed stat named ``stat`` (default
 ``exact_match``; per item group ``"GROUP=STAT"``) of an unperturbed instance. Several
-``train_trial_index`` values are repeats. Two run folders of one (model, run) (e.g. in two suites) are
-reruns: the one whose ``per_instance_stats.json`` was written last (file time) wins and the other is named
-as superseded. A run folder without ``per_instance_stats.json`` (HELM writes it last: the run crashed), or
-with one that is empty or not JSON, is damaged: refused, or skipped with a warning by ``on_damaged="skip"``.
+``train_trial_index`` values are repeats, read in trial order (``aggregate="first"``: trial 0). Two run
+folders of one (model, run) (e.g. in two suites) are reruns: the one whose ``per_instance_stats.json`` was
+written last (file time) wins and the other is named as superseded. A run folder without
+``per_instance_stats.json`` (HELM writes it last: the run crashed), or with one that is empty or not JSON,
+is damaged: refused, or skipped with a warning by ``on_damaged="skip"``.
 """
 
 from __future__ import annotations
@@ -142,9 +143,12 @@ def _run_records(run: Path, stat_for: Any, reading: Reading) -> tuple[list[Recor
             if metric.get("name") == stat:
                 value = _value(s)
                 if value is not None and math.isfinite(value):
-                    out.append(Record(model, f"{key}/{entry['instance_id']}", group, value))
+                    trial = entry.get("train_trial_index")
+                    trial = trial if isinstance(trial, int) and not isinstance(trial, bool) else 0
+                    out.append((trial, Record(model, f"{key}/{entry['instance_id']}", group, value)))
                 break
-    return out, names, group, stat
+    # reading order = train trial order, so aggregate first/last mean the first/last trial, as epochs do
+    return [r for _, r in sorted(out, key=lambda t: t[0])], names, group, stat
 
 
 def read_helm(
