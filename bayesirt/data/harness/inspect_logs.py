@@ -12,7 +12,8 @@ The two documented log formats are read directly (``inspect_ai/log/_recorders/ev
 
 Model = ``eval.model``, item group = ``eval.task``, item = ``f"{task}/{sample id}"`` (sample ids restart in
 every task). Each sample of each epoch is one record, so ``epochs > 1`` give repeated (model, item)
-records that need an ``aggregate`` rule; Inspect's own epoch reductions are not used. Of several logs of
+records that need an ``aggregate`` rule (read in epoch order: ``"first"`` is epoch 1); Inspect's own epoch
+reductions are not used. Of several logs of
 one (model, task) the latest (``eval.created``) readable one wins; the others are named as superseded.
 
 The score is that of the scorer named by ``metric=`` (globally, or per task ``"TASK=SCORER"``; default:
@@ -194,6 +195,7 @@ def _read_log(p: Path) -> dict[str, Any]:
             samples = log.get("samples") or []
             if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
                 raise _Damaged("'samples' is not a list of objects")
+            samples = sorted(samples, key=lambda smp: smp.get("epoch") if isinstance(smp.get("epoch"), int) else 0)
             return {"status": log.get("status"), "eval": log["eval"], "samples": samples, "error": log.get("error")}
         with open(p, "rb") as fh, zipfile.ZipFile(fh) as zf:
             infos = {i.filename: i for i in zf.infolist()}
