@@ -8,7 +8,6 @@ inspect_ai's own write_eval_log.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,7 @@ def test_records_pivot_first_appearance_order_and_attrs():
 
 def test_records_refuse_repeats_without_rule():
     with pytest.raises(DataError, match=r"src: 2 \(model, item\) pairs have more than one record .*--aggregate "
-                                        r"\{mean,majority,first\}"):
+                                        r"\{mean,majority,first,last\}"):
         build_dataset(REPEATS, harness="t", source="src")
 
 
@@ -216,7 +215,8 @@ def test_lm_eval_results_json_output_path_variant(tmp_path):
 def test_lm_eval_latest_timestamp_wins(lm_out):
     newer = [lm_record("arc_easy", 0, acc=0.0, acc_norm=0.0), lm_record("arc_easy", 1, acc=0.0, acc_norm=0.0)]
     write_lm_run(lm_out, "org__model-a", {"arc_easy": newer}, ts=TS2)
-    ds = read_lm_eval(lm_out)
+    with pytest.warns(RuntimeWarning, match=r"1 file\(s\) of earlier runs superseded .*samples_arc_easy_2024-05-13"):
+        ds = read_lm_eval(lm_out)
     assert cells(ds) == [[0, 1], [0, 1], [1, None]]
     assert ds.attrs["lm_eval_superseded_files"] == 1
 
@@ -248,12 +248,15 @@ def test_lm_eval_empty_and_results_only_folders(tmp_path):
     d = tmp_path / "nosamples" / "org__a"
     d.mkdir(parents=True)
     (d / f"results_{TS1}.json").write_text("{}")
-    assert not is_harness(tmp_path / "nosamples")
+    assert is_harness(tmp_path / "nosamples")  # lm-eval output without --log_samples: named, never vanishes
+    with pytest.raises(DataError, match=r"org__a: an lm-eval results file but no samples.*without --log_samples"):
+        read_harness(tmp_path / "nosamples")
 
 
 def test_lm_eval_broken_results_json(lm_out):
     (lm_out / "org__model-b" / f"results_{TS2}.json").write_text("{not json")
-    with pytest.raises(DataError, match=r"cannot read .*results_2024-06-01.*\.json: not valid JSON"):
+    with pytest.raises(DataError, match=r"results_2024-06-01.*\.json: the results file is not valid JSON \(.*\), so "
+                                        r"the run's model is unknown; pass --on-damaged skip"):
         read_lm_eval(lm_out)
 
 
@@ -333,6 +336,11 @@ def test_helm_run_folders_trials_and_stat(tmp_path):
     ds = read_helm([a, c], aggregate="majority")  # a/id0 trials 1, 0, 1 -> 1
     assert cells(ds) == [[1, 1], [0, 1]] and ds.attrs["repeated_pairs"] == 1
     assert cells(read_helm([a, c], aggregate="first")) == [[1, 1], [0, 1]]
+    shuffled = write_helm_run(tmp_path / "e", "m/a", "anatomy", [("id0", 2, 0.0), ("id1", 0, 0.0), ("id0", 0, 1.0),
+                                                                ("id0", 1, 0.0)])
+    id0 = "mmlu:subject=anatomy,method=multiple_choice_joint/id0"
+    assert read_helm([shuffled, c], aggregate="first")["responses"].sel(item=id0, model="m/a") == 1  # trial 0
+    assert read_helm([shuffled, c], aggregate="last")["responses"].sel(item=id0, model="m/a") == 0  # trial 2
     d = write_helm_run(tmp_path / "d", "m/d", "anatomy", [("id0", 0, 0.25), ("id1", 0, 0.0)], stat="f1_score")
     with pytest.raises(DataError, match=r"partial credit, not 0/1 \(e\.g\. 0\.5 for model 'm/b'"):
         read_helm([b, d], stat="f1_score")
@@ -349,7 +357,8 @@ def test_helm_malformed(helm_suite):
     with pytest.raises(DataError, match=r"per_instance_stats\.json: entry 0 lacks instance_id or a stats list"):
         read_helm(helm_suite)
     (run / "per_instance_stats.json").write_text("[{")
-    with pytest.raises(DataError, match=r"cannot read .*per_instance_stats\.json: not valid JSON"):
+    with pytest.raises(DataError, match=r"openai_gpt2: per_instance_stats\.json is not valid JSON \(.*\) "
+                                        r"\(cut short\); pass --on-damaged skip"):
         read_helm(helm_suite)
     (run / "run_spec.json").write_text('{"name": "x", "adapter_spec": {}}')
     with pytest.raises(DataError, match=r"run_spec\.json has no adapter_spec\.model"):
@@ -419,8 +428,8 @@ def test_inspect_epochs_partial_and_errors(tmp_path):
         read_harness([a, b], metric="match")
     broken = tmp_path / "broken.eval"
     broken.write_bytes(a.read_bytes()[:200])
-    assert not is_harness(broken)
-    with pytest.raises(DataError, match=r"cannot read Inspect log .*broken\.eval"):
+    assert is_harness(broken)  # a damaged log is named, never passed over
+    with pytest.raises(DataError, match=r"broken\.eval: the Inspect log is not a complete zip file \(cut short\?\)"):
         read_inspect([a, broken], aggregate="first", binarize=0.5)
 
 
@@ -431,11 +440,12 @@ def test_inspect_dict_value_refused(tmp_path):
         read_harness([a, b])
 
 
-def test_inspect_missing_package_message(tmp_path, monkeypatch):
+def test_inspect_json_log_without_samples(tmp_path):
+    """The reader needs no inspect_ai; a JSON log with nothing scored is refused by name."""
     log = tmp_path / "a.json"
     log.write_text('{"version": 2, "status": "success", "eval": {}}')
-    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
-    with pytest.raises(DataError, match=r'pip install "bayesirt\[inspect\]"'):
+    with pytest.warns(RuntimeWarning, match=r"a\.json holds no samples"), pytest.raises(
+            DataError, match=r"the Inspect logs read \(1\) hold no scored samples"):
         read_inspect(log)
 
 

@@ -103,6 +103,8 @@ def _run_command(args) -> Path:
     positional = [values.pop(name) for name in positional_of(job)]
     if "data" in positional_of(job):
         positional[0] = load(positional[0], **reading)
+        if positional[0].attrs.get("harness_summary"):  # what was found in harness output, in one line
+            print(f"bayesirt: read {positional[0].attrs['harness_summary']}", file=sys.stderr)
     return call(job, *positional, **values)
 
 

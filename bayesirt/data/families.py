@@ -4,6 +4,17 @@ Family membership is a unique, case-insensitive match on the model id against th
 patterns below; models matching none are ``OTHER`` and models matching several are
 ``AMBIGUOUS`` (later audits exclude both). The owner is the uploader component of a Hugging
 Face id ``owner/name`` (text before the first ``/``); ids without one get ``UNKNOWN_OWNER``.
+
+Harness model names carry the provider that served the model in front (Inspect AI:
+``openai/gpt-4o``, ``hf/meta-llama/Llama-3.1-8B``, ``vllm/Qwen/Qwen2-7B``; lm-eval API models), so
+a provider is dropped where a hub organisation follows it: a leading component in
+:data:`PROVIDERS` is removed when the id has at least two more components (``hf/meta-llama/X`` ->
+``meta-llama``, ``vllm/Qwen/Qwen2-7B`` -> ``Qwen``, ``openrouter/anthropic/claude-3`` -> ``anthropic``).
+With one more component the first stays the owner, as in a hub id: a model maker's API is right
+(``openai/gpt-4o`` -> ``openai``, ``anthropic/claude-3-5-sonnet`` -> ``anthropic``), a serving provider
+with a bare model name is not (``ollama/llama3`` -> ``ollama``), but cannot be told from a hub
+organisation of the same name (``cerebras/Cerebras-GPT-13B`` is a Hugging Face id). Pass ``--models CSV``
+(:func:`~bayesirt.data.io.attach_metadata`) to set the owners such ids should have.
 """
 
 from __future__ import annotations
@@ -13,7 +24,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["FAMILIES", "OTHER", "AMBIGUOUS", "UNKNOWN_OWNER", "derive_family", "derive_owner"]
+__all__ = ["FAMILIES", "OTHER", "AMBIGUOUS", "UNKNOWN_OWNER", "PROVIDERS", "derive_family",
+           "derive_owner"]
 
 
 FAMILIES: tuple[str, ...] = ("Qwen", "Llama", "Gemma", "Mistral/Mixtral", "Phi")
@@ -30,6 +42,17 @@ AMBIGUOUS = "ambiguous"
 
 UNKNOWN_OWNER = "unknown"
 """Owner label of a model id without an ``owner/`` prefix."""
+
+
+PROVIDERS: frozenset[str] = frozenset({
+    # Inspect AI model providers (@modelapi names in inspect_ai/model/_providers, 0.3.285)
+    "anthropic", "azureai", "bedrock", "cloudflare", "deepseek", "fireworks", "google", "grok", "groq", "hf",
+    "hf-inference-providers", "litellm-proxy", "llama-cpp-python", "meta", "mistral", "mockllm", "moonshot",
+    "nnterp", "ollama", "openai", "openai-api", "openai-api-completions", "openrouter", "perplexity", "sagemaker",
+    "sambanova", "sglang", "together", "transformer_lens", "vllm", "vllm-completions",
+})
+"""Leading components of harness model names that name the serving provider (dropped when a hub
+organisation follows: three or more components)."""
 
 
 _TOKEN_SPLIT = re.compile(r"[\W_]+")  # non-alphanumeric characters (underscore included)
@@ -62,8 +85,11 @@ def _family_of(model_id: str) -> str:
 
 
 def _owner_of(model_id: str) -> str:
-    owner, sep, _ = str(model_id).partition("/")
-    return owner if sep and owner.strip() else UNKNOWN_OWNER
+    parts = str(model_id).split("/")
+    if len(parts) >= 3 and parts[0].strip().lower() in PROVIDERS:
+        parts = parts[1:]  # a hub organisation follows the provider
+    owner = parts[0]
+    return owner if len(parts) > 1 and owner.strip() else UNKNOWN_OWNER
 
 
 def derive_family(model_ids: Iterable[str]) -> np.ndarray:
@@ -95,7 +121,11 @@ def derive_family(model_ids: Iterable[str]) -> np.ndarray:
 
 
 def derive_owner(model_ids: Iterable[str]) -> np.ndarray:
-    """Owner (uploader) of each model id: the text before the first ``/``.
+    """Owner (uploader) of each model id: the text before the first ``/``, after a serving provider.
+
+    A harness's provider prefix is dropped where a hub organisation follows it (see the module
+    docstring): ``hf/meta-llama/X`` -> ``meta-llama``, ``openai/gpt-4o`` -> ``openai``,
+    ``vllm/Qwen/Qwen2-7B`` -> ``Qwen``.
 
     Parameters
     ----------
@@ -109,8 +139,8 @@ def derive_owner(model_ids: Iterable[str]) -> np.ndarray:
 
     Examples
     --------
-    >>> derive_owner(["meta-llama/Llama-3.1-8B", "GPT-4o"])
-    array(['meta-llama', 'unknown'], dtype='<U10')
+    >>> derive_owner(["meta-llama/Llama-3.1-8B", "GPT-4o", "hf/Qwen/Qwen2-7B", "openai/gpt-4o"])
+    array(['meta-llama', 'unknown', 'Qwen', 'openai'], dtype='<U10')
     """
     arr = np.asarray([model_ids] if isinstance(model_ids, str) else list(model_ids), dtype=object)
     return np.array([_owner_of(m) for m in arr.ravel()], dtype=str).reshape(arr.shape)

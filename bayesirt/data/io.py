@@ -18,13 +18,14 @@ import xarray as xr
 
 from bayesirt.data.datasets import DATASETS, load_dataset
 from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, reading
-from bayesirt.data.harness import is_harness, read_harness
+from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
+from bayesirt.data.reading import warn_dropped
 from bayesirt.data.responses import validate_responses
 from bayesirt.data.wide import read_wide_csv
 from bayesirt.errors import DataError, OutputError
-from bayesirt.utils.options import Option, option_table
+from bayesirt.utils.options import Option, names_or_assignments, option_table
 from bayesirt.utils.outputs import write_netcdf
 
 __all__ = ["load", "save_responses", "attach_metadata", "DATA_HELP", "READ_OPTIONS"]
@@ -36,19 +37,58 @@ DATA_HELP = ("a data file (wide/long CSV, Parquet, NPZ, NT folder, .nc), evaluat
 #: How :func:`load` reads a source: the options it passes to the reader (and ``drop_empty``). The
 #: command line offers them on every command that reads DATA; analysis files in their ``[read]`` table.
 READ_OPTIONS = option_table(
-    metric=Option(None, "lm-eval metric field or Inspect scorer [the first listed]", type=str),
-    stat=Option(None, "HELM per-instance stat [exact_match]", type=str),
-    filter=Option(None, "lm-eval filter, for tasks logged under several (e.g. strict-match)", type=str),
+    metric=Option(None, "lm-eval metric field or Inspect scorer, for every task (NAME) or one task (TASK=NAME); "
+                        "repeatable [the first listed]", type=object, parse=names_or_assignments, repeat=True,
+                  metavar="[TASK=]NAME"),
+    stat=Option(None, "HELM per-instance stat, for every run group (NAME) or one (GROUP=NAME); repeatable "
+                      "[exact_match]", type=object, parse=names_or_assignments, repeat=True, metavar="[GROUP=]NAME"),
+    filter=Option(None, "lm-eval filter, for tasks logged under several (e.g. strict-match), for every task or one "
+                        "(TASK=NAME); repeatable", type=object, parse=names_or_assignments, repeat=True,
+                  metavar="[TASK=]NAME"),
     aggregate=Option(None, "rule for repeated responses of one model to one item (epochs, reruns) [refuse repeats]",
-                     type=str, choices=("mean", "majority", "first")),
+                     type=str, choices=("mean", "majority", "first", "last")),
     binarize=Option(None, "score >= T counts as correct (partial credit, and the mean of repeats) [refuse partial "
                           "credit]", type=float, metavar="T"),
+    on_damaged=Option("error", "output that looks like harness output but cannot be read completely (0-byte or cut "
+                               "files, a HELM run without per_instance_stats.json, lm-eval without --log_samples, an "
+                               "unfinished Inspect log): refuse it, naming it, or skip it with a warning naming it",
+                      choices=("error", "skip")),
+    read_unfinished=Option(False, "Inspect: read the scored samples of logs whose status is not success (killed, "
+                                  "error, cancelled)"),
     drop_empty=Option(True, "refuse models or items without responses instead of dropping them (they are listed)",
                       flag="--keep-empty"),
 )
 
 
 _SUPPORTED = "evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), .csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npz, .nc"
+
+
+# reading options of harness output, with the values that mean "not given"
+_HARNESS_DEFAULTS = {name: READ_OPTIONS[name].default for name in READING_OPTIONS}
+# options each other reader takes (beside drop_empty)
+_READER_OPTIONS = {
+    "wide table": ("orientation", "id_column", "binarize"),
+    "long table": ("model", "item", "correct", "binarize"),
+    "response folder": ("binarize",),
+    "NPZ archive": ("binarize",),
+    "saved .nc response file": (),
+}
+
+
+def _check_options(kind: str, p: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The options a non-harness reader takes; harness-only options left at their defaults are dropped, any
+    other option is refused with one line naming it and the input."""
+    given = {k: v for k, v in kwargs.items() if not (k in _HARNESS_DEFAULTS and v == _HARNESS_DEFAULTS[k]
+                                                     and k != "binarize")}
+    given = {k: v for k, v in given.items() if not (k == "binarize" and v is None)}
+    allowed = _READER_OPTIONS[kind]
+    extra = [k for k in given if k not in allowed]
+    if extra:
+        what = "evaluation-harness output" if all(k in _HARNESS_DEFAULTS for k in extra) else "other inputs"
+        takes = f" (it takes: {', '.join(allowed)})" if allowed else ""
+        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, a {kind}{takes}; "
+                        f"they are for {what}: drop them")
+    return given
 
 
 _METADATA = {"model": ("model_id", ("family", "owner")), "item": ("item_id", ("item_group",))}
@@ -116,8 +156,12 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
         Drop items and models without a single observed response, listing their ids in the
         Dataset's attrs ``dropped_items`` / ``dropped_models`` (default); ``False`` refuses such data.
     **kwargs
-        Options passed to the chosen reader (e.g. ``orientation=``, ``model=``; for harness output
-        ``metric=``, ``stat=``, ``aggregate=``, ``binarize=``, ``filter=``).
+        Options passed to the chosen reader: for harness output ``metric=``, ``stat=``, ``filter=``
+        (each global and/or per task), ``aggregate=``, ``binarize=``, ``on_damaged=``,
+        ``read_unfinished=`` (see :func:`~bayesirt.data.harness.read_harness`); for a wide table
+        ``orientation=``, ``id_column=``; for a long table ``model=``, ``item=``, ``correct=``;
+        ``binarize=`` for every file reader. An option the chosen reader does not take is refused
+        (harness options at their defaults are ignored).
 
     Raises
     ------
@@ -135,27 +179,37 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
             f"check the path (embedded datasets: {', '.join(DATASETS)})"
         )
     if is_harness(p):
-        return read_harness(p, drop_empty=drop_empty, **kwargs)
+        return read_harness(p, drop_empty=drop_empty, **kwargs)  # names what it dropped itself
+    ds = _read_file(p, drop_empty, kwargs)
+    if ds is not None:
+        warn_dropped(ds)
+        return ds
+    raise DataError(f"unsupported file type {p.suffix or '(no suffix)'!r} for {p}; supported: {_SUPPORTED}")
+
+
+def _read_file(p: Path, drop_empty: bool, kwargs: dict[str, Any]) -> xr.Dataset | None:
+    """A response folder or file by its suffix; None for an unsupported suffix."""
     if p.is_dir():
-        return read_nt_dir(p, drop_empty=drop_empty, **kwargs)
+        return read_nt_dir(p, drop_empty=drop_empty, **_check_options("response folder", p, kwargs))
     suffix = p.suffix.lower()
     if suffix == ".npz":
-        return read_nt_npz(p, drop_empty=drop_empty, **kwargs)
+        return read_nt_npz(p, drop_empty=drop_empty, **_check_options("NPZ archive", p, kwargs))
     if suffix in (".parquet", ".pq"):
-        return read_long(p, drop_empty=drop_empty, **kwargs)
+        return read_long(p, drop_empty=drop_empty, **_check_options("long table", p, kwargs))
     if suffix in TEXT_SUFFIXES:
         with reading(p):
             is_long = has_long_header(p, kwargs)
-        return (read_long if is_long else read_wide_csv)(p, drop_empty=drop_empty, **kwargs)
+        if is_long:
+            return read_long(p, drop_empty=drop_empty, **_check_options("long table", p, kwargs))
+        return read_wide_csv(p, drop_empty=drop_empty, **_check_options("wide table", p, kwargs))
     if suffix == ".nc":
-        if kwargs:
-            raise DataError(f"options {sorted(kwargs)} do not apply to a saved .nc response file; drop them")
+        _check_options("saved .nc response file", p, kwargs)
         with reading(p):
             with parsing(p), xr.open_dataset(p, engine="h5netcdf") as saved:  # h5py raises many types
                 ds = saved.load()
             ds.attrs["source"] = str(p)
             return validate_responses(ds)
-    raise DataError(f"unsupported file type {p.suffix or '(no suffix)'!r} for {p}; supported: {_SUPPORTED}")
+    return None
 
 
 def save_responses(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:

@@ -62,6 +62,7 @@ def read_long(
     item: str = "item",
     correct: str = "correct",
     drop_empty: bool = False,
+    binarize: float | None = None,
 ) -> xr.Dataset:
     """Read long-format responses: one row per (model, item) with a 0/1 ``correct`` column.
 
@@ -78,6 +79,8 @@ def read_long(
         Names of the model-id, item-id and correctness columns.
     drop_empty : bool
         As in :func:`read_wide_csv`.
+    binarize : float, optional
+        Threshold T for a partial-credit ``correct`` column: score >= T -> 1.
 
     Returns
     -------
@@ -122,7 +125,8 @@ def read_long(
             if col in df.columns:
                 meta[col] = _per_key(df, key, col, order)
         ids = {"item_id": items.to_numpy(), "model_id": models.to_numpy()}
-        return make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty)
+        return make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty,
+                              binarize=binarize)
 
 
 def has_long_header(path: Path, kwargs: dict[str, Any]) -> bool:

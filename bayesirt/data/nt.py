@@ -30,7 +30,9 @@ def _nt_matrix(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def read_nt_npz(path: str | os.PathLike[str], *, drop_empty: bool = False) -> xr.Dataset:
+def read_nt_npz(
+    path: str | os.PathLike[str], *, drop_empty: bool = False, binarize: float | None = None
+) -> xr.Dataset:
     """Read an NT-artifact NPZ archive.
 
     Arrays: ``responses`` (items x models; 0/1 with NaN or -1 for missing) and ``model_id``;
@@ -53,10 +55,12 @@ def read_nt_npz(path: str | os.PathLike[str], *, drop_empty: bool = False) -> xr
         arrays = {key: np_load(p, npz, key) for key in names if key in keys}
         matrix = _nt_matrix(arrays.pop("responses"))
         meta = {k: _strings(v) for k, v in arrays.items()}
-        return make_responses(matrix, name=p.stem, source=str(p), drop_empty=drop_empty, **meta)
+        return make_responses(matrix, name=p.stem, source=str(p), drop_empty=drop_empty, binarize=binarize, **meta)
 
 
-def read_nt_dir(path: str | os.PathLike[str], *, drop_empty: bool = False) -> xr.Dataset:
+def read_nt_dir(
+    path: str | os.PathLike[str], *, drop_empty: bool = False, binarize: float | None = None
+) -> xr.Dataset:
     """Read the NPY+CSV variant of the NT artifact: a folder of files.
 
     ``responses.npy`` (items x models; 0/1 with NaN or -1 for missing), ``models.csv``
@@ -87,4 +91,4 @@ def read_nt_dir(path: str | os.PathLike[str], *, drop_empty: bool = False) -> xr
                 if col in table.columns:
                     meta[col] = table[col].to_numpy(dtype=object)
     with reading(p):
-        return make_responses(matrix, name=p.name, source=str(p), drop_empty=drop_empty, **meta)
+        return make_responses(matrix, name=p.name, source=str(p), drop_empty=drop_empty, binarize=binarize, **meta)

@@ -121,8 +121,20 @@ def _as_labels(values: Any, ids: np.ndarray, what: str, noun: str) -> np.ndarray
     return np.array(out, dtype=str)
 
 
-def _cell_values(arr: np.ndarray, items: np.ndarray, models: np.ndarray) -> np.ndarray:
-    """Raw cells -> int8 with ``MISSING``; raises on anything but 0, 1 or missing."""
+def check_threshold(binarize: Any) -> float | None:
+    """A ``binarize`` threshold as a float (None stays None); anything but a finite number is refused."""
+    if binarize is None:
+        return None
+    if isinstance(binarize, bool) or not isinstance(binarize, (int, float, np.integer, np.floating)):
+        raise DataError(f"binarize must be a number (the threshold T of score >= T), got {binarize!r}")
+    if not np.isfinite(float(binarize)):
+        raise DataError(f"binarize must be a finite number, got {binarize!r}; pass e.g. --binarize 0.5")
+    return float(binarize)
+
+
+def _cell_values(arr: np.ndarray, items: np.ndarray, models: np.ndarray, threshold: float | None = None) -> np.ndarray:
+    """Raw cells -> int8 with ``MISSING``; raises on anything but 0, 1 or missing (with a ``threshold``
+    T, any number: score >= T -> 1, else 0)."""
 
     def where(i: int, m: int) -> str:
         return f"at item {str(items[i])!r}, model {str(models[m])!r}"
@@ -151,13 +163,20 @@ def _cell_values(arr: np.ndarray, items: np.ndarray, models: np.ndarray) -> np.n
                         f"responses contain a non-numeric value (found {_fmt(obj[i, m])} {where(i, m)}); {fix}"
                     ) from None
             raise  # pragma: no cover - every element converted one by one
+    if threshold is not None:
+        if not np.isfinite(values[~missing]).all():
+            i, m = (int(k[0]) for k in np.nonzero(~missing & ~np.isfinite(values)))
+            raise DataError(f"responses contain a value that is not a finite number (found {_fmt(arr[i, m])} "
+                            f"{where(i, m)}); {fix}")
+        return np.where(missing, MISSING, values >= threshold).astype(np.int8)
     bad = ~missing & (values != 0) & (values != 1)
     if bad.any():
         i, m = (int(k[0]) for k in np.nonzero(bad))
         raw = arr[i, m]
         hint = " (-1 means missing only in int8 arrays)" if raw == -1 else ""
         raise DataError(
-            f"responses contain values other than 0, 1 or missing (found {_fmt(raw)} {where(i, m)}){hint}; {fix}"
+            f"responses contain values other than 0, 1 or missing (found {_fmt(raw)} {where(i, m)}){hint}; {fix}, "
+            "or pass --binarize T (binarize=T) to count a score >= T as correct"
         )
     return np.where(missing, MISSING, values).astype(np.int8)
 
@@ -184,6 +203,7 @@ def make_responses(
     name: str | None = None,
     source: str | None = None,
     drop_empty: bool = False,
+    binarize: float | None = None,
 ) -> xr.Dataset:
     """Build and validate a response Dataset from an items x models matrix.
 
@@ -206,6 +226,9 @@ def make_responses(
         Drop items and models without any observed response instead of raising: their numbers are
         stored in the attrs ``n_dropped_items`` / ``n_dropped_models`` and their ids, as JSON lists,
         in ``dropped_items`` / ``dropped_models``. Default False.
+    binarize : float, optional
+        Threshold T for scores other than 0/1 (partial credit): score >= T -> 1, else 0; stored as
+        ``attrs["binarize"]``. Without it such values are refused.
 
     Returns
     -------
@@ -230,8 +253,11 @@ def make_responses(
     groups = _as_labels(_DEFAULT_GROUP if item_group is None else item_group, items, "item_group", "item")
     fams = _as_labels(derive_family(models) if family is None else family, models, "family", "model")
     owners = _as_labels(derive_owner(models) if owner is None else owner, models, "owner", "model")
-    y = _cell_values(arr, items, models)
+    threshold = check_threshold(binarize)
+    y = _cell_values(arr, items, models, threshold)
     attrs: dict[str, Any] = {k: str(v) for k, v in (("name", name), ("source", source)) if v is not None}
+    if threshold is not None:
+        attrs["binarize"] = threshold
     if drop_empty:
         obs = y != MISSING
         keep_i, keep_m = obs.any(axis=1), obs.any(axis=0)

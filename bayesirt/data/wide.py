@@ -120,6 +120,7 @@ def read_wide_csv(
     orientation: str = "auto",
     id_column: str | None = "auto",
     drop_empty: bool = False,
+    binarize: float | None = None,
 ) -> xr.Dataset:
     """Read a wide table (one row per item or per model) from CSV/TSV/TXT.
 
@@ -151,6 +152,8 @@ def read_wide_csv(
         ``"auto"``: rules a-c; ``None``: no row-id column; a header name: that column holds row ids.
     drop_empty : bool
         Drop items/models with no observed response instead of raising (all readers take it).
+    binarize : float, optional
+        Threshold T for partial-credit cells: score >= T -> 1 (all file readers take it).
 
     Returns
     -------
@@ -161,7 +164,8 @@ def read_wide_csv(
     p = existing(path)
     with reading(p):
         values, row_ids, cols, orient = wide_parts(p, orientation, id_column)
-        return _assemble(values, row_ids, cols, orient, name=p.stem, source=str(p), drop_empty=drop_empty)
+        return _assemble(values, row_ids, cols, orient, name=p.stem, source=str(p), drop_empty=drop_empty,
+                         binarize=binarize)
 
 
 def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: bool = False) -> xr.Dataset:

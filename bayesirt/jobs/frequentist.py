@@ -12,6 +12,7 @@ import xarray as xr
 
 from bayesirt.data import load
 from bayesirt.data.io import DATA_HELP
+from bayesirt.data.reading import reading_record
 from bayesirt.errors import recorded_warnings
 from bayesirt.frequentist import (
     DEFAULT_THRESHOLD_SD,
@@ -34,6 +35,7 @@ from bayesirt.report.checks import (
     plot_splithalf,
     splithalf_section,
 )
+from bayesirt.report.markdown import reading_lines
 from bayesirt.report.mirt import MIRT_MML_COLUMNS, mirt_mml_report
 from bayesirt.utils.options import comma_ints, declare, option
 from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
@@ -99,7 +101,8 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
     items, models = _mml_tables(result)
     summary = ({"data": responses.attrs.get("name", ""), "method": "map" if priors else "mml",
                 "estimator": _ESTIMATORS[bool(priors)]}
-               | _mml_summary(result, responses.sizes["model"]) | {"warnings": messages})
+               | _mml_summary(result, responses.sizes["model"]) | {"warnings": messages}
+               | {"reading": reading_record(responses)})
     notes = []
     if ignored_options:
         summary["ignored_options"] = ignored_options
@@ -111,7 +114,8 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
         write_json(folder / "summary.json", summary)
         write_netcdf(result.to_datatree(), folder / "mml.nc")
         title = f"Marginal MAP (MAP-EM), {spec.title}" if priors else f"MML {spec.title}"
-        lines = _header(title, responses) + notes + mml_section(result, summary) + _warnings_section(messages)
+        lines = (_header(title, responses) + reading_lines(responses) + notes + mml_section(result, summary)
+                 + _warnings_section(messages))
         (folder / "report.md").write_text("\n".join(lines))
     return Path(out)
 

@@ -14,7 +14,10 @@ import xarray as xr  # noqa: E402
 
 from bayesirt.report.audit_posterior import posterior_lines
 from bayesirt.report.audit_sections import matched_section, profiles_section, replication_section
-from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.report.markdown import (
+    markdown_table,  # noqa: E402
+    reading_lines,
+)
 from bayesirt.report.near_ties import near_ties_lines
 
 __all__ = ["audit_report", "plot_controls", "plot_sensitivity"]
@@ -169,6 +172,7 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
              f"after the population rules ({', '.join(f'{k}: {v:,}' for k, v in status.items())}); "
              f"{summary['n_representatives']:,} owner x family representatives ranked. Families: "
              f"{', '.join(summary['families'])}. Status: **{summary['status']}**.", ""]
+    lines += reading_lines(responses)
     if summary["status"] != "estimated":
         lines += [f"Not estimable: {summary['reason']}.", ""]
     lines += ["## Primary result", "", *_headline(summary)]

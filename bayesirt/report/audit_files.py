@@ -10,6 +10,7 @@ import xarray as xr
 
 from bayesirt.audit.output import audit_summary, audit_tree
 from bayesirt.audit.result import AuditResult
+from bayesirt.data.reading import reading_record
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 from bayesirt.report.near_ties import plot_near_ties
 from bayesirt.utils.outputs import staged_output, write_json, write_netcdf
@@ -19,7 +20,7 @@ __all__ = ["write_audit"]
 
 def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, force: bool = False) -> Path:
     """Write the audit folder atomically (staged, then renamed into place)."""
-    summary = audit_summary(result)
+    summary = audit_summary(result) | {"reading": reading_record(responses)}
     with staged_output(out, force=force) as folder:
         write_netcdf(audit_tree(result, responses), folder / "audit.nc")
         write_json(folder / "summary.json", summary)

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.reading import reading_record, shown_ids
 from bayesirt.inference.diagnostics import convergence_table
 from bayesirt.models.specs import IRTSpec
 
-__all__ = ["fit_report", "markdown_table"]
+__all__ = ["reading_lines", "fit_report", "markdown_table"]
 
 MAX_RANKED_ROWS = 50
 N_INFORMATIVE = 10
@@ -77,6 +78,8 @@ def fit_report(
     ]
     if responses.attrs.get("citation"):
         lines.append(f"Attribution: {responses.attrs['citation']}.")
+    reading = reading_lines(responses)  # how harness output was read; what was dropped
+    lines += ["", *reading[:-1]] if reading else []
     lines += ["", "## Model and priors", "", f"Spec `{spec.name}` ({spec.source}), {spec.parameterization} parameterization:", ""]
     lines += [f"- `{k}` ~ {p.describe()}" for k, p in spec.priors.items()]
     if spec.discrimination_structure == "fixed":
@@ -130,3 +133,40 @@ def fit_report(
               "- `models.csv`: one row per model: ability, rank interval, accuracy.",
               "- `summary.json`: settings, timings, diagnostics and warnings, machine-readable.", ""]
     return "\n".join(lines)
+
+
+def reading_lines(ds: xr.Dataset) -> list[str]:
+    """A "## Reading the data" report section (markdown lines); empty when there is nothing to say
+    (plain 0/1 data with nothing dropped)."""
+    rec = reading_record(ds)
+    lines: list[str] = []
+    if rec.get("harness"):
+        lines += [f"{rec['summary']}.", ""]
+        tasks = rec.get("tasks") or {}
+        if tasks:
+            lines += ["| task | " + " | ".join(sorted({k for v in tasks.values() for k in v})) + " |"]
+            keys = sorted({k for v in tasks.values() for k in v})
+            lines += ["|" + "---|" * (len(keys) + 1)]
+            lines += [f"| {t} | " + " | ".join(str(v.get(k, "")) for k in keys) + " |" for t, v in tasks.items()]
+            lines += [""]
+        threshold = rec.get("threshold")
+        credit = "refused (0/1 scores only)" if threshold in (None, "none") else f"score >= {threshold} is correct"
+        lines += [f"Repeated records within a run: aggregate `{rec.get('aggregate', 'none')}`; partial credit: "
+                  f"{credit}; damaged output: `{rec.get('on_damaged')}`; reruns: the latest run wins.", ""]
+        for item in rec.get("files_skipped") or []:
+            lines.append(f"- skipped `{item['path']}`: {item['reason']}")
+        for item in rec.get("superseded") or []:
+            lines.append(f"- superseded by a later run: `{item['path']}` (by `{item['by']}`)")
+        for item in rec.get("unfinished_read") or []:
+            lines.append(f"- read {item['scored_samples']} scored samples of the unfinished log `{item['path']}` "
+                         f"(status {item['status']})")
+        for model, items in (rec.get("errored_samples") or {}).items():
+            lines.append(f"- {len(items)} errored or unscored sample(s) of `{model}` left missing: {shown_ids(items)}")
+    elif rec.get("threshold") not in (None, "none"):
+        lines += [f"Scores >= {rec['threshold']} counted as correct (binarize).", ""]
+    for what, key in (("model(s)", "dropped_models"), ("item(s)", "dropped_items")):
+        if rec[key]:
+            lines.append(f"- dropped {len(rec[key])} {what} without any observed response: {shown_ids(rec[key])}")
+    if not lines:
+        return []
+    return ["## Reading the data", "", *lines, ""]

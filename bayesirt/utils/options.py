@@ -24,7 +24,7 @@ from typing import Any
 from bayesirt.errors import ConfigError, did_you_mean
 
 __all__ = ["Option", "option", "option_table", "declare", "options_of", "positional_of", "call", "STANDARD", "comma_list",
-           "comma_ints", "comma_floats", "none_or_text", "assignments"]
+           "comma_ints", "comma_floats", "names_or_assignments", "none_or_text", "assignments"]
 
 #: Keyword parameters every job handles the same way; the command line gives them fixed flags
 #: (``--out``, ``--force``, ``--no-progress``) and analysis files set them in ``[analysis]`` or not at all.
@@ -243,6 +243,12 @@ def comma_floats(text: str) -> tuple[float, ...]:
     if not values:
         raise ValueError(f"expected comma-separated numbers, e.g. 0.25,0.5; got {text!r}")
     return values
+
+
+def names_or_assignments(items: list[str]) -> str | list[str]:
+    """A repeatable ``[KEY=]NAME`` flag: one plain name as it is, else the list (``["arc=acc_norm", ...]``)."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 and "=" not in items[0] else items
 
 
 def none_or_text(text: str) -> str | None:

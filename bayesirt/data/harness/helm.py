@@ -11,22 +11,39 @@ Rules: model = ``adapter_spec.model``; item group = the run name before ``":"`` 
 item = ``f"{run}/{instance_id}"`` where ``run`` is the run name without its ``model=`` /
 ``model_deployment=`` arguments (instance ids ``id0, id1, ...`` restart in every run); the score is
 the ``mean`` (else ``sum / count``) of the unperturbed stat named ``stat`` (default
-``exact_match``) of an unperturbed instance. Several ``train_trial_index`` values are repeats.
+``exact_match``; per item group ``"GROUP=STAT"``) of an unperturbed instance. Several
+``train_trial_index`` values are repeats, read in trial order (``aggregate="first"``: trial 0). Two run
+folders of one (model, run) (e.g. in two suites) are reruns: the one whose ``per_instance_stats.json`` was
+written last (file time) wins and the other is named as superseded. A run folder without
+``per_instance_stats.json`` (HELM writes it last: the run crashed), or with one that is empty or not JSON,
+is damaged: refused, or skipped with a warning by ``on_damaged="skip"``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import xarray as xr
 
-from bayesirt.data.files import printable
-from bayesirt.data.harness.records import Record, as_paths, build_dataset, check_options, read_json
+from bayesirt.data.files import one_line, printable
+from bayesirt.data.harness.layout import discover
+from bayesirt.data.harness.records import (
+    Reading,
+    DamagedFile,
+    Record,
+    as_paths,
+    build_dataset,
+    check_options,
+    check_task_names,
+    json_problem,
+    per_task,
+    read_json,
+)
 from bayesirt.errors import DataError
 
 __all__ = ["read_helm", "is_helm_run", "is_helm_dir", "run_folders"]
@@ -42,25 +59,13 @@ def is_helm_run(path: str | os.PathLike[str]) -> bool:
 
 
 def run_folders(path: str | os.PathLike[str]) -> list[Path]:
-    """``[path]`` if it is a run folder, else its direct subfolders that are run folders, by name."""
-    p = Path(path)
-    if is_helm_run(p):
-        return [p]
-    try:
-        return sorted(d for d in p.iterdir() if is_helm_run(d))
-    except OSError:
-        return []
+    """The complete HELM run folders anywhere under ``path`` (``path`` itself included), by path."""
+    return [f.path for f in discover(path) if f.harness == "helm" and f.damage is None]
 
 
 def is_helm_dir(path: str | os.PathLike[str]) -> bool:
-    """True for a HELM run folder or a folder of them (a suite folder)."""
-    p = Path(path)
-    if is_helm_run(p):
-        return True
-    try:
-        return p.is_dir() and any(is_helm_run(d) for d in p.iterdir())
-    except OSError:
-        return False
+    """True for a HELM run folder or a folder with run folders (possibly damaged) anywhere below it."""
+    return Path(path).is_dir() and any(f.harness == "helm" for f in discover(path))
 
 
 def _run_key(name: str) -> str:
@@ -100,11 +105,28 @@ def _value(stat: dict[str, Any]) -> float | None:
     return None
 
 
-def _run_records(run: Path, stat: str) -> tuple[list[Record], set[str]]:
-    """Records of one run and the unperturbed stat names it has."""
+def _run_records(run: Path, stat_for: Any, reading: Reading) -> tuple[list[Record], set[str], str, str] | None:
+    """Records of one run, the unperturbed stat names it has, its item group and the stat used; None if the
+    run is damaged and skipped."""
     model, group, key = _spec(run)
+    stat = stat_for(group)
     file = run / "per_instance_stats.json"
-    entries = read_json(file, "a HELM list of per-instance stats")
+    try:
+        if file.stat().st_size == 0:
+            reading.damaged(run, "per_instance_stats.json is empty (0 bytes)")
+            return None
+        with open(file, encoding="utf-8") as fh:
+            entries = json.load(fh)
+    except UnicodeDecodeError:
+        reading.damaged(run, "per_instance_stats.json is not UTF-8 text")
+        return None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, and the parser's digit and depth limits
+        ended = isinstance(exc, json.JSONDecodeError) and not exc.doc.rstrip().endswith(("]", "}"))
+        cut = " (cut short)" if ended else ""
+        reading.damaged(run, f"per_instance_stats.json is not valid JSON ({json_problem(exc)}){cut}")
+        return None
+    except OSError as exc:
+        raise DataError(f"cannot read {file} ({one_line(exc)}); check the file") from None
     if not isinstance(entries, list):
         raise DataError(f"{file} is not a list of per-instance stats; re-create it with helm-run")
     out, names = [], set()
@@ -121,73 +143,111 @@ def _run_records(run: Path, stat: str) -> tuple[list[Record], set[str]]:
             if metric.get("name") == stat:
                 value = _value(s)
                 if value is not None and math.isfinite(value):
-                    out.append(Record(model, f"{key}/{entry['instance_id']}", group, value))
+                    trial = entry.get("train_trial_index")
+                    trial = trial if isinstance(trial, int) and not isinstance(trial, bool) else 0
+                    out.append((trial, Record(model, f"{key}/{entry['instance_id']}", group, value)))
                 break
-    return out, names
+    # reading order = train trial order, so aggregate first/last mean the first/last trial, as epochs do
+    return [r for _, r in sorted(out, key=lambda t: t[0])], names, group, stat
 
 
 def read_helm(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
-    stat: str | None = None,
+    stat: str | Sequence[str] | dict[str, str] | None = None,
     aggregate: str | None = None,
     binarize: float | None = None,
     drop_empty: bool = False,
+    on_damaged: str = "error",
 ) -> xr.Dataset:
     """Read HELM runs of several models into one response Dataset.
 
     Parameters
     ----------
     path : path-like or sequence of path-like
-        Run folders, or suite folders holding run folders (``benchmark_output/runs/<suite>``).
-    stat : str, optional
-        Per-instance stat to score by (default ``"exact_match"``); runs without it are skipped
-        with a warning (an error if no run has it).
+        Run folders, or folders holding run folders anywhere below (``benchmark_output/runs``).
+    stat : str, "GROUP=STAT" strings or {group: stat}, optional
+        Per-instance stat to score by (default ``"exact_match"``), for every run and/or per item
+        group (the run name before ``":"``); runs without it are skipped with a warning (an error if
+        no run has it).
     aggregate, binarize, drop_empty
         See :func:`~bayesirt.data.harness.records.build_dataset`; train trials are repeats.
+    on_damaged : {"error", "skip"}
+        A run folder that cannot be read completely is refused, or skipped with a warning.
 
     Returns
     -------
     xarray.Dataset
-        With attrs ``stat``, ``helm_runs`` and ``helm_runs_without_stat``.
+        With attrs ``stat``, ``helm_runs``, ``helm_runs_without_stat`` and ``provenance``.
     """
-    check_options(aggregate, binarize)
-    stat = "exact_match" if stat is None else stat
+    threshold = check_options(aggregate, binarize)
+    stat_all, stat_per = per_task(stat, "stat", "group")
+    stat_all = "exact_match" if stat_all is None else stat_all
     paths = as_paths(path)
+    reading = Reading("helm", on_damaged, paths)
+    source = ", ".join(map(str, paths))
     runs: list[Path] = []
     for p in paths:
-        found = run_folders(p)
+        found = [f for f in discover(p) if f.harness == "helm"]
         if not found:
             raise DataError(f"no HELM run folders (with {' and '.join(_FILES)}) in {p}; pass a run or suite folder")
-        runs += found
-    records, lacking, seen = [], [], set()
+        for f in found:
+            if f.damage:
+                reading.damaged(f.path, f.damage)
+            elif f.path not in runs:
+                runs.append(f.path)
+    reading.runs = len(runs)
+    # reruns: of several run folders of one (model, run), the last written wins
+    latest: dict[tuple[str, str], Path] = {}
+    for run in sorted(runs, key=lambda r: ((r / "per_instance_stats.json").stat().st_mtime_ns, str(r))):
+        try:
+            model, _, key = _spec(run)
+        except DamagedFile as exc:
+            reading.damaged(run, f"run_spec.json is {exc.reason}")
+            continue
+        if (model, key) in latest:
+            reading.supersede(latest[model, key] / "per_instance_stats.json", run / "per_instance_stats.json")
+        latest[model, key] = run
+    chosen = set(latest.values())  # (runs with a damaged run_spec.json are not in it)
+    runs = [r for r in runs if r in chosen]
+    records, lacking, seen, groups = [], [], set(), {}
     for run in runs:
-        recs, names = _run_records(run, stat)
+        got = _run_records(run, lambda g: stat_per.get(g, stat_all), reading)
+        if got is None:
+            continue
+        recs, names, group, used = got
+        reading.read.append(str(run / "per_instance_stats.json"))
+        groups.setdefault(group, used)
         records += recs
         seen |= names
         if not recs:
             lacking.append(run)
-    if len(lacking) == len(runs):
-        if stat in seen:
+    check_task_names(stat_per, list(groups), "stat", source, "group")
+    if len(lacking) == len(reading.read):
+        wanted = ", ".join(sorted(set(groups.values())))
+        if any(s in seen for s in groups.values()):
             raise DataError(f"no HELM run in {paths[0]} has a finite value (mean, or sum and count) of the stat "
-                            f"{stat!r}; check its per_instance_stats.json files or pass another stat=")
+                            f"{wanted!r}; check its per_instance_stats.json files or pass another stat=")
         shown = ", ".join(map(printable, sorted(seen)[:8])) or "none"
-        raise DataError(f"no HELM run in {paths[0]} has the unperturbed stat {stat!r}; pass stat= one of: {shown}")
+        raise DataError(f"no HELM run in {paths[0]} has the unperturbed stat {wanted!r}; pass stat= one of: {shown}")
     if lacking:
-        warnings.warn(
-            f"{len(lacking)} HELM run(s) have no finite value of the stat {stat!r} and were skipped "
-            f"(e.g. {lacking[0].name})",
-            RuntimeWarning,
-            stacklevel=2,
+        reading.warn(
+            f"{len(lacking)} HELM run(s) have no finite value of the stat they are read by and were skipped: "
+            + ", ".join(str(r) for r in lacking[:3]) + (" ..." if len(lacking) > 3 else "")
         )
-    return build_dataset(
+        reading.skipped += [{"path": str(r), "reason": "no finite value of the stat"} for r in lacking]
+    for group, used in groups.items():
+        reading.tasks[group] = {"stat": used}
+    ds = build_dataset(
         records,
         harness="helm",
         aggregate=aggregate,
         binarize=binarize,
         name=paths[0].name if len(paths) == 1 else "helm",
-        source=", ".join(map(str, paths)),
+        source=source,
         drop_empty=drop_empty,
-        attrs={"stat": stat, "helm_runs": len(runs), "helm_runs_without_stat": len(lacking)},
-        repeat_hint=" (several train_trial_index values, or one run given twice)",
+        attrs={"stat": ",".join(dict.fromkeys(groups.values())), "helm_runs": len(reading.read),
+               "helm_runs_without_stat": len(lacking)},
+        repeat_hint=" (several train_trial_index values)",
     )
+    return reading.finish(ds, aggregate=aggregate, threshold=threshold)
