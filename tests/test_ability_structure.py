@@ -41,7 +41,7 @@ def test_error_messages(two_factor, tmp_path):
         ability_matrix({"a": None, "b": None, "c": None}, method="mml")
     with _err("'cohort' parameter of run_factors_job"):
         run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", cohort="listwise")
-    with _err("bootstrap must be 0"):
+    with _err(r"The 'bootstrap' parameter of run_factors_job must be 0 \(no intervals\) or an integer >= 2"):
         run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", bootstrap=1)
     with _err("'rotation' parameter of run_factors_job"):
         run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", rotation="promax")

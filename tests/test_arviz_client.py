@@ -99,7 +99,7 @@ def outputs(tmp_path_factory):
     save_responses(gaps.assign(responses=(gaps["responses"].dims, y, gaps["responses"].attrs)), root / "gaps.nc")
     assert main(["fit", str(root / "gaps.nc"), *nuts, "--log-likelihood", "--out", str(root / "gaps"), *QUIET]) == 0
     assert main(["mml", "lsat6", "--out", str(root / "mml"), *QUIET]) == 0
-    assert main(["compare", "lsat6", "--models", "rasch,2pl", "--method", "advi", "--draws", "100", "--kfold", "never",
+    assert main(["compare", "lsat6", "--specs", "rasch,2pl", "--method", "advi", "--draws", "100", "--kfold", "never",
                  "--out", str(root / "compare"), *QUIET]) == 0
     bench, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
     save_responses(bench, root / "bench.nc")

@@ -15,7 +15,7 @@ from bayesirt.jobs.audit import run_audit_job
 from bayesirt.jobs.analysis import load_analysis, run_analysis
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 
 QUICK = ["--quick", "--controls", "9", "--bootstrap", "9", "--no-progress"]
 NT_NAMES = {"Qwen": "family_0", "Llama": "family_1", "Gemma": "family_2"}
@@ -152,7 +152,7 @@ def test_declared_analysis_takes_families_and_derive_families(tmp_path):
     spec.write_text('[analysis]\nkind = "audit"\ndata = "simulate_dif_benchmark"\nout = "' + str(tmp_path / "o")
                     + '"\n[simulate]\nn_owners = 30\nn_items = 60\nseed = 4\n[audit]\nquick = true\ncontrols = 9\n'
                     'bootstrap = 9\nowner_bootstrap = 9\nfamilies = ["Qwen", "Llama"]\nderive_families = true\n')
-    assert load_analysis(spec)["options"]["families"] == ["Qwen", "Llama"]
+    assert load_analysis(spec)["options"]["families"] == ("Qwen", "Llama")
     summary = summary_of(run_analysis(spec, progress=False))
     assert summary["families"] == ["Llama", "Qwen"] and summary["family_source"] == "derived from model ids"
 
@@ -162,5 +162,5 @@ def test_config_families_stay_hashable_and_are_checked():
     assert config.families == ("qwen", "GPT") and hash(config) == hash(AuditConfig(families=("qwen", "GPT"), quick=True))
     assert config.resolved().families == ("qwen", "GPT") and AuditConfig().families is None
     for bad in ("qwen", ["qwen", "qwen"], [], ["qwen", 3]):
-        with pytest.raises(DataError, match="'families' parameter of AuditConfig"):
+        with pytest.raises(ConfigError, match="'families' parameter of AuditConfig"):
             AuditConfig(families=bad)

@@ -14,7 +14,7 @@ from bayesirt.audit.dif import fit_family_dif
 from bayesirt.audit.spectral import spectral_offsets, working_responses
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_bootstrap_draws_refit_the_purification(half):
     *_, unit, _ = purification_rounds(y, observed, family, 3, item_group, 2, seed=9, weights=np.ones(y.shape[1]))
     np.testing.assert_allclose(unit.family_effect, purify(y, observed, family, 3, item_group, 2, seed=9)
                                .selection_fit.family_effect, atol=1e-8)
-    with pytest.raises(DataError, match="draws"):
+    with pytest.raises(ConfigError, match="draws"):
         bootstrap_draws(y, observed, family, 3, item_group, 2, owner, draws=0)
     with pytest.raises(DataError, match="spectral adjustment"):
         purification_rounds(y, observed, family, 3, item_group, 2, adjustment="direct-mirt", weights=weights)

@@ -12,7 +12,7 @@ from bayesirt.audit import AuditConfig
 from bayesirt.audit.bayes import fit_family_dif_posterior, stacked_draws
 from bayesirt.audit.bayes_laplace import laplace_draws
 from bayesirt.audit.dif import fit_family_dif
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 
 
 def _data(n_items=30, sizes=(20, 50, 90), seed=0):
@@ -78,9 +78,9 @@ def test_errors_are_named():
         laplace_draws(y, observed, offsets, family, 3)
     delta, _, _ = laplace_draws(y, observed, offsets, family, 3, draws=5, easiness_sd=2.0)
     assert np.isfinite(delta).all()
-    with pytest.raises(DataError, match="draws"):
+    with pytest.raises(ConfigError, match="draws"):
         laplace_draws(y, observed, offsets, family, 3, draws=0, easiness_sd=2.0)
-    with pytest.raises(DataError, match="learns the family-effect scale"):
+    with pytest.raises(ConfigError, match="learns the family-effect scale"):
         AuditConfig(bayes=True, bayes_prior="hierarchical")  # the Laplace default has the fixed ridge scale
-    with pytest.raises(DataError, match="adjustment='spectral'"):
+    with pytest.raises(ConfigError, match="adjustment='spectral'"):
         AuditConfig(bayes=True, bayes_method="bootstrap", adjustment="direct-mirt")

@@ -104,17 +104,17 @@ def test_compare_table_refuses_different_units(fits, data):
 
 
 def test_compare_job_and_cli(tmp_path, data):
-    out = run_compare_job(data, tmp_path / "cmp", models=["rasch", "2pl"], kfold="never", **FIT)
+    out = run_compare_job(data, tmp_path / "cmp", specs=["rasch", "2pl"], kfold="never", **FIT)
     assert {"compare.csv", "compare.png", "elpd.nc", "summary.json", "report.md"} <= {p.name for p in out.iterdir()}
     table = pd.read_csv(out / "compare.csv", index_col="spec")
     assert set(table.index) == {"rasch", "2pl"}
     pointwise = xr.open_dataset(out / "elpd.nc", engine="h5netcdf")
     assert pointwise["elpd_i"].dims == ("spec", "model")
     assert "PSIS-LOO" in (out / "report.md").read_text()
-    with pytest.raises(SpecError, match="exactly one of --models"):
-        run_compare_job(data, tmp_path / "x", models=["2pl"], dims=[1, 2])
+    with pytest.raises(SpecError, match="exactly one of --specs"):
+        run_compare_job(data, tmp_path / "x", specs=["2pl"], dims=[1, 2])
     with pytest.raises(SpecError, match="at least two"):
-        run_compare_job(data, tmp_path / "x", models=["2pl"])
+        run_compare_job(data, tmp_path / "x", specs=["2pl"])
 
 
 def test_cli_refuses_bad_dimension_lists(capsys):

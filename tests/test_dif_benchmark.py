@@ -15,7 +15,7 @@ from bayesirt.data import (
     observed_mask,
     simulate_dif_benchmark,
 )
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 
 
 def test_shapes_ids_and_truth():
@@ -118,7 +118,7 @@ def test_feeds_audit_population():
             r"^The 'n_owners' parameter of simulate_dif_benchmark must be a positive integer\. Got 0 instead\.$",
         ),
         ({"models_per_owner_family": 1.5}, r"'models_per_owner_family' parameter .* Got 1\.5 instead"),
-        ({"n_items": 1}, r"'n_items' parameter .* an integer of at least 2\. Got 1 instead"),
+        ({"n_items": 1}, r"'n_items' parameter .* an integer >= 2\. Got 1 instead"),
         ({"n_groups": 0}, r"'n_groups' parameter .* positive integer\. Got 0 instead"),
         ({"n_items": 10, "n_groups": 11}, r"'n_groups' parameter .* at most n_items=10\. Got 11 instead"),
         ({"n_dims": True}, r"'n_dims' parameter .* Got True instead"),
@@ -135,5 +135,5 @@ def test_feeds_audit_population():
     ],
 )
 def test_bad_arguments(kwargs, pattern):
-    with pytest.raises(DataError, match=pattern):
+    with pytest.raises(ConfigError, match=pattern):
         simulate_dif_benchmark(**kwargs)

@@ -12,7 +12,7 @@ from bayesirt.audit.anchors import anchor_weights, blueprint_cells, select_ancho
 from bayesirt.audit.bayes import (fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap,
                                   stacked_draws)
 from bayesirt.audit.dif import fit_family_dif
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.family_dif import build_family_dif
 from bayesirt.audit.ranking import near_tie_pairs, reversal_counts, weighted_scores
 from bayesirt.audit.resampling import matched_random_weights
@@ -227,19 +227,19 @@ def test_pool_folds_by_hand():
         pool_folds([a.drop_vars(["control_eligible", "control_reversed"])])
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"prior": "lasso"}, r"The 'prior' parameter of build_family_dif must be one of .*Got 'lasso' instead."),
-    ({"easiness_prior": "cauchy"}, r"The 'easiness_prior' parameter .* Got 'cauchy' instead."),
-    ({"delta_sd": 0.0}, r"The 'delta_sd' parameter .* positive number. Got 0.0 instead."),
-    ({"family": np.arange(40) % 4}, r"family indices must lie in 0..2; got 0..3"),
-    ({"offsets": np.zeros((5, 40))}, r"offsets must be a finite array of the shape of y \(6, 40\)"),
-    ({"item_ids": ["a"]}, r"item_ids has shape \(1,\) but there are 6"),
-    ({"y": np.ones((6, 40), np.int8)}, r"6 item\(s\) .* improper posterior; .* easiness_prior='normal'"),
+@pytest.mark.parametrize("change, error, message", [
+    ({"prior": "lasso"}, ConfigError, r"The 'prior' parameter of build_family_dif must be one of .*Got 'lasso' instead."),
+    ({"easiness_prior": "cauchy"}, ConfigError, r"The 'easiness_prior' parameter .* Got 'cauchy' instead."),
+    ({"delta_sd": 0.0}, ConfigError, r"The 'delta_sd' parameter .* a number > 0. Got 0.0 instead."),
+    ({"family": np.arange(40) % 4}, DataError, r"family indices must lie in 0..2; got 0..3"),
+    ({"offsets": np.zeros((5, 40))}, DataError, r"offsets must be a finite array of the shape of y \(6, 40\)"),
+    ({"item_ids": ["a"]}, DataError, r"item_ids has shape \(1,\) but there are 6"),
+    ({"y": np.ones((6, 40), np.int8)}, DataError, r"6 item\(s\) .* improper posterior; .* easiness_prior='normal'"),
 ])
-def test_builder_rejects_bad_input(change, message):
+def test_builder_rejects_bad_input(change, error, message):
     y, observed, offsets, family = _simulate(n_items=6, n_models=40, missing=0.0)
     args = {"y": y, "observed": observed, "offsets": offsets, "family": family, "n_families": 3} | change
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(error, match=message):
         build_family_dif(**args)
 
 

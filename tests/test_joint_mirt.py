@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.audit import joint_mirt
 from bayesirt.audit.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
                                              select_dimension_direct)
@@ -212,17 +212,17 @@ def test_bad_inputs_raise_one_line_messages(mirt):
     y, observed = mirt["y"][:10, :20], mirt["observed"][:10, :20]
     with pytest.raises(DataError, match="one \\(item, model\\) shape"):
         fit_joint_mirt(y, observed[:, :5], 1, seed=0)
-    with pytest.raises(DataError, match="The 'k' parameter of fit_joint_mirt must be a positive integer. Got 0"):
+    with pytest.raises(ConfigError, match="The 'k' parameter of fit_joint_mirt must be a positive integer. Got 0"):
         fit_joint_mirt(y, observed, 0, seed=0)
-    with pytest.raises(DataError, match="'init' parameter"):
+    with pytest.raises(ConfigError, match="'init' parameter"):
         fit_joint_mirt(y, observed, 1, seed=0, init=0)
-    with pytest.raises(DataError, match="'learning_rate' parameter of fit_joint_mirt must be a positive number"):
+    with pytest.raises(ConfigError, match="'learning_rate' parameter of fit_joint_mirt must be a positive number"):
         fit_joint_mirt(y, observed, 1, seed=0, learning_rate=0.0)
-    with pytest.raises(DataError, match="'max_updates'"):
+    with pytest.raises(ConfigError, match="'max_updates'"):
         fit_joint_mirt(y, observed, 1, seed=0, max_updates=2.5)
-    with pytest.raises(DataError, match="'clip_norm' parameter of fit_coordinates"):
+    with pytest.raises(ConfigError, match="'clip_norm' parameter of fit_coordinates"):
         fit_coordinates(y, observed, np.zeros(10), np.zeros((10, 1)), clip_norm=-1.0)
-    with pytest.raises(DataError, match="'threads' parameter of fit_item_parameters must be a positive integer or None"):
+    with pytest.raises(ConfigError, match="'threads' parameter of fit_item_parameters must be a positive integer or None"):
         fit_item_parameters(y, observed, np.zeros((20, 1)), np.zeros(10), np.zeros((10, 1)), threads=0)
     with pytest.raises(DataError, match="0/1 responses"):
         fit_joint_mirt(np.full((10, 20), 2), observed, 1, seed=0)

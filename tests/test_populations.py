@@ -15,7 +15,7 @@ from bayesirt.data import (
     audit_population,
     make_responses,
 )
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 
 N_ITEMS = 10  # accuracies are multiples of 0.1
 
@@ -333,7 +333,7 @@ def test_lexicographic_representative():
     ],
 )
 def test_bad_arguments(kwargs, pattern):
-    with pytest.raises(DataError, match=pattern):
+    with pytest.raises(ConfigError, match=pattern):
         audit_population(population(two_families()), **kwargs)
 
 

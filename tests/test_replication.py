@@ -12,7 +12,7 @@ from bayesirt.audit import AuditConfig, run_audit
 from bayesirt.audit.replication import cell_permutations, group_contributions, item_group_attribution, score_contributions, signature_replication, signature_test, top_share_mask, within_cell_centre
 from bayesirt.report.audit_sections import replication_section
 from bayesirt.data import simulate_dif_benchmark
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.audit.ranking import weighted_scores
 
 SMALL = AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9)
@@ -227,14 +227,14 @@ def test_replication_section_lines(sig, bench, single):
 
 def test_bad_input_messages(bench, single):
     result, ds = bench
-    with pytest.raises(DataError, match="'permutations' parameter of signature_test must be an integer >= 1"):
+    with pytest.raises(ConfigError, match="'permutations' parameter of signature_test must be a positive integer"):
         signature_replication(result, ds, permutations=0)
-    with pytest.raises(DataError, match=r"'top_share' parameter of signature_test must be in \(0, 1\]"):
+    with pytest.raises(ConfigError, match=r"'top_share' parameter of signature_test must be a number in \(0, 1\]"):
         signature_replication(result, ds, top_share=1.5)
-    with pytest.raises(DataError, match="'min_group_items' parameter of item_group_attribution"):
+    with pytest.raises(ConfigError, match="'min_group_items' parameter of item_group_attribution"):
         item_group_attribution(result, ds, min_group_items=0)
-    with pytest.raises(DataError, match="'result' parameter of group_contributions must be the AuditResult of "
-                                        "run_audit. Got FoldResult"):
+    with pytest.raises(ConfigError, match="'result' parameter of group_contributions must be the AuditResult of "
+                                        "run_audit. Got 'FoldResult'"):
         group_contributions(result.folds[0], ds)
     with pytest.raises(DataError, match="not the Dataset this audit ran on"):
         signature_replication(result, single[1])

@@ -130,13 +130,13 @@ def test_job_writes_every_file(tmp_path, grouped):
 
 
 def test_error_messages(data, grouped):
-    with pytest.raises(BayesIRTError, match="'scope' parameter must be one of"):
+    with pytest.raises(BayesIRTError, match="'scope' parameter of sandbag must be one of"):
         sandbag(data, scope="partial")
-    with pytest.raises(BayesIRTError, match="'direction' parameter must be one of"):
+    with pytest.raises(BayesIRTError, match="'direction' parameter of sandbag must be one of"):
         sandbag(data, scope="uniform", direction="sideways")
-    with pytest.raises(BayesIRTError, match=r"'strength' parameter must be a number in \[0, 1\]"):
+    with pytest.raises(BayesIRTError, match=r"'strength' parameter of sandbag must be a number in \[0, 1\]"):
         sandbag(data, scope="uniform", strength=1.5)
-    with pytest.raises(BayesIRTError, match=r"'trigger_fraction' parameter must be a number in \(0, 1\)"):
+    with pytest.raises(BayesIRTError, match=r"'trigger_fraction' parameter of sandbag must be a number in \(0, 1\)"):
         sandbag(data, scope="triggered", trigger_fraction=1.0)
     with pytest.raises(BayesIRTError, match="target 'law' is not an item group"):
         sandbag(grouped, scope="targeted", target="law")
@@ -144,9 +144,9 @@ def test_error_messages(data, grouped):
         sandbag(data, scope="targeted", labels=["a", "b"])
     with pytest.raises(BayesIRTError, match=r"groups must be an integer in \[2, 60\]"):
         item_groups(data, groups=1)
-    with pytest.raises(BayesIRTError, match="'statistic' parameter must be one of"):
+    with pytest.raises(BayesIRTError, match="'statistic' parameter of sandbagging_experiment must be one of"):
         sandbagging_experiment(data, statistic="ht")
-    with pytest.raises(BayesIRTError, match="'scopes' parameter must be one of"):
+    with pytest.raises(BayesIRTError, match="'scopes' parameter of sandbagging_experiment must be one of"):
         sandbagging_experiment(data, scopes=("everything",))
     with pytest.raises(BayesIRTError, match="must each name at least one condition"):
         sandbagging_experiment(data, strengths=())

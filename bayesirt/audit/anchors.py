@@ -26,6 +26,7 @@ from bayesirt.audit.dif import DIFFit, fit_family_dif
 from bayesirt.audit.joint_mirt import direct_offsets
 from bayesirt.audit.spectral import spectral_offsets, working_responses
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_number
 
 __all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION_ROUNDS", "EASINESS_STRATA",
            "blueprint_cells", "select_anchors",
@@ -77,8 +78,7 @@ def blueprint_cells(item_group: np.ndarray, easiness: np.ndarray, strata: int = 
 
 def select_anchors(cell: np.ndarray, dif_range: np.ndarray, alpha: float = ANCHOR_FRACTION) -> np.ndarray:
     """Boolean mask of the k_c lowest-D items of every cell (ties by item index)."""
-    if not 0 < alpha <= 1:
-        raise DataError(f"The 'alpha' parameter of select_anchors must be in (0, 1]. Got {alpha!r} instead.")
+    check_number(alpha, name="alpha", caller="select_anchors", low=0, high=1, low_open=True)
     keep = np.zeros(cell.size, bool)
     order = np.lexsort((np.arange(cell.size), dif_range, cell))  # by cell, then D, then index
     sorted_cell = cell[order]

@@ -33,6 +33,7 @@ import pandas as pd
 from bayesirt.audit.anchors import ANCHOR_FRACTION, purification_rounds
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import parallel_map
+from bayesirt.utils.validation import check_int
 
 __all__ = ["owner_dirichlet_weights", "bootstrap_draws", "BOOTSTRAP_DRAWS"]
 
@@ -105,8 +106,7 @@ def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, ow
     (family_effect, easiness) : ndarray (draw, item, family), ndarray (draw, item)
         The inputs of :func:`bayesirt.audit.bayes.propagate_posterior`.
     """
-    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
-        raise DataError(f"The 'draws' parameter of bootstrap_draws must be a positive integer. Got {draws!r} instead.")
+    check_int(draws, name="draws", caller="bootstrap_draws", low=1)
     y, observed = np.asarray(y), np.asarray(observed, dtype=bool)
     weights = owner_dirichlet_weights(owner, draws, seed)
     if weights.shape[1] != y.shape[1]:

@@ -88,15 +88,22 @@ import xarray as xr
 from bayesirt.audit.anchors import blueprint_cells
 from bayesirt.audit.bayes import INTERVAL, propagate_posterior
 from bayesirt.audit.bayes_matched import posterior_matched_controls
-from bayesirt.audit.posterior_draws import (POSTERIOR_CONTROLS, chain_counts, check_chains,
-                                            describe, draw_counts, shifted_draws)
-from bayesirt.audit.result import AuditResult, check_audit
+from bayesirt.audit.posterior_draws import (
+    POSTERIOR_CONTROLS,
+    chain_counts,
+    check_chains,
+    describe,
+    draw_counts,
+    shifted_draws,
+)
+from bayesirt.audit.ranking import near_tie_pairs, pooled_rate, reversal_counts
 from bayesirt.audit.replication import STATISTICS, TOP_SHARE, signature_statistics
+from bayesirt.audit.resampling import PRIMARY, randomization_summary
+from bayesirt.audit.result import AuditResult, check_audit
 from bayesirt.audit.sensitivity import THRESHOLDS
 from bayesirt.audit.specificity import WITHIN, within_family_specificity
 from bayesirt.errors import DataError
-from bayesirt.audit.ranking import near_tie_pairs, pooled_rate, reversal_counts
-from bayesirt.audit.resampling import PRIMARY, randomization_summary
+from bayesirt.utils.validation import check_number
 
 __all__ = ["posterior_specificity", "fraction_scores", "posterior_sensitivity", "posterior_signatures",
            "signature_draws", "add_posterior_diagnostics", "attach"]
@@ -296,9 +303,7 @@ def posterior_signatures(delta_d, delta_v, easiness_d, easiness_v, item_group, *
         raise DataError(f"delta_d {delta_d.shape} and delta_v {delta_v.shape} must be (draw, item, family) with at "
                         f"least 2 families and easiness_d {easiness_d.shape}, easiness_v {easiness_v.shape} "
                         "(draw, item) with the same draws and items")
-    if not 0 < top_share <= 1:
-        raise DataError(f"The 'top_share' parameter of posterior_signatures must be in (0, 1]. Got {top_share!r} "
-                        "instead.")
+    check_number(top_share, name="top_share", caller="posterior_signatures", low=0, high=1, low_open=True)
     cells = blueprint_cells(np.asarray(item_group), (easiness_d + easiness_v) / 2)
     rho, values = zip(*(signature_statistics(d, v, c, top_share=top_share)
                         for d, v, c in zip(delta_d, delta_v, cells, strict=True)))

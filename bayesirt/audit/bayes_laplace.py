@@ -31,6 +31,7 @@ from scipy.linalg import null_space
 
 from bayesirt.audit.dif import fit_family_dif
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_int
 
 __all__ = ["laplace_draws", "NEWTON_TOLERANCE", "MAX_NEWTON"]
 
@@ -80,8 +81,7 @@ def laplace_draws(y, observed, offsets, family, n_families: int, *, draws: int =
     (family_effect, easiness, info) : ndarray (draw, item, family), ndarray (draw, item), dict
         ``info``: ``newton_steps``, ``last_step`` and the posterior ``mode_dif_range`` (item,).
     """
-    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
-        raise DataError(f"The 'draws' parameter of laplace_draws must be a positive integer. Got {draws!r} instead.")
+    check_int(draws, name="draws", caller="laplace_draws", low=1)
     observed = np.asarray(observed, dtype=bool)
     y_obs = np.where(observed, y, 0).astype(np.float64)
     correct, count = y_obs.sum(axis=1), observed.sum(axis=1)

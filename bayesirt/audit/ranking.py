@@ -22,6 +22,7 @@ import pandas as pd
 from scipy import stats
 
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_choice, check_number
 
 __all__ = ["weighted_scores", "near_tie_pairs", "reversal_counts", "pair_reversals", "kendall_tau_b", "pooled_rate",
            "percentile_ranks", "PAIR_TYPES", "TIE_TOLERANCE", "GAP_TOLERANCE",
@@ -136,12 +137,8 @@ def near_tie_pairs(full, owner, family, *, epsilon: float = 0.01,
         raise DataError("full must be a 1-D array of finite scores; a model without observed items has no score")
     owners = _codes(owner, "owner", full.size)
     families = _codes(family, "family", full.size)
-    if pair_type not in PAIR_TYPES:
-        raise DataError(f"The 'pair_type' parameter of near_tie_pairs must be one of {set(PAIR_TYPES)}. "
-                        f"Got {pair_type!r} instead.")
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < np.inf:
-        raise DataError(f"The 'epsilon' parameter of near_tie_pairs must be a positive number. Got {epsilon!r} "
-                        "instead.")
+    check_choice(pair_type, PAIR_TYPES, name="pair_type", caller="near_tie_pairs")
+    check_number(epsilon, name="epsilon", caller="near_tie_pairs", low=0, low_open=True)
     band = np.inf if pair_type == "all" else epsilon + GAP_TOLERANCE
     order = np.argsort(full, kind="stable")
     ranked = full[order]

@@ -47,7 +47,7 @@ from bayesirt.audit.anchors import blueprint_cells
 from bayesirt.audit.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.utils.validation import check_int
+from bayesirt.utils.validation import check_int, check_number
 
 __all__ = ["TOP_SHARE", "PERMUTATIONS", "MIN_GROUP_ITEMS", "STATISTICS", "within_cell_centre", "top_share_mask",
            "cell_permutations", "signature_statistics", "signature_test", "signature_replication",
@@ -174,8 +174,7 @@ def signature_test(delta_d: np.ndarray, delta_v: np.ndarray, cell: np.ndarray, *
         raise DataError(f"cell must hold one nonnegative integer per item ({delta_d.shape[0]}); got {cell.dtype} of "
                         f"shape {cell.shape}: pass blueprint_cells(item_group, easiness)")
     check_int(permutations, name="permutations", caller="signature_test", low=1)
-    if not 0 < top_share <= 1:
-        raise DataError(f"The 'top_share' parameter of signature_test must be in (0, 1]. Got {top_share!r} instead.")
+    check_number(top_share, name="top_share", caller="signature_test", low=0, high=1, low_open=True)
     signatures = _signatures(delta_d, delta_v, cell, top_share)
     perms = np.vstack([np.arange(cell.size), cell_permutations(cell, permutations, np.random.default_rng(seed))])
     step = max(1, _CHUNK_ELEMENTS // delta_d.size)

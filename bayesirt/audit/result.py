@@ -224,8 +224,7 @@ def check_audit(result, responses, caller: str, *, estimated: bool = True) -> No
     :class:`AuditResult`, ``responses`` is the very Dataset it ran on (same SHA-256), and, when
     ``estimated``, the audit had near-tie pairs."""
     if not isinstance(result, AuditResult):
-        raise DataError(f"The 'result' parameter of {caller} must be the AuditResult of run_audit. Got "
-                        f"{type(result).__name__} instead.")
+        raise parameter_error("result", caller, "the AuditResult of run_audit", type(result).__name__)
     if not isinstance(responses, xr.Dataset) or "responses" not in responses:
         raise DataError(f"responses must be the response Dataset run_audit was given; got {type(responses).__name__}")
     if input_sha256(responses) != result.summary["input_sha256"]:

@@ -33,6 +33,7 @@ commands is in :mod:`.parser`.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import time
@@ -43,6 +44,7 @@ from pathlib import Path
 from bayesirt import __version__
 from bayesirt.cli.parser import build_parser, chosen_command, cli_options, command_job
 from bayesirt.utils.options import call, positional_of
+from bayesirt.utils.progress import show_progress
 from bayesirt.errors import BayesIRTError, ConfigError, OutputError
 
 __all__ = ["main"]
@@ -93,6 +95,9 @@ def _run_command(args) -> Path:
 
     job = command_job(args.command)
     values = {k: v for k, v in vars(args).items() if k != "command"}
+    show_progress(values.get("progress", True))  # bayesirt's own bars; the samplers' through the job's progress=
+    if "progress" not in inspect.signature(job).parameters:
+        values.pop("progress", None)
     for name, opt in (cli_options(job) | READ_OPTIONS).items():
         if opt.repeat and name in values:  # a repeatable flag: its values as one option
             try:
@@ -124,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.force and args.resume:
                 raise ConfigError("--force and --resume contradict each other: --force starts over, --resume keeps "
                                   "the finished steps; pass one")
+            show_progress(args.progress)
             out = run_analysis(args.analysis, force=args.force, resume=args.resume, progress=args.progress)
         else:
             out = _run_command(args)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import re
 import sys
 
@@ -121,13 +120,8 @@ def _add_job(sub, command: str) -> None:
             add_option(group, opt)
     p.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     p.add_argument("--force", action="store_true", default=argparse.SUPPRESS, help="replace an existing output folder")
-    if "progress" in _keywords(job):
-        p.add_argument("--no-progress", dest="progress", action="store_false", default=argparse.SUPPRESS,
-                       help="hide progress bars")
-
-
-def _keywords(job) -> set[str]:
-    return set(inspect.signature(job).parameters)
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=argparse.SUPPRESS,
+                   help="hide progress bars")
 
 
 def build_parser(commands=tuple(COMMANDS)) -> argparse.ArgumentParser:

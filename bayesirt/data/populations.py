@@ -18,7 +18,7 @@ import xarray as xr
 from bayesirt.data.families import AMBIGUOUS, FAMILIES, OTHER
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.utils.validation import check_int
+from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["POPULATION_SEED", "LINEAGE_TERMS", "REPRESENTATIVE_RULES", "audit_population"]
 
@@ -307,19 +307,12 @@ def audit_population(
     check_int(owner_cap, name="owner_cap", caller="audit_population", low=1)
     check_int(min_family_size, name="min_family_size", caller="audit_population", low=1)
     check_int(seed, name="seed", caller="audit_population", low=0)
-    if representative not in REPRESENTATIVE_RULES:
-        raise DataError(
-            "The 'representative' parameter of audit_population must be one of "
-            f"{{{', '.join(map(repr, REPRESENTATIVE_RULES))}}}. "
-            f"Got {representative!r} instead."
-        )
+    check_choice(representative, REPRESENTATIVE_RULES, name="representative", caller="audit_population")
     if families is not None:
         family_set = [] if isinstance(families, str) else list(families)
         if not family_set or len(set(family_set)) != len(family_set) or not all(isinstance(f, str) for f in family_set):
-            raise DataError(
-                "The 'families' parameter of audit_population must be None or a non-empty sequence of distinct "
-                f"family labels. Got {families!r} instead."
-            )
+            raise parameter_error("families", "audit_population", "None or a non-empty sequence of distinct family "
+                                  "labels", families)
     cap_rng, order_rng, tie_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
 
     table = _population_table(responses)

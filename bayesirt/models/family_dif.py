@@ -38,7 +38,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayesirt.errors import DataError
-from bayesirt.utils.validation import check_choice
+from bayesirt.utils.validation import check_choice, check_number
 
 __all__ = ["build_family_dif", "PRIORS", "EASINESS_PRIORS", "EASINESS_SD"]
 
@@ -118,9 +118,7 @@ def build_family_dif(y, observed, offsets, family, n_families: int, *, item_ids=
     """
     check_choice(prior, PRIORS, name="prior", caller="build_family_dif")
     check_choice(easiness_prior, EASINESS_PRIORS, name="easiness_prior", caller="build_family_dif")
-    if isinstance(delta_sd, bool) or not isinstance(delta_sd, (int, float)) or not 0 < delta_sd < np.inf:
-        raise DataError(f"The 'delta_sd' parameter of build_family_dif must be a positive number. Got {delta_sd!r} "
-                        "instead.")
+    check_number(delta_sd, name="delta_sd", caller="build_family_dif", low=0, low_open=True)
     y_obs, weight, offsets, family = _validate_data(y, observed, offsets, family, n_families,
                                                     flat_easiness=easiness_prior == "flat")
     n_items = y_obs.shape[0]

@@ -22,7 +22,7 @@ __all__ = ["parameter_error", "check_choice", "check_int", "check_number", "chec
 
 def parameter_error(name: str, caller: str, expected: str, value) -> ConfigError:
     """The error of every check: ``The 'name' parameter of caller must be expected. Got value instead.``"""
-    return ConfigError(f"The {name!r} parameter of {caller} must be {expected}. Got {value!r} instead.")
+    return ConfigError(f"The '{name}' parameter of {caller} must be {expected}. Got {value!r} instead.")
 
 
 def check_choice(value, allowed: Iterable, *, name: str, caller: str):
