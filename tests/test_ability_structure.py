@@ -70,14 +70,18 @@ def fitted():
 
 def test_ability_matrix_by_map(fitted):
     datasets, abilities, truth = fitted
-    assert abilities.attrs["method"] == "map" and set(abilities.data_vars) == {"ability", "ability_sd"}
+    assert abilities.attrs["method"] == "map" and set(abilities.data_vars) == {"ability", "ability_sd", "eap", "eap_sd"}
+    assert abilities.attrs["estimate"] == "mode"  # SAFE: the posterior mode under a standard-normal prior
     assert list(abilities["benchmark"].values) == ["bench0", "bench1", "bench2"]
     dropped = json.loads(abilities.attrs["dropped_items"])
     assert dropped == {"bench0": [str(datasets["bench0"]["item"].values[0])], "bench1": [], "bench2": []}
     assert all(f["converged"] == 1 for f in json.loads(abilities.attrs["fits"]).values())
     means = abilities["ability"].to_pandas()
     assert all(np.corrcoef(means[b], truth[b])[0, 1] > 0.8 for b in means)
-    assert np.all((abilities["ability_sd"] > 0.1) & (abilities["ability_sd"] < 1))  # EAP posterior sds
+    assert np.all((abilities["ability_sd"] > 0.1) & (abilities["ability_sd"] < 1))  # MAP standard errors
+    assert np.all((abilities["eap_sd"] > 0.1) & (abilities["eap_sd"] < 1))  # EAP posterior sds
+    gap = np.abs(abilities["ability"] - abilities["eap"])  # two estimates of one posterior: close, not equal
+    assert float(gap.max()) > 1e-3 and float(gap.mean()) < 0.2
 
 
 def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
@@ -87,8 +91,8 @@ def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
                           progress=False)
     names = {p.name for p in out.iterdir()}
     assert names == {"factors.nc", "fit_indices.csv", "loadings_1.csv", "loadings_2.csv", "loadings_3.csv",
-                     "phi_2.csv", "phi_3.csv", "parallel.csv", "polarity.csv", "composite.csv", "report.md",
-                     "factor_selection.png"}
+                     "phi_2.csv", "phi_3.csv", "parallel.csv", "polarity.csv", "composite.csv", "alignment.csv",
+                     "report.md", "factor_selection.png"}
     table = pd.read_csv(out / "fit_indices.csv")
     assert list(table.columns[:6]) == ["n_factors", "chi2", "dof", "rmsea", "cfi", "tli"]
     assert table["cfi"].iloc[1] > 0.99 and table["rmsea"].iloc[0] > 0.1
@@ -112,8 +116,13 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
         paths.append(tmp_path / f"{name}.nc")
     seen = {}
     monkeypatch.setattr("bayesirt.structure.ability_structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
-    out = run_factors_job(paths, tmp_path / "out", n_factors=1, bootstrap=50, parallel_iter=20, progress=False)
+    out = run_factors_job(paths, tmp_path / "out", n_factors=1, bootstrap=50, parallel_iter=20, disattenuate=True,
+                          progress=False)
     assert sorted(seen) == ["bench0", "bench1", "bench2"]
+    raw = pd.read_csv(out / "loadings_1.csv")
+    corrected_loadings = pd.read_csv(out / "loadings_corrected_1.csv")
+    assert np.all(corrected_loadings["F1"].abs() > raw["F1"].abs())  # raw is the primary analysis, corrected beside
+    assert {"fit_indices_corrected.csv", "parallel_corrected.csv"} <= {p.name for p in out.iterdir()}
     loadings = pd.read_csv(out / "loadings_1.csv")
     assert {"F1_lower", "F1_upper"} <= set(loadings.columns)
     assert np.all((loadings["F1_lower"] <= loadings["F1"]) & (loadings["F1"] <= loadings["F1_upper"]))
@@ -125,6 +134,7 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
     assert np.all((corr["reliability"] > 0.5) & (corr["reliability"] < 1))
     report = (out / "report.md").read_text()
     assert "from 50 bootstrap resamples of the models" in report and "Items without variance" in report
+    assert "# Corrected for measurement error (option)" in report and "CFI corrected" in report
     assert "## Pair distinguishability" in report
     shares = pd.read_csv(out / "distinguishability.csv", index_col=0)["share_distinguished"]
     assert list(shares.index) == ["bench0", "bench1", "bench2", "any"] and 0 < shares["any"] <= 1

@@ -77,11 +77,12 @@ def _choices() -> dict[str, tuple]:
     from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES
     from bayesirt.safety.personfit import STATISTICS
     from bayesirt.safety.sandbagging import DIRECTIONS
-    from bayesirt.structure.ability_structure import ABILITY_METHODS, COHORTS
+    from bayesirt.structure.ability_structure import ABILITY_ESTIMATES, ABILITY_METHODS, COHORTS
     from bayesirt.structure.rotation import ROTATIONS
 
     return {"rule": SELECTION_RULES, "estimator": ESTIMATORS, "statistic": STATISTICS, "direction": DIRECTIONS,
             "rotation": ROTATIONS, "method": ABILITY_METHODS, "cohort": COHORTS,
+            "estimate": ABILITY_ESTIMATES,
             "parallel_communalities": ("minres", "smc")}
 
 
@@ -267,7 +268,9 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
     names = [Path(f).stem for f in files]
     if len(set(names)) < len(names):
         raise SpecError(f"benchmark files need distinct names (file stems), which label their results; got {names}")
-    declared = dict(options.get("factors", {}).get("polarity") or {})
+    from bayesirt.structure.ability_structure import parse_polarity
+
+    declared = parse_polarity(options.get("factors", {}).get("polarity"))[0]
     datasets = {n: load(f) for n, f in zip(names, files)} if set(steps) - {"factors"} else {}
     sizes = benchmark_scopes(datasets, read_structure(None, names, declared)[0]) if datasets else []
     check_against_data(files, sizes, steps, options)

@@ -1,13 +1,21 @@
 """Factor structure of fitted abilities: SAFE's two-stage design ("Latent Ability Inference", App. D).
 
 A 2PL is fitted to each benchmark separately (by regularized marginal ML, MAP-EM under the 2PL
-spec's priors, with EAP abilities, as SAFE's regularized MML; or ADVI/NUTS posterior means); the abilities are joined on model id into a (models x benchmarks) matrix, whose
-factor structure is analysed (:func:`bayesirt.structure.factor.factor_analysis`) on the correlations
-corrected for each benchmark's measurement error, with intervals from a bootstrap over models
-(:mod:`bayesirt.structure.reliability`). Benchmarks of opposite polarity (a refusal benchmark whose
-high score means less of the ability) are detected from the signs of their general-factor loadings or
-declared, and composites are sign-aligned. :func:`run_factors_job` is the ``bayesirt factors`` job.
-:func:`composite_alignment` checks that a composite's member abilities point the same way (App. D).
+spec's priors, with MAP abilities: SAFE's "posterior mode of theta under a standard-normal prior";
+or ADVI/NUTS posterior means); the abilities are joined on model id into a (models x benchmarks)
+matrix. By default, as SAFE, the factor structure (:func:`bayesirt.structure.factor.factor_analysis`),
+Horn's parallel analysis and the bootstrap intervals (over models) all use the raw correlation matrix
+of the abilities of the *complete cohort* (models with every benchmark). On request
+(``disattenuate``) the same analysis is repeated on the correlations corrected for each benchmark's
+measurement error (:mod:`bayesirt.structure.reliability`) and reported beside it.
+
+Polarity (SAFE App. D, OR-Bench-Hard): only declared benchmarks are reversed by default. Each
+benchmark's loading on the general (one-factor) solution is reported with its bootstrap interval;
+a loading whose interval lies below 0 is flagged ("declare polarity NAME=-1 to reverse"), and only
+``polarity="auto"`` reverses, and only benchmarks whose interval lies entirely below
+:data:`AUTO_POLARITY_THRESHOLD`. Composites are sign-aligned by the resulting polarity, and
+:func:`composite_alignment` checks that a composite's members point the same way (Table 5).
+:func:`run_factors_job` is the ``bayesirt factors`` job.
 """
 
 from __future__ import annotations
@@ -31,13 +39,20 @@ from bayesirt.utils.parallel import spawn_seeds
 from bayesirt.structure.rotation import ROTATIONS
 
 __all__ = ["read_abilities", "ability_matrix", "polarity_table", "composite_scores", "pair_distinguishability",
-           "run_factors_job", "CompositeAlignment",
-           "composite_alignment", "ABILITY_METHODS", "COHORTS"]
+           "run_factors_job", "CompositeAlignment", "alignment_table", "parse_polarity",
+           "composite_alignment", "ABILITY_METHODS", "ABILITY_ESTIMATES", "COHORTS", "AUTO_POLARITY_THRESHOLD"]
 
 #: How each benchmark's abilities are estimated: MAP-EM with EAP abilities (SAFE), or a posterior mean.
 ABILITY_METHODS = ("map", "advi", "fullrank_advi", "nuts")
 #: Models analysed: every model on the pairs of benchmarks it has, or only models with every benchmark.
 COHORTS = ("pairwise", "complete")
+#: Ability estimate of the MAP-EM fits: posterior mode (SAFE) or posterior mean (EAP).
+ABILITY_ESTIMATES = ("mode", "eap")
+#: ``polarity="auto"`` reverses a benchmark only when the whole bootstrap interval of its
+#: general-factor loading lies below this value (a loading of |0.3| is the conventional smallest
+#: salient loading; OR-Bench-Hard's in SAFE is about -0.64 to -0.77). Weakly negative benchmarks
+#: (SAFE's TruthfulQA-like cases) are flagged but never reversed automatically.
+AUTO_POLARITY_THRESHOLD = -0.3
 
 
 def _fail(message: str) -> NoReturn:
@@ -64,8 +79,9 @@ def read_abilities(path) -> pd.DataFrame:
     return frame.astype(float)
 
 
-def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", draws: int = 1000, tune: int = 1000,
-                   chains: int = 4, advi_iterations: int = 50_000, seed: int = 0, progress: bool = True) -> xr.Dataset:
+def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", estimate: str = "mode",
+                   draws: int = 1000, tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000, seed: int = 0,
+                   progress: bool = True) -> xr.Dataset:
     """Fit a 2PL to each benchmark and join the abilities on model id (SAFE's two-stage design).
 
     Items without variance (every observed model right, or every one wrong) are removed before the
@@ -78,9 +94,12 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", d
     method : {"map", "advi", "fullrank_advi", "nuts"}, default "map"
         ``"map"``: the items' marginal MAP under the 2PL spec's priors
         (:func:`bayesirt.frequentist.mml.fit_mml` with ``priors=True``: SAFE's regularized MML) with
-        EAP abilities and their posterior sds; otherwise the posterior mean and sd of theta
+        the abilities of ``estimate``; otherwise the posterior mean and sd of theta
         from :func:`bayesirt.inference.fitting.fit` (``draws``, ``tune``, ``chains``,
         ``advi_iterations`` as there).
+    estimate : {"mode", "eap"}, default "mode"
+        With ``method="map"``: ``ability`` is the posterior mode (MAP, SAFE) with its standard error,
+        or the EAP with its posterior sd.
     seed : int, default 0
         Seeds the fits (one child seed per benchmark).
     progress : bool, default True
@@ -88,7 +107,8 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", d
     Returns
     -------
     xarray.Dataset
-        ``ability`` and ``ability_sd`` (model, benchmark): EAP or posterior mean, and posterior sd;
+        ``ability`` and ``ability_sd`` (model, benchmark): the ``estimate`` or posterior mean, and its
+        sd; ``eap`` and ``eap_sd``: posterior means and sds (what the measurement-error correction needs);
         attributes ``fits`` (convergence per benchmark, JSON) and ``dropped_items`` (JSON). Models
         missing from a benchmark are NaN.
     """
@@ -96,6 +116,9 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", d
         _fail(f"factor analysis needs at least 3 benchmarks; got {len(datasets)}; pass more response datasets")
     if method not in ABILITY_METHODS:
         _fail(f"The 'method' parameter of ability_matrix must be one of {set(ABILITY_METHODS)}. Got {method!r} instead.")
+    if estimate not in ABILITY_ESTIMATES:
+        _fail(f"The 'estimate' parameter of ability_matrix must be one of {set(ABILITY_ESTIMATES)}. Got {estimate!r} "
+              "instead.")
     seeds = spawn_seeds(seed, len(datasets))
     columns, fits, dropped = {}, {}, {}
     for (name, responses), child in zip(datasets.items(), seeds):
@@ -105,7 +128,8 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", d
             from bayesirt.frequentist.mml import fit_mml
 
             result = fit_mml(responses, "2pl", priors=True, se=False)
-            mean, sd = result.abilities["eap"], result.abilities["eap_sd"]
+            eap, eap_sd = result.abilities["eap"], result.abilities["eap_sd"]
+            mean, sd = (result.abilities["map"], result.abilities["map_se"]) if estimate == "mode" else (eap, eap_sd)
             fits[name] = {"converged": int(result.converged), "iterations": int(result.iterations)}
         else:
             from bayesirt.inference.fitting import fit  # PyMC is imported only for posterior abilities
@@ -114,36 +138,104 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", d
                        advi_iterations=advi_iterations, seed=child, progress=progress)
             theta = tree["posterior"]["theta"]
             mean, sd = theta.mean(("chain", "draw")), theta.std(("chain", "draw"), ddof=1)
+            eap, eap_sd = mean, sd
             fits[name] = {k: int(v) for k, v in tree.attrs.items() if k in ("advi_converged", "advi_iterations_run")}
-        columns[name] = (pd.Series(mean.values, index=mean["model"].values.astype(str)),
-                         pd.Series(sd.values, index=sd["model"].values.astype(str)))
-    models = pd.Index(pd.unique(np.concatenate([m.index.to_numpy() for m, _ in columns.values()])))
-    mean = pd.DataFrame({n: m.reindex(models) for n, (m, _) in columns.items()})
-    sd = pd.DataFrame({n: v.reindex(models) for n, (_, v) in columns.items()})
+        columns[name] = [pd.Series(v.values, index=v["model"].values.astype(str)) for v in (mean, sd, eap, eap_sd)]
+    models = pd.Index(pd.unique(np.concatenate([c[0].index.to_numpy() for c in columns.values()])))
     dims = ("model", "benchmark")
-    return xr.Dataset({"ability": (dims, mean.to_numpy()), "ability_sd": (dims, sd.to_numpy())},
-                      coords={"model": models.to_numpy(), "benchmark": list(columns)},
-                      attrs={"method": method, "irt_spec": "2pl", "seed": seed, "fits": json.dumps(fits),
+    data = {var: (dims, pd.DataFrame({n: c[k].reindex(models) for n, c in columns.items()}).to_numpy())
+            for k, var in enumerate(("ability", "ability_sd", "eap", "eap_sd"))}
+    return xr.Dataset(data, coords={"model": models.to_numpy(), "benchmark": list(columns)},
+                      attrs={"method": method, "estimate": estimate if method == "map" else "posterior mean",
+                             "irt_spec": "2pl", "seed": seed, "fits": json.dumps(fits),
                              "dropped_items": json.dumps(dropped)})
 
 
-def polarity_table(solution, declared: Mapping[str, int] | None = None) -> pd.DataFrame:
-    """Each benchmark's polarity: ``detected`` from the sign of its loading on the general factor
-    (``solution``: a one-factor solution, reflected so that most benchmarks load positively),
-    ``declared`` (+1/-1 given, or 0), and ``polarity`` (the declared one when given, else the
-    detected one) with ``agree`` (False when a declaration contradicts the data)."""
+def parse_polarity(polarity) -> tuple[dict[str, int], bool]:
+    """``(declared, auto)`` from a job's ``polarity`` option: None, ``"auto"``, or a mapping of
+    benchmark -> +1/-1 that may also hold ``"auto": true`` (declared benchmarks, the others automatic)."""
+    if polarity is None:
+        return {}, False
+    if isinstance(polarity, str):
+        if polarity != "auto":
+            _fail(f"polarity must be 'auto' or a mapping of benchmark names to 1 or -1 (e.g. orbench_hard=-1); "
+                  f"got {polarity!r}")
+        return {}, True
+    if not isinstance(polarity, Mapping):
+        _fail(f"polarity must be 'auto' or a mapping of benchmark names to 1 or -1; got {polarity!r}")
+    declared = {str(k): v for k, v in polarity.items() if str(k) != "auto"}
+    auto = polarity.get("auto", False)
+    if not isinstance(auto, bool):
+        _fail(f"polarity 'auto' must be true or false; got {auto!r}")
+    return declared, auto
+
+
+def polarity_table(solution, declared: Mapping[str, int] | None = None, *, interval=None, auto: bool = False,
+                   threshold: float = AUTO_POLARITY_THRESHOLD) -> pd.DataFrame:
+    """Each benchmark's polarity and the evidence for it (module docstring).
+
+    Parameters
+    ----------
+    solution : FactorSolution
+        The one-factor (general) solution; reflected so that most benchmarks load positively.
+    declared : mapping of str to int, optional
+        Declared polarity (+1/-1) of benchmarks; the others are +1 unless ``auto``.
+    interval : (lower, upper) arrays, optional
+        Bootstrap interval of each general loading, in ``solution``'s orientation; without it no
+        loading counts as credibly negative and ``auto`` is refused.
+    auto : bool, default False
+        Reverse the undeclared benchmarks whose interval lies entirely below ``threshold``.
+    threshold : float, default :data:`AUTO_POLARITY_THRESHOLD`
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by benchmark: ``general_loading``, ``lower``, ``upper``, ``credibly_negative``
+        (upper < 0), ``auto_reversible`` (upper < threshold), ``declared`` (+1/-1, or 0),
+        ``polarity`` (declared, else -1 when auto and auto_reversible, else +1), ``source``
+        (declared/auto/default) and ``agree`` (False when a declaration contradicts the data: the
+        interval, or without one the point estimate, on the other side of 0).
+    """
     declared = {str(k): v for k, v in (declared or {}).items()}
     names = list(solution.variables)
     unknown = sorted(set(declared) - set(names))
     if unknown or any(v not in (1, -1) for v in declared.values()):
         _fail(f"polarity must map benchmarks of {names} to 1 or -1; got {declared} (unknown: {unknown})")
-    loading = solution.loadings[:, 0] * (1.0 if np.sum(solution.loadings[:, 0] > 0) * 2 >= len(names) else -1.0)
-    detected = np.where(loading < 0, -1, 1)
-    table = pd.DataFrame({"general_loading": loading, "detected": detected,
+    sign = 1.0 if np.sum(solution.loadings[:, 0] > 0) * 2 >= len(names) else -1.0
+    loading = solution.loadings[:, 0] * sign
+    if interval is None:
+        if auto:
+            _fail("polarity='auto' reverses only loadings whose bootstrap interval lies below "
+                  f"{threshold}; it needs the bootstrap (bootstrap >= 2), or declare the polarity")
+        lower = upper = np.full(len(names), np.nan)
+    else:
+        lower, upper = (np.asarray(b, dtype=float) * sign for b in interval)
+        lower, upper = np.minimum(lower, upper), np.maximum(lower, upper)
+    table = pd.DataFrame({"general_loading": loading, "lower": lower, "upper": upper,
+                          "credibly_negative": upper < 0, "auto_reversible": upper < threshold,
                           "declared": [declared.get(n, 0) for n in names]}, index=pd.Index(names, name="benchmark"))
-    table["polarity"] = np.where(table["declared"] != 0, table["declared"], table["detected"])
-    table["agree"] = (table["declared"] == 0) | (table["declared"] == table["detected"])
+    automatic = auto & table["auto_reversible"] & (table["declared"] == 0)
+    table["polarity"] = np.where(table["declared"] != 0, table["declared"], np.where(automatic, -1, 1))
+    table["source"] = np.where(table["declared"] != 0, "declared", np.where(automatic, "auto", "default"))
+    if interval is None:
+        against = ((table["declared"] == -1) & (loading > 0)) | ((table["declared"] == 1) & (loading < 0))
+    else:
+        against = ((table["declared"] == -1) & (lower > 0)) | ((table["declared"] == 1) & (upper < 0))
+    table["agree"] = ~against
     return table
+
+
+def flagged_polarity(table: pd.DataFrame) -> list[str]:
+    """Console/report lines for benchmarks with a credibly negative general loading that are not reversed."""
+    lines = []
+    for name, row in table.iterrows():
+        if row["credibly_negative"] and row["polarity"] == 1:
+            lines.append(f"{name}: general-factor loading {row['general_loading']:.2f} "
+                         f"[{row['lower']:.2f}, {row['upper']:.2f}] is credibly negative; if it measures the "
+                         f"ability reversed (as OR-Bench-Hard in SAFE), declare --polarity {name}=-1 to reverse"
+                         + (f" (polarity auto would reverse it: the interval lies below {AUTO_POLARITY_THRESHOLD})"
+                            if row["auto_reversible"] else ""))
+    return lines
 
 
 #: Factor counts fitted by default (SAFE: 1-4), as far as the number of benchmarks identifies them.
@@ -197,38 +289,92 @@ def composite_scores(abilities: pd.DataFrame, polarity: pd.Series) -> pd.Series:
     return (z * polarity.reindex(abilities.columns).to_numpy()).mean(axis=1, skipna=True).rename("composite")
 
 
+def _general_interval(solutions, intervals, frame, sd, *, correct, replicates, seed, progress):
+    """The one-factor solution and the bootstrap interval of its loadings (None without bootstrap)."""
+    general = next((s for s in solutions if s.n_factors == 1), None)
+    boot = next((b for b in intervals if b.attrs["n_factors"] == 1), None)
+    if general is None:
+        if correct:
+            r = disattenuated_correlation(frame, sd)
+            general = factor_analysis(r.corrected, 1, correlation=True, n_obs=r.n_obs)
+        else:
+            general = factor_analysis(frame, 1)
+    if boot is None and replicates:
+        boot = bootstrap_factor_analysis(frame, sd, general, replicates=replicates, seed=seed, correct=correct,
+                                         progress=progress)
+    interval = None if boot is None else (boot["loadings_lower"].sel(factor="F1").to_numpy(),
+                                           boot["loadings_upper"].sel(factor="F1").to_numpy())
+    return general, interval
+
+
+def _analysis(frame, sd, counts, *, correct, rotation, gamma, parallel_iter, parallel_communalities, parallel_seed,
+              bootstrap, boot_seed, progress):
+    """Solutions, parallel analysis and bootstrap intervals on one matrix: the raw ability correlations,
+    or (``correct``) the disattenuated ones. Returns (corrected or None, solutions, parallel, intervals)."""
+    if correct:
+        corrected = disattenuated_correlation(frame, sd)
+        matrix, kw = corrected.corrected, {"correlation": True, "n_obs": corrected.n_obs}
+    else:
+        corrected, matrix, kw = None, frame, {}
+    solutions = [factor_analysis(matrix, k, rotation=rotation, gamma=gamma, **kw) for k in counts]
+    parallel = parallel_analysis(matrix, n_iter=parallel_iter, seed=parallel_seed,
+                                 communalities=parallel_communalities, **kw)
+    intervals = [bootstrap_factor_analysis(frame, sd, s, replicates=bootstrap, seed=boot_seed, correct=correct,
+                                           progress=progress) for s in solutions] if bootstrap else []
+    return corrected, solutions, parallel, intervals
+
+
+def retained_clusters(solutions, parallel) -> dict[str, dict[str, int]]:
+    """Latent-ability clusters of the largest proper solution with at most as many factors as parallel
+    analysis retains (as :func:`bayesirt.safety.scopes.read_structure` reads them from a folder)."""
+    from bayesirt.safety.scopes import loading_clusters
+
+    proper = [s for s in solutions if not s.heywood and s.n_factors <= parallel.n_factors]
+    if not proper or max(s.n_factors for s in proper) < 2:
+        return {}
+    best = max(proper, key=lambda s: s.n_factors)
+    return loading_clusters(pd.DataFrame(best.loadings, index=list(best.variables)))
+
+
 def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *, n_factors=None,
-                    rotation: str = "oblimin", gamma: float = 0.0, method: str = "map", draws: int = 1000,
-                    tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000, bootstrap: int = 500,
-                    cohort: str = "pairwise", polarity: Mapping[str, int] | None = None,
-                    parallel_iter: int = 1000, parallel_communalities: str = "minres", seed: int = 0,
-                    force: bool = False, progress: bool = True) -> Path:
+                    rotation: str = "oblimin", gamma: float = 0.0, method: str = "map", estimate: str = "mode",
+                    draws: int = 1000, tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000,
+                    bootstrap: int = 500, cohort: str = "complete", disattenuate: bool = False,
+                    polarity: Mapping[str, int] | str | None = None, parallel_iter: int = 1000,
+                    parallel_communalities: str = "minres", seed: int = 0, force: bool = False,
+                    progress: bool = True) -> Path:
     """The ``bayesirt factors`` job: factor structure of abilities, written to a folder.
 
     Parameters
     ----------
     inputs : sequence of path
-        One CSV of abilities (:func:`read_abilities`; analysed as given, without error correction),
-        or at least 3 response data files (one per benchmark, named by file stem, read by
-        :func:`bayesirt.data.io.load`), fitted by :func:`ability_matrix`: then the correlations
-        are corrected for each benchmark's measurement error and the solutions get bootstrap
-        intervals (:mod:`bayesirt.structure.reliability`).
+        One CSV of abilities (:func:`read_abilities`), or at least 3 response data files (one per
+        benchmark, named by file stem, read by :func:`bayesirt.data.io.load`), fitted by
+        :func:`ability_matrix`.
     out : path
         Output folder, written atomically (:func:`bayesirt.utils.outputs.staged_output`).
     n_factors : int or sequence of int, optional
         Solutions to compute; each must leave >= 0 degrees of freedom. Default: 1 to
         :data:`MAX_FACTORS` (SAFE), those the number of benchmarks identifies (1-2 of 5 benchmarks).
     rotation, gamma : as in :func:`bayesirt.structure.factor.factor_analysis`
-    method, draws, tune, chains, advi_iterations : as in :func:`ability_matrix` (default MAP-EM)
-        Used only with response files.
+    method, estimate, draws, tune, chains, advi_iterations : as in :func:`ability_matrix`
+        (default MAP-EM items and MAP abilities, SAFE). Used only with response files.
     bootstrap : int, default 500
-        Replicates of the bootstrap over models (response files only); 0 skips the intervals.
-    cohort : {"pairwise", "complete"}, default "pairwise"
-        Every model on the benchmark pairs it has (pairwise-complete correlations), or only the
-        models observed on every benchmark (SAFE's complete-case cohort).
-    polarity : mapping of str to int, optional
+        Replicates of the bootstrap over models behind the loading intervals and the polarity
+        evidence; 0 skips the intervals (then nothing is flagged and ``polarity="auto"`` is refused).
+    cohort : {"complete", "pairwise"}, default "complete"
+        Only the models observed on every benchmark (SAFE's cohort for the latent structure), or
+        every model on the benchmark pairs it has (pairwise-complete correlations).
+    disattenuate : bool, default False
+        Also analyse the correlations corrected for each benchmark's measurement error (response
+        files only; posterior means and sds), reported beside the raw analysis with both sets of fit
+        indices, its own parallel analysis and bootstrap. The raw analysis stays the primary one
+        (polarity, composite, ability clusters).
+    polarity : mapping of str to int, or "auto", optional
         Declared polarity (+1 or -1) of benchmarks whose high score means less of the ability
-        (e.g. ``{"orbench_hard": -1}``); the others' polarity is detected from the general factor.
+        (e.g. ``{"orbench_hard": -1}``); only these are reversed by default. ``"auto"`` (or
+        ``"auto": True`` in the mapping) also reverses undeclared benchmarks whose general-factor
+        loading's bootstrap interval lies entirely below :data:`AUTO_POLARITY_THRESHOLD`.
     parallel_iter : int, default 1000
         Random data sets of the parallel analysis (SAFE: 1,000).
     parallel_communalities : {"minres", "smc"}, default "minres"
@@ -244,10 +390,14 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     -------
     pathlib.Path
         ``out``, holding ``factors.nc``, ``fit_indices.csv``, ``loadings_<k>.csv``, ``phi_<k>.csv``
-        (oblique, k >= 2), ``parallel.csv``, ``polarity.csv``, ``composite.csv``,
-        ``distinguishability.csv`` (response files: :func:`pair_distinguishability`), ``report.md``
-        and ``factor_selection.png``.
+        (oblique, k >= 2), ``parallel.csv``, ``polarity.csv``, ``composite.csv``, ``alignment.csv``
+        (Table 5), ``distinguishability.csv`` (response files: :func:`pair_distinguishability`),
+        with ``disattenuate`` also ``fit_indices_corrected.csv``, ``loadings_corrected_<k>.csv`` and
+        ``parallel_corrected.csv``, ``report.md`` and ``factor_selection.png``. Benchmarks with a
+        credibly negative, unreversed general loading are named in report.md and in a warning.
     """
+    import warnings
+
     from bayesirt.data.io import load
     from bayesirt.utils.outputs import check_output
     from bayesirt.report.factors import write_factors
@@ -260,8 +410,15 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         _fail(f"The 'cohort' parameter of run_factors_job must be one of {set(COHORTS)}. Got {cohort!r} instead.")
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap == 1 or bootstrap < 0:
         _fail(f"bootstrap must be 0 (no intervals) or an integer >= 2; got {bootstrap!r}")
+    declared, auto = parse_polarity(polarity)
+    if auto and not bootstrap:
+        _fail("polarity='auto' reverses only loadings whose bootstrap interval lies below "
+              f"{AUTO_POLARITY_THRESHOLD}; set bootstrap >= 2 or declare the polarity")
     fit_seed, parallel_seed, boot_seed = spawn_seeds(seed, 3)
     if len(paths) == 1:
+        if disattenuate:
+            _fail("disattenuate needs response files (the correction uses each ability's posterior sd); an ability "
+                  "CSV is analysed as given")
         frame = read_abilities(paths[0])
         abilities = xr.Dataset({"ability": (("model", "benchmark"), frame.to_numpy())},
                                coords={"model": frame.index.to_numpy(), "benchmark": frame.columns.to_numpy()})
@@ -270,42 +427,67 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         if len(set(names)) != len(names) or len(paths) < 3:
             _fail(f"response files must be at least 3, one per benchmark, with distinct file names; got {names}")
         _check_factor_counts(n_factors, len(paths))  # before the fits
-        abilities = ability_matrix({n: load(p) for n, p in zip(names, paths)}, method=method, draws=draws, tune=tune,
-                                   chains=chains, advi_iterations=advi_iterations, seed=fit_seed, progress=progress)
+        abilities = ability_matrix({n: load(p) for n, p in zip(names, paths)}, method=method, estimate=estimate,
+                                   draws=draws, tune=tune, chains=chains, advi_iterations=advi_iterations,
+                                   seed=fit_seed, progress=progress)
     if cohort == "complete":
         complete = abilities["ability"].notnull().all("benchmark")
         abilities = abilities.isel(model=np.flatnonzero(complete.values))
     frame = abilities["ability"].to_pandas()
     counts = _check_factor_counts(n_factors, frame.shape[1])
-    corrected = None
-    if "ability_sd" in abilities:
-        corrected = disattenuated_correlation(frame, abilities["ability_sd"].to_pandas())
-        solutions = [factor_analysis(corrected.corrected, k, correlation=True, n_obs=corrected.n_obs,
-                                     rotation=rotation, gamma=gamma) for k in counts]
-    else:
-        solutions = [factor_analysis(frame, k, rotation=rotation, gamma=gamma) for k in counts]
-    parallel = parallel_analysis(frame, n_iter=parallel_iter, seed=parallel_seed,
-                                 communalities=parallel_communalities)
-    general = next((s for s in solutions if s.n_factors == 1), None) or factor_analysis(
-        corrected.corrected if corrected else frame, 1, correlation=corrected is not None,
-        n_obs=corrected.n_obs if corrected else None)
-    polarities = polarity_table(general, polarity)
+    common = dict(rotation=rotation, gamma=gamma, parallel_iter=parallel_iter,
+                  parallel_communalities=parallel_communalities, parallel_seed=parallel_seed, bootstrap=bootstrap,
+                  boot_seed=boot_seed, progress=progress)
+    _, solutions, parallel, intervals = _analysis(frame, None, counts, correct=False, **common)
+    corrected_analysis = None
+    if disattenuate:
+        eap = abilities["eap"].to_pandas() if "eap" in abilities else frame
+        eap_sd = (abilities["eap_sd"] if "eap_sd" in abilities else abilities["ability_sd"]).to_pandas()
+        corrected_analysis = _analysis(eap, eap_sd, counts, correct=True, **common)
+    general, interval = _general_interval(solutions, intervals, frame, None, correct=False, replicates=bootstrap,
+                                          seed=boot_seed, progress=progress)
+    polarities = polarity_table(general, declared, interval=interval, auto=auto)
+    for line in flagged_polarity(polarities):
+        warnings.warn(line, RuntimeWarning, stacklevel=2)
     composite = composite_scores(frame, polarities["polarity"])
+    correlation = correlation_matrix(frame)[0]
+    alignment = alignment_table(correlation, polarities["polarity"], retained_clusters(solutions, parallel))
     distinguished = (pair_distinguishability(frame, abilities["ability_sd"].to_pandas())
                      if "ability_sd" in abilities else None)
-    intervals = ([bootstrap_factor_analysis(frame, abilities["ability_sd"].to_pandas(), s, replicates=bootstrap,
-                                            seed=boot_seed, progress=progress) for s in solutions]
-                 if corrected is not None and bootstrap else [])
     settings = {"inputs": [str(p) for p in paths], "n_factors": counts, "rotation": rotation, "gamma": gamma,
                 "seed": seed, "parallel_iter": parallel_iter, "parallel_communalities": parallel_communalities,
-                "cohort": cohort, "bootstrap": bootstrap if corrected is not None else 0,
-                "declared_polarity": dict(polarity or {})}
-    if corrected is not None:
-        settings |= {"method": method, "draws": draws, "tune": tune, "chains": chains,
+                "cohort": cohort, "bootstrap": bootstrap, "disattenuate": disattenuate,
+                "declared_polarity": declared, "auto_polarity": auto,
+                "auto_polarity_threshold": AUTO_POLARITY_THRESHOLD}
+    if len(paths) > 1:
+        settings |= {"method": method, "estimate": estimate, "draws": draws, "tune": tune, "chains": chains,
                      "advi_iterations": advi_iterations}
-    return write_factors(out, abilities=abilities, correlation=correlation_matrix(frame)[0], corrected=corrected,
+    return write_factors(out, abilities=abilities, correlation=correlation, corrected=corrected_analysis,
                          solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarities,
-                         composite=composite, distinguished=distinguished, settings=settings, force=force)
+                         composite=composite, alignment=alignment, distinguished=distinguished, settings=settings,
+                         force=force)
+
+
+def alignment_table(correlation: pd.DataFrame, polarity: pd.Series,
+                    clusters: Mapping[str, Mapping[str, int]] | None = None) -> pd.DataFrame:
+    """SAFE Table 5's left column for the suite's composites: the mean pairwise ability correlation
+    of each composite's members as scored (``unflipped``) and after its flips (``signed``).
+
+    Composites: every benchmark (flips: the benchmarks of polarity -1), and each latent-ability
+    cluster (flips: its members of sign -1). ``against`` lists members whose mean signed
+    correlation with the others stays negative (pointing the other way even after the flips)."""
+    rows = []
+    names = [str(c) for c in correlation.columns]
+    composites = [("composite", names, [n for n in names if int(polarity.get(n, 1)) == -1])]
+    composites += [(a, list(m), [n for n, s in m.items() if s == -1]) for a, m in (clusters or {}).items()
+                   if len(m) >= 2]
+    for name, members, flips in composites:
+        result = composite_alignment(correlation, members, flips=flips)
+        against = [m for m, v in result.member_agreement.items() if v < 0]
+        rows.append({"composite": name, "members": " ".join(members), "flips": " ".join(flips) or "-",
+                     "unflipped": result.unflipped_mean_correlation, "signed": result.mean_correlation,
+                     "against": " ".join(against) or "-"})
+    return pd.DataFrame(rows, columns=["composite", "members", "flips", "unflipped", "signed", "against"])
 
 
 @dataclass(frozen=True)
