@@ -148,3 +148,56 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
     composite = pd.read_csv(out2 / "composite.csv", index_col=0)["composite"]
     z = (abilities["ability"].to_pandas() - abilities["ability"].to_pandas().mean()) / abilities["ability"].to_pandas().std()
     np.testing.assert_allclose(composite.to_numpy(), ((z["bench0"] + z["bench1"] - z["bench2"]) / 3).to_numpy())
+
+
+def _one_factor_abilities(loadings, n_models=150, seed=3):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal(n_models)
+    lam = np.asarray(loadings)
+    x = g[:, None] * lam + rng.standard_normal((n_models, lam.size)) * np.sqrt(1 - lam ** 2)
+    return pd.DataFrame(x, columns=[f"b{j}" for j in range(lam.size)],
+                        index=pd.Index([f"m{i:03d}" for i in range(n_models)], name="model"))
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_polarity_reverses_only_declared_and_auto_only_strong_negatives(tmp_path, seed):
+    """SAFE App. D: only declared benchmarks are reversed; a strong negative loading (-.7) is named in
+    report.md with its interval and reversed by auto, a weak one (-.15) never reversed."""
+    frame = _one_factor_abilities([.8, .8, .7, .7, -.15, -.7], seed=seed)
+    frame.to_csv(tmp_path / "abilities.csv")
+    with pytest.warns(RuntimeWarning, match=r"b5: general-factor loading .* declare --polarity b5=-1 to reverse"):
+        out = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "default", n_factors=1, bootstrap=200,
+                              parallel_iter=20, seed=seed, progress=False)
+    table = pd.read_csv(out / "polarity.csv", index_col="benchmark")
+    assert (table["polarity"] == 1).all() and (table["source"] == "default").all()  # nothing reversed by default
+    assert table.loc["b5", "upper"] < -0.3 and table.loc["b5", "auto_reversible"]
+    assert not table.loc["b4", "auto_reversible"] and table.loc["b4", "lower"] < -0.15 < table.loc["b4", "upper"]
+    assert (table.loc[["b0", "b1", "b2", "b3"], "lower"] > 0.4).all()
+    report = (out / "report.md").read_text()
+    assert "declare --polarity b5=-1 to reverse" in report and "Credibly negative, not reversed" in report
+    composite = pd.read_csv(out / "composite.csv", index_col=0)["composite"]
+    z = (frame - frame.mean()) / frame.std()
+    np.testing.assert_allclose(composite.to_numpy(), z.mean(axis=1).to_numpy())  # as scored
+    auto = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "auto", n_factors=1, bootstrap=200,
+                           parallel_iter=20, seed=seed, polarity="auto", progress=False)
+    table = pd.read_csv(auto / "polarity.csv", index_col="benchmark")
+    assert table["polarity"].to_dict() == {"b0": 1, "b1": 1, "b2": 1, "b3": 1, "b4": 1, "b5": -1}
+    assert table.loc["b5", "source"] == "auto"
+    alignment = pd.read_csv(auto / "alignment.csv")
+    row = alignment.set_index("composite").loc["composite"]
+    assert row["flips"] == "b5" and row["signed"] > row["unflipped"] + 0.1
+    declared = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "declared", n_factors=1, bootstrap=200,
+                               parallel_iter=20, seed=seed, polarity={"b4": -1, "auto": True}, progress=False)
+    table = pd.read_csv(declared / "polarity.csv", index_col="benchmark")
+    assert table.loc["b4", "polarity"] == -1 and table.loc["b5", "polarity"] == -1
+    assert list(table["source"]) == ["default"] * 4 + ["declared", "auto"]
+
+
+def test_auto_polarity_needs_the_bootstrap(tmp_path):
+    _one_factor_abilities([.8, .8, .7, -.7]).to_csv(tmp_path / "abilities.csv")
+    with _err("polarity='auto' reverses only loadings whose bootstrap interval"):
+        run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", bootstrap=0, polarity="auto")
+    with _err("polarity must be 'auto' or a mapping"):
+        run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", polarity="detect")
+    with _err("disattenuate needs response files"):
+        run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", disattenuate=True)
