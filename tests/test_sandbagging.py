@@ -39,23 +39,23 @@ def _check_only_scope_changes(before, after, direction):
 
 @pytest.mark.parametrize("direction", ["down", "up"])
 def test_uniform_at_full_strength_changes_every_observed_source_cell(data, direction):
-    out = sandbag(data, scope="uniform", strength=1.0, direction=direction, seed=1)
+    out = sandbag(data, scope="uniform", mode="random_errors", strength=1.0, direction=direction, seed=1)
     _check_only_scope_changes(data, out, direction)
     y = data["responses"].values
     np.testing.assert_array_equal(out["changed"].values, y == (1 if direction == "down" else 0))
 
 
 def test_partial_strength_changes_that_share_of_source_cells(data):
-    out = sandbag(data, scope="uniform", strength=0.3, seed=2)
+    out = sandbag(data, scope="uniform", mode="random_errors", strength=0.3, seed=2)
     _check_only_scope_changes(data, out, "down")
     share = out["changed"].values.sum() / (data["responses"].values == 1).sum()
     assert share == pytest.approx(0.3, abs=0.02)
-    assert not sandbag(data, scope="uniform", strength=0.0, seed=2)["changed"].values.any()
+    assert not sandbag(data, scope="uniform", mode="random_errors", strength=0.0, seed=2)["changed"].values.any()
 
 
 @pytest.mark.parametrize("target", ["weakest", "strongest", "bio"])
 def test_targeted_scope_is_each_models_chosen_group(grouped, target):
-    out = sandbag(grouped, scope="targeted", strength=1.0, target=target, seed=3)
+    out = sandbag(grouped, scope="targeted", mode="random_errors", strength=1.0, target=target, seed=3)
     _check_only_scope_changes(grouped, out, "down")
     y, groups = grouped["responses"].values, grouped["item_group"].values
     for m in range(y.shape[1]):
@@ -66,13 +66,13 @@ def test_targeted_scope_is_each_models_chosen_group(grouped, target):
 
 
 def test_triggered_scope_is_a_fresh_item_subset_per_model(data):
-    out = sandbag(data, scope="triggered", strength=1.0, trigger_fraction=0.25, seed=4)
+    out = sandbag(data, scope="triggered", mode="random_errors", strength=1.0, trigger_fraction=0.25, seed=4)
     _check_only_scope_changes(data, out, "down")
     observed = data["responses"].values >= 0
     triggered = out["in_scope"].values | ~observed  # the 15 drawn items, some of them unanswered
     assert ((out["in_scope"].values).sum(0) <= 15).all() and (triggered.sum(0) >= 15).all()
     assert len({tuple(np.flatnonzero(col)) for col in out["in_scope"].values.T}) > 290
-    again = sandbag(data, scope="triggered", strength=1.0, trigger_fraction=0.25, seed=4)
+    again = sandbag(data, scope="triggered", mode="random_errors", strength=1.0, trigger_fraction=0.25, seed=4)
     np.testing.assert_array_equal(out["responses"].values, again["responses"].values)
 
 
@@ -87,7 +87,8 @@ def test_pseudo_groups_when_the_data_have_one_group(data, grouped):
 
 @pytest.fixture(scope="module")
 def experiment(data):
-    return sandbagging_experiment(data, strengths=(0.25, 0.5, 1.0), test_length=20, seed=5, progress=False)
+    return sandbagging_experiment(data, mode="random_errors", strengths=(0.25, 0.5, 1.0), test_length=20, seed=5,
+                                  progress=False)
 
 
 def test_ability_shift_detection_rises_with_strength(experiment):
@@ -109,7 +110,8 @@ def test_ability_shift_detection_rises_with_strength(experiment):
 
 
 def test_parallel_workers_reproduce_the_serial_run(data, experiment):
-    small = dict(strengths=(0.5,), scopes=("triggered",), test_length=20, seed=5, progress=False)
+    small = dict(mode="random_errors", strengths=(0.5,), scopes=("triggered",), test_length=20, seed=5,
+                 progress=False)
     serial = sandbagging_experiment(data, workers=1, **small)
     parallel = sandbagging_experiment(data, workers=2, **small)
     xr.testing.assert_identical(serial.runs, parallel.runs)
@@ -118,7 +120,7 @@ def test_parallel_workers_reproduce_the_serial_run(data, experiment):
 
 
 def test_job_writes_every_file(tmp_path, grouped):
-    out = run_sandbag_job(grouped, tmp_path / "sb", strengths=(1.0,), test_length=10, progress=False)
+    out = run_sandbag_job(grouped, tmp_path / "sb", shifts=(1.0,), test_length=10, progress=False)
     names = {p.name for p in out.iterdir()}
     assert names == {"sandbagging.nc", "detection.csv", "roc.csv", "gaps.csv", "genuine.csv", "summary.json",
                      "report.md", "lz.png", "roc.png", "shift.png"}
@@ -134,7 +136,7 @@ def test_error_messages(data, grouped):
     with pytest.raises(BayesIRTError, match="'direction' parameter must be one of"):
         sandbag(data, scope="uniform", direction="sideways")
     with pytest.raises(BayesIRTError, match=r"'strength' parameter must be a number in \[0, 1\]"):
-        sandbag(data, scope="uniform", strength=1.5)
+        sandbag(data, scope="uniform", mode="random_errors", strength=1.5)
     with pytest.raises(BayesIRTError, match=r"'trigger_fraction' parameter must be a number in \(0, 1\)"):
         sandbag(data, scope="triggered", trigger_fraction=1.0)
     with pytest.raises(BayesIRTError, match="target 'law' is not an item group"):
@@ -148,4 +150,10 @@ def test_error_messages(data, grouped):
     with pytest.raises(BayesIRTError, match="'scopes' parameter must be one of"):
         sandbagging_experiment(data, scopes=("everything",))
     with pytest.raises(BayesIRTError, match="must each name at least one condition"):
-        sandbagging_experiment(data, strengths=())
+        sandbagging_experiment(data, mode="random_errors", strengths=())
+    with pytest.raises(BayesIRTError, match="must each name at least one condition"):
+        sandbagging_experiment(data, shifts=())
+    with pytest.raises(BayesIRTError, match="'mode' parameter must be one of"):
+        sandbag(data, scope="uniform", mode="coin_flips")
+    with pytest.raises(BayesIRTError, match="ability shift must be a number of logits >= 0"):
+        sandbag(data, scope="uniform", shift=-1)

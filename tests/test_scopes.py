@@ -103,7 +103,7 @@ def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     files = [str(save_responses(ds, tmp_path / f"{name}.nc")) for name, ds in _benchmarks().items()]
     out = run_safety_suite(files, tmp_path / "suite", steps=["sandbag", "cat", "factors"], progress=False,
                            options={"factors": {"bootstrap": 0, "parallel_iter": 50, "polarity": {"bench2": -1}},
-                                    "sandbag": {"test_length": 8, "strengths": [1.0]},
+                                    "sandbag": {"test_length": 8, "shifts": [1.0]},
                                     "cat": {"budgets": [5], "splits": 2, "random_subsets": 3, "workers": 1}})
     record = json.loads((out / "summary.json").read_text())
     assert all(e["status"] == "finished" for e in record["steps"].values())
