@@ -157,3 +157,56 @@ def test_error_messages(data, grouped):
         sandbag(data, scope="uniform", mode="coin_flips")
     with pytest.raises(BayesIRTError, match="ability shift must be a number of logits >= 0"):
         sandbag(data, scope="uniform", shift=-1)
+
+
+@pytest.fixture(scope="module")
+def harmbench_sized():
+    """SAFE's audit size: 196 items, 171 models."""
+    rng = np.random.default_rng(0)
+    responses, _ = simulate_pl("2pl", n_items=196, n_models=171, seed=1, theta=rng.normal(size=171),
+                               discrimination=rng.lognormal(0.3, 0.4, 196), intercept=rng.normal(0.5, 1.5, 196))
+    return responses
+
+
+def test_coherent_uniform_shift_evades_person_fit_but_not_the_ability_test(harmbench_sized):
+    """SAFE: uniform sandbagging looks like an honest weaker model to person fit (flagged near the
+    cut-off's false-positive rate) and is caught by the 40-item ability check; random errors are an
+    incoherent profile that person fit catches."""
+    coherent = sandbagging_experiment(harmbench_sized, shifts=(1.5,), scopes=("uniform",), test_length=40, seed=0,
+                                      progress=False)
+    table = coherent.detection.set_index("scope")
+    assert coherent.settings["mode"] == "ability_shift"
+    assert table.loc["genuine", "personfit_rate"] == pytest.approx(0.1, abs=0.01)
+    assert table.loc["uniform", "personfit_rate"] <= 0.2  # near the 10% false-positive rate
+    assert 0.35 <= table.loc["uniform", "auc"] <= 0.65  # l_z cannot tell them from genuine models
+    assert table.loc["uniform", "shift_rate"] >= 0.7
+    assert -1.6 < table.loc["uniform", "median_shift"] < -1.0  # the shift, a little shrunk by the MAP
+    errors = sandbagging_experiment(harmbench_sized, mode="random_errors", strengths=(0.5,), scopes=("uniform",),
+                                    test_length=40, seed=0, progress=False)
+    assert errors.detection.set_index("scope").loc["uniform", "personfit_rate"] >= 0.7
+
+
+def test_ability_shift_changes_follow_the_model(harmbench_sized):
+    """The coupling: a correct response becomes incorrect with probability 1 - P(theta - d) / P(theta),
+    so the changed share per cell matches it (and easy items barely change)."""
+    from bayesirt.frequentist.mml import fit_mml
+    from bayesirt.models.logistic import response_probability
+    from bayesirt.safety.personfit import item_parameters
+    from bayesirt.safety.sandbagging import _change_probability, _full
+
+    fit = fit_mml(harmbench_sized, "2pl", priors=True, se=False)
+    bank = item_parameters(fit.items, harmbench_sized["item"].values)
+    y = harmbench_sized["responses"].values.astype(np.int8)
+    theta = _full(y, bank).theta
+    chance = _change_probability(bank, theta, 1.0, "down")
+    p, shifted = response_probability(theta, *bank), response_probability(theta - 1.0, *bank)
+    np.testing.assert_allclose(p * (1 - chance), shifted, rtol=1e-9)  # Bernoulli(P) thinned = Bernoulli(P shifted)
+    up = _change_probability(bank, theta, 1.0, "up")
+    np.testing.assert_allclose(p + (1 - p) * up, response_probability(theta + 1.0, *bank), rtol=1e-9)
+    runs = [sandbag(harmbench_sized, scope="uniform", shift=1.0, items=fit.items, seed=s)["changed"].values
+            for s in range(20)]
+    observed = np.mean(runs, axis=0)[y == 1]
+    expected = chance[y == 1]
+    assert abs(observed.mean() - expected.mean()) < 0.01
+    assert np.corrcoef(observed, expected)[0, 1] > 0.8
+    assert not sandbag(harmbench_sized, scope="uniform", shift=0.0, items=fit.items)["changed"].values.any()
