@@ -71,8 +71,15 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> s
              f"{a['calibration']:.0%} calibration and {1 - a['calibration']:.0%} held-out models. Per split: "
              f"{a['model']} on the calibration models; CAT ({a['rule']} selection, {a['estimator'].upper()} updates), "
              f"the static test most informative over the calibration abilities, and {a['random_subsets']} random "
-             "item sets with the same per-benchmark quotas. Every test's reduced score and ability go through the "
-             "same spline calibration to the full score, fitted on the calibration models.", "",
+             "item sets" + (" (all three keep proportional per-item-group quotas)" if int(a.get("quotas", 1))
+                            else " (no quotas: items drawn from the whole bank, SAFE's unconstrained CAT)")
+             + ". Every test's reduced score and ability go through the same spline calibration to the full score, "
+             "fitted on the calibration models.", "",
+             "Target (full score): " + (
+                 "the unweighted mean over the pooled benchmarks of each one's proportion correct (reversed members "
+                 "as 1 - y), so that every benchmark counts equally whatever its item count (SAFE's composite)."
+                 if a.get("target") == "benchmark_mean" else
+                 "the proportion correct over the model's observed items."), "",
              "Intervals: 95% t-intervals of the mean over splits (splits share models, so they are optimistic).", ""]
     removed = json.loads(a.get("removed_items", "[]"))
     if removed:

@@ -68,8 +68,10 @@ def pool_benchmarks(datasets: Mapping[str, xr.Dataset], signs: Mapping[str, int]
         blocks.append(block)
         item_ids += [f"{bench}:{i}" for i in ds["item"].values]
         groups += [bench] * ds.sizes["item"]
-    return make_responses(np.concatenate(blocks), item_id=item_ids, model_id=common, item_group=groups,
-                          name=name or "+".join(datasets))
+    pooled = make_responses(np.concatenate(blocks), item_id=item_ids, model_id=common, item_group=groups,
+                            name=name or "+".join(datasets))
+    pooled.attrs["item_group_is"] = "benchmark"  # the CAT target weighs the benchmarks equally
+    return pooled
 
 
 def read_structure(folder: str | Path | None, names: list[str],

@@ -76,11 +76,13 @@ def _step_jobs() -> dict:
 def _choices() -> dict[str, tuple]:
     from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES
     from bayesirt.safety.personfit import STATISTICS
-    from bayesirt.safety.sandbagging import DIRECTIONS
+    from bayesirt.safety.cat_study import TARGETS
+    from bayesirt.safety.sandbagging import DIRECTIONS, MODES
     from bayesirt.structure.ability_structure import ABILITY_ESTIMATES, ABILITY_METHODS, COHORTS
     from bayesirt.structure.rotation import ROTATIONS
 
     return {"rule": SELECTION_RULES, "estimator": ESTIMATORS, "statistic": STATISTICS, "direction": DIRECTIONS,
+            "sandbag.mode": MODES, "cat.target": TARGETS,
             "rotation": ROTATIONS, "method": ABILITY_METHODS, "cohort": COHORTS,
             "estimate": ABILITY_ESTIMATES,
             "parallel_communalities": ("minres", "smc")}
@@ -93,7 +95,7 @@ def step_options(step: str) -> dict:
     return {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY and p.name not in _RUNNER_OPTIONS}
 
 
-def _check_value(where: str, key: str, value, default) -> None:
+def _check_value(where: str, key: str, value, default, step: str = "") -> None:
     """Type (from the default), range and choices of one option."""
     def fail(what: str):
         raise SpecError(f"{where} {key!r} must be {what}; got {value!r}")
@@ -114,7 +116,7 @@ def _check_value(where: str, key: str, value, default) -> None:
     elif isinstance(default, str):
         if not isinstance(value, str):
             fail("a string")
-        choices = _choices().get(key)
+        choices = _choices().get(f"{step}.{key}") or _choices().get(key)
         if choices and value not in choices:
             fail(f"one of {list(choices)}{did_you_mean(value, choices)}")
     elif isinstance(default, int) or (default is None and key in ("max_draws", "workers")):
@@ -147,7 +149,7 @@ def check_step_options(steps, options: dict, where: str = "analysis") -> None:
             if key not in allowed:
                 raise SpecError(f"{where}: [safety.{step}] unknown option {key!r}{did_you_mean(key, allowed)}; "
                                 f"allowed: {sorted(allowed)}")
-            _check_value(f"{where}: [safety.{step}]", key, value, allowed[key])
+            _check_value(f"{where}: [safety.{step}]", key, value, allowed[key], step)
 
 
 def check_against_data(files: list[str], scopes: list[Scope], steps, options: dict) -> None:
