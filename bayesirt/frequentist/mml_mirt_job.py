@@ -81,9 +81,13 @@ def _report(responses, frame: pd.DataFrame, loadings: pd.DataFrame, table: xr.Da
     return "\n".join(lines)
 
 
+#: SD of SAFE App. C's N(0, 1.5^2) prior on every loading: the job's default.
+SAFE_LOADING_PRIOR = 1.5
+
+
 def run_mirt_mml_job(data, out, *, dims=(1, 2, 3, 4), folds: int = 5, force: bool = False, seed: int = 0,
                      quadrature: int | None = None, prune: float = PRUNE, max_iter: int = 500, tol: float = 1e-4,
-                     loading_prior: float | None = None, rotation: str = "oblimin", progress: bool = False,
+                     loading_prior: float | None = SAFE_LOADING_PRIOR, rotation: str = "oblimin", progress: bool = False,
                      threads: int | None = 1) -> Path:
     """Fit the D-dimensional 2PL by MML for each D, choose D by held-out likelihood, and write
     ``mirt_mml.csv`` (one row per D), ``loadings.csv`` (mean rotated loading by item group,
@@ -93,7 +97,9 @@ def run_mirt_mml_job(data, out, *, dims=(1, 2, 3, 4), folds: int = 5, force: boo
     Item groups are the Dataset's ``item_group`` coordinate (the benchmark of each item when
     the data were pooled from several files, see :func:`bayesirt.safety.scopes.pool_benchmarks`).
     ``quadrature`` (nodes per dimension; default by D), ``prune``, ``max_iter``, ``tol``,
-    ``loading_prior`` and ``threads`` go to :func:`~bayesirt.frequentist.mml_mirt.fit_mml_mirt`.
+    ``loading_prior`` and ``threads`` go to :func:`~bayesirt.frequentist.mml_mirt.fit_mml_mirt`;
+    ``loading_prior`` defaults to SAFE App. C's N(0, 1.5^2) (:data:`SAFE_LOADING_PRIOR`), None fits
+    by unregularized ML.
     """
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)

@@ -195,8 +195,9 @@ def fingerprint_section(matches: pd.DataFrame, null: xr.Dataset, alpha: float, f
             f"{int((matches['threshold_source'] == 'identity').sum())} of {len(matches)} queries are judged against "
             "their identity's own null (an identity with at least 1 / alpha self-disagreements), the others against "
             "this pooled one (column `threshold`)."
-            + (" The resampling null treats all IRT residual variation as noise: an upper bound for near-"
-               "deterministic endpoints; collect repeated collections for a sharper null."
+            + (" **The resampling null was requested** (`null=\"resampling\"`): it treats all IRT residual variation "
+               "as noise, so it is far wider than real repeated collections (SAFE's endpoints: 2.0-2.8%) and only "
+               "gross changes exceed it; calibrate with repeated collections (SAFE App. B)."
                if null.attrs["source"] == "resampling" else ""), "",
             "Verdicts: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + ".", "",
             *([f"First {MAX_ROWS} of {len(matches)} queries (all in `matches.csv`):", ""] if len(matches) > MAX_ROWS
