@@ -136,7 +136,7 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
     assert "from 50 bootstrap resamples of the models" in report and "Items without variance" in report
     assert "# Corrected for measurement error (option)" in report and "CFI corrected" in report
     assert "## Pair distinguishability" in report
-    shares = pd.read_csv(out / "distinguishability.csv", index_col=0)["share_distinguished"]
+    shares = pd.read_csv(out / "distinguishability.csv", index_col=0)["full_benchmark"]
     assert list(shares.index) == ["bench0", "bench1", "bench2", "any"] and 0 < shares["any"] <= 1
     polarity = pd.read_csv(out / "polarity.csv", index_col=0)
     assert list(polarity["polarity"]) == [1, 1, 1]
@@ -201,3 +201,27 @@ def test_auto_polarity_needs_the_bootstrap(tmp_path):
         run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", polarity="detect")
     with _err("disattenuate needs response files"):
         run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", disattenuate=True)
+
+
+def test_short_test_distinguishability_and_ability_matched_pairs(fitted):
+    """SAFE's 40-item check: abilities from a short maximum-information test separate fewer pairs than
+    the full benchmark; pairs it cannot separate anywhere are listed with their item disagreements."""
+    from bayesirt.structure.ability_structure import ability_matched_pairs, pair_distinguishability
+
+    datasets, _, _ = fitted
+    abilities = ability_matrix(datasets, seed=1, test_length=8, progress=False)
+    assert abilities.attrs["test_length"] == 8
+    short, short_sd = abilities["test_ability"].to_pandas(), abilities["test_ability_sd"].to_pandas()
+    assert (short_sd.to_numpy() > abilities["ability_sd"].to_numpy()).mean() > 0.9  # 8 items: wider
+    full = pair_distinguishability(abilities["ability"].to_pandas(), abilities["ability_sd"].to_pandas())
+    brief = pair_distinguishability(short, short_sd)
+    assert brief["any"] < full["any"]
+    pairs, summary = ability_matched_pairs(short, short_sd, datasets)
+    assert summary["pairs"] == 40 * 39 // 2 and summary["matched"] == len(pairs) > 0
+    assert summary["distinguished_share"] == pytest.approx(brief["any"])
+    assert (pairs["largest_z"] <= 1.96).all() and (pairs["shared_items"] <= 90).all()
+    a, b = pairs.iloc[0][["model_a", "model_b"]]
+    manual = sum(int(((ds["responses"].sel(model=a) >= 0) & (ds["responses"].sel(model=b) >= 0)
+                      & (ds["responses"].sel(model=a) != ds["responses"].sel(model=b))).sum())
+                 for ds in datasets.values())
+    assert pairs.iloc[0]["disagreements"] == manual

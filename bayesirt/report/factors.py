@@ -331,10 +331,29 @@ def _write_solutions(folder: Path, solutions, intervals, parallel, suffix: str) 
                   "reference_pc": parallel.reference_pc}).to_csv(folder / f"parallel{suffix}.csv", index=False)
 
 
+def _distinguish_lines(distinguished: pd.DataFrame, matched) -> str:
+    lines = ["", "## Pair distinguishability (SAFE Ability shift, Figure 5B)", "",
+             "Share of pairs of models (observed on every benchmark) whose abilities differ by more than 1.96 sds of "
+             "their difference, per benchmark and on at least one (`any`). "
+             + ("The first column uses each benchmark's maximum-information static test of the stated length (SAFE: a "
+                "40-item test distinguishes 99.5% of pairs), the second the full benchmark."
+                if distinguished.shape[1] > 1 else "Full benchmarks (no short test: abilities given or not MAP)."), "",
+             markdown_table((distinguished * 100).round(1).rename_axis("benchmark").reset_index()
+                            .rename(columns=lambda c: c if c == "benchmark" else f"{c} (%)")), ""]
+    if matched is not None:
+        pairs, summary = matched
+        lines += [f"Ability-matched pairs (the short test separates them on no benchmark): {summary['matched']:,} of "
+                  f"{summary['pairs']:,} pairs; they still disagree on a median of "
+                  f"{summary['median_disagreements']:,.0f} items across the battery, and no pair disagrees on fewer "
+                  f"than {summary['min_disagreements']:,} (matched_pairs.csv): response fingerprints separate what "
+                  "abilities cannot.", ""]
+    return "\n".join(lines)
+
+
 def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation: pd.DataFrame, corrected, solutions,
                   parallel, intervals, polarity: pd.DataFrame, composite: pd.Series, settings: dict,
-                  alignment: pd.DataFrame | None = None, distinguished: pd.Series | None = None,
-                  force: bool = False) -> Path:
+                  alignment: pd.DataFrame | None = None, distinguished: pd.DataFrame | None = None,
+                  matched: tuple | None = None, force: bool = False) -> Path:
     """Write the job's folder atomically (staged, then renamed into place)."""
     with staged_output(out, force=force) as folder:
         write_netcdf(factors_tree(abilities=abilities, correlation=correlation, corrected=corrected,
@@ -348,15 +367,14 @@ def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation:
         polarity.to_csv(folder / "polarity.csv")
         if distinguished is not None:
             distinguished.rename_axis("benchmark").to_csv(folder / "distinguishability.csv")
+        if matched is not None:
+            matched[0].to_csv(folder / "matched_pairs.csv", index=False)
         composite.rename_axis("model").to_csv(folder / "composite.csv")
         figure = plot_factor_selection(solutions, parallel, folder / "factor_selection.png").name
         report = factors_report(abilities=abilities, corrected=corrected, solutions=solutions, parallel=parallel,
                                 intervals=intervals, polarity=polarity, settings=settings, figure=figure,
                                 alignment=alignment)
         if distinguished is not None:
-            shares = ", ".join(f"{b} {v:.1%}" for b, v in distinguished.drop("any").items())
-            report += ("\n## Pair distinguishability\n\nShare of pairs of models (observed on every benchmark) whose "
-                       "abilities differ by more than 1.96 posterior sds of their difference: " + shares
-                       + f"; on at least one benchmark: {distinguished['any']:.1%} (distinguishability.csv).\n")
+            report += _distinguish_lines(distinguished, matched)
         (folder / "report.md").write_text(report)
     return Path(out)

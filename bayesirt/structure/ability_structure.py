@@ -39,7 +39,7 @@ from bayesirt.utils.parallel import spawn_seeds
 from bayesirt.structure.rotation import ROTATIONS
 
 __all__ = ["read_abilities", "ability_matrix", "polarity_table", "composite_scores", "pair_distinguishability",
-           "run_factors_job", "CompositeAlignment", "alignment_table", "parse_polarity",
+           "run_factors_job", "CompositeAlignment", "alignment_table", "parse_polarity", "ability_matched_pairs",
            "composite_alignment", "ABILITY_METHODS", "ABILITY_ESTIMATES", "COHORTS", "AUTO_POLARITY_THRESHOLD"]
 
 #: How each benchmark's abilities are estimated: MAP-EM with EAP abilities (SAFE), or a posterior mean.
@@ -81,7 +81,7 @@ def read_abilities(path) -> pd.DataFrame:
 
 def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", estimate: str = "mode",
                    draws: int = 1000, tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000, seed: int = 0,
-                   progress: bool = True) -> xr.Dataset:
+                   test_length: int | None = None, progress: bool = True) -> xr.Dataset:
     """Fit a 2PL to each benchmark and join the abilities on model id (SAFE's two-stage design).
 
     Items without variance (every observed model right, or every one wrong) are removed before the
@@ -100,6 +100,10 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
     estimate : {"mode", "eap"}, default "mode"
         With ``method="map"``: ``ability`` is the posterior mode (MAP, SAFE) with its standard error,
         or the EAP with its posterior sd.
+    test_length : int, optional
+        With ``method="map"``: also each model's MAP ability and standard error from the
+        ``test_length``-item maximum-information static test of each benchmark (all its items when
+        it has fewer): ``test_ability``, ``test_ability_sd`` (SAFE's 40-item test).
     seed : int, default 0
         Seeds the fits (one child seed per benchmark).
     progress : bool, default True
@@ -120,7 +124,7 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
         _fail(f"The 'estimate' parameter of ability_matrix must be one of {set(ABILITY_ESTIMATES)}. Got {estimate!r} "
               "instead.")
     seeds = spawn_seeds(seed, len(datasets))
-    columns, fits, dropped = {}, {}, {}
+    columns, fits, dropped, tests = {}, {}, {}, {}
     for (name, responses), child in zip(datasets.items(), seeds):
         name = str(name)
         responses, dropped[name] = informative_items(responses)
@@ -130,6 +134,14 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
             result = fit_mml(responses, "2pl", priors=True, se=False)
             eap, eap_sd = result.abilities["eap"], result.abilities["eap_sd"]
             mean, sd = (result.abilities["map"], result.abilities["map_se"]) if estimate == "mode" else (eap, eap_sd)
+            if test_length:
+                from bayesirt.safety.adaptive import score_test, static_test
+
+                a, d = result.items["discrimination"].values, result.items["intercept"].values
+                chosen = static_test(a, d, result.abilities["map"].values, min(int(test_length), a.size))
+                short = score_test(responses["responses"].values, a, d, chosen, method="map")
+                tests[name] = [pd.Series(v, index=result.abilities["model"].values.astype(str))
+                               for v in (short.theta, short.sd)]
             fits[name] = {"converged": int(result.converged), "iterations": int(result.iterations)}
         else:
             from bayesirt.inference.fitting import fit  # PyMC is imported only for posterior abilities
@@ -145,8 +157,12 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
     dims = ("model", "benchmark")
     data = {var: (dims, pd.DataFrame({n: c[k].reindex(models) for n, c in columns.items()}).to_numpy())
             for k, var in enumerate(("ability", "ability_sd", "eap", "eap_sd"))}
+    if tests and len(tests) == len(columns):
+        data |= {var: (dims, pd.DataFrame({n: c[k].reindex(models) for n, c in tests.items()}).to_numpy())
+                 for k, var in enumerate(("test_ability", "test_ability_sd"))}
     return xr.Dataset(data, coords={"model": models.to_numpy(), "benchmark": list(columns)},
                       attrs={"method": method, "estimate": estimate if method == "map" else "posterior mean",
+                             "test_length": int(test_length) if tests else 0,
                              "irt_spec": "2pl", "seed": seed, "fits": json.dumps(fits),
                              "dropped_items": json.dumps(dropped)})
 
@@ -282,6 +298,61 @@ def pair_distinguishability(ability: pd.DataFrame, ability_sd: pd.DataFrame, *, 
     return pd.Series(np.r_[hits, either] / pairs, index=[*ability.columns, "any"], name="share_distinguished")
 
 
+def _distinguished_any(est: np.ndarray, sd: np.ndarray, z: float) -> np.ndarray:
+    """(n, n) True where a pair differs by more than z combined sds on at least one column."""
+    out = np.zeros((len(est), len(est)), dtype=bool)
+    for j in range(est.shape[1]):
+        out |= np.abs(est[:, None, j] - est[None, :, j]) > z * np.hypot(sd[:, None, j], sd[None, :, j])
+    return out
+
+
+def ability_matched_pairs(ability: pd.DataFrame, ability_sd: pd.DataFrame, datasets: Mapping[str, xr.Dataset], *,
+                          z: float = DISTINGUISH_Z) -> tuple[pd.DataFrame, dict]:
+    """SAFE Figure 5B: the model pairs a short ability test cannot separate on any benchmark, and how
+    many individual items they still disagree on across the battery.
+
+    ``ability``/``ability_sd``: short-test abilities and sds (models x benchmarks; the complete
+    cohort is used). Disagreements count the items (of every dataset, matched by model id) both
+    models answered, differently.
+
+    Returns
+    -------
+    (pairs, summary)
+        ``pairs``: ``model_a``, ``model_b``, ``largest_z`` (largest per-benchmark |gap| in combined
+        sds), ``disagreements``, ``shared_items``; ``summary``: ``pairs`` (all), ``matched``,
+        ``median_disagreements`` of the matched pairs and ``min_disagreements`` over all pairs.
+    """
+    complete = ability.notna().all(axis=1) & ability_sd.notna().all(axis=1)
+    est, sd = ability[complete].to_numpy(), ability_sd[complete].to_numpy()
+    models = ability.index[complete].astype(str)
+    n = len(models)
+    if n < 2:
+        _fail("ability-matched pairs need two or more models observed on every benchmark")
+    differ = np.zeros((n, n))
+    shared = np.zeros((n, n))
+    for ds in datasets.values():
+        index = {str(m): k for k, m in enumerate(ds["model"].values)}
+        cols = np.array([index.get(m, -1) for m in models])
+        y = ds["responses"].values[:, np.maximum(cols, 0)].astype(float)
+        y[:, cols < 0] = -1
+        right, wrong = (y == 1).astype(float), (y == 0).astype(float)
+        differ += right.T @ wrong + wrong.T @ right
+        seen = right + wrong
+        shared += seen.T @ seen
+    gaps = np.stack([np.abs(est[:, None, j] - est[None, :, j]) / np.hypot(sd[:, None, j], sd[None, :, j])
+                     for j in range(est.shape[1])]).max(axis=0)
+    i, j = np.triu_indices(n, 1)
+    matched = gaps[i, j] <= z
+    pairs = pd.DataFrame({"model_a": models[i[matched]], "model_b": models[j[matched]],
+                          "largest_z": gaps[i, j][matched], "disagreements": differ[i, j][matched].astype(int),
+                          "shared_items": shared[i, j][matched].astype(int)})
+    summary = {"pairs": int(i.size), "matched": int(matched.sum()),
+               "distinguished_share": float(1 - matched.mean()),
+               "median_disagreements": float(np.median(pairs["disagreements"])) if len(pairs) else float("nan"),
+               "min_disagreements": int(differ[i, j].min())}
+    return pairs.sort_values("disagreements", ignore_index=True), summary
+
+
 def composite_scores(abilities: pd.DataFrame, polarity: pd.Series) -> pd.Series:
     """Sign-aligned composite of every model: the mean over the benchmarks it has of
     ``polarity x`` its standardized ability (z-score over the models observed on the benchmark)."""
@@ -341,8 +412,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                     draws: int = 1000, tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000,
                     bootstrap: int = 500, cohort: str = "complete", disattenuate: bool = False,
                     polarity: Mapping[str, int] | str | None = None, parallel_iter: int = 1000,
-                    parallel_communalities: str = "minres", seed: int = 0, force: bool = False,
-                    progress: bool = True) -> Path:
+                    parallel_communalities: str = "minres", test_length: int = 40, seed: int = 0,
+                    force: bool = False, progress: bool = True) -> Path:
     """The ``bayesirt factors`` job: factor structure of abilities, written to a folder.
 
     Parameters
@@ -380,6 +451,10 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     parallel_communalities : {"minres", "smc"}, default "minres"
         Reduced-matrix diagonal of the parallel analysis (SAFE: minres-matched); the PCA variant is
         always reported beside it.
+    test_length : int, default 40
+        Response files with ``method="map"``: pair distinguishability (SAFE: 99.5% of pairs on at
+        least one benchmark) on a ``test_length``-item maximum-information test per benchmark, and
+        the ability-matched pairs it cannot separate with their item disagreements (Fig. 5B).
     seed : int, default 0
         Seeds the fits, the bootstrap and the parallel analysis.
     force : bool, default False
@@ -391,7 +466,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     pathlib.Path
         ``out``, holding ``factors.nc``, ``fit_indices.csv``, ``loadings_<k>.csv``, ``phi_<k>.csv``
         (oblique, k >= 2), ``parallel.csv``, ``polarity.csv``, ``composite.csv``, ``alignment.csv``
-        (Table 5), ``distinguishability.csv`` (response files: :func:`pair_distinguishability`),
+        (Table 5), ``distinguishability.csv`` (response files: :func:`pair_distinguishability` on
+        the ``test_length``-item tests, and on the full benchmarks), ``matched_pairs.csv``,
         with ``disattenuate`` also ``fit_indices_corrected.csv``, ``loadings_corrected_<k>.csv`` and
         ``parallel_corrected.csv``, ``report.md`` and ``factor_selection.png``. Benchmarks with a
         credibly negative, unreversed general loading are named in report.md and in a warning.
@@ -427,9 +503,12 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         if len(set(names)) != len(names) or len(paths) < 3:
             _fail(f"response files must be at least 3, one per benchmark, with distinct file names; got {names}")
         _check_factor_counts(n_factors, len(paths))  # before the fits
-        abilities = ability_matrix({n: load(p) for n, p in zip(names, paths)}, method=method, estimate=estimate,
-                                   draws=draws, tune=tune, chains=chains, advi_iterations=advi_iterations,
-                                   seed=fit_seed, progress=progress)
+        if isinstance(test_length, bool) or not isinstance(test_length, (int, np.integer)) or test_length < 1:
+            _fail(f"test_length must be a positive integer (SAFE: 40); got {test_length!r}")
+        datasets = {n: load(p) for n, p in zip(names, paths)}
+        abilities = ability_matrix(datasets, method=method, estimate=estimate, draws=draws, tune=tune, chains=chains,
+                                   advi_iterations=advi_iterations, seed=fit_seed, test_length=test_length,
+                                   progress=progress)
     if cohort == "complete":
         complete = abilities["ability"].notnull().all("benchmark")
         abilities = abilities.isel(model=np.flatnonzero(complete.values))
@@ -452,11 +531,18 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     composite = composite_scores(frame, polarities["polarity"])
     correlation = correlation_matrix(frame)[0]
     alignment = alignment_table(correlation, polarities["polarity"], retained_clusters(solutions, parallel))
-    distinguished = (pair_distinguishability(frame, abilities["ability_sd"].to_pandas())
-                     if "ability_sd" in abilities else None)
+    distinguished = matched = None
+    if "ability_sd" in abilities:
+        full = pair_distinguishability(frame, abilities["ability_sd"].to_pandas()).rename("full_benchmark")
+        distinguished = full.to_frame()
+        if "test_ability" in abilities:
+            short, short_sd = abilities["test_ability"].to_pandas(), abilities["test_ability_sd"].to_pandas()
+            distinguished.insert(0, f"test_{int(abilities.attrs['test_length'])}_items",
+                                 pair_distinguishability(short, short_sd))
+            matched = ability_matched_pairs(short, short_sd, datasets)
     settings = {"inputs": [str(p) for p in paths], "n_factors": counts, "rotation": rotation, "gamma": gamma,
                 "seed": seed, "parallel_iter": parallel_iter, "parallel_communalities": parallel_communalities,
-                "cohort": cohort, "bootstrap": bootstrap, "disattenuate": disattenuate,
+                "cohort": cohort, "bootstrap": bootstrap, "disattenuate": disattenuate, "test_length": test_length,
                 "declared_polarity": declared, "auto_polarity": auto,
                 "auto_polarity_threshold": AUTO_POLARITY_THRESHOLD}
     if len(paths) > 1:
@@ -464,8 +550,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                      "advi_iterations": advi_iterations}
     return write_factors(out, abilities=abilities, correlation=correlation, corrected=corrected_analysis,
                          solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarities,
-                         composite=composite, alignment=alignment, distinguished=distinguished, settings=settings,
-                         force=force)
+                         composite=composite, alignment=alignment, distinguished=distinguished, matched=matched,
+                         settings=settings, force=force)
 
 
 def alignment_table(correlation: pd.DataFrame, polarity: pd.Series,
