@@ -118,6 +118,9 @@ def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     tests = pd.read_csv(out / "cat" / "composite" / "static_tests.csv")
     assert len(tests) == 5 and set(tests["item_group"]) <= {"bench0", "bench1", "bench2"}
     assert "[composite](composite/report.md)" in (out / "cat" / "report.md").read_text()
+    report = (out / "report.md").read_text()  # SAFE Table 5 across the suite, and the detectors per bank
+    assert "## Composite alignment and recovery (SAFE Table 5)" in report and "cat_25_spearman" in report
+    assert "## Sandbagging detectors per bank" in report and "| composite | uniform |" in report
 
 
 def test_two_latent_abilities_give_two_pooled_banks_with_their_static_tests(tmp_path):

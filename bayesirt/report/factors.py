@@ -338,15 +338,14 @@ def _distinguish_lines(distinguished: pd.DataFrame, matched) -> str:
              + ("The first column uses each benchmark's maximum-information static test of the stated length (SAFE: a "
                 "40-item test distinguishes 99.5% of pairs), the second the full benchmark."
                 if distinguished.shape[1] > 1 else "Full benchmarks (no short test: abilities given or not MAP)."), "",
-             markdown_table((distinguished * 100).round(1).rename_axis("benchmark").reset_index()
-                            .rename(columns=lambda c: c if c == "benchmark" else f"{c} (%)")), ""]
+             markdown_table(distinguished.map(lambda v: f"{v:.1%}").rename_axis("benchmark").reset_index()), ""]
     if matched is not None:
         pairs, summary = matched
         lines += [f"Ability-matched pairs (the short test separates them on no benchmark): {summary['matched']:,} of "
                   f"{summary['pairs']:,} pairs; they still disagree on a median of "
-                  f"{summary['median_disagreements']:,.0f} items across the battery, and no pair disagrees on fewer "
-                  f"than {summary['min_disagreements']:,} (matched_pairs.csv): response fingerprints separate what "
-                  "abilities cannot.", ""]
+                  f"{summary['median_disagreements']:,.0f} items across the battery (matched_pairs.csv); the fewest "
+                  f"disagreements of any pair: {summary['min_disagreements']:,} (0: identical responses, e.g. one "
+                  "model listed twice). Response fingerprints separate what abilities cannot.", ""]
     return "\n".join(lines)
 
 

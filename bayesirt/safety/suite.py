@@ -186,7 +186,55 @@ def check_against_data(files: list[str], scopes: list[Scope], steps, options: di
                         f"{smallest.responses.sizes['item']}")
 
 
-def _report(files, record: dict) -> str:
+def _bank_folders(folder: Path) -> dict[str, Path]:
+    """Item-bank subfolders of a step's folder (one benchmark: the folder itself)."""
+    if (folder / "scopes.csv").is_file():
+        return {str(b): folder / str(b) for b in pd.read_csv(folder / "scopes.csv")["scope"]}
+    return {"all": folder} if folder.is_dir() else {}
+
+
+def _summary_lines(out: Path) -> list[str]:
+    """SAFE Table 5 across the suite (sign agreement of each composite beside its recovery from 25
+    adaptive items) and the sandbagging detectors' AUC per bank, from the finished steps' files."""
+    from bayesirt.report.markdown import markdown_table
+
+    lines = []
+    alignment_file = out / "factors" / "alignment.csv"
+    cats = _bank_folders(out / "cat")
+    if alignment_file.is_file():
+        table = pd.read_csv(alignment_file)
+        recovery = []
+        for bank in table["composite"]:
+            curves = cats.get(str(bank), Path("-")) / "cat_curves.csv"
+            value = float("nan")
+            if curves.is_file():
+                c = pd.read_csv(curves)
+                hit = c[(c["design"] == "cat") & (c["metric"] == "spearman") & (c["budget"] == 25)]
+                value = float(hit["mean"].iloc[0]) if len(hit) else float("nan")
+            recovery.append(value)
+        table["cat_25_spearman"] = recovery
+        lines += ["## Composite alignment and recovery (SAFE Table 5)", "",
+                  "Mean signed pairwise ability correlation of each composite's members (after its flips) beside the "
+                  "held-out Spearman recovery of its full score from 25 adaptive items (cat step; empty when not run "
+                  "or the bank has fewer items).", "", markdown_table(table.round(3)), ""]
+    rows = []
+    for bank, folder in _bank_folders(out / "sandbag").items():
+        detection = folder / "detection.csv"
+        if detection.is_file():
+            d = pd.read_csv(detection)
+            d = d[d["scope"] != "genuine"]
+            top = d[d["strength"] == d["strength"].max()]
+            rows += [{"bank": bank, "scope": r["scope"], "level": r["strength"], "person fit": r["personfit_rate"],
+                      "shift": r["shift_rate"], "either": r["combined_rate"], "l_z AUC": r["auc"]}
+                     for r in top.to_dict("records")]
+    if rows:
+        lines += ["## Sandbagging detectors per bank (largest simulated level)", "",
+                  "Flag rates at the operating points and the person-fit ROC AUC (full curves in sandbag/<bank>/roc.csv).",
+                  "", markdown_table(pd.DataFrame(rows).round(3)), ""]
+    return lines
+
+
+def _report(files, record: dict, out: Path | None = None) -> str:
     lines = ["# SAFE pipeline", "", f"Benchmarks: {', '.join(Path(f).stem for f in files)}", ""]
     for step, entry in record["steps"].items():
         if entry["status"] == "finished":
@@ -198,6 +246,8 @@ def _report(files, record: dict) -> str:
                                                                          if entry.get("log") else ""))
         else:
             lines.append(f"- {step}: not run yet")
+    if out is not None:
+        lines += ["", *_summary_lines(Path(out))]
     if any(e["status"] not in ("finished", "skipped") for e in record["steps"].values()):
         lines += ["", "Rerun with `bayesirt run ANALYSIS --resume` to run only the missing and failed steps "
                   "with the settings recorded in summary.json; the finished steps stay."]
@@ -294,7 +344,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
                                      "reason": f"the factor structure needs three or more benchmark files; got "
                                                f"{len(files)}"}
             write_text_atomic(summary_path, json.dumps(record, indent=2))
-            write_text_atomic(out / "report.md", _report(files, record))
+            write_text_atomic(out / "report.md", _report(files, record, out))
             continue
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in options.get(step, {}).items()}
         if step != "information":
@@ -317,7 +367,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
             record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "internal": True,
                                      "error": f"internal error ({type(err).__name__}: {first})", "log": log.name}
         write_text_atomic(summary_path, json.dumps(record, indent=2))
-        write_text_atomic(out / "report.md", _report(files, record))
+        write_text_atomic(out / "report.md", _report(files, record, out))
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
     failed = [s for s, e in record["steps"].items() if e["status"] == "failed"]
