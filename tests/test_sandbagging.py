@@ -192,16 +192,16 @@ def test_ability_shift_changes_follow_the_model(harmbench_sized):
     from bayesirt.frequentist.mml import fit_mml
     from bayesirt.models.logistic import response_probability
     from bayesirt.safety.personfit import item_parameters
-    from bayesirt.safety.sandbagging import _change_probability, _full
+    from bayesirt.safety.sandbagging import change_probability, full_ability
 
     fit = fit_mml(harmbench_sized, "2pl", priors=True, se=False)
     bank = item_parameters(fit.items, harmbench_sized["item"].values)
     y = harmbench_sized["responses"].values.astype(np.int8)
-    theta = _full(y, bank).theta
-    chance = _change_probability(bank, theta, 1.0, "down")
+    theta = full_ability(y, bank).theta
+    chance = change_probability(bank, theta, 1.0, "down")
     p, shifted = response_probability(theta, *bank), response_probability(theta - 1.0, *bank)
     np.testing.assert_allclose(p * (1 - chance), shifted, rtol=1e-9)  # Bernoulli(P) thinned = Bernoulli(P shifted)
-    up = _change_probability(bank, theta, 1.0, "up")
+    up = change_probability(bank, theta, 1.0, "up")
     np.testing.assert_allclose(p + (1 - p) * up, response_probability(theta + 1.0, *bank), rtol=1e-9)
     runs = [sandbag(harmbench_sized, scope="uniform", shift=1.0, items=fit.items, seed=s)["changed"].values
             for s in range(20)]

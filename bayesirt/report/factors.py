@@ -192,7 +192,7 @@ def _solution_lines(solutions, intervals, *, title: str, recomputed: str) -> lis
 
 
 def _polarity_lines(polarity: pd.DataFrame, settings: dict) -> list[str]:
-    from bayesirt.structure.ability_structure import AUTO_POLARITY_THRESHOLD, flagged_polarity
+    from bayesirt.structure.polarity import AUTO_POLARITY_THRESHOLD, flagged_polarity
 
     threshold = settings.get("auto_polarity_threshold", AUTO_POLARITY_THRESHOLD)
     shown = polarity.reset_index()

@@ -28,6 +28,7 @@ import xarray as xr
 
 from bayesirt.data import make_responses
 from bayesirt.errors import SpecError
+from bayesirt.structure.polarity import loading_clusters
 
 __all__ = ["Scope", "pool_benchmarks", "read_structure", "loading_clusters", "benchmark_scopes"]
 
@@ -104,24 +105,6 @@ def read_structure(folder: str | Path | None, names: list[str],
     factors = [c for c in loadings.columns if c.startswith("F") and c[1:].isdigit()]
     clusters = loading_clusters(loadings[factors])
     return polarity, clusters
-
-
-def loading_clusters(loadings: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """``ability<f>`` -> ``{benchmark: sign}``: each benchmark (row) joins the factor (column) of its
-    largest absolute loading; a factor is reflected so that most of its members load positively, and
-    a member's sign is that of its reflected loading."""
-    values = np.asarray(loadings, dtype=float)
-    home = np.abs(values).argmax(axis=1)
-    clusters = {}
-    for f in range(values.shape[1]):
-        members = np.flatnonzero(home == f)
-        if members.size == 0:
-            continue
-        column = values[members, f]
-        reflect = 1 if (column > 0).sum() * 2 >= members.size else -1
-        clusters[f"ability{f + 1}"] = {str(loadings.index[m]): int(np.sign(reflect * column[j]) or 1)
-                                       for j, m in enumerate(members)}
-    return clusters
 
 
 def benchmark_scopes(datasets: Mapping[str, xr.Dataset], polarity: Mapping[str, int],

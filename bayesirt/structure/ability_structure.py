@@ -21,7 +21,6 @@ a loading whose interval lies below 0 is flagged ("declare polarity NAME=-1 to r
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,11 @@ import xarray as xr
 from bayesirt.data.responses import informative_items
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.structure.factor import check_n_factors, correlation_matrix, factor_analysis, parallel_analysis
+from bayesirt.structure.pairs import DISTINGUISH_Z, ability_matched_pairs, pair_distinguishability  # noqa: F401
+from bayesirt.structure.polarity import (  # noqa: F401 (re-exported: the polarity API lived here)
+    AUTO_POLARITY_THRESHOLD, CompositeAlignment, alignment_table, composite_alignment, composite_scores,
+    flagged_polarity, loading_clusters, parse_polarity, polarity_table,
+)
 from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenuated_correlation
 from bayesirt.utils.parallel import spawn_seeds
 from bayesirt.structure.rotation import ROTATIONS
@@ -48,12 +52,6 @@ ABILITY_METHODS = ("map", "advi", "fullrank_advi", "nuts")
 COHORTS = ("pairwise", "complete")
 #: Ability estimate of the MAP-EM fits: posterior mode (SAFE) or posterior mean (EAP).
 ABILITY_ESTIMATES = ("mode", "eap")
-#: ``polarity="auto"`` reverses a benchmark only when the whole bootstrap interval of its
-#: general-factor loading lies below this value (a loading of |0.3| is the conventional smallest
-#: salient loading; OR-Bench-Hard's in SAFE is about -0.64 to -0.77). Weakly negative benchmarks
-#: (SAFE's TruthfulQA-like cases) are flagged but never reversed automatically.
-AUTO_POLARITY_THRESHOLD = -0.3
-
 
 def _fail(message: str) -> NoReturn:
     raise BayesIRTError(message)
@@ -167,93 +165,6 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
                              "dropped_items": json.dumps(dropped)})
 
 
-def parse_polarity(polarity) -> tuple[dict[str, int], bool]:
-    """``(declared, auto)`` from a job's ``polarity`` option: None, ``"auto"``, or a mapping of
-    benchmark -> +1/-1 that may also hold ``"auto": true`` (declared benchmarks, the others automatic)."""
-    if polarity is None:
-        return {}, False
-    if isinstance(polarity, str):
-        if polarity != "auto":
-            _fail(f"polarity must be 'auto' or a mapping of benchmark names to 1 or -1 (e.g. orbench_hard=-1); "
-                  f"got {polarity!r}")
-        return {}, True
-    if not isinstance(polarity, Mapping):
-        _fail(f"polarity must be 'auto' or a mapping of benchmark names to 1 or -1; got {polarity!r}")
-    declared = {str(k): v for k, v in polarity.items() if str(k) != "auto"}
-    auto = polarity.get("auto", False)
-    if not isinstance(auto, bool):
-        _fail(f"polarity 'auto' must be true or false; got {auto!r}")
-    return declared, auto
-
-
-def polarity_table(solution, declared: Mapping[str, int] | None = None, *, interval=None, auto: bool = False,
-                   threshold: float = AUTO_POLARITY_THRESHOLD) -> pd.DataFrame:
-    """Each benchmark's polarity and the evidence for it (module docstring).
-
-    Parameters
-    ----------
-    solution : FactorSolution
-        The one-factor (general) solution; reflected so that most benchmarks load positively.
-    declared : mapping of str to int, optional
-        Declared polarity (+1/-1) of benchmarks; the others are +1 unless ``auto``.
-    interval : (lower, upper) arrays, optional
-        Bootstrap interval of each general loading, in ``solution``'s orientation; without it no
-        loading counts as credibly negative and ``auto`` is refused.
-    auto : bool, default False
-        Reverse the undeclared benchmarks whose interval lies entirely below ``threshold``.
-    threshold : float, default :data:`AUTO_POLARITY_THRESHOLD`
-
-    Returns
-    -------
-    pandas.DataFrame
-        Indexed by benchmark: ``general_loading``, ``lower``, ``upper``, ``credibly_negative``
-        (upper < 0), ``auto_reversible`` (upper < threshold), ``declared`` (+1/-1, or 0),
-        ``polarity`` (declared, else -1 when auto and auto_reversible, else +1), ``source``
-        (declared/auto/default) and ``agree`` (False when a declaration contradicts the data: the
-        interval, or without one the point estimate, on the other side of 0).
-    """
-    declared = {str(k): v for k, v in (declared or {}).items()}
-    names = list(solution.variables)
-    unknown = sorted(set(declared) - set(names))
-    if unknown or any(v not in (1, -1) for v in declared.values()):
-        _fail(f"polarity must map benchmarks of {names} to 1 or -1; got {declared} (unknown: {unknown})")
-    sign = 1.0 if np.sum(solution.loadings[:, 0] > 0) * 2 >= len(names) else -1.0
-    loading = solution.loadings[:, 0] * sign
-    if interval is None:
-        if auto:
-            _fail("polarity='auto' reverses only loadings whose bootstrap interval lies below "
-                  f"{threshold}; it needs the bootstrap (bootstrap >= 2), or declare the polarity")
-        lower = upper = np.full(len(names), np.nan)
-    else:
-        lower, upper = (np.asarray(b, dtype=float) * sign for b in interval)
-        lower, upper = np.minimum(lower, upper), np.maximum(lower, upper)
-    table = pd.DataFrame({"general_loading": loading, "lower": lower, "upper": upper,
-                          "credibly_negative": upper < 0, "auto_reversible": upper < threshold,
-                          "declared": [declared.get(n, 0) for n in names]}, index=pd.Index(names, name="benchmark"))
-    automatic = auto & table["auto_reversible"] & (table["declared"] == 0)
-    table["polarity"] = np.where(table["declared"] != 0, table["declared"], np.where(automatic, -1, 1))
-    table["source"] = np.where(table["declared"] != 0, "declared", np.where(automatic, "auto", "default"))
-    if interval is None:
-        against = ((table["declared"] == -1) & (loading > 0)) | ((table["declared"] == 1) & (loading < 0))
-    else:
-        against = ((table["declared"] == -1) & (lower > 0)) | ((table["declared"] == 1) & (upper < 0))
-    table["agree"] = ~against
-    return table
-
-
-def flagged_polarity(table: pd.DataFrame) -> list[str]:
-    """Console/report lines for benchmarks with a credibly negative general loading that are not reversed."""
-    lines = []
-    for name, row in table.iterrows():
-        if row["credibly_negative"] and row["polarity"] == 1:
-            lines.append(f"{name}: general-factor loading {row['general_loading']:.2f} "
-                         f"[{row['lower']:.2f}, {row['upper']:.2f}] is credibly negative; if it measures the "
-                         f"ability reversed (as OR-Bench-Hard in SAFE), declare --polarity {name}=-1 to reverse"
-                         + (f" (polarity auto would reverse it: the interval lies below {AUTO_POLARITY_THRESHOLD})"
-                            if row["auto_reversible"] else ""))
-    return lines
-
-
 #: Factor counts fitted by default (SAFE: 1-4), as far as the number of benchmarks identifies them.
 MAX_FACTORS = 4
 
@@ -265,99 +176,6 @@ def _check_factor_counts(n_factors, p: int) -> list[int]:
     if not counts or len(set(counts)) != len(counts):
         _fail(f"n_factors must be distinct positive integers, e.g. (1, 2, 3); got {n_factors!r}")
     return sorted(check_n_factors(p, k) for k in counts)
-
-
-#: Two-sided normal quantile at which a pair of models counts as distinguished on a benchmark.
-DISTINGUISH_Z = 1.959963984540054
-
-
-def pair_distinguishability(ability: pd.DataFrame, ability_sd: pd.DataFrame, *, z: float = DISTINGUISH_Z,
-                            chunk: int = 500) -> pd.Series:
-    """Share of model pairs each benchmark distinguishes, and the share distinguished on at least one
-    (SAFE: 99.5% of pairs on at least one of eight benchmarks).
-
-    A pair (a, b) is distinguished on benchmark j when |theta_a - theta_b| > z sqrt(sd_a^2 + sd_b^2)
-    (ability estimates and posterior sds, independent posteriors); pairs are those of models
-    observed on every benchmark (the complete cohort), so the shares are comparable.
-    Returns a Series indexed by benchmark plus ``"any"``.
-    """
-    complete = ability.notna().all(axis=1) & ability_sd.notna().all(axis=1)
-    est, sd = ability[complete].to_numpy(), ability_sd[complete].to_numpy()
-    n = len(est)
-    if n < 2:
-        _fail("pair distinguishability needs two or more models observed on every benchmark")
-    hits, either, pairs = np.zeros(est.shape[1]), 0, n * (n - 1) // 2
-    for start in range(0, n, chunk):  # rows start..start+chunk against every later model
-        rows = slice(start, min(start + chunk, n))
-        gap = np.abs(est[rows, None, :] - est[None, :, :])
-        sure = gap > z * np.sqrt(sd[rows, None, :] ** 2 + sd[None, :, :] ** 2)
-        later = np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
-        sure &= later[..., None]
-        hits += sure.sum(axis=(0, 1))
-        either += int(sure.any(axis=2).sum())
-    return pd.Series(np.r_[hits, either] / pairs, index=[*ability.columns, "any"], name="share_distinguished")
-
-
-def _distinguished_any(est: np.ndarray, sd: np.ndarray, z: float) -> np.ndarray:
-    """(n, n) True where a pair differs by more than z combined sds on at least one column."""
-    out = np.zeros((len(est), len(est)), dtype=bool)
-    for j in range(est.shape[1]):
-        out |= np.abs(est[:, None, j] - est[None, :, j]) > z * np.hypot(sd[:, None, j], sd[None, :, j])
-    return out
-
-
-def ability_matched_pairs(ability: pd.DataFrame, ability_sd: pd.DataFrame, datasets: Mapping[str, xr.Dataset], *,
-                          z: float = DISTINGUISH_Z) -> tuple[pd.DataFrame, dict]:
-    """SAFE Figure 5B: the model pairs a short ability test cannot separate on any benchmark, and how
-    many individual items they still disagree on across the battery.
-
-    ``ability``/``ability_sd``: short-test abilities and sds (models x benchmarks; the complete
-    cohort is used). Disagreements count the items (of every dataset, matched by model id) both
-    models answered, differently.
-
-    Returns
-    -------
-    (pairs, summary)
-        ``pairs``: ``model_a``, ``model_b``, ``largest_z`` (largest per-benchmark |gap| in combined
-        sds), ``disagreements``, ``shared_items``; ``summary``: ``pairs`` (all), ``matched``,
-        ``median_disagreements`` of the matched pairs and ``min_disagreements`` over all pairs.
-    """
-    complete = ability.notna().all(axis=1) & ability_sd.notna().all(axis=1)
-    est, sd = ability[complete].to_numpy(), ability_sd[complete].to_numpy()
-    models = ability.index[complete].astype(str)
-    n = len(models)
-    if n < 2:
-        _fail("ability-matched pairs need two or more models observed on every benchmark")
-    differ = np.zeros((n, n))
-    shared = np.zeros((n, n))
-    for ds in datasets.values():
-        index = {str(m): k for k, m in enumerate(ds["model"].values)}
-        cols = np.array([index.get(m, -1) for m in models])
-        y = ds["responses"].values[:, np.maximum(cols, 0)].astype(float)
-        y[:, cols < 0] = -1
-        right, wrong = (y == 1).astype(float), (y == 0).astype(float)
-        differ += right.T @ wrong + wrong.T @ right
-        seen = right + wrong
-        shared += seen.T @ seen
-    gaps = np.stack([np.abs(est[:, None, j] - est[None, :, j]) / np.hypot(sd[:, None, j], sd[None, :, j])
-                     for j in range(est.shape[1])]).max(axis=0)
-    i, j = np.triu_indices(n, 1)
-    matched = gaps[i, j] <= z
-    pairs = pd.DataFrame({"model_a": models[i[matched]], "model_b": models[j[matched]],
-                          "largest_z": gaps[i, j][matched], "disagreements": differ[i, j][matched].astype(int),
-                          "shared_items": shared[i, j][matched].astype(int)})
-    summary = {"pairs": int(i.size), "matched": int(matched.sum()),
-               "distinguished_share": float(1 - matched.mean()),
-               "median_disagreements": float(np.median(pairs["disagreements"])) if len(pairs) else float("nan"),
-               "min_disagreements": int(differ[i, j].min())}
-    return pairs.sort_values("disagreements", ignore_index=True), summary
-
-
-def composite_scores(abilities: pd.DataFrame, polarity: pd.Series) -> pd.Series:
-    """Sign-aligned composite of every model: the mean over the benchmarks it has of
-    ``polarity x`` its standardized ability (z-score over the models observed on the benchmark)."""
-    z = (abilities - abilities.mean()) / abilities.std(ddof=1)
-    return (z * polarity.reindex(abilities.columns).to_numpy()).mean(axis=1, skipna=True).rename("composite")
 
 
 def _general_interval(solutions, intervals, frame, sd, *, correct, replicates, seed, progress):
@@ -398,8 +216,6 @@ def _analysis(frame, sd, counts, *, correct, rotation, gamma, parallel_iter, par
 def retained_clusters(solutions, parallel) -> dict[str, dict[str, int]]:
     """Latent-ability clusters of the largest proper solution with at most as many factors as parallel
     analysis retains (as :func:`bayesirt.safety.scopes.read_structure` reads them from a folder)."""
-    from bayesirt.safety.scopes import loading_clusters
-
     proper = [s for s in solutions if not s.heywood and s.n_factors <= parallel.n_factors]
     if not proper or max(s.n_factors for s in proper) < 2:
         return {}
@@ -552,86 +368,3 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                          solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarities,
                          composite=composite, alignment=alignment, distinguished=distinguished, matched=matched,
                          settings=settings, force=force)
-
-
-def alignment_table(correlation: pd.DataFrame, polarity: pd.Series,
-                    clusters: Mapping[str, Mapping[str, int]] | None = None) -> pd.DataFrame:
-    """SAFE Table 5's left column for the suite's composites: the mean pairwise ability correlation
-    of each composite's members as scored (``unflipped``) and after its flips (``signed``).
-
-    Composites: every benchmark (flips: the benchmarks of polarity -1), and each latent-ability
-    cluster (flips: its members of sign -1). ``against`` lists members whose mean signed
-    correlation with the others stays negative (pointing the other way even after the flips)."""
-    rows = []
-    names = [str(c) for c in correlation.columns]
-    composites = [("composite", names, [n for n in names if int(polarity.get(n, 1)) == -1])]
-    composites += [(a, list(m), [n for n, s in m.items() if s == -1]) for a, m in (clusters or {}).items()
-                   if len(m) >= 2]
-    for name, members, flips in composites:
-        result = composite_alignment(correlation, members, flips=flips)
-        against = [m for m, v in result.member_agreement.items() if v < 0]
-        rows.append({"composite": name, "members": " ".join(members), "flips": " ".join(flips) or "-",
-                     "unflipped": result.unflipped_mean_correlation, "signed": result.mean_correlation,
-                     "against": " ".join(against) or "-"})
-    return pd.DataFrame(rows, columns=["composite", "members", "flips", "unflipped", "signed", "against"])
-
-
-@dataclass(frozen=True)
-class CompositeAlignment:
-    """Sign agreement of a composite's members (SAFE App. D, Table 5).
-
-    ``mean_correlation``: mean pairwise correlation of the members after the flips (a flipped
-    member's correlations change sign); ``unflipped_mean_correlation``: the same without flips;
-    ``member_agreement``: each member's mean correlation with the others after the flips (a negative
-    value marks a member pointing the other way); ``flip_effects``: for each flipped member, the mean
-    correlation with all flips but that one, with all flips, and the gain."""
-
-    members: tuple[str, ...]
-    flips: tuple[str, ...]
-    mean_correlation: float
-    unflipped_mean_correlation: float
-    member_agreement: pd.Series
-    flip_effects: pd.DataFrame
-
-
-def _mean_signed(r: pd.DataFrame, members: list[str], flips: set[str]) -> float:
-    signs = np.array([-1.0 if m in flips else 1.0 for m in members])
-    signed = r.loc[members, members].to_numpy() * np.outer(signs, signs)
-    return float(signed[np.triu_indices(len(members), 1)].mean())
-
-
-def composite_alignment(correlation: pd.DataFrame, members: Sequence[str], *,
-                        flips: Sequence[str] = ()) -> CompositeAlignment:
-    """Mean signed pairwise correlation of a composite's members, and what each flip contributes.
-
-    Parameters
-    ----------
-    correlation : pandas.DataFrame
-        Labelled correlation matrix (e.g. from :func:`correlation_matrix`).
-    members : sequence of str
-        At least two distinct benchmark labels.
-    flips : sequence of str, default ()
-        Members whose scores are reversed before averaging (e.g. OR-Bench-Hard in SAFE).
-
-    Returns
-    -------
-    CompositeAlignment
-    """
-    members, flips = [str(m) for m in members], [str(f) for f in flips]
-    labels = [str(c) for c in correlation.columns]
-    r = pd.DataFrame(np.asarray(correlation, dtype=float), index=labels, columns=labels)
-    unknown = sorted(set(members) - set(labels))
-    if len(set(members)) != len(members) or len(members) < 2 or unknown:
-        _fail(f"composite members must be at least 2 distinct benchmarks of the correlation matrix; unknown "
-              f"{unknown}, given {members}; choose from {labels}")
-    if not set(flips) <= set(members):
-        _fail(f"flips {sorted(set(flips) - set(members))} are not composite members; flip only members of {members}")
-    signs = pd.Series([-1.0 if m in flips else 1.0 for m in members], index=members)
-    signed = r.loc[members, members] * np.outer(signs, signs)
-    agreement = (signed.sum(axis=1) - 1.0) / (len(members) - 1)
-    full = _mean_signed(r, members, set(flips))
-    effects = pd.DataFrame([{"member": f, "without_flip": _mean_signed(r, members, set(flips) - {f}),
-                             "with_flip": full} for f in flips], columns=["member", "without_flip", "with_flip"])
-    effects["gain"] = effects["with_flip"] - effects["without_flip"]
-    return CompositeAlignment(tuple(members), tuple(flips), full, _mean_signed(r, members, set()),
-                              agreement.rename("mean_signed_correlation"), effects)
