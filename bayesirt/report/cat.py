@@ -18,7 +18,7 @@ from bayesirt.report.markdown import markdown_table  # noqa: E402
 __all__ = ["plot_cat_curves", "cat_report", "plot_information", "information_report"]
 
 _STYLE = {"cat": ("CAT", "C0", "o"), "static": ("static test", "C1", "s"),
-          "random": ("random (same quotas)", "C7", "^")}
+          "random": ("random subsets", "C7", "^")}
 _PANELS = (("rmse", "full-score RMSE (lower is better)"), ("spearman", "Spearman rank recovery"))
 
 
