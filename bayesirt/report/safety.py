@@ -81,7 +81,7 @@ def plot_roc(roc: pd.DataFrame, detection: pd.DataFrame, path: Path) -> Path:
     for ax, scope in zip(axes[0], scopes):
         for k, (strength, curve) in enumerate(roc[roc["scope"] == scope].groupby("strength", sort=True)):
             row = detection[(detection["scope"] == scope) & (detection["strength"] == strength)].iloc[0]
-            ax.plot(curve["fpr"], curve["tpr"], color=f"C{k}", label=f"strength {strength:g} (AUC {row['auc']:.2f})")
+            ax.plot(curve["fpr"], curve["tpr"], color=f"C{k}", label=f"level {strength:g} (AUC {row['auc']:.2f})")
             ax.plot(fpr0, row["personfit_rate"], "o", color=f"C{k}")
         ax.plot([0, 1], [0, 1], ":", color="grey")
         ax.set_title(scope)
@@ -261,7 +261,7 @@ def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], fo
         values = {"genuine": result.genuine[st["statistic"]].values}
         for scope in runs["scope"].values:
             run = runs.sel(scope=scope, strength=top)
-            values[f"{scope} (strength {top:g})"] = run[st["statistic"]].values[run["changed"].values > 0]
+            values[f"{scope} (level {top:g})"] = run[st["statistic"]].values[run["changed"].values > 0]
         figures = {"Person-fit distributions": plot_lz(values, st["cutoff"], folder / "lz.png",
                                                        statistic=st["statistic"], fpr=st["fpr"]).name,
                    "ROC curves": plot_roc(result.roc, result.detection, folder / "roc.png").name,
