@@ -23,7 +23,8 @@ def _fail(message: str) -> NoReturn:
 
 #: ``polarity="auto"`` reverses a benchmark only when the whole bootstrap interval of its
 #: general-factor loading lies below this value (a loading of |0.3| is the conventional smallest
-#: salient loading; OR-Bench-Hard's in SAFE is about -0.64 to -0.77). Weakly negative benchmarks
+#: salient loading; OR-Bench-Hard loads -0.64 in SAFE's one-dimensional MIRT and correlates -0.67 to
+#: -0.77 with HarmBench and SORRY-Bench). Weakly negative benchmarks
 #: (SAFE's TruthfulQA-like cases) are flagged but never reversed automatically.
 AUTO_POLARITY_THRESHOLD = -0.3
 
