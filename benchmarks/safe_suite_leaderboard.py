@@ -8,7 +8,7 @@ temporary folder (never into the repository). Fewer CAT splits and random subset
 file (``--splits``, ``--random-subsets``) to fit a shared machine. Writes the headline figures to
 ``--out`` (JSON) and Markdown beside it; the suite's folder is ``--keep`` or a temporary one.
 
-    .venv/bin/python benchmarks/safe_suite_leaderboard.py          # ~15 min on one busy core
+    .venv/bin/python benchmarks/safe_suite_leaderboard.py          # about 8 min on one busy core
 """
 
 from __future__ import annotations
