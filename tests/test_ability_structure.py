@@ -225,3 +225,16 @@ def test_short_test_distinguishability_and_ability_matched_pairs(fitted):
                       & (ds["responses"].sel(model=a) != ds["responses"].sel(model=b))).sum())
                  for ds in datasets.values())
     assert pairs.iloc[0]["disagreements"] == manual
+
+
+def test_polarity_option_forms_and_the_suite_accepts_them():
+    from bayesirt.safety.suite import check_step_options
+    from bayesirt.structure.polarity import parse_polarity
+
+    assert parse_polarity(None) == ({}, False) and parse_polarity("auto") == ({}, True)
+    assert parse_polarity({"orbench_hard": -1}) == ({"orbench_hard": -1}, False)
+    assert parse_polarity({"orbench_hard": -1, "auto": True}) == ({"orbench_hard": -1}, True)
+    with _err("polarity 'auto' must be true or false"):
+        parse_polarity({"auto": "yes"})
+    for value in ("auto", {"orbench_hard": -1, "auto": True}):
+        check_step_options(["factors"], {"factors": {"polarity": value, "disattenuate": True, "test_length": 40}})
