@@ -162,3 +162,27 @@ def test_items_without_variance_are_removed_and_listed(data, tmp_path):
     out = run_cat_job(constant, tmp_path / "cat", budgets=(5,), splits=2, random_subsets=2, progress=False)
     assert "3 item(s) that every model answered alike were removed" in (out / "report.md").read_text()
     assert not set(pd.read_csv(out / "static_tests.csv")["item"]) & set(removed)
+
+
+def test_composite_target_weighs_benchmarks_equally_and_quotas_only_on_request():
+    """Issue 33: one target across the suite (the unweighted mean of the member benchmarks'
+    proportions correct on a pooled bank, the proportion correct on one benchmark), and per-group
+    quotas only when asked for."""
+    from bayesirt.data import simulate_pl
+    from bayesirt.safety.cat_study import _resolve_target, combine_benchmarks, full_score, static_tests
+
+    big, _ = simulate_pl("2pl", n_items=60, n_models=40, seed=1)
+    small, _ = simulate_pl("2pl", n_items=10, n_models=40, seed=2)
+    pooled = combine_benchmarks({"big": big, "small": small})
+    assert _resolve_target(pooled, "auto") == "benchmark_mean" and _resolve_target(big, "auto") == "proportion"
+    y = pooled["responses"].values
+    groups = pooled["item_group"].values
+    expected = ((big["responses"].values == 1).mean(axis=0) + (small["responses"].values == 1).mean(axis=0)) / 2
+    np.testing.assert_allclose(full_score(y, groups, "benchmark_mean"), expected)
+    np.testing.assert_allclose(full_score(y, groups, "proportion"), (y == 1).mean(axis=0))
+    free = static_tests(pooled, [10])
+    kept = static_tests(pooled, [10], quotas=True)
+    assert (kept["item_group"] == "small").sum() == round(10 * 10 / 70)  # proportional quota
+    assert len(free) == len(kept) == 10
+    study = cat_study(pooled, budgets=(5,), splits=2, random_subsets=2, workers=1, progress=False)
+    assert study.attrs["target"] == "benchmark_mean" and study.attrs["quotas"] == 0

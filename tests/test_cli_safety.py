@@ -25,10 +25,10 @@ def test_personfit(tmp_path, data_file):
     assert "report.md" in _files(out)
 
 
-def test_fingerprint(tmp_path, data_file):
-    out = tmp_path / "fp"
-    assert main(["fingerprint", data_file, data_file, "--resamples", "5", "--out", str(out)]) == 0
-    assert "report.md" in _files(out)
+def test_fingerprint(tmp_path, data_file, capsys):
+    out = tmp_path / "fp"  # no repeated collections: the null is refused (issue 33), not an upper bound
+    assert main(["fingerprint", data_file, data_file, "--resamples", "5", "--out", str(out)]) == 2
+    assert "needs repeated collections" in capsys.readouterr().err and not out.exists()
 
 
 def test_information_from_responses(tmp_path, data_file):

@@ -89,7 +89,7 @@ def test_identification_and_verdicts(case):
 def test_resampling_null_matches_its_expectation(case):
     _, _, _, truth = case
     responses, _ = simulate_pl("2pl", n_items=N_ITEMS, n_models=N_MODELS, seed=1)
-    null = self_disagreement_null(responses, items=truth, resamples=400, seed=3)
+    null = self_disagreement_null(responses, items=truth, null="resampling", resamples=400, seed=3)
     assert null.attrs["source"] == "resampling" and null.sizes["pair"] == N_MODELS * 400
     values = null["value"].values.reshape(N_MODELS, 400)
     from bayesirt.safety.adaptive import score_test
@@ -100,7 +100,7 @@ def test_resampling_null_matches_its_expectation(case):
     p = 1 / (1 + np.exp(-(a[:, None] * theta + d[:, None])))
     expected = np.where(y == 1, 1 - p, p).mean(0)  # Pr(a re-collection differs), per item then averaged
     np.testing.assert_allclose(values.mean(1), expected, atol=4 * 0.035 / np.sqrt(400))
-    again = self_disagreement_null(responses, items=truth, resamples=400, seed=3)
+    again = self_disagreement_null(responses, items=truth, null="resampling", resamples=400, seed=3)
     np.testing.assert_array_equal(null["value"].values, again["value"].values)
 
 
@@ -141,7 +141,13 @@ def test_error_messages(tmp_path, case):
     with pytest.raises(BayesIRTError, match=r"identity needs one label per model \(90\)"):
         self_disagreement_null(reference, identity=["a", "b"])
     with pytest.raises(BayesIRTError, match="'resamples' parameter must be a positive integer"):
-        self_disagreement_null(query, resamples=0)
+        self_disagreement_null(query, null="resampling", resamples=0)
+    with pytest.raises(BayesIRTError, match="the fingerprint null needs repeated collections"):
+        self_disagreement_null(query)  # no repeats: refused, not an upper bound
+    with pytest.raises(BayesIRTError, match="the fingerprint null needs repeated collections"):
+        run_fingerprint_job(reference, query, tmp_path / "norepeats")
+    with pytest.raises(BayesIRTError, match="'null' parameter of self_disagreement_null must be one of"):
+        self_disagreement_null(reference, identity=identity, null="parametric")
     null = self_disagreement_null(reference, identity=identity)
     with pytest.raises(BayesIRTError, match=r"'alpha' parameter must be in \(0, 1\)"):
         identify(reference, query, null, alpha=0.0)

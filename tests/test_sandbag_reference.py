@@ -71,3 +71,34 @@ def test_command_line(tmp_path, cohort_and_suspects):
     table = pd.read_csv(tmp_path / "out" / "suspects.csv")
     assert len(table) == 40 and table["flag_combined"].iloc[20:].mean() >= 0.8
     assert "scored against a reference cohort" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_labelled_runs_get_roc_and_auc(cohort_and_suspects, tmp_path):
+    """Real runs labelled genuine / prompted to sandbag (here: 20 honest re-runs, 20 sandbagging ones)
+    give each detector's AUC, pooled and per group, against the runs labelled genuine."""
+    from bayesirt.jobs.safety import run_sandbag_job
+    from bayesirt.safety.sandbagging import labelled_roc, read_run_labels
+
+    reference, suspects = cohort_and_suspects
+    ids = suspects["model"].values.astype(str)
+    labels = pd.DataFrame({"model": ids, "label": ["genuine"] * 20 + ["sandbag"] * 20,
+                           "group": ["-"] * 20 + ["plain"] * 10 + ["persona"] * 10})
+    labels.to_csv(tmp_path / "labels.csv", index=False)
+    out = run_sandbag_job(suspects, tmp_path / "out", reference=reference, labels=tmp_path / "labels.csv",
+                          progress=False)
+    auc = pd.read_csv(out / "auc_labelled.csv").set_index(["detector", "group"])
+    assert set(auc.index.get_level_values("group")) == {"all", "plain", "persona"}
+    assert auc.loc[("personfit", "all"), "auc"] > 0.8 and auc.loc[("personfit", "all"), "negatives"] == 20
+    assert auc.loc[("combined", "all"), "tpr"] >= auc.loc[("personfit", "all"), "tpr"]
+    assert "## ROC of the detectors on the labelled runs" in (out / "report.md").read_text()
+    curves = pd.read_csv(out / "roc_labelled.csv")
+    assert set(curves["detector"]) == {"personfit", "shift"}
+    # without genuine labels the reference cohort serves as negatives
+    scored, genuine, _ = score_suspects(suspects, reference)
+    only = read_run_labels({m: "sandbag" for m in ids[20:]})
+    table, _, negatives = labelled_roc(scored, genuine, only)
+    assert "reference cohort" in negatives and table["negatives"].iloc[0] == N_MODELS
+    with pytest.raises(DataError, match="neither genuine"):
+        read_run_labels({ids[0]: "maybe"})
+    with pytest.raises(DataError, match="not suspect runs"):
+        labelled_roc(scored, genuine, read_run_labels({"nobody": "sandbag"}))

@@ -12,8 +12,8 @@ import pytest
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.data.io import save_responses
 from bayesirt.errors import SpecError
-from bayesirt.safety.scopes import benchmark_scopes, pool_benchmarks, read_structure
-from bayesirt.jobs.suite import _scope_options, run_safety_suite
+from bayesirt.jobs.suite import _scope_options, read_structure, run_safety_suite
+from bayesirt.safety.scopes import benchmark_scopes, pool_benchmarks
 
 
 def _benchmarks(n_models=80, items=(12, 15, 10), seed=40):
@@ -102,8 +102,8 @@ def test_sandbagging_goes_the_other_way_on_a_reversed_benchmark():
 def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     files = [str(save_responses(ds, tmp_path / f"{name}.nc")) for name, ds in _benchmarks().items()]
     out = run_safety_suite(files, tmp_path / "suite", steps=["sandbag", "cat", "factors"], progress=False,
-                           options={"factors": {"bootstrap": 0, "parallel_iter": 50},
-                                    "sandbag": {"test_length": 8, "strengths": [1.0]},
+                           options={"factors": {"bootstrap": 0, "parallel_iter": 50, "polarity": {"bench2": -1}},
+                                    "sandbag": {"test_length": 8, "shifts": [1.0]},
                                     "cat": {"budgets": [5], "splits": 2, "random_subsets": 3, "workers": 1}})
     record = json.loads((out / "summary.json").read_text())
     assert all(e["status"] == "finished" for e in record["steps"].values())
@@ -118,6 +118,9 @@ def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     tests = pd.read_csv(out / "cat" / "composite" / "static_tests.csv")
     assert len(tests) == 5 and set(tests["item_group"]) <= {"bench0", "bench1", "bench2"}
     assert "[composite](composite/report.md)" in (out / "cat" / "report.md").read_text()
+    report = (out / "report.md").read_text()  # SAFE Table 5 across the suite, and the detectors per bank
+    assert "## Composite alignment and recovery (SAFE Table 5)" in report and "cat_25_spearman" in report
+    assert "## Sandbagging detectors per bank" in report and "| composite | uniform |" in report
 
 
 def test_two_latent_abilities_give_two_pooled_banks_with_their_static_tests(tmp_path):

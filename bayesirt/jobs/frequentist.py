@@ -22,7 +22,7 @@ from bayesirt.frequentist import (
     pl_ladder,
     split_half_retention,
 )
-from bayesirt.frequentist.mml_mirt import PRUNE
+from bayesirt.frequentist.mml_mirt import PRUNE, SAFE_LOADING_PRIOR
 from bayesirt.frequentist.mml_mirt_select import check_dim_list, dimensions_tree, fit_dimensions
 from bayesirt.inference.diagnostics import diagnose
 from bayesirt.inference.fitting import fit
@@ -37,7 +37,7 @@ from bayesirt.report.checks import (
 )
 from bayesirt.report.markdown import reading_lines
 from bayesirt.report.mirt import MIRT_MML_COLUMNS, mirt_mml_report
-from bayesirt.utils.options import comma_ints, declare, option
+from bayesirt.utils.options import comma_ints, declare, none_or_float, option
 from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
 
 __all__ = ["run_mml_job", "run_ladder_job", "run_check_job", "run_splithalf_job", "run_mirt_mml_job"]
@@ -207,8 +207,10 @@ def run_mirt_mml_job(data, out, *,
                                                   "largest"),
                      max_iter: int = option(500, "EM iteration cap"),
                      tol: float = option(1e-4, "EM convergence tolerance (relative change of the log-likelihood)"),
-                     loading_prior: float | None = option(None, "N(0, SD^2) prior on the loadings (MAP-EM; SAFE App. "
-                                                                "C used 1.5) [none: ML]", type=float, metavar="SD"),
+                     loading_prior: float | None = option(SAFE_LOADING_PRIOR, "SD of the N(0, SD^2) prior on the "
+                                                                              "loadings (MAP-EM, SAFE App. C); none: "
+                                                                              "unregularized ML", type=float,
+                                                          parse=none_or_float, metavar="SD"),
                      rotation: str = option("oblimin", "rotation of the standardized loadings aggregated by item "
                                                        "group", choices=("oblimin", "varimax", "none")),
                      threads: int | None = option(1, "BLAS threads of the EM (None: the library's default)",
@@ -222,7 +224,9 @@ def run_mirt_mml_job(data, out, *,
     Item groups are the Dataset's ``item_group`` coordinate (the benchmark of each item when
     the data were pooled from several files, see :func:`bayesirt.safety.scopes.pool_benchmarks`).
     ``quadrature`` (nodes per dimension; default by D), ``prune``, ``max_iter``, ``tol``,
-    ``loading_prior`` and ``threads`` go to :func:`~bayesirt.frequentist.mml_mirt.fit_mml_mirt`.
+    ``loading_prior`` and ``threads`` go to :func:`~bayesirt.frequentist.mml_mirt.fit_mml_mirt`;
+    ``loading_prior`` defaults to SAFE App. C's N(0, 1.5^2) (:data:`~bayesirt.frequentist.mml_mirt.SAFE_LOADING_PRIOR`),
+    None fits by unregularized ML.
     """
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)

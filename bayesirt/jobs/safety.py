@@ -11,14 +11,14 @@ import xarray as xr
 
 from bayesirt.data import load
 from bayesirt.data.io import DATA_HELP
-from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
+from bayesirt.errors import BayesIRTError, ConfigError, DataError, recorded_warnings
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import information_curves, posterior_information
 from bayesirt.report.cat import cat_report, information_report, plot_cat_curves, plot_information
 from bayesirt.report.safety import write_fingerprint, write_personfit, write_sandbag, write_suspects
 from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES
-from bayesirt.safety.cat_study import cat_study, combine_benchmarks, static_tests, summarize_study
-from bayesirt.safety.fingerprint import disagreement, identify, identity_labels, self_disagreement_null
+from bayesirt.safety.cat_study import TARGETS, cat_study, combine_benchmarks, static_tests, summarize_study
+from bayesirt.safety.fingerprint import NULLS, disagreement, identify, identity_labels, self_disagreement_null
 from bayesirt.safety.personfit import (
     STATISTICS,
     calibrate_cutoff,
@@ -26,7 +26,15 @@ from bayesirt.safety.personfit import (
     person_fit,
     posterior_predictive_person_fit,
 )
-from bayesirt.safety.sandbagging import DIRECTIONS, sandbagging_experiment, score_suspects
+from bayesirt.safety.sandbagging import (
+    DEFAULT_SHIFTS,
+    DIRECTIONS,
+    MODES,
+    labelled_roc,
+    read_run_labels,
+    sandbagging_experiment,
+    score_suspects,
+)
 from bayesirt.utils.options import comma_floats, comma_ints, declare, option
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
 
@@ -58,6 +66,10 @@ def run_cat_job(data, out, *,
                 estimator: str = option("eap", "ability update", choices=ESTIMATORS),
                 per_benchmark: bool = option(False, "also score each benchmark (item group) on its own items"),
                 calibration: float = option(0.75, "share of models that calibrate the items in each split", low=0, high=1, open=True),
+                target: str = option("auto", "full score: one benchmark's proportion correct, or the unweighted mean "
+                                             "over pooled benchmarks (auto: the mean when the bank pools benchmarks)",
+                                     choices=TARGETS),
+                quotas: bool = option(False, "keep per-item-group quotas in the CAT, static and random tests"),
                 workers: int | None = option(None, "worker processes [one per core]", type=int, low=1),
                 scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                        "workers)", type=str,
@@ -78,9 +90,9 @@ def run_cat_job(data, out, *,
     responses = _responses(data)
     study = cat_study(responses, budgets=budgets, splits=splits, random_subsets=random_subsets,
                       calibration=calibration, rule=rule, estimator=estimator, per_benchmark=per_benchmark,
-                      seed=seed, workers=workers, scheduler=scheduler, progress=progress)
+                      target=target, quotas=quotas, seed=seed, workers=workers, scheduler=scheduler, progress=progress)
     curves = summarize_study(study)
-    tests = static_tests(responses, budgets)
+    tests = static_tests(responses, budgets, quotas=quotas)
     with staged_output(out, force=force) as folder:
         write_netcdf(study, folder / "cat.nc")
         curves.to_csv(folder / "cat_curves.csv", index=False)
@@ -228,33 +240,47 @@ def _open_tree(path) -> xr.DataTree:
 def run_sandbag_job(data, out, *,
                     fpr: float = option(0.1, "false-positive rate of the detectors", low=0, high=1, open=True),
                     statistic: str = option("lz", "person-fit statistic", choices=STATISTICS),
-                    strengths=option((0.25, 0.5, 0.75, 1.0), "sandbagging strengths simulated", parse=comma_floats, low=0, high=1),
-                    direction: str = option("down", "down: correct answers turned wrong (under-performance); up: the "
-                                                    "reverse", choices=DIRECTIONS),
-                    trigger_fraction: float = option(0.25, "share of items carrying the trigger (triggered scope)", low=0, high=1, open=True),
+                    mode: str = option("ability_shift", "how a run sandbags: a coherent ability shift on the "
+                                                        "targeted items (responses drawn from the fitted 2PL at the "
+                                                        "shifted ability), or independent random errors",
+                                       choices=MODES),
+                    shifts=option(DEFAULT_SHIFTS, "ability shifts in logits (ability_shift mode)", parse=comma_floats,
+                                  low=0),
+                    strengths=option((0.25, 0.5, 0.75, 1.0), "change probabilities (random_errors mode)",
+                                     parse=comma_floats, low=0, high=1),
+                    direction: str = option("down", "down: toward fewer correct answers (less capable); up: the "
+                                                    "reverse (e.g. more refusals on a refusal benchmark)",
+                                            choices=DIRECTIONS),
+                    trigger_fraction: float = option(0.25, "share of items carrying the trigger (triggered scope)",
+                                                     low=0, high=1, open=True),
                     target: str = option("weakest", "item group of the targeted scope: weakest, strongest or a "
                                                     "group label"),
                     groups: int = option(6, "pseudo-groups when the data have fewer than two item groups", low=2),
                     test_length: int = option(40, "items of the ability-shift test", low=1),
-                    level: float = option(0.95, "confidence of the resolvable gap of the ability-shift test", low=0, high=1, open=True),
+                    level: float = option(0.95, "confidence of the resolvable gap of the ability-shift test", low=0,
+                                          high=1, open=True),
                     seed: int = option(0, "random seed", low=0),
                     reference=option(None, "a separate genuine cohort (data file): DATA then holds real suspect runs, "
                                            "scored against it by person fit and ability shift instead of a simulation",
                                      type=str),
+                    labels=option(None, "CSV model,label[,group] marking each suspect run genuine or sandbag: adds "
+                                        "the detectors' ROC/AUC (with --reference)", type=str),
                     workers: int | None = option(1, "worker processes (1: in this process)", type=int, low=1),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
-                                                           "workers)", type=str,
+                                                         "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
                     force: bool = False, progress: bool = True):
-    """``bayesirt sandbag``: :func:`sandbagging_experiment` on ``data`` (path, dataset name or
-    Dataset), written to ``out``: sandbagging.nc (DataTree: genuine, runs, gaps, items),
-    detection.csv, roc.csv, gaps.csv, genuine.csv, summary.json, report.md, lz.png, roc.png,
-    shift.png. Options as :func:`sandbagging_experiment`.
+    """``bayesirt sandbag``: :func:`~bayesirt.safety.sandbagging.sandbagging_experiment` on ``data``
+    (path, dataset name or Dataset), written to ``out``: sandbagging.nc (DataTree: genuine, runs,
+    gaps, items), detection.csv, roc.csv, gaps.csv, genuine.csv, summary.json, report.md, lz.png,
+    roc.png, shift.png.
 
     With ``reference`` (a genuine cohort: path, dataset name or Dataset), ``data`` holds real
-    suspect runs instead, scored against it by :func:`score_suspects` (``fpr``, ``statistic``,
-    ``level`` and ``seed`` apply): suspects.nc, suspects.csv, genuine.csv, summary.json, report.md."""
-
+    suspect runs instead, scored against it by :func:`~bayesirt.safety.sandbagging.score_suspects`
+    (``fpr``, ``statistic``, ``level`` and ``seed`` apply): suspects.nc, suspects.csv, genuine.csv,
+    summary.json, report.md. With ``labels`` as well (which runs are genuine and which were prompted
+    to sandbag), also the detectors' ROC/AUC: roc_labelled.csv, auc_labelled.csv and a section of
+    report.md."""
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     if reference is not None:
@@ -263,11 +289,19 @@ def run_sandbag_job(data, out, *,
                                                                     statistic=statistic, level=level, seed=seed)
         settings["reference"] = (str(reference) if not isinstance(reference, xr.Dataset)
                                  else reference.attrs.get("name", "dataset"))
-        return write_suspects(suspects, genuine, settings, out, warnings=messages, force=force)
-    result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, strengths=strengths,
-                              direction=direction, trigger_fraction=trigger_fraction, target=target, groups=groups,
-                              test_length=test_length, level=level, seed=seed, workers=workers,
-                              scheduler=scheduler, progress=progress)
+        roc = None
+        if labels is not None:
+            roc = labelled_roc(suspects, genuine, read_run_labels(labels), statistic=statistic)
+            settings["labels"] = str(labels) if not isinstance(labels, (Mapping, pd.DataFrame)) else "given"
+        return write_suspects(suspects, genuine, settings, out, warnings=messages, force=force, roc=roc)
+    if labels is not None:
+        raise ConfigError("labels mark real runs as genuine or sandbagging; pass them with a reference cohort "
+                          "(--reference) and the runs as data")
+    result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, mode=mode,
+                                         shifts=shifts, strengths=strengths, direction=direction,
+                                         trigger_fraction=trigger_fraction, target=target, groups=groups,
+                                         test_length=test_length, level=level, seed=seed, workers=workers,
+                                         scheduler=scheduler, progress=progress)
     return write_sandbag(result, responses, out, warnings=messages, force=force)
 
 
@@ -299,6 +333,9 @@ def run_fingerprint_job(reference, query, out, *,
                         identities=option(None, "CSV model_id,identity marking repeated collections of one model",
                                           type=str),
                         alpha: float = option(0.05, "level of the self-disagreement null", low=0, high=1, open=True),
+                        null: str = option("repeats", "self-disagreement null: repeated collections of one identity "
+                                                      "(SAFE; refused without them), or a parametric resampling null "
+                                                      "(far wider than real repeats)", choices=NULLS),
                         resamples: int = option(50, "resamples of the null without repeats", low=1),
                         seed: int = option(0, "random seed", low=0), force: bool = False):
     """``bayesirt fingerprint``: match every query endpoint to the reference collections.
@@ -313,8 +350,9 @@ def run_fingerprint_job(reference, query, out, *,
         to identities: reference collections sharing one are repeats (the null); a query's
         identity is its claim. Unlisted models are their own identity, so by default a query
         claims the reference with its model id.
-    alpha, resamples, seed
-        As :func:`identify` and :func:`self_disagreement_null`.
+    alpha, null, resamples, seed
+        As :func:`identify` and :func:`self_disagreement_null` (default: repeated collections, refused
+        without them; ``null="resampling"`` on request).
     force : bool, default False
 
     Writes fingerprint.nc (DataTree: disagreement, null, matches), matches.csv,
@@ -324,11 +362,13 @@ def run_fingerprint_job(reference, query, out, *,
     check_output(out, force=force)
     mapping = _read_identities(identities)
     ref, qry = (d if isinstance(d, xr.Dataset) else load(d) for d in (reference, query))
-    null, messages = recorded_warnings(self_disagreement_null, ref, identity=mapping, resamples=resamples, seed=seed)
-    matches = identify(ref, qry, null, reference_identity=mapping, claim=mapping, alpha=alpha)
+    calibration, messages = recorded_warnings(self_disagreement_null, ref, identity=mapping, null=null,
+                                              resamples=resamples, seed=seed)
+    matches = identify(ref, qry, calibration, reference_identity=mapping, claim=mapping, alpha=alpha)
     table = disagreement(ref, qry)
     ident = identity_labels(check_responses(ref), mapping, "reference")
     keep = np.sort(np.random.default_rng(seed).permutation(ident.size)[:500])  # cross-identity pairs for the figure
     cross = disagreement(ref.isel(model=keep), ref.isel(model=keep))["disagreement"].values
     cross = cross[np.triu(ident[keep][:, None] != ident[keep][None, :], k=1)]
-    return write_fingerprint(table, null, matches, cross, ref, out, alpha=alpha, warnings=messages, force=force)
+    return write_fingerprint(table, calibration, matches, cross, ref, out, alpha=alpha, warnings=messages,
+                             force=force)

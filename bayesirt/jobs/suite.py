@@ -30,16 +30,21 @@ from __future__ import annotations
 import json
 import shutil
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bayesirt.data import load
 from bayesirt.errors import BayesIRTError, OutputError, SpecError, did_you_mean
 from bayesirt.jobs import safety as safety_jobs
 from bayesirt.jobs import structure as structure_jobs
-from bayesirt.safety.scopes import Scope, benchmark_scopes, read_structure
+from bayesirt.report.markdown import markdown_table
+from bayesirt.safety.scopes import Scope, benchmark_scopes
+from bayesirt.structure.ability_structure import parse_polarity
 from bayesirt.structure.factor import check_n_factors
+from bayesirt.structure.polarity import loading_clusters
 from bayesirt.utils.options import options_of
 from bayesirt.utils.outputs import (
     check_output,
@@ -50,7 +55,7 @@ from bayesirt.utils.outputs import (
     write_text_atomic,
 )
 
-__all__ = ["SAFETY_STEPS", "StepsFailed", "step_options", "check_step_options", "check_against_data",
+__all__ = ["SAFETY_STEPS", "StepsFailed", "step_options", "check_step_options", "check_against_data", "read_structure",
            "run_safety_suite"]
 
 SAFETY_STEPS = ("information", "cat", "personfit", "sandbag", "factors")
@@ -135,7 +140,53 @@ def check_against_data(files: list[str], scopes: list[Scope], steps, options: di
                         f"{smallest.responses.sizes['item']}")
 
 
-def _report(files, record: dict) -> str:
+def _bank_folders(folder: Path) -> dict[str, Path]:
+    """Item-bank subfolders of a step's folder (one benchmark: the folder itself)."""
+    if (folder / "scopes.csv").is_file():
+        return {str(b): folder / str(b) for b in pd.read_csv(folder / "scopes.csv")["scope"]}
+    return {"all": folder} if folder.is_dir() else {}
+
+
+def _summary_lines(out: Path) -> list[str]:
+    """SAFE Table 5 across the suite (sign agreement of each composite beside its recovery from 25
+    adaptive items) and the sandbagging detectors' AUC per bank, from the finished steps' files."""
+    lines = []
+    alignment_file = out / "factors" / "alignment.csv"
+    cats = _bank_folders(out / "cat")
+    if alignment_file.is_file():
+        table = pd.read_csv(alignment_file)
+        recovery = []
+        for bank in table["composite"]:
+            curves = cats.get(str(bank), Path("-")) / "cat_curves.csv"
+            value = float("nan")
+            if curves.is_file():
+                c = pd.read_csv(curves)
+                hit = c[(c["design"] == "cat") & (c["metric"] == "spearman") & (c["budget"] == 25)]
+                value = float(hit["mean"].iloc[0]) if len(hit) else float("nan")
+            recovery.append(value)
+        table["cat_25_spearman"] = recovery
+        lines += ["## Composite alignment and recovery (SAFE Table 5)", "",
+                  "Mean signed pairwise ability correlation of each composite's members (after its flips) beside the "
+                  "held-out Spearman recovery of its full score from 25 adaptive items (cat step; empty when not run "
+                  "or the bank has fewer items).", "", markdown_table(table.round(3)), ""]
+    rows = []
+    for bank, folder in _bank_folders(out / "sandbag").items():
+        detection = folder / "detection.csv"
+        if detection.is_file():
+            d = pd.read_csv(detection)
+            d = d[d["scope"] != "genuine"]
+            top = d[d["strength"] == d["strength"].max()]
+            rows += [{"bank": bank, "scope": r["scope"], "level": r["strength"], "person fit": r["personfit_rate"],
+                      "shift": r["shift_rate"], "either": r["combined_rate"], "l_z AUC": r["auc"]}
+                     for r in top.to_dict("records")]
+    if rows:
+        lines += ["## Sandbagging detectors per bank (largest simulated level)", "",
+                  "Flag rates at the operating points and the person-fit ROC AUC (full curves in sandbag/<bank>/roc.csv).",
+                  "", markdown_table(pd.DataFrame(rows).round(3)), ""]
+    return lines
+
+
+def _report(files, record: dict, out: Path | None = None) -> str:
     lines = ["# SAFE pipeline", "", f"Benchmarks: {', '.join(Path(f).stem for f in files)}", ""]
     for step, entry in record["steps"].items():
         if entry["status"] == "finished":
@@ -147,6 +198,8 @@ def _report(files, record: dict) -> str:
                                                                          if entry.get("log") else ""))
         else:
             lines.append(f"- {step}: not run yet")
+    if out is not None:
+        lines += ["", *_summary_lines(Path(out))]
     if any(e["status"] not in ("finished", "skipped") for e in record["steps"].values()):
         lines += ["", "Rerun with `bayesirt run ANALYSIS --resume` to run only the missing and failed steps "
                   "with the settings recorded in summary.json; the finished steps stay."]
@@ -219,7 +272,8 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
     names = [Path(f).stem for f in files]
     if len(set(names)) < len(names):
         raise SpecError(f"benchmark files need distinct names (file stems), which label their results; got {names}")
-    declared = dict(options.get("factors", {}).get("polarity") or {})
+
+    declared = parse_polarity(options.get("factors", {}).get("polarity"))[0]
     datasets = {n: load(f) for n, f in zip(names, files)} if set(steps) - {"factors"} else {}
     sizes = benchmark_scopes(datasets, read_structure(None, names, declared)[0]) if datasets else []
     check_against_data(files, sizes, steps, options)
@@ -241,7 +295,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
                                      "reason": f"the factor structure needs three or more benchmark files; got "
                                                f"{len(files)}"}
             write_json(summary_path, record)
-            write_text_atomic(out / "report.md", _report(files, record))
+            write_text_atomic(out / "report.md", _report(files, record, out))
             continue
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in options.get(step, {}).items()}
         if step != "information":
@@ -264,7 +318,7 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
             record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "internal": True,
                                      "error": f"internal error ({type(err).__name__}: {first})", "log": log.name}
         write_json(summary_path, record)
-        write_text_atomic(out / "report.md", _report(files, record))
+        write_text_atomic(out / "report.md", _report(files, record, out))
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
     failed = [s for s, e in record["steps"].items() if e["status"] == "failed"]
@@ -274,3 +328,35 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
                           f"{out}; fix the cause and rerun with --resume",
                           internal=any(record["steps"][s].get("internal") for s in failed))
     return out
+
+
+def read_structure(folder: str | Path | None, names: list[str],
+                   declared: Mapping[str, int] | None = None) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Polarity of every benchmark and the latent-ability clusters, from a ``factors`` folder.
+
+    Returns ``(polarity, clusters)``: ``polarity`` maps each of ``names`` to +1 or -1 (the
+    folder's ``polarity.csv``, else ``declared``, else +1); ``clusters`` maps ``ability1``... to
+    ``{benchmark: sign}`` for the solution with as many factors as the minres-matched parallel
+    analysis retains (``parallel.csv``), or the largest fitted one below that, leaving out improper
+    solutions (a Heywood case: a communality of 1 or more; ``fit_indices.csv``), when that is two or
+    more factors.
+    """
+    declared = dict(declared or {})
+    polarity = {n: int(declared.get(n, 1)) for n in names}
+    if folder is None or not (Path(folder) / "polarity.csv").is_file():
+        return polarity, {}
+    folder = Path(folder)
+    table = pd.read_csv(folder / "polarity.csv", index_col="benchmark")
+    polarity |= {str(b): int(p) for b, p in table["polarity"].items() if str(b) in polarity}
+    parallel = pd.read_csv(folder / "parallel.csv")
+    above = (parallel["observed_fa"] > parallel["reference_fa"]).to_numpy()
+    retained = int(np.argmin(above)) if not above.all() else int(above.size)
+    fits = pd.read_csv(folder / "fit_indices.csv")
+    proper = fits.loc[~fits["heywood"].astype(bool), "n_factors"].astype(int)  # an improper solution is no structure
+    k = max((f for f in proper if f <= retained and (folder / f"loadings_{f}.csv").is_file()), default=0)
+    if k < 2:
+        return polarity, {}
+    loadings = pd.read_csv(folder / f"loadings_{k}.csv", index_col="benchmark")
+    factors = [c for c in loadings.columns if c.startswith("F") and c[1:].isdigit()]
+    clusters = loading_clusters(loadings[factors])
+    return polarity, clusters

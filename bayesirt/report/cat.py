@@ -18,7 +18,7 @@ from bayesirt.report.markdown import markdown_table  # noqa: E402
 __all__ = ["plot_cat_curves", "cat_report", "plot_information", "information_report"]
 
 _STYLE = {"cat": ("CAT", "C0", "o"), "static": ("static test", "C1", "s"),
-          "random": ("random (same quotas)", "C7", "^")}
+          "random": ("random subsets", "C7", "^")}
 _PANELS = (("rmse", "full-score RMSE (lower is better)"), ("spearman", "Spearman rank recovery"))
 
 
@@ -64,15 +64,22 @@ def _gain_line(curves: pd.DataFrame, bench: str) -> str:
 
 
 def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> str:
-    """``report.md`` of :func:`bayesirt.safety.cat_study.run_cat_job`."""
+    """``report.md`` of :func:`bayesirt.jobs.safety.run_cat_job`."""
     a = study.attrs
     lines = [f"# Short tests on held-out models: {a.get('name') or 'responses'}", "",
              f"{a['n_models']} models x {a['n_items']} items; {a['splits']} random splits into "
              f"{a['calibration']:.0%} calibration and {1 - a['calibration']:.0%} held-out models. Per split: "
              f"{a['model']} on the calibration models; CAT ({a['rule']} selection, {a['estimator'].upper()} updates), "
              f"the static test most informative over the calibration abilities, and {a['random_subsets']} random "
-             "item sets with the same per-benchmark quotas. Every test's reduced score and ability go through the "
-             "same spline calibration to the full score, fitted on the calibration models.", "",
+             "item sets" + (" (all three keep proportional per-item-group quotas)" if int(a.get("quotas", 1))
+                            else " (no quotas: items drawn from the whole bank, SAFE's unconstrained CAT)")
+             + ". Every test's reduced score and ability go through the same spline calibration to the full score, "
+             "fitted on the calibration models.", "",
+             "Target (full score): " + (
+                 "the unweighted mean over the pooled benchmarks of each one's proportion correct (reversed members "
+                 "as 1 - y), so that every benchmark counts equally whatever its item count (SAFE's composite)."
+                 if a.get("target") == "benchmark_mean" else
+                 "the proportion correct over the model's observed items."), "",
              "Intervals: 95% t-intervals of the mean over splits (splits share models, so they are optimistic).", ""]
     removed = json.loads(a.get("removed_items", "[]"))
     if removed:
@@ -116,7 +123,7 @@ def plot_information(info: xr.Dataset, path: Path) -> Path:
 
 
 def information_report(info: xr.Dataset, source: str, figure: str | None, n_top: int = 10) -> str:
-    """``report.md`` of :func:`bayesirt.safety.cat_study.run_information_job`."""
+    """``report.md`` of :func:`bayesirt.jobs.safety.run_information_job`."""
     test = info["test_information"]
     peak = float(test["theta"][int(test.argmax("theta"))])
     inside = test["theta"].values[(test >= 10).values]

@@ -1,4 +1,4 @@
-"""Outputs of the factor-structure job (:func:`bayesirt.structure.ability_structure.run_factors_job`): ``factors.nc``
+"""Outputs of the factor-structure job (:func:`bayesirt.jobs.structure.run_factors_job`): ``factors.nc``
 (a labelled DataTree), CSV tables, ``report.md`` and the factor-selection figure (SAFE Figure 9)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.structure.polarity import AUTO_POLARITY_THRESHOLD, flagged_polarity
 from bayesirt.utils.outputs import staged_output, write_netcdf  # noqa: E402
 
 __all__ = ["factors_tree", "write_factors", "factors_report", "plot_factor_selection", "CFI_GOOD", "RMSEA_CLOSE"]
@@ -63,16 +64,37 @@ def _solutions_dataset(solutions, width: int) -> xr.Dataset:
                              "gamma": solutions[0].gamma, "conventions": CONVENTIONS})
 
 
+def _parallel_dataset(parallel, p: int) -> xr.Dataset:
+    return xr.Dataset(
+        {name: ("rank", getattr(parallel, name)) for name in ("observed_fa", "reference_fa", "observed_pc",
+                                                              "reference_pc")},
+        coords={"rank": np.arange(1, p + 1)},
+        attrs={"n_factors": parallel.n_factors, "n_components": parallel.n_components,
+               "quantile": parallel.quantile, "n_iter": parallel.n_iter, "communalities": parallel.communalities})
+
+
+def _bootstrap_dataset(intervals, solutions, width: int) -> xr.Dataset:
+    padded = [b.reindex(factor=_factors(width), other_factor=_factors(width)) for b in intervals]
+    boot = xr.concat(padded, dim=pd.Index([s.n_factors for s in solutions], name="n_factors"),
+                     combine_attrs="drop_conflicts")
+    boot.attrs["failed_replicates"] = [int(b.attrs["failed_replicates"]) for b in intervals]
+    return boot
+
+
 def factors_tree(*, abilities: xr.Dataset, correlation: pd.DataFrame, corrected, solutions, parallel, intervals,
-                 polarity: pd.DataFrame, composite: pd.Series, settings: dict) -> xr.DataTree:
-    """Everything the job computed, labelled by ``model``, ``benchmark``, ``factor`` and ``n_factors``."""
+                 polarity: pd.DataFrame, composite: pd.Series, settings: dict,
+                 alignment: pd.DataFrame | None = None) -> xr.DataTree:
+    """Everything the job computed, labelled by ``model``, ``benchmark``, ``factor`` and ``n_factors``.
+    ``corrected``: None, or the measurement-error-corrected analysis ``(Disattenuated, solutions,
+    parallel, intervals)`` (nodes ``solutions_corrected``, ``parallel_corrected``, ``bootstrap_corrected``)."""
     width = max(s.n_factors for s in solutions)
     labels = list(correlation.columns)
     pair = {"benchmark": labels, "other_benchmark": labels}
     correlations = {"correlation": (("benchmark", "other_benchmark"), correlation.to_numpy())}
-    if corrected is not None:
-        correlations |= {"corrected": (("benchmark", "other_benchmark"), corrected.corrected.to_numpy()),
-                         "reliability": ("benchmark", corrected.reliability.to_numpy())}
+    disattenuated = corrected[0] if corrected is not None else None
+    if disattenuated is not None:
+        correlations |= {"corrected": (("benchmark", "other_benchmark"), disattenuated.corrected.to_numpy()),
+                         "reliability": ("benchmark", disattenuated.reliability.to_numpy())}
     nodes = {
         "abilities": abilities.assign(composite=("model", composite.reindex(abilities["model"].values.astype(str))
                                                  .to_numpy())),
@@ -80,22 +102,24 @@ def factors_tree(*, abilities: xr.Dataset, correlation: pd.DataFrame, corrected,
                                   attrs={"n_obs": solutions[0].fit.n_obs, "method": "pairwise-complete Pearson",
                                          "corrected": "disattenuated by the marginal reliabilities"
                                                       + (" (smoothed to positive definite)"
-                                                         if corrected is not None and corrected.smoothed else "")
-                                         if corrected is not None else "no: abilities given without posterior sds"}),
+                                                         if disattenuated is not None and disattenuated.smoothed
+                                                         else "")
+                                         if disattenuated is not None else "no (the raw matrix is analysed)"}),
         "solutions": _solutions_dataset(solutions, width),
-        "parallel": xr.Dataset(
-            {name: ("rank", getattr(parallel, name)) for name in ("observed_fa", "reference_fa", "observed_pc",
-                                                                  "reference_pc")},
-            coords={"rank": np.arange(1, len(labels) + 1)},
-            attrs={"n_factors": parallel.n_factors, "n_components": parallel.n_components,
-                   "quantile": parallel.quantile, "n_iter": parallel.n_iter, "communalities": parallel.communalities}),
-        "polarity": xr.Dataset.from_dataframe(polarity.astype({"agree": int})),
+        "parallel": _parallel_dataset(parallel, len(labels)),
+        "polarity": xr.Dataset.from_dataframe(polarity.astype({"agree": int, "credibly_negative": int,
+                                                               "auto_reversible": int})),
     }
+    if alignment is not None and len(alignment):
+        nodes["alignment"] = xr.Dataset.from_dataframe(alignment.set_index("composite"))
     if intervals:
-        padded = [b.reindex(factor=_factors(width), other_factor=_factors(width)) for b in intervals]
-        nodes["bootstrap"] = xr.concat(padded, dim=pd.Index([s.n_factors for s in solutions], name="n_factors"),
-                                       combine_attrs="drop_conflicts")
-        nodes["bootstrap"].attrs["failed_replicates"] = [int(b.attrs["failed_replicates"]) for b in intervals]
+        nodes["bootstrap"] = _bootstrap_dataset(intervals, solutions, width)
+    if corrected is not None:
+        _, c_solutions, c_parallel, c_intervals = corrected
+        nodes["solutions_corrected"] = _solutions_dataset(c_solutions, width)
+        nodes["parallel_corrected"] = _parallel_dataset(c_parallel, len(labels))
+        if c_intervals:
+            nodes["bootstrap_corrected"] = _bootstrap_dataset(c_intervals, c_solutions, width)
     tree = xr.DataTree.from_dict(nodes)
     tree.attrs = {"settings": json.dumps(settings), "reference": "SAFE Latent Ability Inference and App. D"}
     return tree
@@ -116,7 +140,7 @@ def _loadings_table(solution, boot: xr.Dataset | None) -> pd.DataFrame:
     return table
 
 
-def _selection_lines(solutions, parallel) -> list[str]:
+def _selection_lines(solutions, parallel, matrix: str = "the ability estimates") -> list[str]:
     def first(test):
         hits = [s.n_factors for s in solutions if test(s)]
         return str(hits[0]) if hits else "none of the solutions"
@@ -126,54 +150,20 @@ def _selection_lines(solutions, parallel) -> list[str]:
             f"- Horn's parallel analysis ({parallel.n_iter:,} random-normal data sets, "
             f"{parallel.quantile:.0%} quantile) retains {parallel.n_factors} factor(s) on the reduced matrix "
             f"({parallel.communalities} communalities) and {parallel.n_components} component(s) in the PCA variant "
-            "(both on the ability estimates: random data have no measurement error to correct)."]
+            f"(on {matrix}, the matrix the solutions are fitted to)."]
 
 
-def factors_report(*, abilities: xr.Dataset, corrected, solutions, parallel, intervals, polarity: pd.DataFrame,
-                   settings: dict, figure: str | None) -> str:
-    """The Markdown report: model selection (fit indices, parallel analysis), polarity, loadings and phi."""
-    p, n_models = len(solutions[0].variables), abilities.sizes["model"]
-    source = (f"2PL abilities ({'MAP-EM items, EAP abilities' if settings['method'] == 'map' else settings['method'] + ' posterior means'})"
-              f" of {len(settings['inputs'])} response files" if corrected is not None
-              else f"ability CSV {settings['inputs'][0]}")
-    lines = ["# Factor structure of abilities", "",
-             f"{n_models} models x {p} benchmarks ({source}; {settings['cohort']} cohort); fit indices use "
-             f"n = {solutions[0].fit.n_obs} (smallest pairwise-complete count). Rotation: {solutions[0].rotation}"
-             + (f" (gamma = {solutions[0].gamma:g})" if solutions[0].rotation == "oblimin" else "") + ".", ""]
-    if corrected is not None:
-        rel = ", ".join(f"{b} {r:.3f}" for b, r in corrected.reliability.items())
-        lines += [f"The factor analysis uses the correlations of the latent abilities: each benchmark's ability "
-                  f"estimates carry measurement error (marginal reliability {rel}), which attenuates their "
-                  "correlations, so these are divided by sqrt(rho_j rho_k)"
-                  + (" and the result moved to the nearest positive-definite correlation matrix" if corrected.smoothed
-                     else "") + ". The uncorrected matrix is in factors.nc (correlation/correlation).", ""]
-        dropped = {b: len(v) for b, v in json.loads(abilities.attrs.get("dropped_items", "{}")).items() if v}
-        if dropped:
-            lines += ["Items without variance (all models right or all wrong) were removed before the fits: "
-                      + ", ".join(f"{b} {n}" for b, n in dropped.items()) + " (listed in factors.nc).", ""]
-    lines += ["## Number of factors", ""]
-    fit = pd.DataFrame([{"factors": s.n_factors, "chi2": s.fit.chi2, "dof": s.fit.dof, "RMSEA": s.fit.rmsea,
-                         "CFI": s.fit.cfi, "TLI": s.fit.tli, "variance explained": s.variance_explained}
-                        for s in solutions])
-    lines += [markdown_table(fit), "", *_selection_lines(solutions, parallel), ""]
-    if figure:
-        lines += [f"![Factor selection]({figure})", ""]
-    lines += [f"Conventions: {CONVENTIONS}", "", "## Polarity", "",
-              "A benchmark whose loading on the general factor is negative measures the ability in reverse (e.g. a "
-              "refusal benchmark); composites multiply its standardized scores by -1 (composite.csv).", "",
-              markdown_table(polarity.reset_index().round(3)), ""]
-    conflicts = list(polarity.index[~polarity["agree"]])
-    if conflicts:
-        lines += [f"- **Warning.** the declared polarity of {', '.join(conflicts)} contradicts the sign of its "
-                  "general-factor loading; the declaration was used.", ""]
-    unconverged = [b for b, f in json.loads(abilities.attrs.get("fits", "{}")).items()
-                   if f.get("advi_converged") == 0 or f.get("converged") == 0]
-    if unconverged:
-        lines += [f"- **Warning.** the 2PL fit did not converge on {', '.join(unconverged)}; raise the iteration cap "
-                  "or check the data.", ""]
+def _fit_frame(solutions) -> pd.DataFrame:
+    return pd.DataFrame([{"factors": s.n_factors, "chi2": s.fit.chi2, "dof": s.fit.dof, "RMSEA": s.fit.rmsea,
+                          "CFI": s.fit.cfi, "TLI": s.fit.tli, "variance explained": s.variance_explained,
+                          "Heywood": bool(s.heywood)} for s in solutions])
+
+
+def _solution_lines(solutions, intervals, *, title: str, recomputed: str) -> list[str]:
+    lines = []
     for s in solutions:
         boot = next((b for b in intervals if b.attrs["n_factors"] == s.n_factors), None)
-        lines += [f"## {s.n_factors}-factor solution", ""]
+        lines += [f"## {s.n_factors}-factor solution{title}", ""]
         table = _loadings_table(s, boot).reset_index()
         if boot is not None:
             for f in _factors(s.n_factors):
@@ -181,8 +171,8 @@ def factors_report(*, abilities: xr.Dataset, corrected, solutions, parallel, int
                             zip(table[f], table[f"{f}_lower"], table[f"{f}_upper"])]
             table = table.drop(columns=[c for c in table.columns if c.endswith(("_lower", "_upper"))])
             lines += [f"Loadings with {boot.attrs['ci']:.0%} percentile intervals from {boot.sizes['replicate']} "
-                      "bootstrap resamples of the models (reliabilities, correction and factor solution recomputed "
-                      f"in each, aligned to this solution; median congruence {float(boot['congruence'].median()):.3f}, "
+                      f"bootstrap resamples of the models ({recomputed} recomputed in each, aligned to this solution; "
+                      f"median congruence {float(boot['congruence'].median()):.3f}, "
                       f"{boot.attrs['failed_replicates']} unusable resamples).", ""]
         lines += [markdown_table(table), ""]
         if s.n_factors > 1 and s.rotation == "oblimin":
@@ -199,6 +189,102 @@ def factors_report(*, abilities: xr.Dataset, corrected, solutions, parallel, int
         if not s.converged:
             warnings.append("the extraction or rotation did not converge")
         lines += [f"- **Warning.** {w}" for w in warnings] + [""] * bool(warnings)
+    return lines
+
+
+def _polarity_lines(polarity: pd.DataFrame, settings: dict) -> list[str]:
+    threshold = settings.get("auto_polarity_threshold", AUTO_POLARITY_THRESHOLD)
+    shown = polarity.reset_index()
+    shown["general loading"] = [_interval(m, lo, hi) if np.isfinite(lo) else f"{m:.2f}"
+                                for m, lo, hi in zip(shown["general_loading"], shown["lower"], shown["upper"])]
+    shown = shown[["benchmark", "general loading", "credibly_negative", "auto_reversible", "declared", "polarity",
+                   "source"]]
+    lines = ["## Polarity", "",
+             "Only declared benchmarks are reversed (SAFE reverses OR-Bench-Hard, whose construct, over-refusal, points "
+             "the other way)" + (f"; with polarity auto also the undeclared benchmarks whose general-factor loading's "
+                                 f"bootstrap interval lies entirely below {threshold}" if settings.get("auto_polarity")
+                                 else "; `--polarity auto` would also reverse undeclared benchmarks whose "
+                                      f"general-factor loading's bootstrap interval lies entirely below {threshold}")
+             + ". General loading: the one-factor solution of the matrix above, reflected so that most benchmarks "
+               "load positively" + (", with its bootstrap interval." if np.isfinite(polarity["lower"]).any()
+                                    else " (no bootstrap: no interval, nothing is flagged).")
+             + " Composites multiply a reversed benchmark's standardized scores by -1 (composite.csv).", "",
+             markdown_table(shown.round(3)), ""]
+    flagged = flagged_polarity(polarity)
+    lines += [f"- **Credibly negative, not reversed.** {line}." for line in flagged] + [""] * bool(flagged)
+    conflicts = list(polarity.index[~polarity["agree"]])
+    if conflicts:
+        lines += [f"- **Warning.** the declared polarity of {', '.join(conflicts)} contradicts the sign of its "
+                  "general-factor loading; the declaration was used.", ""]
+    return lines
+
+
+def _alignment_lines(alignment: pd.DataFrame | None) -> list[str]:
+    if alignment is None or not len(alignment):
+        return []
+    return ["## Composite alignment (SAFE App. D, Table 5)", "",
+            "Mean pairwise ability correlation among a composite's members as scored (unflipped) and after its "
+            "flips (signed): a composite is coherent, and recoverable from few items, only when its members agree in "
+            "sign. `against`: members whose mean signed correlation with the others stays negative. Composites: all "
+            "benchmarks (flips: polarity -1) and each latent-ability cluster of the retained solution (flips: its "
+            "members loading negatively). Recovery of each from 25 adaptive items is in the cat step "
+            "(cat/<bank>/report.md).", "", markdown_table(alignment.round(3)), ""]
+
+
+def factors_report(*, abilities: xr.Dataset, corrected, solutions, parallel, intervals, polarity: pd.DataFrame,
+                   settings: dict, figure: str | None, alignment: pd.DataFrame | None = None) -> str:
+    """The Markdown report: model selection (fit indices, parallel analysis), polarity with intervals,
+    composite alignment, loadings and phi; the measurement-error-corrected analysis beside it."""
+    p, n_models = len(solutions[0].variables), abilities.sizes["model"]
+    if len(settings["inputs"]) > 1:
+        estimate = ("MAP-EM items, MAP (posterior-mode) abilities" if settings.get("estimate", "mode") == "mode"
+                    else "MAP-EM items, EAP abilities") if settings["method"] == "map" \
+            else settings["method"] + " posterior means"
+        source = f"2PL abilities ({estimate}) of {len(settings['inputs'])} response files"
+    else:
+        source = f"ability CSV {settings['inputs'][0]}"
+    lines = ["# Factor structure of abilities", "",
+             f"{n_models} models x {p} benchmarks ({source}; {settings['cohort']} cohort"
+             + (": models with every benchmark, SAFE's cohort" if settings["cohort"] == "complete" else "")
+             + f"); fit indices use n = {solutions[0].fit.n_obs} (smallest pairwise-complete count). "
+             f"Rotation: {solutions[0].rotation}"
+             + (f" (gamma = {solutions[0].gamma:g})" if solutions[0].rotation == "oblimin" else "") + ".", "",
+             "As SAFE (Latent Ability Inference, App. D), the factor solutions, the parallel analysis and the bootstrap "
+             "intervals all use the raw correlation matrix of the ability estimates (factors.nc correlation/correlation)"
+             + ("; the analysis corrected for measurement error is reported below it." if corrected is not None
+                else "."), ""]
+    dropped = {b: len(v) for b, v in json.loads(abilities.attrs.get("dropped_items", "{}")).items() if v}
+    if dropped:
+        lines += ["Items without variance (all models right or all wrong) were removed before the fits: "
+                  + ", ".join(f"{b} {n}" for b, n in dropped.items()) + " (listed in factors.nc).", ""]
+    lines += ["## Number of factors", "", markdown_table(_fit_frame(solutions)), "",
+              *_selection_lines(solutions, parallel, "the raw ability correlations"), ""]
+    if figure:
+        lines += [f"![Factor selection]({figure})", ""]
+    lines += [f"Conventions: {CONVENTIONS}", "", *_polarity_lines(polarity, settings), *_alignment_lines(alignment)]
+    unconverged = [b for b, f in json.loads(abilities.attrs.get("fits", "{}")).items()
+                   if f.get("advi_converged") == 0 or f.get("converged") == 0]
+    if unconverged:
+        lines += [f"- **Warning.** the 2PL fit did not converge on {', '.join(unconverged)}; raise the iteration cap "
+                  "or check the data.", ""]
+    lines += _solution_lines(solutions, intervals, title="", recomputed="correlations and factor solution")
+    if corrected is not None:
+        disattenuated, c_solutions, c_parallel, c_intervals = corrected
+        rel = ", ".join(f"{b} {r:.3f}" for b, r in disattenuated.reliability.items())
+        both = _fit_frame(solutions)[["factors", "RMSEA", "CFI", "TLI", "variance explained", "Heywood"]].merge(
+            _fit_frame(c_solutions)[["factors", "RMSEA", "CFI", "TLI", "variance explained", "Heywood"]],
+            on="factors", suffixes=(" raw", " corrected"))
+        lines += ["# Corrected for measurement error (option)", "",
+                  "The same analysis on the correlations of the latent abilities: each benchmark's EAP abilities carry "
+                  f"measurement error (marginal reliability {rel}), which attenuates their correlations, so these are "
+                  "divided by sqrt(rho_j rho_k)"
+                  + (" and the result moved to the nearest positive-definite correlation matrix"
+                     if disattenuated.smoothed else "")
+                  + ". Parallel analysis and bootstrap run on this matrix too. Fit indices of both analyses:", "",
+                  markdown_table(both), "", *_selection_lines(c_solutions, c_parallel, "the corrected correlations"),
+                  ""]
+        lines += _solution_lines(c_solutions, c_intervals, title=" (corrected)",
+                                 recomputed="reliabilities, correction and factor solution")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -229,37 +315,64 @@ def plot_factor_selection(solutions, parallel, path: Path) -> Path:
     return path
 
 
+def _write_solutions(folder: Path, solutions, intervals, parallel, suffix: str) -> None:
+    pd.DataFrame([{"n_factors": s.n_factors, **{c: getattr(s.fit, c) for c in _FIT_COLUMNS},
+                   "variance_explained": s.variance_explained, "converged": s.converged, "heywood": s.heywood}
+                  for s in solutions]).to_csv(folder / f"fit_indices{suffix}.csv", index=False)
+    for s in solutions:
+        boot = next((b for b in intervals if b.attrs["n_factors"] == s.n_factors), None)
+        _loadings_table(s, boot).to_csv(folder / f"loadings{suffix}_{s.n_factors}.csv")
+        if s.n_factors > 1 and s.rotation == "oblimin":
+            pd.DataFrame(s.phi, index=pd.Index(_factors(s.n_factors), name="factor"),
+                         columns=_factors(s.n_factors)).to_csv(folder / f"phi{suffix}_{s.n_factors}.csv")
+    pd.DataFrame({"rank": np.arange(1, len(parallel.observed_fa) + 1), "observed_fa": parallel.observed_fa,
+                  "reference_fa": parallel.reference_fa, "observed_pc": parallel.observed_pc,
+                  "reference_pc": parallel.reference_pc}).to_csv(folder / f"parallel{suffix}.csv", index=False)
+
+
+def _distinguish_lines(distinguished: pd.DataFrame, matched) -> str:
+    lines = ["", "## Pair distinguishability (SAFE Ability shift, Figure 5B)", "",
+             "Share of pairs of models (observed on every benchmark) whose abilities differ by more than 1.96 sds of "
+             "their difference, per benchmark and on at least one (`any`). "
+             + ("The first column uses each benchmark's maximum-information static test of the stated length (SAFE: a "
+                "40-item test distinguishes 99.5% of pairs), the second the full benchmark."
+                if distinguished.shape[1] > 1 else "Full benchmarks (no short test: abilities given or not MAP)."), "",
+             markdown_table(distinguished.map(lambda v: f"{v:.1%}").rename_axis("benchmark").reset_index()), ""]
+    if matched is not None:
+        pairs, summary = matched
+        lines += [f"Ability-matched pairs (the short test separates them on no benchmark): {summary['matched']:,} of "
+                  f"{summary['pairs']:,} pairs; they still disagree on a median of "
+                  f"{summary['median_disagreements']:,.0f} items across the battery (matched_pairs.csv); the fewest "
+                  f"disagreements of any pair: {summary['min_disagreements']:,} (0: identical responses, e.g. one "
+                  "model listed twice). Response fingerprints separate what abilities cannot.", ""]
+    return "\n".join(lines)
+
+
 def write_factors(out: str | os.PathLike, *, abilities: xr.Dataset, correlation: pd.DataFrame, corrected, solutions,
                   parallel, intervals, polarity: pd.DataFrame, composite: pd.Series, settings: dict,
-                  distinguished: pd.Series | None = None, force: bool = False) -> Path:
+                  alignment: pd.DataFrame | None = None, distinguished: pd.DataFrame | None = None,
+                  matched: tuple | None = None, force: bool = False) -> Path:
     """Write the job's folder atomically (staged, then renamed into place)."""
     with staged_output(out, force=force) as folder:
         write_netcdf(factors_tree(abilities=abilities, correlation=correlation, corrected=corrected,
                                   solutions=solutions, parallel=parallel, intervals=intervals, polarity=polarity,
-                                  composite=composite, settings=settings), folder / "factors.nc")
-        pd.DataFrame([{"n_factors": s.n_factors, **{c: getattr(s.fit, c) for c in _FIT_COLUMNS},
-                       "variance_explained": s.variance_explained, "converged": s.converged, "heywood": s.heywood}
-                      for s in solutions]).to_csv(folder / "fit_indices.csv", index=False)
-        for s in solutions:
-            boot = next((b for b in intervals if b.attrs["n_factors"] == s.n_factors), None)
-            _loadings_table(s, boot).to_csv(folder / f"loadings_{s.n_factors}.csv")
-            if s.n_factors > 1 and s.rotation == "oblimin":
-                pd.DataFrame(s.phi, index=pd.Index(_factors(s.n_factors), name="factor"),
-                             columns=_factors(s.n_factors)).to_csv(folder / f"phi_{s.n_factors}.csv")
-        pd.DataFrame({"rank": np.arange(1, len(parallel.observed_fa) + 1), "observed_fa": parallel.observed_fa,
-                      "reference_fa": parallel.reference_fa, "observed_pc": parallel.observed_pc,
-                      "reference_pc": parallel.reference_pc}).to_csv(folder / "parallel.csv", index=False)
+                                  composite=composite, settings=settings, alignment=alignment), folder / "factors.nc")
+        _write_solutions(folder, solutions, intervals, parallel, "")
+        if corrected is not None:
+            _write_solutions(folder, corrected[1], corrected[3], corrected[2], "_corrected")
+        if alignment is not None:
+            alignment.to_csv(folder / "alignment.csv", index=False)
         polarity.to_csv(folder / "polarity.csv")
         if distinguished is not None:
             distinguished.rename_axis("benchmark").to_csv(folder / "distinguishability.csv")
+        if matched is not None:
+            matched[0].to_csv(folder / "matched_pairs.csv", index=False)
         composite.rename_axis("model").to_csv(folder / "composite.csv")
         figure = plot_factor_selection(solutions, parallel, folder / "factor_selection.png").name
         report = factors_report(abilities=abilities, corrected=corrected, solutions=solutions, parallel=parallel,
-                                intervals=intervals, polarity=polarity, settings=settings, figure=figure)
+                                intervals=intervals, polarity=polarity, settings=settings, figure=figure,
+                                alignment=alignment)
         if distinguished is not None:
-            shares = ", ".join(f"{b} {v:.1%}" for b, v in distinguished.drop("any").items())
-            report += ("\n## Pair distinguishability\n\nShare of pairs of models (observed on every benchmark) whose "
-                       "abilities differ by more than 1.96 posterior sds of their difference: " + shares
-                       + f"; on at least one benchmark: {distinguished['any']:.1%} (distinguishability.csv).\n")
+            report += _distinguish_lines(distinguished, matched)
         (folder / "report.md").write_text(report)
     return Path(out)

@@ -65,7 +65,7 @@ def plot_roc(roc: pd.DataFrame, detection: pd.DataFrame, path: Path) -> Path:
     for ax, scope in zip(axes[0], scopes):
         for k, (strength, curve) in enumerate(roc[roc["scope"] == scope].groupby("strength", sort=True)):
             row = detection[(detection["scope"] == scope) & (detection["strength"] == strength)].iloc[0]
-            ax.plot(curve["fpr"], curve["tpr"], color=f"C{k}", label=f"strength {strength:g} (AUC {row['auc']:.2f})")
+            ax.plot(curve["fpr"], curve["tpr"], color=f"C{k}", label=f"level {strength:g} (AUC {row['auc']:.2f})")
             ax.plot(fpr0, row["personfit_rate"], "o", color=f"C{k}")
         ax.plot([0, 1], [0, 1], ":", color="grey")
         ax.set_title(scope)
@@ -144,8 +144,14 @@ def personfit_section(fit: xr.Dataset, cutoff: float, *, statistic: str, fpr: fl
 def sandbag_section(detection: pd.DataFrame, settings: dict, figures: dict) -> list[str]:
     """Markdown of the sandbagging job."""
     flip = "correct -> incorrect" if settings["direction"] == "down" else "incorrect -> correct"
+    mode = settings.get("mode", "random_errors")
+    how = ("mode **ability_shift**: on the in-scope items each model answers as the fitted 2PL says it would at its "
+           "ability shifted by the level (logits), drawn conditionally on its genuine response (a coherent shift, as "
+           "a model would sandbag)" if mode == "ability_shift" else
+           "mode **random_errors**: each in-scope response changes independently with probability the level")
     lines = ["## Sandbagging simulation", "",
-             f"Every model sandbagged from its genuine responses in each scope and strength; direction "
+             f"Every model sandbagged from its genuine responses in each scope and level (`strength`: "
+             f"{settings.get('level_unit', 'change probability')}); {how}; direction "
              f"**{settings['direction']}** ({flip}); targeted scope: each model's {settings['target']} item group "
              f"({settings['groups']}); triggered scope: a random {settings['trigger_fraction']:.0%} of the items per "
              "run. Detection is blind: fixed item parameters calibrated on the genuine cohort.", "",
@@ -173,8 +179,9 @@ def fingerprint_section(matches: pd.DataFrame, null: xr.Dataset, alpha: float, f
             f"{int((matches['threshold_source'] == 'identity').sum())} of {len(matches)} queries are judged against "
             "their identity's own null (an identity with at least 1 / alpha self-disagreements), the others against "
             "this pooled one (column `threshold`)."
-            + (" The resampling null treats all IRT residual variation as noise: an upper bound for near-"
-               "deterministic endpoints; collect repeated collections for a sharper null."
+            + (" **The resampling null was requested** (`null=\"resampling\"`): it treats all IRT residual variation "
+               "as noise, so it is far wider than real repeated collections (SAFE's endpoints: 2.0-2.8%) and only "
+               "gross changes exceed it; calibrate with repeated collections (SAFE App. B)."
                if null.attrs["source"] == "resampling" else ""), "",
             "Verdicts: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + ".", "",
             *([f"First {MAX_ROWS} of {len(matches)} queries (all in `matches.csv`):", ""] if len(matches) > MAX_ROWS
@@ -234,7 +241,7 @@ def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], fo
         values = {"genuine": result.genuine[st["statistic"]].values}
         for scope in runs["scope"].values:
             run = runs.sel(scope=scope, strength=top)
-            values[f"{scope} (strength {top:g})"] = run[st["statistic"]].values[run["changed"].values > 0]
+            values[f"{scope} (level {top:g})"] = run[st["statistic"]].values[run["changed"].values > 0]
         figures = {"Person-fit distributions": plot_lz(values, st["cutoff"], folder / "lz.png",
                                                        statistic=st["statistic"], fpr=st["fpr"]).name,
                    "ROC curves": plot_roc(result.roc, result.detection, folder / "roc.png").name,
@@ -245,9 +252,11 @@ def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], fo
 
 
 def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, out, *, warnings: list[str],
-                   force: bool) -> Path:
+                   force: bool, roc=None) -> Path:
     """Write the folder of suspect runs scored against a reference cohort (``sandbag --reference``):
-    suspects.nc (DataTree: suspects, reference), suspects.csv, genuine.csv, summary.json, report.md."""
+    suspects.nc (DataTree: suspects, reference), suspects.csv, genuine.csv, summary.json, report.md;
+    with ``roc`` (:func:`bayesirt.safety.sandbagging.labelled_roc`) also auc_labelled.csv and
+    roc_labelled.csv."""
     st = settings
     rates = {k: float(genuine[f"flag_{k}"].mean()) for k in ("personfit", "shift", "combined")}
     flagged = {k: int(suspects[f"flag_{k}"].sum()) for k in ("personfit", "shift", "combined")}
@@ -260,8 +269,19 @@ def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, ou
         write_netcdf(tree, folder / "suspects.nc")
         table.to_csv(folder / "suspects.csv", index=False)
         genuine.to_dataframe().reset_index().to_csv(folder / "genuine.csv", index=False)
+        labelled = []
+        if roc is not None:
+            auc, curves, negatives = roc
+            auc.to_csv(folder / "auc_labelled.csv", index=False)
+            curves.to_csv(folder / "roc_labelled.csv", index=False)
+            labelled = ["## ROC of the detectors on the labelled runs (SAFE Figure 6A)", "",
+                        f"Positives: runs labelled sandbag; negatives: {negatives}. Person fit is scored by "
+                        f"{st['statistic']} (low = suspicious), the ability shift by |shift| / resolvable gap; `tpr` and "
+                        "`fpr` are the flag rates at the operating point above (combined: flagged by either). Curves in "
+                        "roc_labelled.csv.", "", markdown_table(auc.round(3)), ""]
         write_json(folder / "summary.json", {"settings": st, "flagged": flagged, "genuine_flag_rates": rates,
-                                             "suspects": suspects.sizes["model"], "warnings": warnings})
+                                             "suspects": suspects.sizes["model"], "warnings": warnings}
+                   | ({"labelled": roc[0].to_dict("records")} if roc is not None else {}))
         lines = ["# Suspect runs scored against a reference cohort", "",
                  f"Reference cohort {st['reference']}: {st['reference_models']} models, {st['reference_items']} items, "
                  f"calibrated by the regularized 2PL (MAP-EM). The suspects' {st['test_items']} items are their test.", "",
@@ -274,7 +294,7 @@ def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, ou
                  f"{rates['shift']:.1%}, either {rates['combined']:.1%}.", "",
                  f"Flagged: person fit {flagged['personfit']}, shift {flagged['shift']}, either {flagged['combined']} "
                  f"of {suspects.sizes['model']} runs.", "",
-                 markdown_table(table[[c for c in columns if c in table]].round(3)), ""]
+                 markdown_table(table[[c for c in columns if c in table]].round(3)), "", *labelled]
         (folder / "report.md").write_text("\n".join(lines + _warnings(warnings)))
     return Path(out)
 

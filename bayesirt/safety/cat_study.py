@@ -6,17 +6,23 @@ For each of ``splits`` random calibration/test splits of the models (75/25 by de
    (:func:`bayesirt.frequentist.mml.fit_mml`, ``priors=True``);
 2. for each item budget ``k``, give every model (calibration and test) three ``k``-item tests
    built from the calibration fit, using its real responses: an adaptive test
-   (:func:`bayesirt.safety.adaptive.run_cat`), the static test most informative over the calibration
-   abilities (:func:`bayesirt.safety.adaptive.static_test`) and ``random_subsets`` random item sets
-   with the same per-benchmark quotas;
+   (:func:`bayesirt.safety.adaptive.run_cat`, unconstrained as SAFE's), the static test most
+   informative over the calibration abilities (:func:`bayesirt.safety.adaptive.static_test`) and
+   ``random_subsets`` random item sets; with ``quotas`` the static and random tests (and the CAT)
+   keep per-``item_group`` quotas, as SAFE's per-ability static tests and their random baselines;
 3. map each model's reduced-test score and ability estimate to a predicted full score with a
    spline regression fitted on the calibration models (:func:`score_calibration`), the same
    for every test, so that differences reflect item selection only;
 4. on the test models, compare predicted and actual full scores (RMSE, Spearman) and the
    ``k``-item ability with the all-item ability under the same calibration (RMSE).
 
-The full score is the proportion correct over a model's observed items. Results are averaged
-over splits with 95% t-intervals (splits share models, so the intervals are optimistic).
+The full score (the target, one definition across the suite): for one benchmark its proportion
+correct over the model's observed items; for a composite of several benchmarks (a bank pooled by
+:func:`combine_benchmarks` or :func:`bayesirt.safety.scopes.pool_benchmarks`, reversed members
+already 1 - y) the unweighted mean over member benchmarks of each one's proportion correct, so that
+every benchmark counts equally whatever its item count (SAFE's composite is an unweighted average
+of its benchmarks; the factors step's composite weights benchmarks equally too). Results are
+averaged over splits with 95% t-intervals (splits share models, so the intervals are optimistic).
 """
 
 from __future__ import annotations
@@ -29,15 +35,45 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
 from bayesirt.data.responses import informative_items, make_responses, validate_responses
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
+from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.utils.validation import check_choice
 
-__all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "static_tests", "DESIGNS",
-           "METRICS"]
+__all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "static_tests", "full_score",
+           "DESIGNS", "METRICS", "TARGETS"]
+
+#: Full-score definitions: ``"auto"`` is ``"benchmark_mean"`` on a bank of pooled benchmarks, else
+#: ``"proportion"`` (module docstring).
+TARGETS = ("auto", "proportion", "benchmark_mean")
+
+
+def _resolve_target(ds: xr.Dataset, target: str) -> str:
+    check_choice(target, TARGETS, name="target", caller="cat_study")
+    if target != "auto":
+        return target
+    pooled = ds.attrs.get("item_group_is") == "benchmark" and np.unique(ds["item_group"].values).size > 1
+    return "benchmark_mean" if pooled else "proportion"
+
+
+def full_score(y: np.ndarray, groups, target: str) -> np.ndarray:
+    """Each model's full score (column of ``y``, -1 missing): proportion correct over its observed
+    items, or the unweighted mean over item groups (benchmarks) of the per-group proportion
+    (over the groups the model has observed)."""
+    y = np.asarray(y)
+    if target == "proportion":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (y == 1).sum(axis=0) / (y >= 0).sum(axis=0)
+    groups = np.asarray(groups).astype(str)
+    parts = []
+    for g in np.unique(groups):
+        block = y[groups == g]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            parts.append((block == 1).sum(axis=0) / (block >= 0).sum(axis=0))
+    return np.nanmean(np.vstack(parts), axis=0)
 
 #: Short tests compared (coordinate ``design``; not ``method``, which ``.sel`` reserves).
 DESIGNS = ("cat", "static", "random")
@@ -63,8 +99,14 @@ def combine_benchmarks(datasets: Mapping[str, xr.Dataset]) -> xr.Dataset:
         blocks.append(r.transpose("item", "model").values)
         item_ids += [f"{name}/{i}" if clash else str(i) for i in ds["item"].values]
         groups += [str(name)] * ds.sizes["item"]
-    return make_responses(np.vstack(blocks), item_id=item_ids, model_id=models, item_group=groups,
-                          name="+".join(map(str, parts)))
+    return _mark_pooled(make_responses(np.vstack(blocks), item_id=item_ids, model_id=models, item_group=groups,
+                                       name="+".join(map(str, parts))))
+
+
+def _mark_pooled(ds: xr.Dataset) -> xr.Dataset:
+    """Record that ``item_group`` names the pooled benchmarks (the composite target weighs them equally)."""
+    ds.attrs["item_group_is"] = "benchmark"
+    return ds
 
 
 def score_calibration(score, theta, target, *, n_knots: int = 5, degree: int = 3, alpha: float = 1e-3):
@@ -129,8 +171,8 @@ def _one_split(task: dict) -> dict:
     bank = item_bank(fit.items["discrimination"].values, fit.items["intercept"].values)
     a_d, y_u = bank[:2], y[usable]
     groups = ds["item_group"].values[usable]
-    balance = np.unique(groups).size > 1
-    full = np.array([(col[col >= 0] == 1).mean() for col in y.T])
+    balance = task["quotas"] and np.unique(groups).size > 1
+    full = full_score(y, ds["item_group"].values, task["target"])
     theta_full = score_test(y_u, *a_d).theta
     out = {m: np.full((len(budgets), 3), np.nan) for m in DESIGNS}
     out["random_all"] = np.full((len(budgets), n_random, 3), np.nan)
@@ -151,20 +193,21 @@ def _one_split(task: dict) -> dict:
         out["cat"][b] = evaluate(cat.items[:, :k], cat.theta[:, k])
         chosen = static_test(*a_d, theta_full[cal], k, groups=groups if balance else None)
         out["static"][b] = evaluate(chosen, score_test(y_u, *a_d, chosen).theta)
-        counts = quota_counts(groups, k)
+        counts = quota_counts(groups, k) if balance else {}
         for r in range(n_random):
-            items = np.concatenate([rng.choice(np.flatnonzero(groups == g), n, replace=False)
-                                    for g, n in counts.items() if n])
+            items = (np.concatenate([rng.choice(np.flatnonzero(groups == g), n, replace=False)
+                                     for g, n in counts.items() if n]) if balance
+                     else rng.choice(bank.n_items, k, replace=False))
             out["random_all"][b, r] = evaluate(items, score_test(y_u, *a_d, items).theta)
         out["random"][b] = np.nanmean(out["random_all"][b], axis=0)
     return out
 
 
-def static_tests(responses: xr.Dataset, budgets: Sequence[int]) -> pd.DataFrame:
+def static_tests(responses: xr.Dataset, budgets: Sequence[int], *, quotas: bool = False) -> pd.DataFrame:
     """The static test of each budget for the whole cohort, the items a short fixed test would
     administer: the regularized 2PL fitted to every model (items without variance removed), then
-    :func:`static_test` over their abilities with per-benchmark quotas (as the study's static
-    design, calibrated on all models instead of a split). One row per budget and item, in order
+    :func:`static_test` over their abilities (with per-``item_group`` quotas when ``quotas``; as the
+    study's static design, calibrated on all models instead of a split). One row per budget and item, in order
     of selection, with its parameters."""
     ds = informative_items(validate_responses(responses))[0]
     fit = fit_mml(ds, "2pl", priors=True, se=False)
@@ -172,7 +215,7 @@ def static_tests(responses: xr.Dataset, budgets: Sequence[int]) -> pd.DataFrame:
     theta = score_test(ds["responses"].values, a, d).theta
     groups = ds["item_group"].values.astype(str)
     ids = ds["item_id"].values.astype(str)
-    balance = np.unique(groups).size > 1
+    balance = quotas and np.unique(groups).size > 1
     rows = []
     for k in sorted({int(b) for b in budgets if b <= a.size}):
         for rank, i in enumerate(static_test(a, d, theta, k, groups=groups if balance else None), start=1):
@@ -195,8 +238,8 @@ def _check_budgets(budgets, n_items: int) -> tuple[int, ...]:
 
 def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 100), splits: int = 20,
               random_subsets: int = 100, calibration: float = 0.75, rule: str = "fisher", estimator: str = "eap",
-              per_benchmark: bool = False, seed: int = 0, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True) -> xr.Dataset:
+              per_benchmark: bool = False, target: str = "auto", quotas: bool = False, seed: int = 0,
+              workers: int | None = None, scheduler: str | None = None, progress: bool = True) -> xr.Dataset:
     """Held-out recovery of full scores from short adaptive, static and random tests.
 
     Parameters
@@ -208,14 +251,20 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
     splits : int, default 20
         Random calibration/test splits of the models (SAFE: 20).
     random_subsets : int, default 100
-        Random item sets per budget and split, with the static test's per-benchmark quotas.
+        Random item sets per budget and split (with the static test's quotas when ``quotas``).
     calibration : float, default 0.75
         Share of models in the calibration set.
     rule, estimator : str
         CAT item selection rule and ability update (:func:`bayesirt.safety.adaptive.run_cat`).
     per_benchmark : bool, default False
-        False: one pooled study (tests keep per-benchmark quotas; the target is the score over
-        all items). True: a separate 2PL and study per ``item_group``, on the models with responses to it.
+        False: one study of the whole bank. True: a separate 2PL and study per ``item_group``, on
+        the models with responses to it.
+    target : {"auto", "proportion", "benchmark_mean"}, default "auto"
+        The full score (module docstring; :data:`TARGETS`).
+    quotas : bool, default False
+        Keep per-``item_group`` quotas (proportional) in the CAT, static and random tests. SAFE's
+        CAT is unconstrained; its per-ability static tests and their random baselines keep
+        per-benchmark quotas.
 
     Items every model answers alike (or none answers) are removed first: they carry no information
     and make random subsets look better than they are (SAFE). Their ids are the attribute
@@ -252,9 +301,11 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
             part = ds.isel(item=ds["item_group"].values == g)
             benches[str(g)] = part.isel(model=(part["responses"] >= 0).any("item").values)  # models it has data on
     budgets = _check_budgets(budgets, max(b.sizes["item"] for b in benches.values()))
+    target = _resolve_target(ds, target)
     seeds = spawn_seeds(seed, len(benches) * splits)
     tasks = [{"data": b, "seed": seeds[i * splits + s], "budgets": budgets, "random_subsets": int(random_subsets),
-              "calibration": float(calibration), "rule": rule, "estimator": estimator}
+              "calibration": float(calibration), "rule": rule, "estimator": estimator, "target": target,
+              "quotas": bool(quotas)}
              for i, b in enumerate(benches.values()) for s in range(splits)]
     results = parallel_map(_one_split, tasks, workers=workers, scheduler=scheduler, progress=progress,
                            description="CAT study splits")
@@ -272,6 +323,7 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
     out["theta_rmse"].attrs["description"] = "RMSE of k-item vs all-item EAP ability (same calibration), test models"
     out.attrs.update(splits=int(splits), random_subsets=int(random_subsets), calibration=float(calibration),
                      rule=rule, estimator=estimator, seed=int(seed), per_benchmark=int(per_benchmark),
+                     target=target, quotas=int(bool(quotas)),
                      n_items=int(ds.sizes["item"]), n_models=int(ds.sizes["model"]), model="2pl (MML, priors=True)",
                      removed_items=json.dumps(removed),
                      name=str(ds.attrs.get("name", "")))

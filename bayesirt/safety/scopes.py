@@ -12,7 +12,8 @@ from the factor structure. :func:`benchmark_scopes` returns those banks:
   largest absolute loading is on factor f, pooled the same way, each reversed when its loading
   on f is negative (a factor is first reflected so that most of its benchmarks load positively).
 
-Polarity and the factor solution come from the ``factors`` step's folder (:func:`read_structure`);
+Polarity and the factor solution come from the ``factors`` step's folder
+(:func:`bayesirt.jobs.suite.read_structure`);
 without it, every benchmark has the declared polarity (default +1) and there are no ability banks.
 """
 
@@ -20,16 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from bayesirt.data import make_responses
 from bayesirt.errors import SpecError
 
-__all__ = ["Scope", "pool_benchmarks", "read_structure", "benchmark_scopes"]
+__all__ = ["Scope", "pool_benchmarks", "benchmark_scopes"]
 
 #: Common models needed to pool benchmarks.
 MIN_COMMON_MODELS = 10
@@ -68,50 +67,10 @@ def pool_benchmarks(datasets: Mapping[str, xr.Dataset], signs: Mapping[str, int]
         blocks.append(block)
         item_ids += [f"{bench}:{i}" for i in ds["item"].values]
         groups += [bench] * ds.sizes["item"]
-    return make_responses(np.concatenate(blocks), item_id=item_ids, model_id=common, item_group=groups,
-                          name=name or "+".join(datasets))
-
-
-def read_structure(folder: str | Path | None, names: list[str],
-                   declared: Mapping[str, int] | None = None) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """Polarity of every benchmark and the latent-ability clusters, from a ``factors`` folder.
-
-    Returns ``(polarity, clusters)``: ``polarity`` maps each of ``names`` to +1 or -1 (the
-    folder's ``polarity.csv``, else ``declared``, else +1); ``clusters`` maps ``ability1``... to
-    ``{benchmark: sign}`` for the solution with as many factors as the minres-matched parallel
-    analysis retains (``parallel.csv``), or the largest fitted one below that, leaving out improper
-    solutions (a Heywood case: a communality of 1 or more; ``fit_indices.csv``), when that is two or
-    more factors.
-    """
-    declared = dict(declared or {})
-    polarity = {n: int(declared.get(n, 1)) for n in names}
-    if folder is None or not (Path(folder) / "polarity.csv").is_file():
-        return polarity, {}
-    folder = Path(folder)
-    table = pd.read_csv(folder / "polarity.csv", index_col="benchmark")
-    polarity |= {str(b): int(p) for b, p in table["polarity"].items() if str(b) in polarity}
-    parallel = pd.read_csv(folder / "parallel.csv")
-    above = (parallel["observed_fa"] > parallel["reference_fa"]).to_numpy()
-    retained = int(np.argmin(above)) if not above.all() else int(above.size)
-    fits = pd.read_csv(folder / "fit_indices.csv")
-    proper = fits.loc[~fits["heywood"].astype(bool), "n_factors"].astype(int)  # an improper solution is no structure
-    k = max((f for f in proper if f <= retained and (folder / f"loadings_{f}.csv").is_file()), default=0)
-    if k < 2:
-        return polarity, {}
-    loadings = pd.read_csv(folder / f"loadings_{k}.csv", index_col="benchmark")
-    factors = [c for c in loadings.columns if c.startswith("F") and c[1:].isdigit()]
-    values = loadings[factors].to_numpy()
-    home = np.abs(values).argmax(axis=1)
-    clusters = {}
-    for f, factor in enumerate(factors):
-        members = np.flatnonzero(home == f)
-        if members.size == 0:
-            continue
-        column = values[members, f]
-        reflect = 1 if (column > 0).sum() * 2 >= members.size else -1
-        clusters[f"ability{f + 1}"] = {str(loadings.index[m]): int(np.sign(reflect * column[j]) or 1)
-                                       for j, m in enumerate(members)}
-    return polarity, clusters
+    pooled = make_responses(np.concatenate(blocks), item_id=item_ids, model_id=common, item_group=groups,
+                            name=name or "+".join(datasets))
+    pooled.attrs["item_group_is"] = "benchmark"  # the CAT target weighs the benchmarks equally
+    return pooled
 
 
 def benchmark_scopes(datasets: Mapping[str, xr.Dataset], polarity: Mapping[str, int],

@@ -14,5 +14,7 @@ if TYPE_CHECKING:
     from bayesirt.structure.loadings import loading_table, rotate_posterior
     from bayesirt.structure.ability_structure import ability_matrix, composite_alignment
     from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenuated_correlation
+    from bayesirt.structure.polarity import alignment_table, polarity_table
+    from bayesirt.structure.pairs import ability_matched_pairs, pair_distinguishability
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -108,14 +108,20 @@ def disattenuated_correlation(ability, ability_sd) -> Disattenuated:
 
 
 def bootstrap_factor_analysis(ability, ability_sd, target: FactorSolution, *, replicates: int = 500,
-                              ci: float = 0.95, seed: int = 0, progress: bool = True) -> xr.Dataset:
-    """Bootstrap over models of the disattenuated factor solution, aligned to ``target``.
+                              ci: float = 0.95, seed: int = 0, correct: bool = True,
+                              progress: bool = True) -> xr.Dataset:
+    """Bootstrap over models of the factor solution, aligned to ``target``.
 
     Parameters
     ----------
     ability, ability_sd : pandas.DataFrame (models x benchmarks)
+        ``ability_sd`` is used only with ``correct`` (may be None without).
     target : FactorSolution
-        The solution of the full sample's disattenuated matrix (same benchmarks, factors, rotation).
+        The solution of the full sample's matrix (same benchmarks, factors, rotation): disattenuated
+        with ``correct``, else the raw (pairwise-complete) ability correlations.
+    correct : bool, default True
+        Recompute the disattenuated matrix in each replicate; False: the raw correlation matrix of
+        the resampled abilities (SAFE's analysis, App. D).
     replicates : int, default 500
     ci : float, default 0.95
         Central percentile interval reported as ``*_lower`` / ``*_upper``.
@@ -133,7 +139,8 @@ def bootstrap_factor_analysis(ability, ability_sd, target: FactorSolution, *, re
     if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or replicates < 2 or not 0 < ci < 1:
         raise BayesIRTError(f"replicates must be an integer >= 2 and ci a fraction in (0, 1); got {replicates!r}, "
                             f"{ci!r}")
-    est, sd = pd.DataFrame(ability), pd.DataFrame(ability_sd)
+    est = pd.DataFrame(ability)
+    sd = pd.DataFrame(ability_sd) if correct else est * np.nan
     if [str(c) for c in est.columns] != list(target.variables):
         raise BayesIRTError(f"abilities have benchmarks {list(map(str, est.columns))} but the target solution has "
                             f"{list(target.variables)}; pass the abilities the target was computed from")
@@ -146,14 +153,19 @@ def bootstrap_factor_analysis(ability, ability_sd, target: FactorSolution, *, re
         for b in range(replicates):
             rows = rng.integers(0, n, n)
             try:
-                d = disattenuated_correlation(est.iloc[rows].reset_index(drop=True),
-                                              sd.iloc[rows].reset_index(drop=True))
+                if correct:
+                    d = disattenuated_correlation(est.iloc[rows].reset_index(drop=True),
+                                                  sd.iloc[rows].reset_index(drop=True))
+                    r, n_obs, reliability = d.corrected.to_numpy(), d.n_obs, d.reliability.to_numpy()
+                else:
+                    raw, n_obs = correlation_matrix(est.iloc[rows].reset_index(drop=True))
+                    r, reliability = raw.to_numpy(), np.full(p, np.nan)
             except BayesIRTError:
                 advance()
                 continue
-            sol = factor_solution(d.corrected.to_numpy(), k, target.rotation, target.gamma, d.n_obs, target.variables)
+            sol = factor_solution(r, k, target.rotation, target.gamma, n_obs, target.variables)
             loadings[b], perm, signs, congruence[b] = align_loadings(sol.loadings, target.loadings)
-            phi[b], rho[b] = align_phi(sol.phi, perm, signs), d.reliability.to_numpy()
+            phi[b], rho[b] = align_phi(sol.phi, perm, signs), reliability
             advance()
     factors = [f"F{j + 1}" for j in range(k)]
     out = xr.Dataset({"loadings": (("replicate", "benchmark", "factor"), loadings),
@@ -165,11 +177,17 @@ def bootstrap_factor_analysis(ability, ability_sd, target: FactorSolution, *, re
     tail = (1 - ci) / 2
     for name in ("loadings", "phi", "reliability"):
         valid = out[name].dropna("replicate", how="all")
+        if valid.sizes["replicate"] == 0:  # reliabilities of the raw bootstrap: not computed
+            blank = out[name].isel(replicate=0, drop=True)
+            out[f"{name}_lower"], out[f"{name}_upper"], out[f"{name}_se"] = blank, blank, blank
+            continue
         out[f"{name}_lower"], out[f"{name}_upper"] = (valid.quantile(q, "replicate").drop_vars("quantile")
                                                       for q in (tail, 1 - tail))
         out[f"{name}_se"] = valid.std("replicate", ddof=1)
     out.attrs = {"n_factors": k, "rotation": target.rotation, "gamma": target.gamma, "ci": ci, "seed": seed,
                  "failed_replicates": int(np.isnan(congruence[:, 0]).sum()),
-                 "method": "nonparametric bootstrap over models of the disattenuated correlation matrix",
+                 "method": "nonparametric bootstrap over models of the "
+                           + ("disattenuated correlation matrix" if correct else "raw ability correlation matrix"),
+                 "corrected": int(correct),
                  "aligned_to": "the full-sample solution: factors permuted and reflected by congruence"}
     return out

@@ -24,7 +24,7 @@ from typing import Any
 from bayesirt.errors import ConfigError, did_you_mean
 
 __all__ = ["Option", "option", "option_table", "declare", "options_of", "positional_of", "call", "STANDARD", "comma_list",
-           "comma_ints", "comma_floats", "names_or_assignments", "none_or_text", "assignments"]
+           "comma_ints", "comma_floats", "names_or_assignments", "none_or_float", "none_or_text", "assignments", "polarity_flags"]
 
 #: Keyword parameters every job handles the same way; the command line gives them fixed flags
 #: (``--out``, ``--force``, ``--no-progress``) and analysis files set them in ``[analysis]`` or not at all.
@@ -251,9 +251,26 @@ def names_or_assignments(items: list[str]) -> str | list[str]:
     return items[0] if len(items) == 1 and "=" not in items[0] else items
 
 
+def none_or_float(text: str) -> float | None:
+    """``"none"`` (any case) -> None, else a number (a prior that can be switched off)."""
+    if str(text).strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a number or none; got {text!r}") from None
+
+
 def none_or_text(text: str) -> str | None:
     """``"none"`` (any case) -> None, anything else as given (a spec that can be switched off)."""
     return None if str(text).strip().lower() == "none" else str(text)
+
+
+def polarity_flags(items: list[str]) -> dict:
+    """Repeatable ``NAME=-1`` / ``NAME=1`` / ``auto`` flags -> ``{"NAME": -1, ..., "auto": True}``."""
+    auto = [i for i in items if str(i).strip().lower() == "auto"]
+    declared = assignments([i for i in items if str(i).strip().lower() != "auto"])
+    return declared | ({"auto": True} if auto else {})
 
 
 def assignments(items: list[str]) -> dict[str, int]:

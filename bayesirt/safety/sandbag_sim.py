@@ -1,0 +1,168 @@
+"""Sandbagging simulation (SAFE "Sandbagging Detection"): the scopes, the coherent ability-shift
+and random-error modes and :func:`sandbag`; the module docstring of
+:mod:`bayesirt.safety.sandbagging` describes them. Detection lives there."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from bayesirt.data.responses import MISSING
+from bayesirt.errors import BayesIRTError
+from bayesirt.frequentist.mml import fit_mml
+from bayesirt.models.information import ItemBank
+from bayesirt.models.logistic import response_probability
+from bayesirt.safety.adaptive import score_test
+from bayesirt.safety.personfit import check_responses, item_parameters
+from bayesirt.utils.validation import check_choice, check_number, check_probability
+
+__all__ = ["SCOPES", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "item_groups", "sandbag"]
+
+
+#: Sandbagging scopes.
+SCOPES = ("uniform", "targeted", "triggered")
+#: ``"down"``: correct -> incorrect (under-performance); ``"up"``: incorrect -> correct.
+DIRECTIONS = ("down", "up")
+#: Simulation modes: a coherent ability shift (default) or independent random errors.
+MODES = ("ability_shift", "random_errors")
+#: Ability shifts (logits) simulated by default (SAFE's uniform runs: median +1.69, up to +3.94).
+DEFAULT_SHIFTS = (0.5, 1.0, 1.5, 2.0)
+
+
+def item_groups(responses: xr.Dataset, *, groups: int = 6, seed: int = 0) -> np.ndarray:
+    """Item group labels for targeted sandbagging: ``item_group`` when it has two or more
+    labels, else ``groups`` random equal pseudo-groups ``"pseudo1"...`` (seeded)."""
+    da = check_responses(responses)
+    if has_groups(da):
+        return np.asarray(da["item_group"].values).astype(str)
+    n = da.sizes["item"]
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or not 2 <= groups <= n:
+        raise BayesIRTError(f"groups must be an integer in [2, {n}] (pseudo-groups for data without item "
+                            f"groups); got {groups!r}")
+    order = np.random.default_rng(seed).permutation(n)
+    out = np.empty(n, dtype=object)
+    out[order] = [f"pseudo{k + 1}" for k in np.arange(n) * groups // n]
+    return out.astype(str)
+
+
+def _scope_mask(y: np.ndarray, scope: str, labels: np.ndarray, target: str, trigger_fraction: float,
+                rng: np.random.Generator) -> np.ndarray:
+    """(items, models) cells in scope (observed only)."""
+    obs = y != MISSING
+    if scope == "uniform":
+        return obs
+    if scope == "triggered":
+        k = max(1, int(round(trigger_fraction * y.shape[0])))
+        keys = rng.random(y.shape)
+        rank = np.argsort(np.argsort(keys, axis=0), axis=0)
+        return obs & (rank < k)
+    names = np.unique(labels)
+    if target in ("weakest", "strongest"):
+        onehot = (labels[:, None] == names[None, :]).astype(float)  # (items, groups)
+        right = ((y == 1).T.astype(float)) @ onehot
+        seen = obs.T.astype(float) @ onehot
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(seen > 0, right / seen, np.nan)
+        sign = 1.0 if target == "weakest" else -1.0
+        pick = np.argmin(np.where(np.isnan(rate), np.inf, sign * rate), axis=1)  # ties: first label
+        return obs & (labels[:, None] == names[pick][None, :])
+    return obs & (labels == target)[:, None]
+
+
+def check_target(target, labels: np.ndarray) -> None:
+    """A targeted scope names 'weakest', 'strongest' or an existing group."""
+    if target not in ("weakest", "strongest") and target not in set(labels.tolist()):
+        raise BayesIRTError(f"target {target!r} is not an item group; use 'weakest', 'strongest' or one of "
+                            f"{sorted(set(labels.tolist()))[:6]}")
+
+
+def has_groups(da: xr.DataArray) -> bool:
+    return "item_group" in da.coords and np.unique(np.asarray(da["item_group"].values).astype(str)).size >= 2
+
+
+def change_probability(bank: ItemBank, theta: np.ndarray, shift: float, direction: str) -> np.ndarray:
+    """(items, models) probability that a response with the source value changes, so that it is
+    distributed as at the shifted ability (module docstring: the monotone coupling)."""
+    p = response_probability(theta, *bank)
+    if direction == "down":
+        shifted = response_probability(theta - shift, *bank)
+        return np.clip(1.0 - shifted / np.maximum(p, 1e-300), 0.0, 1.0)
+    shifted = response_probability(theta + shift, *bank)
+    return np.clip((shifted - p) / np.maximum(1.0 - p, 1e-300), 0.0, 1.0)
+
+
+def sandbag_array(y, scope, strength, direction, labels, target, trigger_fraction, rng, *, mode="random_errors",
+                   bank=None, theta=None):
+    in_scope = _scope_mask(y, scope, labels, target, trigger_fraction, rng)
+    source, goal = (1, 0) if direction == "down" else (0, 1)
+    u = rng.random(y.shape)
+    chance = strength if mode == "random_errors" else change_probability(bank, theta, strength, direction)
+    changed = in_scope & (y == source) & (u < chance)
+    return np.where(changed, goal, y).astype(np.int8), in_scope, changed
+
+
+def sandbag(responses: xr.Dataset, *, scope: str, mode: str = "ability_shift", shift: float = 1.0,
+            strength: float = 1.0, direction: str = "down", trigger_fraction: float = 0.25, target: str = "weakest",
+            labels=None, items: xr.Dataset | None = None, seed: int = 0) -> xr.Dataset:
+    """Simulate a sandbagging run of every model from its genuine responses (module docstring).
+
+    Parameters
+    ----------
+    responses : xarray.Dataset
+        Genuine response Dataset.
+    scope : {"uniform", "targeted", "triggered"}
+    mode : {"ability_shift", "random_errors"}, default "ability_shift"
+    shift : float >= 0, default 1
+        ``"ability_shift"``: the ability shift in logits.
+    strength : float in [0, 1], default 1
+        ``"random_errors"``: probability that an in-scope response with the source value changes.
+    direction : {"down", "up"}, default "down"
+    trigger_fraction : float in (0, 1), default 0.25
+        Share of the items (rounded, at least one) carrying the trigger in a triggered run.
+    target : str, default "weakest"
+        Targeted scope: ``"weakest"`` or ``"strongest"`` group of each model, or a group label.
+    labels : array_like of str, optional
+        Item group of each item; default :func:`item_groups` of ``responses``.
+    items : xarray.Dataset, optional
+        ``"ability_shift"``: item parameters (as ``fit_mml(...).items``); default the regularized
+        2PL fitted by MAP-EM to ``responses``. Each model's ability is its MAP under them.
+    seed : int, default 0
+
+    Returns
+    -------
+    xarray.Dataset
+        The response Dataset with the sandbagged ``responses`` and boolean ``in_scope`` and
+        ``changed`` (item, model); attrs record the settings.
+    """
+    check_choice(scope, SCOPES, name="scope", caller="sandbag")
+    check_choice(mode, MODES, name="mode", caller="sandbag")
+    check_choice(direction, DIRECTIONS, name="direction", caller="sandbag")
+    strength = check_probability(strength, name="strength", caller="sandbag", closed=True)
+    shift = check_number(shift, name="shift", caller="sandbag", low=0)  # logits
+    trigger_fraction = check_probability(trigger_fraction, name="trigger_fraction", caller="sandbag")
+    da = check_responses(responses)
+    labels = item_groups(responses, seed=seed) if labels is None else np.asarray(labels).astype(str)
+    if labels.shape != (da.sizes["item"],):
+        raise BayesIRTError(f"labels must have one item group per item ({da.sizes['item']}); got shape {labels.shape}")
+    check_target(target, labels)
+    y = np.asarray(da.values)
+    bank = theta = None
+    if mode == "ability_shift":
+        items = fit_mml(responses, "2pl", priors=True, se=False).items if items is None else items
+        bank = item_parameters(items, da["item"].values)
+        theta = full_ability(y.astype(np.int8), bank).theta
+    y, in_scope, changed = sandbag_array(y, scope, shift if mode == "ability_shift" else strength, direction,
+                                          labels, target, trigger_fraction, np.random.default_rng(seed), mode=mode,
+                                          bank=bank, theta=theta)
+    out = responses.copy()
+    out["responses"] = (("item", "model"), y, responses["responses"].attrs)
+    out["in_scope"] = (("item", "model"), in_scope)
+    out["changed"] = (("item", "model"), changed)
+    level = f"shift={shift:g} logits" if mode == "ability_shift" else f"strength={strength:g}"
+    out.attrs.update(sandbagging=f"mode={mode}, scope={scope}, {level}, direction={direction}, target={target}, "
+                                 f"trigger_fraction={trigger_fraction:g}, seed={seed}")
+    return out
+
+
+def full_ability(y: np.ndarray, bank: ItemBank):
+    return score_test(y, bank.discrimination, bank.intercept, guessing=bank.guessing, slip=bank.slip, method="map")
