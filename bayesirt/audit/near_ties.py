@@ -22,23 +22,29 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   draws' blueprint-matched random subtests of the same length that reverse it (the same draws'
   controls); ``excess_reversal`` = prob_reversal - random_reversal_rate, with ``excess_lower`` /
   ``excess_upper`` its 90% Monte Carlo interval (mean of e_s = 1{draw s reverses} - (draw s's
-  random rate) over the S draws, +- 1.645 sd(e) / sqrt(S)). Both rates are posterior
-  expectations given the data; the interval states how well the finite draws and controls pin
-  down their difference. All of them condition on the spectral working model
+  random rate) over the S draws, +- 1.645 sd(e) / sqrt(S)): how precisely the finite draws and
+  controls fix the difference, not a test (one recomposition flips pairs idiosyncratically: on
+  the BBH file the interval excludes 0 on either side for most pairs while the mean excess is
+  +0.005). The test is ``excess_p`` = min(1, random_reversal_rate / prob_reversal): under the
+  null that the DIF-guided anchors are one blueprint-matched random recomposition (the anchors come
+  from the other, owner-disjoint half, so the target responses cannot steer them), E[prob_reversal]
+  = random_reversal_rate, and Markov's inequality gives P(prob_reversal >= observed) <= excess_p.
+  It is conservative. All of these condition on the spectral working model
   (:data:`bayesirt.audit.bayes.CONDITIONAL`).
 
 A pair is listed when it is eligible in the deterministic audit (tied under neither the full nor
 the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table has exactly
 ``eligible_pairs`` rows. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
-:data:`ROBUST`, :data:`SENSITIVE_EXCESS`):
+:data:`ROBUST`, :data:`SENSITIVE_P`):
 
 1. "not resolved by the data": prob_a_ahead < .95;
 2. "resolved, composition-robust": resolved, and both the DIF-guided and the random
    recompositions rarely flip it (prob_reversal <= .05 and random_reversal_rate <= .05);
-3. "resolved, DIF-sensitive": resolved, not robust, and excess_lower > 0 (the DIF-guided
-   recomposition flips it credibly more often than a random one of the same blueprint);
-4. "resolved, composition-sensitive": resolved, and flipped by recompositions about as often as
-   (or less often than) by random ones.
+3. "resolved, DIF-sensitive": resolved, not robust, and the excess is credibly positive:
+   excess_p <= .05 (the DIF-guided recomposition flips it at least 20 times as often as a
+   random one of the same blueprint);
+4. "resolved, composition-sensitive": resolved, and recompositions flip it without the DIF-guided
+   one standing out from random ones.
 """
 
 from __future__ import annotations
@@ -55,22 +61,22 @@ from bayesirt.errors import DataError
 from bayesirt.utils.parallel import spawn_seeds
 
 __all__ = ["add_near_ties", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
-           "near_ties_dataset", "excess_interval", "CATEGORIES", "RESOLVED", "ROBUST", "SENSITIVE_EXCESS", "COLUMNS",
+           "near_ties_dataset", "excess_interval", "excess_p", "CATEGORIES", "RESOLVED", "ROBUST", "SENSITIVE_P", "COLUMNS",
            "COLUMN_NOTES"]
 
 #: prob_a_ahead (accuracy) from which the data resolve a pair's ordering.
 RESOLVED = 0.95
 #: prob_reversal and random_reversal_rate up to which a resolved ordering counts as composition-robust.
 ROBUST = 0.05
-#: excess_lower above which a resolved ordering is DIF-sensitive.
-SENSITIVE_EXCESS = 0.0
+#: excess_p up to which a resolved ordering is DIF-sensitive.
+SENSITIVE_P = 0.05
 #: z of the excess's 90% Monte Carlo interval.
 _Z90 = 1.6448536269514722
 CATEGORIES = ("resolved, composition-robust", "resolved, DIF-sensitive", "resolved, composition-sensitive",
               "not resolved by the data")
 COLUMNS = ("fold", "model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full_gap_pp", "prob_a_ahead",
            "gap_lower_pp", "gap_upper_pp", "n10", "n01", "mcnemar_p", "prob_theta_a_ahead", "prob_reversal",
-           "random_reversal_rate", "excess_reversal", "excess_lower", "excess_upper", "category")
+           "random_reversal_rate", "excess_reversal", "excess_lower", "excess_upper", "excess_p", "category")
 #: What each probability column is of and what it conditions on (report.md, the netCDF attributes).
 COLUMN_NOTES = {
     "prob_a_ahead": "posterior probability that a's expected accuracy on the item population (new items from the "
@@ -90,7 +96,9 @@ COLUMN_NOTES = {
     "random_reversal_rate": "share of blueprint-matched random subtests of the same length (drawn per DIF draw from "
                             "that draw's cells) that strictly reverse the pair",
     "excess_reversal": "prob_reversal - random_reversal_rate; excess_lower / excess_upper: its 90% Monte Carlo "
-                       "interval over the finite draws and controls",
+                       "interval over the finite draws and controls (precision of the difference, not a test)",
+    "excess_p": "min(1, random_reversal_rate / prob_reversal): bound on the probability of a reversal probability "
+                "this high if the DIF-guided anchors were one blueprint-matched random recomposition (Markov)",
 }
 _CHUNK = 20_000_000  # draw x pair comparisons held at once
 #: EM tolerance of the MAP-EM item fit (largest parameter change): P(a ahead of b) needs abilities to
@@ -159,16 +167,24 @@ def _ahead(theta: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, excess_lower, *, resolved: float = RESOLVED,
-               robust: float = ROBUST, sensitive: float = SENSITIVE_EXCESS) -> np.ndarray:
+def excess_p(prob_reversal, random_reversal_rate) -> np.ndarray:
+    """min(1, random_reversal_rate / prob_reversal) (module notes); 1 when prob_reversal is 0,
+    NaN when the random rate is."""
+    rev, rnd = np.asarray(prob_reversal, dtype=float), np.asarray(random_reversal_rate, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(rev > 0, np.minimum(1.0, rnd / rev), np.where(np.isnan(rnd), np.nan, 1.0))
+
+
+def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, *, resolved: float = RESOLVED,
+               robust: float = ROBUST, sensitive: float = SENSITIVE_P) -> np.ndarray:
     """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). A NaN
-    random rate or excess (no controls) is never robust nor DIF-sensitive."""
+    random rate (no controls) is never robust nor DIF-sensitive."""
     ahead, rev = np.asarray(prob_a_ahead, dtype=float), np.asarray(prob_reversal, dtype=float)
-    rnd, low = np.asarray(random_reversal_rate, dtype=float), np.asarray(excess_lower, dtype=float)
+    rnd = np.asarray(random_reversal_rate, dtype=float)
     robust_ = (rev <= robust) & (rnd <= robust)
+    dif = excess_p(rev, rnd) <= sensitive
     return np.where(ahead >= resolved,
-                    np.where(robust_, CATEGORIES[0], np.where(low > sensitive, CATEGORIES[1], CATEGORIES[2])),
-                    CATEGORIES[3])
+                    np.where(robust_, CATEGORIES[0], np.where(dif, CATEGORIES[1], CATEGORIES[2])), CATEGORIES[3])
 
 
 def excess_interval(reversed_, control_rate) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -260,9 +276,9 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
             "prob_reversal": post["reversal_probability"].values[eligible].astype(float),
             "random_reversal_rate": random_rate, "excess_reversal": excess, "excess_lower": lower,
             "excess_upper": upper, "_full_a": full[a], "_full_b": full[b]}))
+        frames[-1]["excess_p"] = excess_p(frames[-1]["prob_reversal"], random_rate)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "_full_a", "_full_b"])
-    table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"],
-                                   table["excess_lower"])
+    table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"])
     table = table.sort_values(["fold", "_full_a", "_full_b"], ascending=[True, False, False], kind="stable")
     return table[list(COLUMNS)].reset_index(drop=True)
 
@@ -272,7 +288,8 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
     ``b_ahead_resolved`` (pairs with prob_a_ahead <= 1 - :data:`RESOLVED`: b credibly ahead on
     accuracy although a has the higher full score, possible only through missing responses),
     ``called`` (prob_a_ahead >= .95 or <= .05) and ``called_mcnemar_p_le_10`` (the share of them
-    whose McNemar p is <= .10), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
+    whose McNemar p is <= .10), ``dif_sensitive_any`` (pairs with excess_p <= .05, resolved or
+    not), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
     prob_theta_a_ahead >= .95 or <= .05, and those among them that prob_a_ahead leaves unresolved)."""
     counts = table["category"].value_counts()
     ahead = table["prob_a_ahead"].to_numpy(float)
@@ -287,7 +304,8 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
             "theta_resolved": int(theta_called.sum()),
             "theta_resolved_accuracy_not": int((theta_called & ~called).sum()),
             "thresholds": {"prob_a_ahead": RESOLVED, "prob_reversal": ROBUST, "random_reversal_rate": ROBUST,
-                           "excess_lower": SENSITIVE_EXCESS}}
+                           "excess_p": SENSITIVE_P},
+            "dif_sensitive_any": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum())}
 
 
 def near_ties_dataset(table: pd.DataFrame, info: dict) -> xr.Dataset:
@@ -297,7 +315,7 @@ def near_ties_dataset(table: pd.DataFrame, info: dict) -> xr.Dataset:
                           else table[c].to_numpy(dtype=str)) for c in table.columns},
                     coords={"pair": np.arange(len(table))})
     ds.attrs = {k: int(v) if isinstance(v, bool) else v for k, v in info.items() if isinstance(v, (str, int, float))}
-    ds.attrs |= {"resolved_threshold": RESOLVED, "robust_threshold": ROBUST, "sensitive_excess": SENSITIVE_EXCESS,
+    ds.attrs |= {"resolved_threshold": RESOLVED, "robust_threshold": ROBUST, "sensitive_p": SENSITIVE_P,
                  "categories": "; ".join(CATEGORIES), "description": __doc__.split("\n\n")[1].replace("\n", " ")}
     for name, note in COLUMN_NOTES.items():
         if name in ds:

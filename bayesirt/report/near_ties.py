@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bayesirt.audit.near_ties import CATEGORIES, COLUMN_NOTES, RESOLVED, ROBUST  # noqa: E402
+from bayesirt.audit.near_ties import CATEGORIES, COLUMN_NOTES, RESOLVED, ROBUST, SENSITIVE_P  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
 __all__ = ["plot_near_ties", "near_ties_lines", "TOP_PAIRS"]
@@ -70,9 +70,11 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) 
              "column is:", "",
              *[f"- `{name}`: {note}." for name, note in COLUMN_NOTES.items()], "",
              f"Categories: not resolved when P(a ahead) < {RESOLVED:g}; otherwise composition-robust when "
-             f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when the "
-             "excess's 90% interval lies above 0, else composition-sensitive (recompositions flip it, DIF-guided ones "
-             "no more often than random ones).", "",
+             f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when "
+             f"excess_p <= {SENSITIVE_P:g} (the DIF-guided recomposition flips it at least {1 / SENSITIVE_P:.0f} times as "
+             "often as a random one), else composition-sensitive (recompositions flip it, the DIF-guided one does not "
+             f"stand out). Pairs with excess_p <= {SENSITIVE_P:g}, resolved or not: {info.get('dif_sensitive_any', 0):,}.",
+             "",
              markdown_table(pd.DataFrame([(c, f"{counts[c]:,}", _share(counts[c], info["pairs"])) for c in CATEGORIES],
                                          columns=["category", "pairs", "share"])), "",
              f"Pairs called either way on accuracy (P(a ahead) >= {RESOLVED:g} or <= {1 - RESOLVED:.2g}): "
@@ -101,7 +103,8 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) 
                               "random rate": top["random_reversal_rate"].map(lambda v: f"{v:.3f}"),
                               "excess (90% MC)": [f"{e:+.3f} ({lo:+.3f}, {hi:+.3f})" for e, lo, hi in
                                                   zip(top["excess_reversal"], top["excess_lower"], top["excess_upper"],
-                                                      strict=True)]})
+                                                      strict=True)],
+                              "excess_p": top["excess_p"].map(lambda v: f"{v:.3g}")})
         lines += [f"### {category[0].upper()}{category[1:]}: top {len(top)} of {len(sel):,} "
                   f"({_ORDER_TEXT[category]})", "", markdown_table(shown), ""]
     return lines
