@@ -70,6 +70,7 @@ PAIR_DRAWS = 2000
 #: Equal-tailed posterior interval of the gap.
 INTERVAL = 0.90
 _CHUNK = 20_000_000  # item x pair cells formed at once
+_DRAW_CHUNK = 4_000_000  # count vector x draw x group cells formed at once
 
 
 def discordant_counts(y, observed, item_group, pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -152,7 +153,7 @@ def paired_accuracy(n10, n01, n, *, prior: float = PRIOR, draws: int = PAIR_DRAW
     groups = n10.shape[1]
     rng = np.random.default_rng(seed)
     res = np.full((unique.shape[0], 4), np.nan)
-    step = max(1, _CHUNK // (draws * groups))
+    step = max(1, _DRAW_CHUNK // (draws * groups))
     for start in range(0, unique.shape[0], step):
         rows = unique[start:start + step]
         res[start:start + step] = _posterior(rows[:, :groups], rows[:, groups:2 * groups], rows[:, 2 * groups:],
@@ -174,12 +175,13 @@ def _posterior(u10, u01, un, prior, draws, rng, interval) -> np.ndarray:
     g10 = rng.standard_gamma(np.broadcast_to(shape(u10 + alpha), (u10.shape[0], draws, u10.shape[1])))
     g01 = rng.standard_gamma(np.broadcast_to(shape(u01 + alpha), g10.shape))
     gc = rng.standard_gamma(np.broadcast_to(shape(un - u10 - u01 + alpha), g10.shape))
-    t = (g10 + g01) / (g10 + g01 + gc)  # T_g
-    x = (g10 - g01) / (g10 + g01 + gc)  # pi10_g - pi01_g
+    total_g = g10 + g01 + gc
+    x = (g10 - g01) / total_g  # pi10_g - pi01_g
     gap = (w[:, None, :] * x).sum(axis=2)  # (row, draw)
     rows = np.arange(un.shape[0])
     top = np.argmax(w, axis=1)
-    w_top, t_top = w[rows, top][:, None], t[rows, :, top]
+    w_top = w[rows, top][:, None]
+    t_top = (g10[rows, :, top] + g01[rows, :, top]) / total_g[rows, :, top]  # T_g*
     rest = gap - w_top * x[rows, :, top]
     # A_a > A_b  <=>  B_top > 1/2 - rest / (2 w_top T_top), B_top ~ Beta(n10 + alpha, n01 + alpha)
     cut = np.clip(0.5 - rest / (2 * w_top * np.maximum(t_top, 1e-300)), 0.0, 1.0)
