@@ -182,6 +182,7 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     assert "expected accuracy" in group["prob_a_ahead"].attrs["description"]
     assert list(group["category"].values.astype(str)) == list(table["category"])
     assert "conditional on the spectral working model" in tree["bayes"].attrs["conditional_on"]
+    assert tree.attrs["bayes_intervals"].startswith("conditional on the spectral working model")
     assert tree["bayes"].attrs["newton_capped_draws"] == 0
 
 

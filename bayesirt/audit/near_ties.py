@@ -23,9 +23,8 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   controls); ``excess_reversal`` = prob_reversal - random_reversal_rate, with ``excess_lower`` /
   ``excess_upper`` its 90% Monte Carlo interval (mean of e_s = 1{draw s reverses} - (draw s's
   random rate) over the S draws, +- 1.645 sd(e) / sqrt(S)): how precisely the finite draws and
-  controls fix the difference, not a test (one recomposition flips pairs idiosyncratically: on
-  the BBH file the interval excludes 0 on either side for most pairs while the mean excess is
-  +0.005). The test is ``excess_p`` = min(1, random_reversal_rate / prob_reversal): under the
+  controls fix the difference, not a test (one recomposition flips pairs idiosyncratically, so
+  the interval excludes 0, on either side, for many pairs whatever the DIF). The test is ``excess_p`` = min(1, random_reversal_rate / prob_reversal): under the
   null that the DIF-guided anchors are one blueprint-matched random recomposition (the anchors come
   from the other, owner-disjoint half, so the target responses cannot steer them), E[prob_reversal]
   = random_reversal_rate, and Markov's inequality gives P(prob_reversal >= observed) <= excess_p.

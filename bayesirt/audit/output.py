@@ -16,6 +16,7 @@ from bayesirt.audit.result import AuditResult, FoldResult
 from bayesirt.utils.outputs import staged_output, write_netcdf
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 from bayesirt.report.near_ties import plot_near_ties
+from bayesirt.audit.bayes import CONDITIONAL
 from bayesirt.audit.near_ties import near_ties_dataset
 
 __all__ = ["audit_summary", "audit_tree", "write_audit"]
@@ -112,6 +113,8 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
     tree = xr.DataTree.from_dict(children)
     tree.attrs = {"summary": json.dumps(audit_summary(result), default=_json_default),
                   "reference": "NT sections 3.1-3.4, App. C and D.1"}
+    if result.bayes is not None:  # every DIF interval of the Bayesian layer and its diagnostics
+        tree.attrs["bayes_intervals"] = CONDITIONAL
     return tree
 
 
