@@ -42,9 +42,10 @@ the other draws, A_a > A_b exactly when B_g* > 1/2 - R / (2 w_g* T_g*), R the ot
 whose probability is a regularized incomplete beta function. With one group this is exact
 (1 - I_{1/2}(n10 + 1/2, n01 + 1/2): no Monte Carlo error); with several it averages that exact
 conditional probability over :data:`PAIR_DRAWS` draws of the rest. The gap interval is the
-equal-tailed :data:`INTERVAL` interval of the draws. Pairs with the same counts share one
-computation (near-tie pairs on a few hundred items repeat their counts), so the cost grows with the
-distinct count vectors, not with the pairs.
+equal-tailed :data:`INTERVAL` interval of the draws. A group's draws depend only on its counts
+(and the pair's item total), so they are drawn once per distinct counts and group and shared by
+the pairs that hold them: every pair's draws are still exact, independent across its groups, and
+the cost is a gather and a sum per pair, group and draw.
 
 ``mcnemar_p`` is the exact two-sided McNemar test on the items both models answered: n10 ~
 Binomial(n10 + n01, 1/2) under equal accuracy, p = min(1, 2 P(Bin <= min(n10, n01)))
@@ -129,8 +130,9 @@ def paired_accuracy(n10, n01, n, *, prior: float = PRIOR, draws: int = PAIR_DRAW
         Dirichlet pseudo-count per cell for the whole benchmark (group g gets ``prior`` n_g / N).
     draws : int, default :data:`PAIR_DRAWS`
     seed : int, default 0
-        Draw k of a count vector comes from ``default_rng(seed)`` in the order of the distinct count
-        vectors (sorted), so a pair's result depends on the data and the seed only.
+        Of ``default_rng``; the draws of group g at given counts are shared by every pair holding
+        those counts (module notes), so pairs with equal counts get equal results, and a pair's
+        result depends on the seed and the counts present in the call.
     interval : float, default :data:`INTERVAL`
 
     Returns
@@ -147,49 +149,60 @@ def paired_accuracy(n10, n01, n, *, prior: float = PRIOR, draws: int = PAIR_DRAW
         raise DataError(f"draws must be an integer >= 2; got {draws!r}")
     if not prior > 0:
         raise DataError(f"prior must be positive; got {prior!r}")
-    stacked = np.concatenate([n10, n01, n], axis=1)
-    unique, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    groups = n10.shape[1]
-    rng = np.random.default_rng(seed)
-    res = np.full((unique.shape[0], 4), np.nan)
-    step = max(1, _DRAW_CHUNK // (draws * groups))
-    for start in range(0, unique.shape[0], step):
-        rows = unique[start:start + step]
-        res[start:start + step] = _posterior(rows[:, :groups], rows[:, groups:2 * groups], rows[:, 2 * groups:],
-                                             prior, draws, rng, interval)
-    out = res[inverse]
+    groups = n.shape[1]
+    unique, inverse = np.unique(np.concatenate([n10, n01, n], axis=1), axis=0, return_inverse=True)
+    out = _posterior(unique[:, :groups], unique[:, groups:2 * groups], unique[:, 2 * groups:], prior, draws,
+                     np.random.default_rng(seed), interval)[inverse.ravel()]  # pairs with equal counts: one row
     s10, s01 = n10.sum(axis=1), n01.sum(axis=1)
     return pd.DataFrame({"prob_a_ahead": out[:, 0], "gap_mean": out[:, 1], "gap_lower": out[:, 2],
                          "gap_upper": out[:, 3], "n10": s10, "n01": s01, "n_both": n.sum(axis=1),
                          "mcnemar_p": mcnemar_p(s10, s01)})
 
 
-def _posterior(u10, u01, un, prior, draws, rng, interval) -> np.ndarray:
-    """(prob, mean, lower, upper) per row of distinct counts (row, group); module notes."""
-    total = un.sum(axis=1, keepdims=True)
-    w = np.divide(un, total, out=np.zeros(un.shape), where=total > 0)
-    alpha = prior * w  # the prior's mass split over the groups by their sizes
-    present = un > 0
-    shape = lambda x: np.where(present, x, 1.0)[:, None, :]  # noqa: E731 (absent groups: any shape, weight 0)
-    g10 = rng.standard_gamma(np.broadcast_to(shape(u10 + alpha), (u10.shape[0], draws, u10.shape[1])))
-    g01 = rng.standard_gamma(np.broadcast_to(shape(u01 + alpha), g10.shape))
-    gc = rng.standard_gamma(np.broadcast_to(shape(un - u10 - u01 + alpha), g10.shape))
-    total_g = g10 + g01 + gc
-    x = (g10 - g01) / total_g  # pi10_g - pi01_g
-    gap = (w[:, None, :] * x).sum(axis=2)  # (row, draw)
-    rows = np.arange(un.shape[0])
+def _posterior(n10, n01, n, prior, draws, rng, interval) -> np.ndarray:
+    """(prob, mean, lower, upper) per pair (module notes).
+
+    Group g's pi10_g - pi01_g and T_g depend only on its counts (n10_g, n01_g, n_g) and the pair's
+    N, so they are drawn once per distinct such key and group and shared by the pairs holding it:
+    each pair's draws are exact draws of its posterior (independent across its groups), the gammas
+    cost nothing, and the work is one gather and sum per pair, group and draw."""
+    total = n.sum(axis=1)
+    w = np.divide(n, total[:, None], out=np.zeros(n.shape), where=total[:, None] > 0)
+    n_pairs, n_groups = n.shape
+    x_tables, t_tables, index = [], [], np.empty((n_pairs, n_groups), dtype=np.intp)
+    for g in range(n_groups):
+        keys, inverse = np.unique(np.column_stack([n10[:, g], n01[:, g], n[:, g], total]), axis=0,
+                                  return_inverse=True)
+        index[:, g] = inverse.ravel()
+        alpha = prior * np.divide(keys[:, 2], keys[:, 3], out=np.zeros(len(keys)), where=keys[:, 3] > 0)
+        present = keys[:, 2] > 0
+        shape = lambda c: np.where(present, c + alpha, 1.0)[:, None]  # noqa: E731 (absent: weight 0)
+        g10 = rng.standard_gamma(np.broadcast_to(shape(keys[:, 0]), (len(keys), draws)))
+        g01 = rng.standard_gamma(np.broadcast_to(shape(keys[:, 1]), g10.shape))
+        gc = rng.standard_gamma(np.broadcast_to(shape(keys[:, 2] - keys[:, 0] - keys[:, 1]), g10.shape))
+        x_tables.append((g10 - g01) / (g10 + g01 + gc))  # pi10_g - pi01_g
+        t_tables.append((g10 + g01) / (g10 + g01 + gc))  # T_g
     top = np.argmax(w, axis=1)
-    w_top = w[rows, top][:, None]
-    t_top = (g10[rows, :, top] + g01[rows, :, top]) / total_g[rows, :, top]  # T_g*
-    rest = gap - w_top * x[rows, :, top]
-    # A_a > A_b  <=>  B_top > 1/2 - rest / (2 w_top T_top), B_top ~ Beta(n10 + alpha, n01 + alpha)
-    cut = np.clip(0.5 - rest / (2 * w_top * np.maximum(t_top, 1e-300)), 0.0, 1.0)
-    a_top = (u10[rows, top] + alpha[rows, top])[:, None]
-    b_top = (u01[rows, top] + alpha[rows, top])[:, None]
-    prob = 1.0 - betainc(a_top, b_top, cut)
     tail = (1 - interval) / 2
-    out = np.column_stack([prob.mean(axis=1), gap.mean(axis=1), np.quantile(gap, tail, axis=1),
-                           np.quantile(gap, 1 - tail, axis=1)])
-    out[total[:, 0] == 0] = np.nan
+    out = np.full((n_pairs, 4), np.nan)
+    step = max(1, _DRAW_CHUNK // (draws * n_groups))
+    for start in range(0, n_pairs, step):
+        s = slice(start, start + step)
+        rows = np.arange(s.start, min(s.stop, n_pairs))
+        gap = np.zeros((rows.size, draws))
+        for g in range(n_groups):
+            gap += w[rows, g][:, None] * x_tables[g][index[rows, g]]
+        x_top, t_top = np.empty(gap.shape), np.empty(gap.shape)
+        for g in np.unique(top[rows]):
+            m = top[rows] == g
+            x_top[m], t_top[m] = x_tables[g][index[rows[m], g]], t_tables[g][index[rows[m], g]]
+        w_top = w[rows, top[rows]][:, None]
+        rest = gap - w_top * x_top
+        # A_a > A_b  <=>  B_top > 1/2 - rest / (2 w_top T_top), B_top ~ Beta(n10 + a, n01 + a)
+        cut = np.clip(0.5 - rest / (2 * np.maximum(w_top * t_top, 1e-300)), 0.0, 1.0)
+        a_top = prior * w_top[:, 0]
+        prob = 1.0 - betainc((n10[rows, top[rows]] + a_top)[:, None], (n01[rows, top[rows]] + a_top)[:, None], cut)
+        out[rows] = np.column_stack([prob.mean(axis=1), gap.mean(axis=1), np.quantile(gap, tail, axis=1),
+                                     np.quantile(gap, 1 - tail, axis=1)])
+    out[total == 0] = np.nan
     return out
