@@ -186,6 +186,21 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     assert tree["bayes"].attrs["newton_capped_draws"] == 0
 
 
+def test_excess_p_is_valid_when_the_anchors_are_a_random_recomposition():
+    """Under the null the anchors of every draw are a blueprint-matched random subset: a pair that
+    random subsets reverse at rate r reverses in each draw with probability r. Whether the draws
+    share one subset (a concentrated posterior) or not (a diffuse one), P(excess_p <= .05) <= .05."""
+    from bayesirt.audit.near_ties import excess_p
+
+    rng = np.random.default_rng(3)
+    for r in (0.01, 0.04, 0.05, 0.2, 0.6):
+        one = rng.random(20_000) < r  # every draw the same subset
+        many = (rng.random((20_000, 50)) < r).mean(axis=1)  # 50 draws, independent subsets
+        for prob in (one.astype(float), many):
+            assert (excess_p(prob, np.full(prob.size, r)) <= SENSITIVE_P).mean() <= SENSITIVE_P + 0.005
+    np.testing.assert_allclose(excess_p([0.0, 0.5, 0.9, 0.2], [0.0, 0.01, 0.9, np.nan]), [1.0, 0.02, 1.0, np.nan])
+
+
 def test_categorize_at_the_boundaries():
     got = categorize([0.95, 0.95, 0.95, 0.95, 0.9499, 0.95],
                      [0.05, 0.0501, 1.0, 0.9, 0.0, 0.5],

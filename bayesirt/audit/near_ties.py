@@ -24,10 +24,13 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   ``excess_upper`` its 90% Monte Carlo interval (mean of e_s = 1{draw s reverses} - (draw s's
   random rate) over the S draws, +- 1.645 sd(e) / sqrt(S)): how precisely the finite draws and
   controls fix the difference, not a test (one recomposition flips pairs idiosyncratically, so
-  the interval excludes 0, on either side, for many pairs whatever the DIF). The test is ``excess_p`` = min(1, random_reversal_rate / prob_reversal): under the
-  null that the DIF-guided anchors are one blueprint-matched random recomposition (the anchors come
-  from the other, owner-disjoint half, so the target responses cannot steer them), E[prob_reversal]
-  = random_reversal_rate, and Markov's inequality gives P(prob_reversal >= observed) <= excess_p.
+  the interval excludes 0, on either side, for many pairs whatever the DIF). The test is
+  ``excess_p`` = min(1, random_reversal_rate / prob_reversal). Under the null of NT's
+  randomization test (eq. 35), that the anchor set is exchangeable with a blueprint-matched random
+  subset of the same cells, each draw's reversal indicator has expectation random_reversal_rate,
+  so E[prob_reversal] = random_reversal_rate and Markov's inequality gives P(excess_p <= a) <= a.
+  Like the audit-level test, rejecting it says the anchors differ from random subsets, which DIF
+  or an anchor set tilted toward discriminating items (NT B.2) can cause.
   It is conservative. All of these condition on the spectral working model
   (:data:`bayesirt.audit.bayes.CONDITIONAL`).
 
@@ -96,8 +99,8 @@ COLUMN_NOTES = {
                             "that draw's cells) that strictly reverse the pair",
     "excess_reversal": "prob_reversal - random_reversal_rate; excess_lower / excess_upper: its 90% Monte Carlo "
                        "interval over the finite draws and controls (precision of the difference, not a test)",
-    "excess_p": "min(1, random_reversal_rate / prob_reversal): bound on the probability of a reversal probability "
-                "this high if the DIF-guided anchors were one blueprint-matched random recomposition (Markov)",
+    "excess_p": "min(1, random_reversal_rate / prob_reversal): a conservative p (Markov's inequality) of the null "
+                "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair",
 }
 _CHUNK = 20_000_000  # draw x pair comparisons held at once
 #: EM tolerance of the MAP-EM item fit (largest parameter change): P(a ahead of b) needs abilities to
