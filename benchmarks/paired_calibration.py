@@ -32,6 +32,10 @@ calls and how often its call is the true accuracy order.
 Usage::
 
     python benchmarks/paired_calibration.py [--benchmarks 4] [--items 500 2000 5000] [--theta-max-items 2000]
+        [--fixed-design-replicates 12]
+
+``--fixed-design-replicates``: also the coverage of one fixed 5,000-item design over fresh draws of
+its items and responses (:func:`fixed_design`), on pairs chosen by their true gap.
 """
 
 from __future__ import annotations
@@ -146,6 +150,39 @@ def one(kind: str, n_items: int, seed: int, theta_max_items: int) -> list[dict]:
     return rows
 
 
+def fixed_design(replicates: int, n_items: int = 5000, pairs: int = 800, seed: int = 7) -> dict:
+    """Coverage of the 90% gap interval for one fixed design (groups, item distributions and 200
+    models' abilities, ``2d``) over ``replicates`` fresh draws of its items and responses, on up to
+    ``pairs`` pairs chosen by their true gap (<= 3 pp), so that neither the selection of pairs on
+    observed gaps nor one realization's shared item sample enters: the per-replicate spread shows how
+    far one benchmark's coverage moves by chance."""
+    from bayesirt.audit.paired import discordant_counts, paired_accuracy
+
+    rng = np.random.default_rng(seed)
+    n_groups = GROUPS[n_items]
+    raw = rng.uniform(20, 200, n_groups)
+    size = np.maximum(1, np.round(raw / raw.sum() * n_items)).astype(int)
+    size[-1] += n_items - size.sum()
+    kind = np.arange(n_groups) % 2
+    par = np.column_stack([rng.normal(0, 1, n_groups), rng.uniform(0, 0.35, n_groups), np.ones(n_groups)])
+    theta = rng.multivariate_normal([0, 0], [[1, 0.2], [0.2, 1]], MODELS)
+    truth = sum(size[g] / n_items * _prob("2d", _items("2d", kind[g:g + 1], par[g:g + 1], np.array([50_000]), rng),
+                                         theta).mean(axis=0) for g in range(n_groups))
+    i, j = np.triu_indices(MODELS, 1)
+    keep = np.abs(truth[i] - truth[j]) <= WIDE
+    a, b = i[keep][:pairs], j[keep][:pairs]
+    true_gap = truth[a] - truth[b]
+    coverage = []
+    for r in range(replicates):
+        items = _items("2d", kind, par, size, rng)
+        y = (rng.random((n_items, MODELS)) < _prob("2d", items, theta)).astype(np.int8)
+        t = paired_accuracy(*discordant_counts(y, np.ones(y.shape, dtype=bool), items["group"], (a, b)), seed=r)
+        coverage.append(float(((t["gap_lower"].to_numpy() <= true_gap) & (true_gap <= t["gap_upper"].to_numpy())).mean()))
+        print(f"fixed design, replicate {r}: coverage {coverage[-1]:.3f}", flush=True)
+    return {"items": n_items, "pairs": int(a.size), "replicates": replicates, "coverage": coverage,
+            "mean": float(np.mean(coverage)), "sd": float(np.std(coverage, ddof=1)) if replicates > 1 else None}
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     out = []
     for band, kind, n_items in product(("1 pp", f"{100 * WIDE:g} pp"), ("2d", "guessing"),
@@ -189,6 +226,13 @@ def markdown(result: dict) -> str:
               f"{100 * WIDE:g} pp of observed accuracy (a superset), a the higher; truth: "
               "expected accuracy over each group's item population at the benchmark's group sizes "
               f"({FRESH:,} fresh items per group).", ""]
+    fixed = result.get("fixed_design")
+    if fixed:
+        lines += [f"Fixed design (2d, {fixed['items']:,} items, {fixed['pairs']} pairs chosen by true gap <= "
+                  f"{100 * WIDE:g} pp, {fixed['replicates']} fresh draws of items and responses): 90% intervals cover "
+                  f"the true gap in {100 * fixed['mean']:.1f}% on average, SD {100 * (fixed['sd'] or 0):.1f} points "
+                  "between replicates (range " + f"{100 * min(fixed['coverage']):.1f}-{100 * max(fixed['coverage']):.1f}%).",
+                  ""]
     return "\n".join(lines)
 
 
@@ -198,8 +242,11 @@ def main() -> None:
     parser.add_argument("--items", type=int, nargs="+", default=[500, 2000, 5000], choices=sorted(GROUPS))
     parser.add_argument("--theta-max-items", type=int, default=2000,
                         help="fit the 2PL comparison only up to this many items")
+    parser.add_argument("--fixed-design-replicates", type=int, default=12,
+                        help="replicates of the fixed-design coverage check (0: skip)")
     args = parser.parse_args()
     t0 = time.perf_counter()
+    fixed = fixed_design(args.fixed_design_replicates) if args.fixed_design_replicates else None
     rows = []
     for kind in ("2d", "guessing"):
         for n_items in args.items:
@@ -210,8 +257,9 @@ def main() -> None:
                           f"({row['called_right']} right), {row['covered']} covered, {row['seconds']:.1f} s", flush=True)
     result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
               "command": f"python benchmarks/paired_calibration.py --benchmarks {args.benchmarks} --items "
-                         + " ".join(map(str, args.items)) + f" --theta-max-items {args.theta_max_items}",
-              "versions": versions(("bayesirt", "numpy", "scipy")), "summary": summarize(rows), "rows": rows}
+                         + " ".join(map(str, args.items)) + f" --theta-max-items {args.theta_max_items}"
+                         + f" --fixed-design-replicates {args.fixed_design_replicates}",
+              "versions": versions(("bayesirt", "numpy", "scipy")), "summary": summarize(rows), "fixed_design": fixed, "rows": rows}
     write_results(Path(__file__).parent / "results" / "paired_calibration.json", result, markdown, echo=True)
 
 
