@@ -158,7 +158,7 @@ def test_map_abilities_are_the_posterior_given_the_items():
 
 def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(audited):
     result, out, table = audited
-    resolved = table["prob_a_ahead"] >= RESOLVED
+    resolved = (table["prob_a_ahead"] >= RESOLVED) | (table["prob_a_ahead"] <= 1 - RESOLVED)
     robust = (table["prob_reversal"] <= ROBUST) & (table["random_reversal_rate"] <= ROBUST)
     dif = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
     np.testing.assert_allclose(table["excess_p"], dif, atol=1e-6)
@@ -202,10 +202,11 @@ def test_excess_p_is_valid_when_the_anchors_are_a_random_recomposition():
 
 
 def test_categorize_at_the_boundaries():
-    got = categorize([0.95, 0.95, 0.95, 0.95, 0.9499, 0.95],
-                     [0.05, 0.0501, 1.0, 0.9, 0.0, 0.5],
-                     [0.05, 0.0, 0.05, 0.0451, 0.0, 0.5])
-    assert list(got) == [CATEGORIES[0], CATEGORIES[1], CATEGORIES[1], CATEGORIES[2], CATEGORIES[3], CATEGORIES[2]]
+    got = categorize([0.95, 0.95, 0.95, 0.95, 0.9499, 0.95, 0.05, 0.0501],
+                     [0.05, 0.0501, 1.0, 0.9, 0.0, 0.5, 0.0, 0.0],
+                     [0.05, 0.0, 0.05, 0.0451, 0.0, 0.5, 0.0, 0.0])
+    assert list(got) == [CATEGORIES[0], CATEGORIES[1], CATEGORIES[1], CATEGORIES[2], CATEGORIES[3], CATEGORIES[2],
+                         CATEGORIES[0], CATEGORIES[3]]
 
 
 def test_a_mirt_ability_spec_is_refused_before_any_work():

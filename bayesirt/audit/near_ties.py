@@ -39,7 +39,7 @@ the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table
 ``eligible_pairs`` rows. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
 :data:`ROBUST`, :data:`SENSITIVE_P`):
 
-1. "not resolved by the data": prob_a_ahead < .95;
+1. "not resolved by the data": .05 < prob_a_ahead < .95 (resolved: called either way);
 2. "resolved, composition-robust": resolved, and both the DIF-guided and the random
    recompositions rarely flip it (prob_reversal <= .05 and random_reversal_rate <= .05);
 3. "resolved, DIF-sensitive": resolved, not robust, and the excess is credibly positive:
@@ -179,13 +179,15 @@ def excess_p(prob_reversal, random_reversal_rate) -> np.ndarray:
 
 def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, *, resolved: float = RESOLVED,
                robust: float = ROBUST, sensitive: float = SENSITIVE_P) -> np.ndarray:
-    """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). A NaN
+    """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). Resolved
+    means called either way: prob_a_ahead >= ``resolved`` or <= 1 - ``resolved`` (b ahead on
+    accuracy although a has the higher full score, possible only through missing responses). A NaN
     random rate (no controls) is never robust nor DIF-sensitive."""
     ahead, rev = np.asarray(prob_a_ahead, dtype=float), np.asarray(prob_reversal, dtype=float)
     rnd = np.asarray(random_reversal_rate, dtype=float)
     robust_ = (rev <= robust) & (rnd <= robust)
     dif = excess_p(rev, rnd) <= sensitive
-    return np.where(ahead >= resolved,
+    return np.where((ahead >= resolved) | (ahead <= 1 - resolved),
                     np.where(robust_, CATEGORIES[0], np.where(dif, CATEGORIES[1], CATEGORIES[2])), CATEGORIES[3])
 
 

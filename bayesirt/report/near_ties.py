@@ -69,7 +69,7 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) 
              f"(target half, {info.get('item_groups', 1)} item group(s)). All pairs: `near_ties.csv`. What each "
              "column is:", "",
              *[f"- `{name}`: {note}." for name, note in COLUMN_NOTES.items()], "",
-             f"Categories: not resolved when P(a ahead) < {RESOLVED:g}; otherwise composition-robust when "
+             f"Categories: not resolved when {1 - RESOLVED:.2g} < P(a ahead) < {RESOLVED:g}; otherwise composition-robust when "
              f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when "
              f"excess_p <= {SENSITIVE_P:g} (the DIF-guided recomposition flips it at least {1 / SENSITIVE_P:.0f} times as "
              "often as a random one), else composition-sensitive (recompositions flip it, the DIF-guided one does not "
