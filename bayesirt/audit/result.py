@@ -64,11 +64,12 @@ class AuditConfig:
     (:mod:`bayesirt.audit.bayes_diagnostics`: within-family specificity always, the curves with
     ``sensitivity``, and, in :func:`bayesirt.audit.run_audit_job`, the signatures and the
     discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``), and the
-    near-tie leaderboard (:mod:`bayesirt.audit.near_ties`): ``bayes_ability_spec`` (a built-in spec
-    name or a 1PL-4PL spec file; default 2PL) fitted to the full benchmark on every retained model,
-    by ``bayes_method`` (full-rank ADVI there becomes mean-field ADVI), gives each eligible pair's
-    posterior probability that the higher-scoring model has the higher ability
-    (``bayes_ability_spec=None`` skips it).
+    near-tie leaderboard (:mod:`bayesirt.audit.near_ties`): each eligible pair's posterior
+    probability that the higher-scoring model has the higher expected accuracy (the paired model of
+    :mod:`bayesirt.audit.paired`, which decides the categories), and, for reference,
+    ``prob_theta_a_ahead`` from ``bayes_ability_spec`` (a built-in spec name or a 1PL-4PL spec file;
+    default 2PL) fitted to the full benchmark on every retained model by ``bayes_method`` (full-rank
+    ADVI there becomes mean-field ADVI) (``bayes_ability_spec=None`` skips the leaderboard).
     ``sensitivity`` adds the score-gap threshold and anchor-fraction curves
     (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
