@@ -66,8 +66,9 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
         capped = int((info["newton_capped"] > 0).sum())
         if capped:
             notes.append(f"{capped} of {config.bayes_draws} bootstrap draws of an audit half stopped an inner DIF "
-                         "Newton solve at its step cap (newton_iterations) before the tolerance; those draws' "
-                         "(delta, b) are not the weighted optimum (newton_capped_draws in the fold's attributes)")
+                         "Newton solve at its step cap (newton_iterations) with the step still above the tolerance, "
+                         "so in those draws NT's schedule ran on unconverged solves (newton_capped_draws in the "
+                         "fold's attributes)")
     else:
         offsets, _ = capability_offsets(y_audit, obs_audit, purification.selection_rows, k, seed=purification.seed,
                                         adjustment=purification.adjustment)
