@@ -70,7 +70,7 @@ PRIOR = 0.5
 PAIR_DRAWS = 2000
 #: Equal-tailed posterior interval of the gap.
 INTERVAL = 0.90
-_CHUNK = 20_000_000  # item x pair cells formed at once
+_CHUNK = 4_000_000  # item x pair cells formed at once (float64 in the product)
 _DRAW_CHUNK = 4_000_000  # count vector x draw x group cells formed at once
 
 
