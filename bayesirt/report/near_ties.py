@@ -72,8 +72,10 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) 
              f"Categories: not resolved when {1 - RESOLVED:.2g} < P(a ahead) < {RESOLVED:g}; otherwise composition-robust when "
              f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when "
              f"excess_p <= {SENSITIVE_P:g} (the DIF-guided recomposition flips it at least {1 / SENSITIVE_P:.0f} times as "
-             "often as a random one), else composition-sensitive (recompositions flip it, the DIF-guided one does not "
-             f"stand out). Pairs with excess_p <= {SENSITIVE_P:g}, resolved or not: {info.get('dif_sensitive_any', 0):,}.",
+             "often as a random one; possible only when random recompositions flip it at most "
+             f"{100 * SENSITIVE_P:g}% of the time), else composition-sensitive (recompositions flip it, the DIF-guided "
+             f"one does not stand out). Pairs with excess_p <= {SENSITIVE_P:g}, resolved or not: "
+             f"{info.get('dif_sensitive_any', 0):,}.",
              "",
              markdown_table(pd.DataFrame([(c, f"{counts[c]:,}", _share(counts[c], info["pairs"])) for c in CATEGORIES],
                                          columns=["category", "pairs", "share"])), "",
