@@ -17,6 +17,10 @@ audit: the randomization p is its test; the Bayesian layer adds no audit-level p
   change); the fold of every model must be unchanged (``split_stable``), otherwise the DIF is
   regenerated for the new split (up to ten times; ``models_moved``: models whose fold still
   changed at the last attempt, whose responses then carry the wrong DIF status).
+* ``favoured``: zero-sum DIF in every model with a direction: on a random 40% of the items
+  (:data:`FAVOURED_SHARE`) the first family gains s logits and each of the other four loses s / 4
+  (the effects still sum to zero within every item), s in :data:`FAVOURED`, which gives the
+  favoured family a score shift of about 0.5-2.5 pp, the paper's range.
 * ``power``: the same zero-sum DIF in every model at ``dif_sd`` in :data:`STRENGTHS`. Each design
   records the largest family shift it produces, max over families of |mean over items of
   P(right | DIF) - P(right | no DIF)| in pp over the family's models (the paper's shifts are at
@@ -27,7 +31,8 @@ p <= .10, the median p, and per strength the share with p <= .05 and the median 
 
 Usage::
 
-    python benchmarks/audit_null_power.py [--nulls 100] [--power 20] [--workers 2]
+    python benchmarks/audit_null_power.py [--nulls 100] [--power 20] [--workers 2] [--designs null power favoured]
+        [--out audit_null_power]
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, versions, write_results  # noqa: E402
 
 STRENGTHS = (0.2, 0.4, 0.8, 1.2)
+#: Logit advantage of the favoured family on its items (the others lose a quarter each).
+FAVOURED = (0.08, 0.16, 0.28, 0.40)
+FAVOURED_SHARE = 0.4
 N_OWNERS, N_ITEMS, DIF_SD = 60, 1000, 0.8
 
 
@@ -77,6 +85,12 @@ def one(task: tuple[str, float, int]) -> dict:
     ds, truth = simulate_dif_benchmark(n_owners=N_OWNERS, families=FAMILIES, n_items=N_ITEMS, dif_fraction=0.5,
                                        dif_sd=dif_sd, seed=seed)
     family_index = np.arange(ds.sizes["model"]) % len(FAMILIES)  # models by owner, then family: truth's columns
+    if design == "favoured":  # replace the generator's DIF by a directional zero-sum one
+        chosen = np.random.default_rng(seed + 20_000).random(ds.sizes["item"]) < FAVOURED_SHARE
+        effect = np.zeros_like(truth["family_effect"])
+        effect[chosen, 0] = dif_sd
+        effect[chosen, 1:] = -dif_sd / (effect.shape[1] - 1)
+        truth = truth | {"family_effect": effect}
     uniform = np.random.default_rng(seed + 10_000).random(ds["responses"].shape)
     everyone = np.ones(ds.sizes["model"], dtype=bool)
     ds = ds.assign(responses=ds["responses"].copy(data=_responses(truth, family_index, everyone, uniform)))
@@ -110,15 +124,18 @@ def _share(hits: int, n: int) -> dict:
 def summarize(rows: list[dict]) -> dict:
     nulls = [r for r in rows if r["design"] == "null" and r["eligible_pairs"] > 0]
     p = np.array([r["p_value"] for r in nulls])
+    stable = np.array([r["p_value"] for r in nulls if r["split_stable"]])
     out = {"null": {"benchmarks": len(nulls), "split_stable": sum(r["split_stable"] for r in nulls),
+                    "stable_p_le_05": _share(int((stable <= 0.05).sum()), stable.size),
                     "p_le_05": _share(int((p <= 0.05).sum()), p.size), "p_le_10": _share(int((p <= 0.10).sum()), p.size),
                     "median_p": float(np.median(p)) if p.size else None,
                     "family_shift_pp_median": float(np.median([r["family_shift_pp"] for r in nulls])) if nulls else None}}
     out["power"] = []
-    for s in sorted({r["dif_sd"] for r in rows if r["design"] == "power"}):
-        sel = [r for r in rows if r["design"] == "power" and r["dif_sd"] == s and r["eligible_pairs"] > 0]
+    for design, s in sorted({(r["design"], r["dif_sd"]) for r in rows if r["design"] != "null"}):
+        sel = [r for r in rows if r["design"] == design and r["dif_sd"] == s and r["eligible_pairs"] > 0]
         q = np.array([r["p_value"] for r in sel])
-        out["power"].append({"dif_sd": s, "benchmarks": len(sel), "p_le_05": _share(int((q <= 0.05).sum()), q.size),
+        out["power"].append({"design": design, "dif_sd": s, "benchmarks": len(sel),
+                             "p_le_05": _share(int((q <= 0.05).sum()), q.size),
                              "median_p": float(np.median(q)),
                              "family_shift_pp_median": float(np.median([r["family_shift_pp"] for r in sel])),
                              "excess_pp_median": float(np.median([r["excess_pp"] for r in sel]))})
@@ -130,18 +147,19 @@ def markdown(result: dict) -> str:
         return (f"{s['hits']}/{s['n']} = {100 * s['share']:.1f}% [{100 * s['interval'][0]:.1f}, "
                 f"{100 * s['interval'][1]:.1f}]")
 
-    n = result["summary"]["null"]
+    n = result["summary"].get("null") or {}
     lines = ["# The audit's randomization p under a target-side null, and its power", "",
              f"{result['date']}; {result['machine']}; command `{result['command']}`; {result['wall_s']:.0f} s wall.",
              f"Versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.", "",
-             f"Target-side null ({N_ITEMS:,} items, 5 families x {N_OWNERS} owners, DIF sd {DIF_SD} on half of the items "
-             f"in fold 0's models only): {n['benchmarks']} benchmarks ({n['split_stable']} with the split unchanged); "
-             f"p <= .05 in {cell(n['p_le_05'])} (target [2, 8]%), p <= .10 in {cell(n['p_le_10'])}, median p "
-             f"{n['median_p']:.3f}.", "",
-             "| DIF sd (zero-sum, all models) | benchmarks | median largest family shift (pp) | median excess (pp) | "
-             "p <= .05 (95% CI) | median p |", "|---|---|---|---|---|---|"]
+             (f"Target-side null ({N_ITEMS:,} items, 5 families x {N_OWNERS} owners, DIF sd {DIF_SD} on half of the "
+              f"items in fold 0's models only): {n['benchmarks']} benchmarks ({n['split_stable']} with the split "
+              f"unchanged); p <= .05 in {cell(n['p_le_05'])} (target [2, 8]%; with the split unchanged "
+              f"{cell(n['stable_p_le_05'])}), p <= .10 in {cell(n['p_le_10'])}, median p {n['median_p']:.3f}."
+              if n.get("benchmarks") else "No null benchmarks in this run."), "",
+             "| design | strength (logits) | benchmarks | median largest family shift (pp) | median excess (pp) | "
+             "p <= .05 (95% CI) | median p |", "|---|---|---|---|---|---|---|"]
     for s in result["summary"]["power"]:
-        lines.append(f"| {s['dif_sd']:g} | {s['benchmarks']} | {s['family_shift_pp_median']:.2f} | "
+        lines.append(f"| {s['design']} | {s['dif_sd']:g} | {s['benchmarks']} | {s['family_shift_pp_median']:.2f} | "
                      f"{s['excess_pp_median']:+.2f} | {cell(s['p_le_05'])} | {s['median_p']:.3f} |")
     return "\n".join(lines + [""])
 
@@ -151,9 +169,13 @@ def main() -> None:
     parser.add_argument("--nulls", type=int, default=100)
     parser.add_argument("--power", type=int, default=20, help="benchmarks per DIF strength")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--designs", nargs="+", default=["null", "power", "favoured"],
+                        choices=["null", "power", "favoured"])
+    parser.add_argument("--out", default="audit_null_power", help="results file stem in benchmarks/results")
     args = parser.parse_args()
-    tasks = ([("null", DIF_SD, s) for s in range(args.nulls)]
-             + [("power", sd, 5000 + s) for sd in STRENGTHS for s in range(args.power)])
+    tasks = ([("null", DIF_SD, s) for s in range(args.nulls) if "null" in args.designs]
+             + [("power", sd, 5000 + s) for sd in STRENGTHS for s in range(args.power) if "power" in args.designs]
+             + [("favoured", sd, 7000 + s) for sd in FAVOURED for s in range(args.power) if "favoured" in args.designs])
     t0 = time.perf_counter()
     rows = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -164,9 +186,9 @@ def main() -> None:
                   flush=True)
     result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
               "command": f"python benchmarks/audit_null_power.py --nulls {args.nulls} --power {args.power} "
-                         f"--workers {args.workers}",
+                         f"--workers {args.workers} --designs {' '.join(args.designs)} --out {args.out}",
               "versions": versions(("bayesirt", "numpy")), "summary": summarize(rows), "rows": rows}
-    write_results(Path(__file__).parent / "results" / "audit_null_power.json", result, markdown, echo=True)
+    write_results(Path(__file__).parent / "results" / f"{args.out}.json", result, markdown, echo=True)
 
 
 if __name__ == "__main__":
