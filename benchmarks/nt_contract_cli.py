@@ -110,7 +110,7 @@ def main() -> None:
         bayes = {"wall_s": round(bayes_wall, 1), "deterministic_wall_s": row["wall_s"],
                  "ratio": round(bayes_wall / wall, 1), "cpu_s": round(bayes_cpu, 1),
                  "deterministic_cpu_s": row["cpu_s"], "cpu_ratio": round(bayes_cpu / cpu, 1), "timings_s": bayes_summary["timings_s"],
-                 "prob_exceeds_random": bayes_summary["bayes"]["prob_exceeds_random"],
+                 "draw_p_value_q05_q50_q95": bayes_summary["bayes"]["draw_p_value_q05_q50_q95"],
                  "near_ties": bayes_summary["bayes"].get("near_ties", {}).get("counts"),
                  "command": "bayesirt audit responses.npz --bayes --out DIR --no-progress"}
 
@@ -122,7 +122,9 @@ def main() -> None:
                 f"(user + system of the audit process): {b['deterministic_cpu_s']} s and {b['cpu_s']} s "
                 f"({b['cpu_ratio']}x).", "",
                 "Stage timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in b["timings_s"].items()) + ".", "",
-                f"prob_exceeds_random {b['prob_exceeds_random']:.3f}; near-tie categories {b['near_ties']}.", ""])
+                "per-draw randomization p (5%, 50%, 95% over draws) "
+                + ", ".join(f"{v:.3g}" for v in b["draw_p_value_q05_q50_q95"]) + f"; near-tie categories {b['near_ties']}.",
+                ""])
 
         write_results(Path(__file__).parent / "results" / "nt_contract_cli_bayes.json", {"bayes": bayes},
                       bayes_markdown, echo=True)

@@ -157,7 +157,7 @@ def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
     result = run_audit(ds, config, progress=False)
     bayes = result.summary["bayes"]
     lo, mid, hi = bayes["excess_pp_q05_q50_q95"]
-    assert lo <= mid <= hi and 0 <= bayes["prob_exceeds_random"] <= 1 and bayes["controls_per_draw"] == 20
+    assert lo <= mid <= hi and 0 < bayes["draw_p_value_q05_q50_q95"][1] <= 1 and bayes["controls_per_draw"] == 20
     assert all(g["max_abs_delta_diff"] < 1e-2 for g in bayes["schedule_gap"])
     for fold in result.folds:
         p = fold.posterior["anchor_probability"]

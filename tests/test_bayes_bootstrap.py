@@ -115,10 +115,12 @@ def test_audit_with_the_bootstrap_layer(tmp_path):
     assert code == 0
     bayes = json.loads((out / "summary.json").read_text())["bayes"]
     assert bayes["method"] == "bootstrap" and "bootstrap" in bayes["offsets"] and bayes["draws"] == 12
-    assert 0 <= bayes["prob_exceeds_random"] <= 1
+    lo, mid, hi = bayes["draw_p_value_q05_q50_q95"]
+    assert 0 < lo <= mid <= hi <= 1 and 0 <= bayes["share_draws_p_le_05"] <= 1 and "prob_exceeds_random" not in bayes
+    assert bayes["newton_capped_draws"] == [0, 0]
     report = (out / "report.md").read_text()
     assert "Owner-clustered Bayesian bootstrap" in report and "Newton cycles" not in report
     result = run_audit(ds, AuditConfig(quick=True, controls=19, bootstrap=0, owner_bootstrap=0, bayes=True,
                                        bayes_method="bootstrap", bayes_draws=12, bayes_controls=5,
                                        bayes_ability_spec=None), progress=False)
-    assert result.summary["bayes"]["prob_exceeds_random"] == bayes["prob_exceeds_random"]  # reproducible
+    assert result.summary["bayes"]["draw_p_value_q05_q50_q95"] == bayes["draw_p_value_q05_q50_q95"]  # reproducible

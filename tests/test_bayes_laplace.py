@@ -8,7 +8,7 @@ import pytest
 from scipy.linalg import null_space
 from scipy.special import log1p
 
-from bayesirt.audit import AuditConfig
+from bayesirt.audit import AuditConfig, run_audit
 from bayesirt.audit.bayes import fit_family_dif_posterior, stacked_draws
 from bayesirt.audit.bayes_laplace import laplace_draws
 from bayesirt.audit.dif import fit_family_dif
@@ -84,3 +84,25 @@ def test_errors_are_named():
         AuditConfig(bayes=True, bayes_prior="hierarchical")  # the Laplace default has the fixed ridge scale
     with pytest.raises(ConfigError, match="adjustment='spectral'"):
         AuditConfig(bayes=True, bayes_method="bootstrap", adjustment="direct-mirt")
+
+
+def test_newton_step_caps_are_counted_and_warned_about(monkeypatch):
+    """A mode search stopped at its step cap is flagged (laplace_draws' info, fit_family_dif's
+    newton_capped), and the audit warns and counts the affected draws (issue 29 item 5)."""
+    import bayesirt.audit.bayes_laplace as laplace
+    from bayesirt.data import simulate_dif_benchmark
+
+    y, observed, offsets, family = _data()
+    assert fit_family_dif(y, observed, offsets, family, 3).newton_capped == 0
+    assert fit_family_dif(y, observed, offsets, family, 3, newton_iterations=1).newton_capped > 0
+    _, _, info = laplace_draws(y, observed, offsets, family, 3, draws=5)
+    assert not info["newton_capped"]
+    monkeypatch.setattr(laplace, "MAX_NEWTON", 1)
+    _, _, info = laplace_draws(y, observed, offsets, family, 3, draws=5)
+    assert info["newton_capped"] and info["newton_steps"] == 1
+    ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
+    result = run_audit(ds, AuditConfig(quick=True, controls=9, bootstrap=0, owner_bootstrap=0, bayes=True, bayes_draws=8,
+                                       bayes_controls=3, bayes_ability_spec=None), progress=False)
+    assert result.summary["bayes"]["newton_capped_draws"] == [8, 8]
+    assert result.bayes.attrs["newton_capped_draws"] == 16
+    assert any("step cap" in w for w in result.warnings)

@@ -14,7 +14,7 @@ from bayesirt.audit.bayes import (fit_family_dif_posterior, pool_folds, propagat
 from bayesirt.audit.dif import fit_family_dif
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.audit.ranking import near_tie_pairs, reversal_counts, weighted_scores
+from bayesirt.audit.ranking import near_tie_pairs, pair_reversals, reversal_counts, weighted_scores
 from bayesirt.audit.resampling import matched_random_weights
 
 FAMILIES = ["gemma", "llama", "qwen"]
@@ -197,6 +197,9 @@ def test_propagation_matches_the_per_draw_chain():
         counts = reversal_counts(full, weighted_scores(y, random, observed), pairs)
         np.testing.assert_array_equal(fold["control_eligible"].values[s], counts[0])
         np.testing.assert_array_equal(fold["control_reversed"].values[s], counts[1])
+        # per pair: the share of the draw's controls that reverse it
+        _, per_pair = pair_reversals(full, weighted_scores(y, random, observed), pairs)
+        np.testing.assert_allclose(fold["control_reversal_rate"].values[s], per_pair.mean(axis=0), rtol=1e-6)
     np.testing.assert_array_equal(fold["control_reversed"].values[0], fold["control_reversed"].values[1])
     assert not np.array_equal(fold["control_reversed"].values[0], fold["control_reversed"].values[2])
 
@@ -219,8 +222,11 @@ def test_pool_folds_by_hand():
     np.testing.assert_allclose(tree["control_median"], [0.25, 0.0, 0.25, np.nan])
     np.testing.assert_allclose(tree["excess_pp"], [25.0, 0.0, 0.0, np.nan])
     assert int(tree["undefined_draws"]) == 1
-    # T_DIF vs each control: draw 0 wins 1 + 1 + 1/2, draw 1 1/2 + 1/2 + 0, draw 2 1/2 + 1/2 + 0; 9 defined pairs
-    assert float(tree["prob_exceeds_random"]) == pytest.approx(4.5 / 9)
+    # per-draw plus-one p, (1 + #{T_r >= T_DIF}) / (R + 1): draw 0 (1 + 1) / 4, draws 1 and 2 (1 + 3) / 4
+    np.testing.assert_allclose(tree["draw_p_value"], [0.5, 1.0, 1.0, np.nan])
+    np.testing.assert_allclose(tree["draw_p_value_quantiles"], np.quantile([0.5, 1.0, 1.0], [0.05, 0.5, 0.95]))
+    assert float(tree["share_draws_p_le_05"]) == 0.0
+    assert "prob_exceeds_random" not in tree.to_dataset()
     assert float(tree["excess_pp_quantiles"].sel(quantile=0.5)) == pytest.approx(0.0)
     assert set(tree.children) == {"fold_0", "fold_1"}
     with pytest.raises(DataError, match="no per-draw controls"):

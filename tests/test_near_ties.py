@@ -1,6 +1,7 @@
-"""The near-tie leaderboard with uncertainty (issue 19 item 4): near_ties.csv of the Bayesian
-audit, checked against the fold posteriors and a direct computation from the ability fit, and
-P(a ahead of b) of ``bayesirt fit`` (models.csv ``prob_ahead_of_next``, ``--pairs all``)."""
+"""The near-tie leaderboard with uncertainty (issues 19 item 4 and 29): near_ties.csv of the Bayesian
+audit, checked against the fold posteriors, a direct count of each pair's discordant items, the
+per-draw controls and a direct computation from the ability fit, and P(a ahead of b) of
+``bayesirt fit`` (models.csv ``prob_ahead_of_next``, ``--pairs all``)."""
 
 import json
 
@@ -10,12 +11,12 @@ import pytest
 import xarray as xr
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.report.audit_files import write_audit
-from bayesirt.audit.near_ties import CATEGORIES, COLUMNS, RESOLVED, ROBUST, categorize
+from bayesirt.audit.near_ties import CATEGORIES, COLUMNS, RESOLVED, ROBUST, SENSITIVE_P, categorize, excess_interval
 from bayesirt.audit.ranking import pair_reversals
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import DataError
+from bayesirt.report.audit_files import write_audit
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +42,9 @@ def test_near_ties_csv_lists_every_eligible_pair_with_model_a_ahead_on_the_full_
         assert (target.loc[rows["model_a"], "family"].to_numpy() == rows["family_a"].to_numpy()).all()
         assert (target.loc[rows["model_b"], "owner"].to_numpy() == rows["owner_b"].to_numpy()).all()
         assert len(rows) == f.eligible == pair_reversals(target["full"], target["anchor"], f.pairs)[0].sum()
-    for col in ("prob_a_ahead", "prob_reversal"):
+    for col in ("prob_a_ahead", "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "mcnemar_p", "excess_p"):
         assert table[col].between(0, 1).all()
+    assert (table["gap_lower_pp"] < table["gap_upper_pp"]).all()
 
 
 def test_prob_reversal_is_the_fold_posteriors_reversal_probability(audited):
@@ -58,7 +60,7 @@ def test_prob_reversal_is_the_fold_posteriors_reversal_probability(audited):
     assert table["prob_reversal"].nunique() > 1
 
 
-def test_prob_a_ahead_agrees_with_the_fitted_ability_posterior(audited):
+def test_prob_theta_a_ahead_agrees_with_the_fitted_ability_posterior(audited):
     result, _, table = audited
     theta = result.abilities["posterior"]["theta"]
     retained = result.population.loc[result.population["status"] == "retained", "model_id"].to_numpy(str)
@@ -66,10 +68,73 @@ def test_prob_a_ahead_agrees_with_the_fitted_ability_posterior(audited):
     draws = theta.stack(s=("chain", "draw")).transpose("s", "model").values
     pos = {m: k for k, m in enumerate(retained)}
     expected = [(draws[:, pos[a]] > draws[:, pos[b]]).mean() for a, b in zip(table["model_a"], table["model_b"])]
-    np.testing.assert_allclose(table["prob_a_ahead"], expected)
-    assert table["prob_a_ahead"].nunique() > 1
+    np.testing.assert_allclose(table["prob_theta_a_ahead"], expected)
+    assert table["prob_theta_a_ahead"].nunique() > 1
     assert result.summary["bayes"]["near_ties"]["draws"] == draws.shape[0] == 60
     assert result.summary["bayes"]["near_ties"]["method"] == "map"  # MAP-EM items, abilities given the items
+
+
+def test_prob_a_ahead_is_the_paired_accuracy_model_of_the_pairs_own_responses(audited):
+    """Discordant counts recounted item by item from the response matrix, then the one-group exact
+    formula or the paired model itself (the benchmark has several item groups)."""
+    from bayesirt.audit.paired import paired_accuracy
+
+    result, _, table = audited
+    ds = result_responses()
+    y, groups = ds["responses"].values, ds["item_group"].values.astype(str)
+    ids = ds["model_id"].values.astype(str)
+    col = {m: k for k, m in enumerate(ids)}
+    labels = sorted(set(groups), key=list(groups).index)
+    rows = table.sample(25, random_state=0)
+    for _, row in rows.iterrows():
+        ya, yb = y[:, col[row["model_a"]]], y[:, col[row["model_b"]]]
+        n10 = [int(((ya == 1) & (yb == 0) & (groups == g)).sum()) for g in labels]
+        n01 = [int(((ya == 0) & (yb == 1) & (groups == g)).sum()) for g in labels]
+        n = [int((groups == g).sum()) for g in labels]
+        assert (row["n10"], row["n01"]) == (sum(n10), sum(n01))
+        ref = paired_accuracy([n10], [n01], [n], draws=50_000, seed=9).iloc[0]
+        assert row["prob_a_ahead"] == pytest.approx(ref["prob_a_ahead"], abs=0.03)  # 2,000 draws in the audit
+        assert row["gap_lower_pp"] == pytest.approx(100 * ref["gap_lower"], abs=1.0)  # quantile SE ~0.25 pp
+        assert row["gap_upper_pp"] == pytest.approx(100 * ref["gap_upper"], abs=1.0)
+        assert row["full_gap_pp"] == pytest.approx(100 * (sum(n10) - sum(n01)) / sum(n))  # complete data
+    # the full-score gap is 1-2 items of 60 per half, so the accuracy data cannot resolve any pair
+    assert (table["prob_a_ahead"] < RESOLVED).all() and (table["prob_a_ahead"] > 0.5).all()
+
+
+def result_responses():
+    return simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)[0]
+
+
+def test_random_reversal_rate_comes_from_the_draws_own_controls(audited):
+    result, _, table = audited
+    for f in result.folds:
+        post = f.posterior
+        rate = post["control_reversal_rate"].transpose("draw", "pair").values
+        controls = post.sizes["replicate"]
+        # every draw's per-pair rates add up to its pooled count of reversing controls
+        np.testing.assert_allclose(rate.sum(axis=1) * controls, post["control_reversed"].sum("replicate").values,
+                                   rtol=1e-5)
+        by_pair = {frozenset(p): k for k, p in enumerate(zip(post["model_i"].values.astype(str),
+                                                             post["model_j"].values.astype(str)))}
+        rows = table[table["fold"] == f.audit_fold]
+        k = [by_pair[frozenset((a, b))] for a, b in zip(rows["model_a"], rows["model_b"])]
+        np.testing.assert_allclose(rows["random_reversal_rate"], rate[:, k].mean(axis=0), rtol=1e-6)
+        excess, lower, upper = excess_interval(post["reversed"].transpose("draw", "pair").values[:, k], rate[:, k])
+        np.testing.assert_allclose(rows["excess_reversal"], rows["prob_reversal"] - rows["random_reversal_rate"],
+                                   atol=1e-6)
+        np.testing.assert_allclose(rows["excess_lower"], lower, atol=1e-9)
+    assert table["random_reversal_rate"].nunique() > 1
+
+
+def test_excess_interval_by_hand():
+    reversed_ = np.array([[1, 0], [1, 0], [0, 0], [1, 0]], dtype=bool)
+    rate = np.array([[0.5, 0.0], [0.25, 0.0], [0.25, 0.0], [0.0, 0.0]])
+    excess, lower, upper = excess_interval(reversed_, rate)
+    e = np.array([0.5, 0.75, -0.25, 1.0])
+    half = 1.6448536269514722 * e.std(ddof=1) / 2
+    np.testing.assert_allclose(excess, [e.mean(), 0.0])
+    np.testing.assert_allclose(lower, [e.mean() - half, 0.0])
+    np.testing.assert_allclose(upper, [e.mean() + half, 0.0])
 
 
 def test_map_abilities_are_the_posterior_given_the_items():
@@ -94,9 +159,12 @@ def test_map_abilities_are_the_posterior_given_the_items():
 
 def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(audited):
     result, out, table = audited
-    resolved = table["prob_a_ahead"] >= RESOLVED
-    expected = np.where(resolved & (table["prob_reversal"] <= ROBUST), CATEGORIES[0],
-                        np.where(resolved, CATEGORIES[1], CATEGORIES[2]))
+    resolved = (table["prob_a_ahead"] >= RESOLVED) | (table["prob_a_ahead"] <= 1 - RESOLVED)
+    robust = (table["prob_reversal"] <= ROBUST) & (table["random_reversal_rate"] <= ROBUST)
+    dif = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
+    np.testing.assert_allclose(table["excess_p"], dif, atol=1e-6)
+    expected = np.where(resolved, np.where(robust, CATEGORIES[0], np.where(dif <= SENSITIVE_P, CATEGORIES[1],
+                                                                             CATEGORIES[2])), CATEGORIES[3])
     assert (table["category"] == expected).all()
     info = json.loads((out / "summary.json").read_text())["bayes"]["near_ties"]
     assert info["counts"] == {c: int((table["category"] == c).sum()) for c in CATEGORIES}
@@ -105,15 +173,41 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     assert (out / "near_ties.png").stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "## Near-tie leaderboard with uncertainty" in report and "near_ties.png" in report
+    for name in ("prob_a_ahead", "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "mcnemar_p"):
+        assert f"- `{name}`: " in report  # one sentence per probability: what it is of, what it conditions on
+    assert "never .95" not in report and "prob_exceeds_random" not in report
+    assert "conditional on the spectral working model" in report
     tree = xr.open_datatree(out / "audit.nc")
     group = tree["near_ties"].to_dataset()
     np.testing.assert_allclose(group["prob_a_ahead"].values, table["prob_a_ahead"])
+    assert "expected accuracy" in group["prob_a_ahead"].attrs["description"]
     assert list(group["category"].values.astype(str)) == list(table["category"])
+    assert "conditional on the spectral working model" in tree["bayes"].attrs["conditional_on"]
+    assert tree.attrs["bayes_intervals"].startswith("conditional on the spectral working model")
+    assert tree["bayes"].attrs["newton_capped_draws"] == 0
+
+
+def test_excess_p_is_valid_when_the_anchors_are_a_random_recomposition():
+    """Under the null the anchors of every draw are a blueprint-matched random subset: a pair that
+    random subsets reverse at rate r reverses in each draw with probability r. Whether the draws
+    share one subset (a concentrated posterior) or not (a diffuse one), P(excess_p <= .05) <= .05."""
+    from bayesirt.audit.near_ties import excess_p
+
+    rng = np.random.default_rng(3)
+    for r in (0.01, 0.04, 0.05, 0.2, 0.6):
+        one = rng.random(20_000) < r  # every draw the same subset
+        many = (rng.random((20_000, 50)) < r).mean(axis=1)  # 50 draws, independent subsets
+        for prob in (one.astype(float), many):
+            assert (excess_p(prob, np.full(prob.size, r)) <= SENSITIVE_P).mean() <= SENSITIVE_P + 0.005
+    np.testing.assert_allclose(excess_p([0.0, 0.5, 0.9, 0.2], [0.0, 0.01, 0.9, np.nan]), [1.0, 0.02, 1.0, np.nan])
 
 
 def test_categorize_at_the_boundaries():
-    got = categorize([0.95, 0.95, 0.9499, 1.0, 0.2], [0.05, 0.0501, 0.0, 0.5, 0.9])
-    assert list(got) == [CATEGORIES[0], CATEGORIES[1], CATEGORIES[2], CATEGORIES[1], CATEGORIES[2]]
+    got = categorize([0.95, 0.95, 0.95, 0.95, 0.9499, 0.95, 0.05, 0.0501],
+                     [0.05, 0.0501, 1.0, 0.9, 0.0, 0.5, 0.0, 0.0],
+                     [0.05, 0.0, 0.05, 0.0451, 0.0, 0.5, 0.0, 0.0])
+    assert list(got) == [CATEGORIES[0], CATEGORIES[1], CATEGORIES[1], CATEGORIES[2], CATEGORIES[3], CATEGORIES[2],
+                         CATEGORIES[0], CATEGORIES[3]]
 
 
 def test_a_mirt_ability_spec_is_refused_before_any_work():

@@ -3,8 +3,9 @@
 near-tie ranking statistics (:mod:`.ranking`), matched-random controls (:mod:`.resampling`) and
 bootstraps (:mod:`.bootstrap`). The primary pipeline (:mod:`.primary`, settings and results in
 :mod:`.result`), its diagnostics, the direct penalized joint MIRT of NT B.1 (:mod:`.joint_mirt`), its
-Bayesian layer (:mod:`.bayes`) and its labelled outputs (:mod:`.output`). Files and reports are
-written by :mod:`bayesirt.report` and :mod:`bayesirt.jobs.audit`."""
+Bayesian layer (:mod:`.bayes`), the paired accuracy comparison of its near-tie leaderboard
+(:mod:`.paired`) and its labelled outputs (:mod:`.output`). Files and reports are written by
+:mod:`bayesirt.report` and :mod:`bayesirt.jobs.audit`."""
 
 from typing import TYPE_CHECKING
 
@@ -23,5 +24,6 @@ if TYPE_CHECKING:
     from bayesirt.audit.resampling import matched_random_controls
     from bayesirt.audit.bootstrap import composition_bootstrap, owner_bootstrap
     from bayesirt.audit.bayes import fit_family_dif_posterior, propagate_posterior
+    from bayesirt.audit.paired import discordant_counts, mcnemar_p, paired_accuracy
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

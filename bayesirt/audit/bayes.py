@@ -15,14 +15,14 @@ pairs are draws of the joint posterior) to give a posterior of the pooled low-DI
 Its null is drawn per draw too: for draw s, blueprint-matched random subtests are drawn from
 draw s's own cells with draw s's k_c (NT eq. 35), replicate r using the same random keys in every
 draw (so draws are compared on paired controls), and scored on the same frozen pairs. The excess
-of draw s is its rate minus the median of its own controls, and ``prob_exceeds_random`` is the
-posterior probability that the DIF-guided recomposition reverses a larger share of the eligible
-pairs than a blueprint-matched random one: the share of (draw, control) pairs with T_DIF^(s) >
-T_r^(s), ties counted half. Averaged over draws and controls it is not a p-value: without DIF
-it stays near .5 (with the default per-item Laplace posterior, between .30 and .73 on 100
-simulated benchmarks, never above .95, where the randomization p fell below .05 on 4), and with a
-planted family advantage it exceeded .95 on 27 of 40 benchmarks where p fell below .05 on 29
-(``benchmarks/bayes_calibration.py``; ADVI: .26-.70 and 29 of 40). The offsets, the near-tie pairs
+of draw s is its rate minus the median of its own controls, and its randomization p
+(``draw_p_value``) is the plus-one p of NT eq. 11 computed with the draw's anchors against its own
+controls. The audit reports the distribution of that p over the draws (median, 90% interval, share
+of draws at p <= .05) under that name: how much the test's verdict moves with the uncertain DIF
+estimate. It is not a posterior probability of a hypothesis (the former ``prob_exceeds_random``,
+the posterior mean of each draw's randomization percentile, was reported as one and is gone;
+issue 29). Per pair, ``random_reversal_rate`` is the share of the draws' controls that reverse the
+pair: the baseline of its ``reversal_probability``. The offsets, the near-tie pairs
 and the full scores stay frozen: the posterior describes uncertainty from the DIF estimate given
 the spectral adjustment, not from K selection, the offsets or the population, unless the draws
 come from the Bayesian bootstrap (:mod:`bayesirt.audit.bayes_bootstrap`), which refits the
@@ -51,11 +51,11 @@ from bayesirt.audit.dif import DIF_CYCLES, fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.inference.fitting import sample_model
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.audit.ranking import pair_reversals, pooled_rate, reversal_counts, weighted_scores
+from bayesirt.audit.ranking import pair_reversals, pooled_rate, weighted_scores
 from bayesirt.audit.resampling import matched_random_weights
 
 __all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds",
-           "MAP_TOLERANCE", "REFERENCE_CYCLES", "REFERENCE_TOLERANCE", "INTERVAL"]
+           "MAP_TOLERANCE", "REFERENCE_CYCLES", "REFERENCE_TOLERANCE", "INTERVAL", "CONDITIONAL"]
 
 #: L-BFGS-B gradient tolerance of the MAP (its delta was 1.6e-7 from the converged Newton in the test).
 MAP_TOLERANCE = 1e-6
@@ -64,6 +64,11 @@ REFERENCE_CYCLES = 500
 REFERENCE_TOLERANCE = 1e-12
 #: Posterior interval reported by :func:`pool_folds` (equal-tailed).
 INTERVAL = 0.90
+#: What every DIF posterior of the audit conditions on (DataTree attributes, report, README): its
+#: intervals were not checked for coverage with the offsets estimated as the audit estimates them.
+CONDITIONAL = ("conditional on the spectral working model: the capability offsets (K and the spectral "
+               "adjustment) are held at the audit's estimate, or refitted per draw by the owner bootstrap; the "
+               "intervals' coverage of family effects with estimated offsets has not been established")
 
 
 def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, method: str = "advi",
@@ -187,7 +192,9 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
         Per draw: ``dif_range`` (draw, item), ``anchor`` (draw, item; bool), ``anchor_score``
         (draw, model), ``eligible`` and ``reversed`` (draw, pair; bool), ``n_eligible`` and
         ``n_reversed`` (draw); with ``controls``, ``control_eligible`` and ``control_reversed``
-        (draw, replicate). Summaries: ``anchor_probability`` (item), ``reversal_probability``
+        (draw, replicate), ``control_reversal_rate`` (draw, pair: the share of the draw's controls
+        that strictly reverse the pair) and ``random_reversal_rate`` (pair: its mean over draws).
+        Summaries: ``anchor_probability`` (item), ``reversal_probability``
         (pair: share of draws in which the pair is strictly reversed; a tie counts as not
         reversed). ``full_score`` (model). Coordinates ``item``, ``model`` and, on ``pair``,
         ``model_i`` and ``model_j`` (the labels of the pair's models).
@@ -232,11 +239,17 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
     null = {}
     if controls:
         counts = np.empty((2, n_draws, controls), dtype=np.int64)
+        pair_rate = np.empty((n_draws, i.size), dtype=np.float32)
         for d in range(n_draws):
             random_weights = matched_random_weights(cell[d], weights[d], controls, seed)
-            counts[:, d] = reversal_counts(full, weighted_scores(y_target, random_weights, observed_target), (i, j))
+            control_eligible, control_reversed = pair_reversals(
+                full, weighted_scores(y_target, random_weights, observed_target), (i, j))  # (replicate, pair)
+            counts[:, d] = control_eligible.sum(axis=1), control_reversed.sum(axis=1)
+            pair_rate[d] = control_reversed.mean(axis=0)
         null = {"control_eligible": (("draw", "replicate"), counts[0]),
-                "control_reversed": (("draw", "replicate"), counts[1])}
+                "control_reversed": (("draw", "replicate"), counts[1]),
+                "control_reversal_rate": (("draw", "pair"), pair_rate),
+                "random_reversal_rate": ("pair", pair_rate.mean(axis=0, dtype=np.float64))}
 
     return xr.Dataset(
         {
@@ -260,7 +273,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
 
 def pool_folds(folds: Sequence[xr.Dataset]) -> xr.DataTree:
     """Posterior of the pooled low-DIF reversal rate, of its excess over each draw's own
-    matched-random median, and the probability that it exceeds a matched-random rate.
+    matched-random median, and the distribution over draws of each draw's randomization p.
 
     Parameters
     ----------
@@ -274,11 +287,15 @@ def pool_folds(folds: Sequence[xr.Dataset]) -> xr.DataTree:
     xarray.DataTree
         Root: ``low_dif_reversal_rate`` (draw); ``control_rate`` (draw, replicate), the pooled
         rates T_r^(s) of the draw's controls (eq. 36); ``control_median`` (draw); ``excess_pp``
-        (draw) = 100 (T_DIF^(s) - median_r T_r^(s)); their posterior ``*_quantiles`` (quantile:
-        the median and the :data:`INTERVAL` equal-tailed bounds); ``prob_exceeds_random``, the
-        share of defined (draw, control) pairs with T_DIF^(s) > T_r^(s), ties counted half;
-        ``undefined_draws`` (draws with no eligible pair in any fold, or no defined control, left
-        out of the summaries). Children ``fold_0``, ``fold_1``, ...: the per-fold Datasets
+        (draw) = 100 (T_DIF^(s) - median_r T_r^(s)); ``draw_p_value`` (draw), the plus-one
+        randomization p of draw s against its own controls, (1 + #{T_r^(s) >= T_DIF^(s)}) / (R_s + 1)
+        (eq. 11 with the draw's anchors; R_s its defined controls); their posterior ``*_quantiles``
+        (quantile: the median and the :data:`INTERVAL` equal-tailed bounds); ``share_draws_p_le_05``
+        (share of defined draws with p <= .05); ``undefined_draws`` (draws with no eligible pair in
+        any fold, or no defined control, left out of the summaries). The per-draw p is a
+        randomization p-value computed with one draw's anchors; its distribution over draws says how
+        much the test's verdict depends on the uncertain DIF estimate. It is not the posterior
+        probability of a hypothesis. Children ``fold_0``, ``fold_1``, ...: the per-fold Datasets
         (anchor and pair reversal probabilities).
     """
     if len(folds) == 0:
@@ -298,8 +315,8 @@ def pool_folds(folds: Sequence[xr.Dataset]) -> xr.DataTree:
         median = np.nanmedian(control, axis=1)
     excess = 100 * (rate - median)
     defined = ~np.isnan(excess)
-    paired = ~np.isnan(rate)[:, None] & ~np.isnan(control)
-    wins = (rate[:, None] > control) + 0.5 * (rate[:, None] == control)
+    n_defined = (~np.isnan(control)).sum(axis=1)
+    p_value = np.where(defined, (1 + (control >= rate[:, None]).sum(axis=1)) / (n_defined + 1), np.nan)
     tail = (1 - INTERVAL) / 2
     quantiles = [tail, 0.5, 1 - tail]
     root = xr.Dataset(
@@ -308,15 +325,18 @@ def pool_folds(folds: Sequence[xr.Dataset]) -> xr.DataTree:
             "control_rate": (("draw", "replicate"), control),
             "control_median": ("draw", median),
             "excess_pp": ("draw", excess),
+            "draw_p_value": ("draw", p_value),
             "low_dif_reversal_rate_quantiles": ("quantile", _quantiles(rate[defined], quantiles)),
             "control_median_quantiles": ("quantile", _quantiles(median[defined], quantiles)),
             "excess_pp_quantiles": ("quantile", _quantiles(excess[defined], quantiles)),
-            "prob_exceeds_random": float(wins[paired].mean()) if paired.any() else np.nan,
+            "draw_p_value_quantiles": ("quantile", _quantiles(p_value[defined], quantiles)),
+            "share_draws_p_le_05": float((p_value[defined] <= 0.05).mean()) if defined.any() else np.nan,
             "undefined_draws": int((~defined).sum()),
         },
         coords={"draw": folds[0]["draw"].values, "replicate": np.arange(n_controls), "quantile": quantiles},
         attrs={"interval": INTERVAL, "controls_per_draw": int(n_controls),
-               "null": "per draw: blueprint-matched random subtests from the draw's own cells (paired keys)"},
+               "null": "per draw: blueprint-matched random subtests from the draw's own cells (paired keys)",
+               "conditional_on": CONDITIONAL},
     )
     return xr.DataTree.from_dict({"/": root} | {f"fold_{h}": fold for h, fold in enumerate(folds)})
 

@@ -66,16 +66,16 @@ def owner_dirichlet_weights(owner, draws: int, seed: int) -> np.ndarray:
     return per_model / per_model.mean(axis=1, keepdims=True)
 
 
-def _draw(task: dict) -> tuple[np.ndarray, np.ndarray]:
+def _draw(task: dict) -> tuple[np.ndarray, np.ndarray, int]:
     _, _, _, fit, _ = purification_rounds(task["y"], task["observed"], task["family"], task["n_families"],
                                           task["item_group"], task["k"], alpha=task["alpha"], seed=task["seed"],
                                           weights=task["weights"])
-    return fit.family_effect, fit.easiness
+    return fit.family_effect, fit.easiness, fit.newton_capped
 
 
 def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, owner, *, draws: int = BOOTSTRAP_DRAWS,
                     alpha: float = ANCHOR_FRACTION, seed: int = 0, svd_seed: int = 0, workers: int | None = 1,
-                    progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                    progress: bool = False, return_info: bool = False) -> tuple:
     """Bayesian-bootstrap draws of the last purification round's (delta, b) in one audit half.
 
     Parameters
@@ -100,11 +100,15 @@ def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, ow
     workers : int, optional
         As :func:`bayesirt.utils.parallel.parallel_map`; results do not depend on it.
     progress : bool, default False
+    return_info : bool, default False
+        Also return a dict with ``newton_capped`` (draw,): the inner Newton solves of each draw's
+        last-round DIF fit that stopped at their step cap (:attr:`bayesirt.audit.dif.DIFFit.newton_capped`).
 
     Returns
     -------
     (family_effect, easiness) : ndarray (draw, item, family), ndarray (draw, item)
-        The inputs of :func:`bayesirt.audit.bayes.propagate_posterior`.
+        The inputs of :func:`bayesirt.audit.bayes.propagate_posterior` (and the dict, with
+        ``return_info``).
     """
     check_int(draws, name="draws", caller="bootstrap_draws", low=1)
     y, observed = np.asarray(y), np.asarray(observed, dtype=bool)
@@ -115,4 +119,7 @@ def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, ow
               "item_group": np.asarray(item_group), "k": k, "alpha": alpha, "seed": svd_seed}
     results = parallel_map(_draw, [common | {"weights": w} for w in weights], workers=workers, progress=progress,
                            description="bootstrap draws")
-    return np.stack([r[0] for r in results]), np.stack([r[1] for r in results])
+    delta, easiness = np.stack([r[0] for r in results]), np.stack([r[1] for r in results])
+    if return_info:
+        return delta, easiness, {"newton_capped": np.array([r[2] for r in results], dtype=np.int64)}
+    return delta, easiness

@@ -79,7 +79,9 @@ def laplace_draws(y, observed, offsets, family, n_families: int, *, draws: int =
     Returns
     -------
     (family_effect, easiness, info) : ndarray (draw, item, family), ndarray (draw, item), dict
-        ``info``: ``newton_steps``, ``last_step`` and the posterior ``mode_dif_range`` (item,).
+        ``info``: ``newton_steps``, ``last_step``, the posterior ``mode_dif_range`` (item,) and
+        ``newton_capped`` (the mode search stopped at :data:`MAX_NEWTON` steps with the last step
+        still above :data:`NEWTON_TOLERANCE`: the draws are centred off the mode).
     """
     check_int(draws, name="draws", caller="laplace_draws", low=1)
     observed = np.asarray(observed, dtype=bool)
@@ -120,5 +122,6 @@ def laplace_draws(y, observed, offsets, family, n_families: int, *, draws: int =
     eps = np.random.default_rng(seed).standard_normal((draws, *theta.shape))
     dev = np.linalg.solve(np.swapaxes(chol, 1, 2)[None], eps[..., None])[..., 0]
     sample = theta[None] + dev
-    info = {"newton_steps": steps, "last_step": step_size, "mode_dif_range": np.ptp(delta, axis=1)}
+    info = {"newton_steps": steps, "last_step": step_size, "mode_dif_range": np.ptp(delta, axis=1),
+            "newton_capped": bool(step_size >= NEWTON_TOLERANCE)}
     return sample[..., 1:] @ q.T, sample[..., 0], info

@@ -61,6 +61,9 @@ class DIFFit:
         Alternations run.
     last_change : float
         Largest change of delta over the last cycle.
+    newton_capped : int
+        Inner Newton solves (one on b and one on delta per cycle) that stopped at
+        ``newton_iterations`` steps with the largest step still above ``tolerance``.
     """
 
     easiness: np.ndarray
@@ -68,15 +71,18 @@ class DIFFit:
     dif_range: np.ndarray
     cycles: int
     last_change: float
+    newton_capped: int = 0
 
 
-def _newton(step_fn, value: np.ndarray, iterations: int, tolerance: float) -> np.ndarray:
+def _newton(step_fn, value: np.ndarray, iterations: int, tolerance: float) -> tuple[np.ndarray, bool]:
+    """Clipped Newton steps until the largest is below ``tolerance``; also whether the solve stopped
+    at ``iterations`` without getting there (its step cap)."""
     for _ in range(iterations):
         step = np.clip(step_fn(value), -MAX_STEP, MAX_STEP)
         value = value + step
         if np.abs(step).max() < tolerance:
-            break
-    return value
+            return value, False
+    return value, True
 
 
 def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, family: np.ndarray, n_families: int,
@@ -136,17 +142,18 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
         mass, curvature = family_moments(e_base, np.exp(-value), family, weight)
         return (y_family - mass - penalty * value) / (mass - curvature + penalty)
 
-    change, cycle = np.inf, 0
+    change, cycle, capped = np.inf, 0, 0
     for cycle in range(1, cycles + 1):
         negative_exp(offsets, delta, family, e_base)
-        b = _newton(b_step, b, newton_iterations, tolerance)
+        b, b_capped = _newton(b_step, b, newton_iterations, tolerance)
         before = delta
         negative_exp(offsets, b[:, None], one_family, e_base)
-        delta = _newton(delta_step, delta, newton_iterations, tolerance)
+        delta, delta_capped = _newton(delta_step, delta, newton_iterations, tolerance)
+        capped += int(b_capped) + int(delta_capped)
         mean = delta.mean(axis=1)
         delta, b = delta - mean[:, None], b + mean
         change = float(np.abs(delta - before).max())
         if change < tolerance:
             break
     return DIFFit(easiness=b, family_effect=delta, dif_range=delta.max(axis=1) - delta.min(axis=1), cycles=cycle,
-                  last_change=change)
+                  last_change=change, newton_capped=capped)

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import numpy as np
 import xarray as xr
 
+from bayesirt.audit.bayes import CONDITIONAL
 from bayesirt.audit.near_ties import near_ties_dataset
 from bayesirt.audit.result import AuditResult, FoldResult
 from bayesirt.utils.outputs import to_json
@@ -106,6 +107,8 @@ def audit_tree(result: AuditResult, responses: xr.Dataset) -> xr.DataTree:
     tree = xr.DataTree.from_dict(children)
     tree.attrs = {"summary": to_json(audit_summary(result), indent=None),
                   "reference": "NT sections 3.1-3.4, App. C and D.1"}
+    if result.bayes is not None:  # every DIF interval of the Bayesian layer and its diagnostics
+        tree.attrs["bayes_intervals"] = CONDITIONAL
     return tree
 
 

@@ -19,7 +19,14 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.anchors import capability_offsets, purify
-from bayesirt.audit.bayes import fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap, stacked_draws
+from bayesirt.audit.bayes import (
+    CONDITIONAL,
+    fit_family_dif_posterior,
+    pool_folds,
+    propagate_posterior,
+    schedule_gap,
+    stacked_draws,
+)
 from bayesirt.audit.bayes_bootstrap import bootstrap_draws
 from bayesirt.audit.bayes_diagnostics import attach, fraction_scores, posterior_sensitivity, posterior_specificity
 from bayesirt.audit.bayes_laplace import laplace_draws
@@ -65,11 +72,17 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
     refits offsets, DIF and purification per draw with K fixed (:mod:`bayesirt.audit.bayes_bootstrap`).
     Otherwise the DIF posterior given the offsets that chose the anchors (the last purification
     round's)."""
-    notes, gap, easiness_prior = [], None, None
+    notes, gap, easiness_prior, capped = [], None, None, 0
     if config.bayes_method == "bootstrap":
-        delta, easiness = bootstrap_draws(y_audit, obs_audit, family_audit, n_families, item_group, k, owner_audit,
-                                          draws=config.bayes_draws, alpha=config.alpha, seed=seed,
-                                          svd_seed=purification.seed)
+        delta, easiness, info = bootstrap_draws(y_audit, obs_audit, family_audit, n_families, item_group, k,
+                                                owner_audit, draws=config.bayes_draws, alpha=config.alpha, seed=seed,
+                                                svd_seed=purification.seed, return_info=True)
+        capped = int((info["newton_capped"] > 0).sum())
+        if capped:
+            notes.append(f"{capped} of {config.bayes_draws} bootstrap draws of an audit half stopped an inner DIF "
+                         "Newton solve at its step cap (newton_iterations) with the step still above the tolerance, "
+                         "so in those draws NT's schedule ran on unconverged solves (newton_capped_draws in the "
+                         "fold's attributes)")
     else:
         offsets, _ = capability_offsets(y_audit, obs_audit, purification.selection_rows, k, seed=purification.seed,
                                         adjustment=purification.adjustment)
@@ -82,9 +95,14 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
             notes.append(f"{degenerate.sum()} item(s) are all correct or all wrong in an audit half, so the Bayesian "
                          "layer used the N(0, 2) easiness prior there instead of a flat one")
         if config.bayes_method == "laplace":
-            delta, easiness, _ = laplace_draws(y_audit, obs_audit, offsets, family_audit, n_families,
-                                               draws=config.bayes_draws, seed=seed,
-                                               easiness_sd=EASINESS_SD if easiness_prior == "normal" else None)
+            delta, easiness, info = laplace_draws(y_audit, obs_audit, offsets, family_audit, n_families,
+                                                  draws=config.bayes_draws, seed=seed,
+                                                  easiness_sd=EASINESS_SD if easiness_prior == "normal" else None)
+            capped = config.bayes_draws if info["newton_capped"] else 0  # every draw is centred on that mode
+            if capped:
+                notes.append(f"the Laplace mode search of an audit half stopped at its step cap ({info['newton_steps']} "
+                             f"Newton steps, last step {info['last_step']:.2g}); all its draws are centred off the "
+                             "posterior mode")
         else:
             tree = fit_family_dif_posterior(y_audit, obs_audit, offsets, family_audit, n_families,
                                             method=config.bayes_method, draws=config.bayes_draws, seed=seed,
@@ -94,7 +112,8 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
     chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
                                 controls=config.bayes_controls, seed=spawn_seeds(seed, 1)[0], **target)
     chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior if gap is not None else "none",
-                       easiness_prior=str(easiness_prior))
+                       easiness_prior=str(easiness_prior), newton_capped_draws=int(capped),
+                       conditional_on=CONDITIONAL)
     draws = xr.Dataset({"family_effect": (("draw", "item", "family"), delta), "easiness": (("draw", "item"), easiness)},
                        coords={"draw": chain["draw"].values, "item": item_ids, "family": np.arange(n_families)})
     return chain, draws, gap, notes
@@ -262,6 +281,8 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
     summary["within_family"] = within_family_specificity(result.controls)
     if config.bayes:
         result.bayes = pool_folds([f.posterior for f in folds])
+        result.bayes.attrs["newton_capped_draws"] = sum(int(f.posterior.attrs.get("newton_capped_draws", 0))
+                                                       for f in folds)
         summary["bayes"] = _bayes_summary(result.bayes, folds)
         t = time.perf_counter()
         _posterior_diagnostics(result, purifications, y, observed, item_group)
@@ -306,7 +327,10 @@ def _bayes_summary(pooled: xr.DataTree, folds: list[FoldResult]) -> dict:
         "low_dif_reversal_rate_q05_q50_q95": q["low_dif_reversal_rate"],
         "control_median_q05_q50_q95": q["control_median"],
         "excess_pp_q05_q50_q95": q["excess_pp"],
-        "prob_exceeds_random": float(root["prob_exceeds_random"]),
+        "draw_p_value_q05_q50_q95": root["draw_p_value_quantiles"].values.tolist(),
+        "share_draws_p_le_05": float(root["share_draws_p_le_05"]),
+        "newton_capped_draws": [int(f.posterior.attrs.get("newton_capped_draws", 0)) for f in folds],
+        "conditional_on": CONDITIONAL,
         "anchor_probability_decisive_share": [
             float(((f.posterior["anchor_probability"] < 0.05) | (f.posterior["anchor_probability"] > 0.95)).mean())
             for f in folds],

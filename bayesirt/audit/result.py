@@ -67,11 +67,12 @@ class AuditConfig:
     (:mod:`bayesirt.audit.bayes_diagnostics`: within-family specificity always, the curves with
     ``sensitivity``, and, in :func:`bayesirt.audit.run_audit_job`, the signatures and the
     discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``), and the
-    near-tie leaderboard (:mod:`bayesirt.audit.near_ties`): ``bayes_ability_spec`` (a built-in spec
-    name or a 1PL-4PL spec file; default 2PL) fitted to the full benchmark on every retained model,
-    by ``bayes_method`` (full-rank ADVI there becomes mean-field ADVI), gives each eligible pair's
-    posterior probability that the higher-scoring model has the higher ability
-    (``bayes_ability_spec=None`` skips it).
+    near-tie leaderboard (:mod:`bayesirt.audit.near_ties`): each eligible pair's posterior
+    probability that the higher-scoring model has the higher expected accuracy (the paired model of
+    :mod:`bayesirt.audit.paired`, which decides the categories), and, for reference,
+    ``prob_theta_a_ahead`` from ``bayes_ability_spec`` (a built-in spec name or a 1PL-4PL spec file;
+    default 2PL) fitted to the full benchmark on every retained model by ``bayes_method`` (full-rank
+    ADVI there becomes mean-field ADVI) (``bayes_ability_spec=None`` skips the leaderboard).
     ``sensitivity`` adds the score-gap threshold and anchor-fraction curves
     (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
@@ -107,9 +108,9 @@ class AuditConfig:
     bayes_controls: int = option(BAYES_CONTROLS, "with --bayes: random controls per posterior draw and fold (the "
                                                  "per-draw null; with --matched also the matched ones), at most "
                                                  "--controls")
-    bayes_ability_spec: str | None = option("2pl", "with --bayes: spec fitted to all retained models for the "
-                                                   "near-tie leaderboard (near_ties.csv); none skips it",
-                                            parse=none_or_text)
+    bayes_ability_spec: str | None = option("2pl", "with --bayes: ability spec of near_ties.csv's reference column "
+                                                   "prob_theta_a_ahead (the categories use the paired accuracy "
+                                                   "model); none skips the leaderboard", parse=none_or_text)
     adjustment: str = option("spectral", "ability adjustment: NT's spectral working model, direct penalized joint "
                                          "MIRT (B.1), or the PyMC MIRT posterior (ADVI; K by the spectral rule)",
                              choices=ADJUSTMENTS)

@@ -34,8 +34,8 @@ def _prob(v) -> str:
 
 
 def _intro(ds: xr.Dataset) -> str:
-    return (f"Posterior mean ({100 * INTERVAL:g}% equal-tailed interval) over {ds.sizes['draw']:,} draws of the "
-            "Bayesian layer, each draw's anchors carried through the diagnostic")
+    return (f"Posterior mean ({100 * INTERVAL:g}% equal-tailed interval, conditional on the spectral working model) "
+            f"over {ds.sizes['draw']:,} draws of the Bayesian layer, each draw's anchors carried through the diagnostic")
 
 
 def specificity_lines(ds: xr.Dataset) -> list[str]:

@@ -12,20 +12,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bayesirt.audit.near_ties import CATEGORIES, RESOLVED, ROBUST  # noqa: E402
+from bayesirt.audit.near_ties import CATEGORIES, COLUMN_NOTES, RESOLVED, ROBUST, SENSITIVE_P  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
 __all__ = ["plot_near_ties", "near_ties_lines", "TOP_PAIRS"]
 
 #: Pairs listed per category in report.md (near_ties.csv has them all).
 TOP_PAIRS = 5
-_COLORS = {CATEGORIES[0]: "C2", CATEGORIES[1]: "C3", CATEGORIES[2]: "0.55"}
+_COLORS = {CATEGORIES[0]: "C2", CATEGORIES[1]: "C3", CATEGORIES[2]: "C1", CATEGORIES[3]: "0.55"}
 #: How each category's "top" pairs are chosen: the clearest cases of what the category says.
 _ORDER = {CATEGORIES[0]: (["prob_a_ahead", "prob_reversal"], [False, True]),
-          CATEGORIES[1]: (["prob_reversal", "prob_a_ahead"], [False, False]),
-          CATEGORIES[2]: (["prob_a_ahead", "prob_reversal"], [True, False])}
-_ORDER_TEXT = {CATEGORIES[0]: "highest P(a ahead), then lowest P(reversal)",
-               CATEGORIES[1]: "highest P(reversal)", CATEGORIES[2]: "lowest P(a ahead)"}
+          CATEGORIES[1]: (["excess_reversal", "prob_a_ahead"], [False, False]),
+          CATEGORIES[2]: (["prob_reversal", "prob_a_ahead"], [False, False]),
+          CATEGORIES[3]: (["prob_a_ahead", "prob_reversal"], [True, False])}
+_ORDER_TEXT = {CATEGORIES[0]: "highest P(a ahead), then lowest P(reversal)", CATEGORIES[1]: "largest excess reversal",
+               CATEGORIES[2]: "highest P(reversal)", CATEGORIES[3]: "lowest P(a ahead)"}
 
 
 def plot_near_ties(table: pd.DataFrame, path: Path) -> Path:
@@ -43,7 +44,7 @@ def plot_near_ties(table: pd.DataFrame, path: Path) -> Path:
     ax.axhline(ROBUST, color="0.2", ls=":", lw=1)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("P(a ahead of b): posterior probability that the data resolve the ordering")
+    ax.set_xlabel("P(a ahead): posterior probability that a's expected accuracy exceeds b's")
     ax.set_ylabel("P(low-DIF recomposition reverses the pair)")
     ax.set_title(f"{len(table):,} eligible near-tie pairs, both folds", fontsize=10)
     legend = ax.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
@@ -57,23 +58,33 @@ def plot_near_ties(table: pd.DataFrame, path: Path) -> Path:
 
 
 def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) -> list[str]:
-    """report.md lines: what the two probabilities mean, the category counts and the top pairs of
-    each category."""
+    """report.md lines: what each probability is of and conditions on, the category counts and
+    the top pairs of each category."""
     counts = info["counts"]
+    called = info.get("called", 0)
+    share = info.get("called_mcnemar_p_le_10")
     lines = ["## Near-tie leaderboard with uncertainty (Bayesian layer)", "",
              f"Every eligible near-tie pair of both folds ({info['pairs']:,}; eligible as in the primary result: tied "
-             "under neither the full nor the low-DIF anchor score), model a being the one with the higher full score. "
-             f"P(a ahead) is the share of posterior draws with a's ability above b's under the `{info['ability_spec']}` spec "
-             f"fitted to the full benchmark on all {info['models_fitted']:,} retained models ({info['method']}, "
-             f"{info['draws']:,} draws, {info['fit_s']:.1f} s): does the data resolve the ordering? P(reversal) is the "
-             "posterior probability that the low-DIF recomposition strictly reverses the pair (the residual-DIF "
-             "posterior above): is the ordering composition-robust? Thresholds: resolved when P(a ahead) >= "
-             f"{RESOLVED:g}; composition-robust when P(reversal) <= {ROBUST:g}. All pairs: `near_ties.csv`.", "",
+             "under neither the full nor the low-DIF anchor score), model a being the one with the higher full score "
+             f"(target half, {info.get('item_groups', 1)} item group(s)). All pairs: `near_ties.csv`. What each "
+             "column is:", "",
+             *[f"- `{name}`: {note}." for name, note in COLUMN_NOTES.items()], "",
+             f"Categories: not resolved when {1 - RESOLVED:.2g} < P(a ahead) < {RESOLVED:g}; otherwise composition-robust when "
+             f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when "
+             f"excess_p <= {SENSITIVE_P:g} (the DIF-guided recomposition flips it at least {1 / SENSITIVE_P:.0f} times as "
+             "often as a random one; possible only when random recompositions flip it at most "
+             f"{100 * SENSITIVE_P:g}% of the time), else composition-sensitive (recompositions flip it, the DIF-guided "
+             f"one does not stand out). Pairs with excess_p <= {SENSITIVE_P:g}, resolved or not: "
+             f"{info.get('dif_sensitive_any', 0):,}.",
+             "",
              markdown_table(pd.DataFrame([(c, f"{counts[c]:,}", _share(counts[c], info["pairs"])) for c in CATEGORIES],
                                          columns=["category", "pairs", "share"])), "",
-             f"Of the pairs not resolved, {info['b_ahead_resolved']:,} have P(a ahead) <= {1 - RESOLVED:.2g}: the "
-             "ability model orders them the other way round from the full score with the same confidence (it weights "
-             "items by discrimination; the full score counts them equally).", ""]
+             f"Pairs called either way on accuracy (P(a ahead) >= {RESOLVED:g} or <= {1 - RESOLVED:.2g}): "
+             f"{called:,}" + (f", of which {100 * share:.1f}% have McNemar p <= .10" if share is not None else "")
+             + f". Of these, b is ahead in {info['b_ahead_resolved']:,} (only possible through missing responses). "
+             f"The 2PL ability comparison (P(theta a ahead), not used for categories) calls "
+             f"{info.get('theta_resolved', 0):,} pairs at {RESOLVED:g} either way, "
+             f"{info.get('theta_resolved_accuracy_not', 0):,} of which the accuracy comparison does not resolve.", ""]
     if figure:
         lines += [f"![Near-tie pairs by P(a ahead) and P(reversal)]({figure})", ""]
     for category in CATEGORIES:
@@ -86,7 +97,16 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) 
                               "b": top["model_b"] + " (" + top["family_b"] + ")",
                               "gap (pp)": top["full_gap_pp"].map(lambda v: f"{v:.2f}"),
                               "P(a ahead)": top["prob_a_ahead"].map(lambda v: f"{v:.3f}"),
-                              "P(reversal)": top["prob_reversal"].map(lambda v: f"{v:.3f}")})
+                              "90% gap (pp)": [f"{lo:+.1f} to {hi:+.1f}" for lo, hi in
+                                               zip(top["gap_lower_pp"], top["gap_upper_pp"], strict=True)],
+                              "McNemar p": top["mcnemar_p"].map(lambda v: f"{v:.3g}"),
+                              "P(theta a ahead)": top["prob_theta_a_ahead"].map(lambda v: f"{v:.3f}"),
+                              "P(reversal)": top["prob_reversal"].map(lambda v: f"{v:.3f}"),
+                              "random rate": top["random_reversal_rate"].map(lambda v: f"{v:.3f}"),
+                              "excess (90% MC)": [f"{e:+.3f} ({lo:+.3f}, {hi:+.3f})" for e, lo, hi in
+                                                  zip(top["excess_reversal"], top["excess_lower"], top["excess_upper"],
+                                                      strict=True)],
+                              "excess_p": top["excess_p"].map(lambda v: f"{v:.3g}")})
         lines += [f"### {category[0].upper()}{category[1:]}: top {len(top)} of {len(sel):,} "
                   f"({_ORDER_TEXT[category]})", "", markdown_table(shown), ""]
     return lines

@@ -1,0 +1,116 @@
+"""The paired accuracy model of the near-tie leaderboard (issue 29; bayesirt.audit.paired): exact
+against the beta function with one group, against a literal Monte Carlo of the model with several,
+calibrated against truths drawn from its own prior, McNemar against a hand count, and a seeded
+null / real-difference pair of simulated models."""
+
+import numpy as np
+import pytest
+from scipy.special import betainc
+from scipy.stats import binomtest
+
+from bayesirt.audit.paired import PRIOR, discordant_counts, mcnemar_p, paired_accuracy
+from bayesirt.errors import DataError
+
+
+def test_one_group_probability_is_the_exact_beta_tail():
+    n10 = np.array([[0], [2], [3], [7], [12], [5]])
+    n01 = np.array([[0], [0], [0], [2], [15], [5]])
+    n = np.full((6, 1), 250)
+    got = paired_accuracy(n10, n01, n, seed=1)
+    exact = 1 - betainc(n10[:, 0] + PRIOR, n01[:, 0] + PRIOR, 0.5)
+    np.testing.assert_allclose(got["prob_a_ahead"], exact, rtol=0, atol=1e-12)
+    assert got["prob_a_ahead"].iloc[1] == pytest.approx(0.924413, abs=1e-6)  # two discordant items, both a's
+    assert got["prob_a_ahead"].iloc[0] == pytest.approx(0.5) and got["prob_a_ahead"].iloc[5] == pytest.approx(0.5)
+
+
+def _literal(n10, n01, n, draws, seed):
+    """The model as written in the module notes, one pair at a time with numpy's Dirichlet."""
+    rng = np.random.default_rng(seed)
+    w = n / n.sum()
+    gap = np.zeros(draws)
+    for g in range(n.size):
+        a = PRIOR * w[g]
+        pi = rng.dirichlet([n10[g] + a, n01[g] + a, n[g] - n10[g] - n01[g] + a], size=draws)
+        gap += w[g] * (pi[:, 0] - pi[:, 1])
+    return gap
+
+
+@pytest.mark.parametrize("counts", [([3, 0, 1], [0, 2, 0], [40, 25, 10]), ([6, 1], [1, 4], [60, 90]),
+                                    ([0, 0, 5, 2], [1, 0, 0, 2], [8, 12, 30, 50])])
+def test_several_groups_match_a_literal_monte_carlo_of_the_model(counts):
+    n10, n01, n = (np.array(c) for c in counts)
+    ref = _literal(n10, n01, n, 400_000, seed=5)
+    got = paired_accuracy(n10[None], n01[None], n[None], draws=100_000, seed=2).iloc[0]
+    se = np.sqrt(0.25 / 100_000)
+    assert abs(got["prob_a_ahead"] - (ref > 0).mean()) < 4 * se + 4 * np.sqrt(0.25 / 400_000)
+    assert got["gap_mean"] == pytest.approx(ref.mean(), abs=4 * ref.std() / np.sqrt(100_000))
+    lo, hi = np.quantile(ref, [0.05, 0.95])
+    assert got["gap_lower"] == pytest.approx(lo, abs=0.02 * ref.std() + 1e-3)
+    assert got["gap_upper"] == pytest.approx(hi, abs=0.02 * ref.std() + 1e-3)
+
+
+def test_probabilities_and_intervals_are_calibrated_against_truths_drawn_from_the_prior():
+    """If the posterior is computed right, truths drawn from the prior fall above 0 as often as the
+    posterior says and inside the 90% interval 90% of the time (in expectation over the prior)."""
+    rng = np.random.default_rng(11)
+    sims, sizes = 3000, np.array([12, 20, 8])
+    w = sizes / sizes.sum()
+    pi = np.stack([rng.dirichlet([PRIOR * wg] * 3, size=sims) for wg in w], axis=1)  # (sim, group, cell)
+    truth = (w * (pi[..., 0] - pi[..., 1])).sum(axis=1)
+    cells = np.stack([[rng.multinomial(sizes[g], pi[s, g]) for g in range(3)] for s in range(sims)])
+    got = paired_accuracy(cells[..., 0], cells[..., 1], np.broadcast_to(sizes, (sims, 3)), draws=2000, seed=3)
+    above = truth > 0
+    prob = got["prob_a_ahead"].to_numpy()
+    assert abs(above.mean() - prob.mean()) < 3 * np.sqrt(0.25 / sims)
+    for lo, hi in ((0.0, 0.1), (0.9, 1.0), (0.3, 0.7)):
+        sel = (prob >= lo) & (prob <= hi)
+        assert sel.sum() > 100
+        assert abs(above[sel].mean() - prob[sel].mean()) < 3 * np.sqrt(0.25 / sel.sum()) + 0.01
+    covered = (truth >= got["gap_lower"]) & (truth <= got["gap_upper"])
+    assert abs(covered.mean() - 0.90) < 3 * np.sqrt(0.09 / sims)
+
+
+def test_mcnemar_p_by_hand_and_against_scipy():
+    # 7 vs 2 discordant: 2 * (C(9,0) + C(9,1) + C(9,2)) / 2^9 = 92 / 512
+    assert mcnemar_p(7, 2) == pytest.approx(92 / 512, abs=1e-15)
+    assert mcnemar_p(2, 7) == pytest.approx(92 / 512, abs=1e-15)
+    assert mcnemar_p(0, 0) == 1.0 and mcnemar_p(3, 3) == 1.0
+    for a in range(0, 15):
+        for b in range(0, 15):
+            if a + b:
+                assert mcnemar_p(a, b) == pytest.approx(binomtest(a, a + b, 0.5).pvalue, abs=1e-12)
+
+
+def test_discordant_counts_follow_the_items_both_models_answered():
+    y = np.array([[1, 0, 1], [1, 1, 0], [0, 1, 1], [1, 0, 0], [0, 0, 1]])
+    observed = np.array([[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 0]], dtype=bool)
+    group = np.array(["x", "x", "y", "y", "y"])
+    n10, n01, n = discordant_counts(y, observed, group, (np.array([0, 2]), np.array([1, 0])))
+    # pair (0, 1): x: item0 a right b wrong, item1 both right; y: item2 b right, item3 unobserved for b,
+    # item4 both wrong. Pair (2, 0): x: item1 b right; y: item2 a right, item3 b right, item4 unobserved for a
+    np.testing.assert_array_equal(n10, [[1, 0], [0, 1]])
+    np.testing.assert_array_equal(n01, [[0, 1], [1, 1]])
+    np.testing.assert_array_equal(n, [[2, 2], [2, 2]])
+    with pytest.raises(DataError):
+        paired_accuracy([[3]], [[2]], [[4]])
+
+
+def _simulate_pair(gap, items, seed):
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(10), items // 10)
+    difficulty = rng.normal(0, 1.5, items) + rng.normal(0, 1, 10)[groups]
+    p_a = 1 / (1 + np.exp(difficulty - 0.5 - gap))
+    p_b = 1 / (1 + np.exp(difficulty - 0.5))
+    y = np.stack([rng.random(items) < p_a, rng.random(items) < p_b], axis=1).astype(int)
+    return y, groups
+
+
+def test_a_seeded_null_pair_is_not_called_and_a_real_difference_is():
+    y, groups = _simulate_pair(0.0, 500, seed=0)
+    counts = discordant_counts(y, np.ones_like(y, dtype=bool), groups, (np.array([0]), np.array([1])))
+    null = paired_accuracy(*counts, seed=0).iloc[0]
+    assert 0.05 < null["prob_a_ahead"] < 0.95 and null["gap_lower"] < 0 < null["gap_upper"]
+    y, groups = _simulate_pair(0.6, 500, seed=0)  # about +10 pp expected accuracy for a
+    counts = discordant_counts(y, np.ones_like(y, dtype=bool), groups, (np.array([0]), np.array([1])))
+    real = paired_accuracy(*counts, seed=0).iloc[0]
+    assert real["prob_a_ahead"] > 0.99 and real["gap_lower"] > 0 and real["mcnemar_p"] < 0.01
