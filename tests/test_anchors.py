@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bayesirt.audit.anchors import anchor_weights, blueprint_cells, purify, select_anchors
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 
 
 def test_cells_cut_each_group_into_near_equal_easiness_strata_with_index_ties():
@@ -35,7 +35,7 @@ def test_selection_counts_round_half_to_even_and_break_ties_by_index():
     # k = max(1, round(.5 n)): 3 -> 2, 5 -> 2 (2.5 to even), 1 -> 1, 4 -> 2
     assert np.bincount(cell, weights=keep).tolist() == [2, 2, 1, 2]
     assert np.flatnonzero(keep).tolist() == [1, 2, 3, 6, 8, 9, 12]
-    with pytest.raises(DataError, match="alpha"):
+    with pytest.raises(ConfigError, match="alpha"):
         select_anchors(cell, dif, 0.0)
 
 

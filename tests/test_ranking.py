@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from bayesirt.audit import ranking
-from bayesirt.errors import DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
                               weighted_scores)
 
@@ -162,7 +162,14 @@ def test_tau_b_is_scipys_with_noise_level_differences_as_ties():
     (lambda: near_tie_pairs(FULL, OWNER, FAMILY, pair_type="same"),
      r"The 'pair_type' parameter of near_tie_pairs must be one of .* Got 'same' instead"),
     (lambda: near_tie_pairs(FULL, OWNER, FAMILY, epsilon=0),
-     r"The 'epsilon' parameter of near_tie_pairs must be a positive number. Got 0 instead"),
+     r"The 'epsilon' parameter of near_tie_pairs must be a number > 0. Got 0 instead"),
+])
+def test_bad_settings_raise_one_clear_error(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("call, message", [
     (lambda: near_tie_pairs(FULL, OWNER[:5], FAMILY), r"owner has shape \(5,\) but there are 6 models"),
     (lambda: near_tie_pairs(FULL, OWNER, [None, "X", "X", "Y", "Y", "Y"]), "family has missing labels"),
     (lambda: near_tie_pairs([0.5, np.nan], ["a", "b"], ["X", "Y"]), "full must be a 1-D array of finite scores"),
