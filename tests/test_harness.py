@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from bayesirt.data.harness import Record, build_dataset, detect_format, is_harness, read_harness
 from bayesirt.data.harness.helm import read_helm
@@ -487,6 +488,16 @@ def test_cli_fits_and_scores_lm_eval_output(tmp_path, capsys):
     assert summary["n_models"] == 12
     items = (tmp_path / "mml" / "items.csv").read_text()
     assert "arc_easy/0" in items and "hellaswag/9" in items
+    assert "lm-eval" in summary["reading"]["harness"]
+    assert "bayesirt: read lm-eval" in capsys.readouterr().err  # the one summary line of what was found
+    saved = json.loads(xr.open_datatree(tmp_path / "mml" / "mml.nc").attrs["bayesirt_reading"])
+    assert saved == summary["reading"]  # the reading record travels with the estimates
+    assert main(["fit", str(data), "--method", "advi", "--draws", "50", "--out", str(tmp_path / "fit"),
+                 "--no-progress"]) == 0
+    fitted = json.loads((tmp_path / "fit" / "summary.json").read_text())
+    assert fitted["reading"] == summary["reading"]
+    tree = xr.open_datatree(tmp_path / "fit" / "posterior.nc")
+    assert json.loads(tree.attrs["bayesirt_reading"]) == summary["reading"]
 
 
 def test_cli_reading_options_reach_the_reader(tmp_path, capsys):

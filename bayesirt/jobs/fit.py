@@ -11,6 +11,7 @@ import xarray as xr
 
 from bayesirt.data import load
 from bayesirt.data.io import DATA_HELP
+from bayesirt.data.reading import reading_record
 from bayesirt.errors import ConfigError
 from bayesirt.inference.diagnostics import diagnose, element_diagnostics
 from bayesirt.inference.fitting import fit
@@ -21,7 +22,7 @@ from bayesirt.models.specs import SPEC_HELP, IRTSpec, MIRTSpec, load_spec
 from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
 from bayesirt.report.mirt import mirt_report, mirt_tables
 from bayesirt.utils.options import declare, option, options_of
-from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
+from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
 from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_fit_job"]
@@ -68,10 +69,13 @@ def run_fit_job(
     if pairs == "all" and spec.kind == "mirt":
         raise ConfigError(f"--pairs all compares one ability per model; spec {spec.name!r} is MIRT: use a 1PL-4PL spec")
     tree = fit(responses, spec, method=method, progress=progress, **fit_options)
+    reading = reading_record(responses)
+    tree.attrs["bayesirt_reading"] = to_json(reading, indent=None)  # how the data were read, with the draws
     stats = element_diagnostics(tree) if is_sampled(tree["posterior"].to_dataset()) else None
     warnings = diagnose(tree, stats)
     if spec.kind == "mirt":
-        return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, float32=float32, force=force)
+        return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, float32=float32, force=force,
+                               reading=reading)
     items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
     with staged_output(out, force=force) as folder:
         write_netcdf(tree, folder / "posterior.nc", float32=float32)
@@ -91,6 +95,7 @@ def run_fit_job(
             "versions": json.loads(tree.attrs["bayesirt_versions"]),
             "warnings": warnings,
             "ci": ci,
+            "reading": reading,
         }
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(fit_report(tree, spec, responses, items, models, warnings, figures, ci=ci))
@@ -128,7 +133,7 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, **fit_options)
     return run_mml_job(responses, out, spec=spec, force=force, priors=True, ignored_options=ignored)
 
 
-def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, float32, force) -> Path:
+def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, float32, force, reading) -> Path:
     """The MIRT branch of :func:`run_fit_job`: posterior.nc, loadings/abilities (and factor
     correlation) tables with intervals, summary.json and report.md."""
 
@@ -139,7 +144,8 @@ def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, float32, force)
             table.to_csv(folder / f"{name}.csv", index=False)
         summary = {"data": responses.attrs.get("name", ""), "spec": spec.name,
                    "settings": json.loads(tree.attrs["bayesirt_settings"]),
-                   "timings": json.loads(tree.attrs["bayesirt_timings"]), "warnings": warnings, "ci": ci}
+                   "timings": json.loads(tree.attrs["bayesirt_timings"]), "warnings": warnings, "ci": ci,
+                   "reading": reading}
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(mirt_report(tree, tables, title=spec.title, ci=ci, warnings=warnings,
                                                       data_name=responses.attrs.get("name", "responses")))

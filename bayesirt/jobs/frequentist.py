@@ -38,7 +38,7 @@ from bayesirt.report.checks import (
 from bayesirt.report.markdown import reading_lines
 from bayesirt.report.mirt import MIRT_MML_COLUMNS, mirt_mml_report
 from bayesirt.utils.options import comma_ints, declare, none_or_float, option
-from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
+from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
 
 __all__ = ["run_mml_job", "run_ladder_job", "run_check_job", "run_splithalf_job", "run_mirt_mml_job"]
 
@@ -112,7 +112,9 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
         items.to_csv(folder / "items.csv", index=False)
         models.to_csv(folder / "models.csv", index=False)
         write_json(folder / "summary.json", summary)
-        write_netcdf(result.to_datatree(), folder / "mml.nc")
+        tree = result.to_datatree()
+        tree.attrs["bayesirt_reading"] = to_json(summary["reading"], indent=None)  # how the data were read
+        write_netcdf(tree, folder / "mml.nc")
         title = f"Marginal MAP (MAP-EM), {spec.title}" if priors else f"MML {spec.title}"
         lines = (_header(title, responses) + reading_lines(responses) + notes + mml_section(result, summary)
                  + _warnings_section(messages))

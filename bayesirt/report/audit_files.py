@@ -13,7 +13,7 @@ from bayesirt.audit.result import AuditResult
 from bayesirt.data.reading import reading_record
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 from bayesirt.report.near_ties import plot_near_ties
-from bayesirt.utils.outputs import staged_output, write_json, write_netcdf
+from bayesirt.utils.outputs import staged_output, to_json, write_json, write_netcdf
 
 __all__ = ["write_audit"]
 
@@ -22,7 +22,9 @@ def write_audit(result: AuditResult, responses: xr.Dataset, out: str | Path, *, 
     """Write the audit folder atomically (staged, then renamed into place)."""
     summary = audit_summary(result) | {"reading": reading_record(responses)}
     with staged_output(out, force=force) as folder:
-        write_netcdf(audit_tree(result, responses), folder / "audit.nc")
+        tree = audit_tree(result, responses)
+        tree.attrs["bayesirt_reading"] = to_json(summary["reading"], indent=None)  # how the data were read
+        write_netcdf(tree, folder / "audit.nc")
         write_json(folder / "summary.json", summary)
         result.population.to_csv(folder / "population.csv", index=False)
         item_ids = responses["item_id"].values.astype(str)
