@@ -45,7 +45,7 @@ from bayesirt.data import load  # noqa: E402
 from bayesirt.errors import recorded_warnings  # noqa: E402
 from bayesirt.frequentist.mml import fit_mml  # noqa: E402
 from bayesirt.safety.bank import read_bank  # noqa: E402
-from bayesirt.safety.scoring import person_fit_flags, predict_accuracy  # noqa: E402
+from bayesirt.safety.scoring import outside_calibration, person_fit_flags, predict_accuracy  # noqa: E402
 from bayesirt.safety.short_test import select_items  # noqa: E402
 
 DATA = Path("/work/shared/data/llm/open_llm_leaderboard_v1")
@@ -98,6 +98,9 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
         pred = predict_accuracy(bank, ym, samples=samples, seed=seed)
         pf = person_fit_flags(bank, ym)
         row = {"k": k, "selected": _metrics(pred, full, pf.flag)}
+        info = _masked(yt, select_items(bank, k, method="information"))
+        row["information"] = _metrics(predict_accuracy(bank, info, samples=samples, seed=seed), full,
+                                      person_fit_flags(bank, info).flag)
         if k == 25:
             scatter = {"actual": full.tolist(), "predicted": pred.predicted_accuracy.tolist(),
                        "lower": pred.lower.tolist(), "upper": pred.upper.tolist()}
@@ -114,13 +117,13 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
         row["random_irt_rmse_sd"] = float(np.std([r["rmse"] for r in irt]))
         rows.append(row)
         print(f"{name} K={k}: selected RMSE {row['selected']['rmse']:.2f} cov {row['selected']['coverage']:.3f}; "
+              f"max-information RMSE {row['information']['rmse']:.2f} cov {row['information']['coverage']:.3f}; "
               f"random IRT {row['random_irt']['rmse']:.2f} cov {row['random_irt']['coverage']:.3f}; "
               f"random plain {row['random_plain']['rmse']:.2f}", flush=True)
     # distribution shift: calibrate on the weakest 80%, score the strongest 20%
     order = np.argsort(full_all, kind="stable")
     weak, strong = np.sort(order[:n_cal]), np.sort(order[n_cal:])
     shift_bank, shift_messages = _bank(ds, weak, draws, seed)
-    lo, hi = shift_bank.ability_range()
     shift = []
     for k in budgets:
         if k >= n_items:
@@ -129,7 +132,7 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
         ym = _masked(y[:, strong], sel)
         pred = predict_accuracy(shift_bank, ym, samples=samples, seed=seed)
         pf = person_fit_flags(shift_bank, ym)
-        outside = (pred.theta_mean < lo) | (pred.theta_mean > hi)
+        outside = outside_calibration(shift_bank, ym, pred.theta_mean)
         m = _metrics(pred, full_all[strong], pf.flag)
         m.update(k=k, outside_range=float(outside.mean()),
                  coverage_inside=float(np.mean(((full_all[strong] >= pred.lower) & (full_all[strong] <= pred.upper))

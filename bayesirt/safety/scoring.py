@@ -41,7 +41,8 @@ from bayesirt.safety.adaptive import ability_grid, score_test
 from bayesirt.safety.bank import Bank
 from bayesirt.safety.personfit import calibrate_cutoff, lz_statistics
 
-__all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "person_fit_flags", "PersonFit"]
+__all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "person_fit_flags", "PersonFit",
+           "align_responses", "outside_calibration"]
 
 _CHUNK = 64  # models per block of the (draw, model, node) posterior
 
@@ -233,3 +234,101 @@ def person_fit_flags(bank: Bank, responses, *, fpr: float = 0.1, seed: int = 0) 
             continue  # too few reference patterns on these items: no cut-off, no flag
     flag = np.where(np.isfinite(lz) & np.isfinite(cut), lz <= cut, False)
     return PersonFit(theta, lz, cut, flag.astype(bool), method)
+
+
+def outside_calibration(bank: Bank, responses, theta_mean, *, tail: float = 0.01) -> np.ndarray:
+    """True for models outside the range of abilities the bank was calibrated on.
+
+    A model is outside when its posterior mean ability lies outside the range of the calibration
+    abilities, or (when the bank carries its calibration responses) when its number correct on its
+    observed items is reached or passed by fewer than ``tail`` of the calibration models that
+    answered the same items (or equalled or undercut by fewer than ``tail``): e.g. a model answering
+    all 10 items of a test that almost no calibration model passes whole. The second rule matters
+    for short tests, where the ability prior (the calibration population) holds the posterior
+    mean inside the range whatever the answers.
+    """
+    y = _as_y(responses, bank.n_items)
+    lo, hi = bank.ability_range()
+    theta = np.asarray(theta_mean, float)
+    out = (theta < lo) | (theta > hi)
+    if bank.calibration is None:
+        return out
+    ref_all = bank.calibration["responses"].transpose("item", "model").values.astype(np.int8)
+    obs = y >= 0
+    masks, group = np.unique(obs.T, axis=0, return_inverse=True)
+    for g, mask in enumerate(masks):
+        members = np.flatnonzero(group.reshape(-1) == g)
+        seen = np.flatnonzero(mask)
+        if seen.size == 0:
+            continue
+        ref = ref_all[seen]
+        ref = (ref[:, (ref >= 0).all(0)] == 1).sum(0)
+        if ref.size == 0:
+            continue
+        score = (y[np.ix_(seen, members)] == 1).sum(0)
+        above = (ref[None, :] >= score[:, None]).mean(1)
+        below = (ref[None, :] <= score[:, None]).mean(1)
+        out[members] |= (above < tail) | (below < tail)
+    return out
+
+
+def _harness_keys(item_ids, item_group, task):
+    """(task, doc) key of each id by the rule of :func:`bayesirt.safety.short_test.harness_ids`, None if none applies."""
+    from bayesirt.errors import DataError
+    from bayesirt.safety.short_test import harness_ids
+
+    keys = []
+    groups = np.full(len(item_ids), "all") if item_group is None else np.asarray(item_group).astype(str)
+    for item, group in zip(np.asarray(item_ids).astype(str), groups, strict=True):
+        try:
+            ((name, docs),) = harness_ids([item], [group], task=task).items()
+            keys.append((name, str(docs[0])))
+        except DataError:
+            keys.append(None)
+    return keys
+
+
+def align_responses(bank: Bank, responses, *, task: str | None = None, models=None):
+    """The bank-aligned ``(bank.n_items, n_models)`` matrix of a response Dataset (-1 where not run).
+
+    Items are matched by id; an id the bank lacks is then matched through its harness (task, doc)
+    key (:func:`bayesirt.safety.short_test.harness_ids`, with ``task`` for the bank's ids), so an
+    lm-eval run of a test selected from a bank with plain integer ids is recognized. Ids matched
+    neither way are a DataError naming them. ``models`` (ids) restricts the models scored; unknown
+    model ids are a DataError naming them.
+
+    Returns
+    -------
+    y : ndarray of int8, shape (bank.n_items, n_models)
+    model_ids : ndarray of str
+    """
+    from bayesirt.errors import DataError
+    from bayesirt.safety.personfit import check_responses
+
+    da = check_responses(responses)
+    model_ids = da["model"].values.astype(str)
+    if models is not None:
+        wanted = np.asarray(models).astype(str).ravel()
+        unknown = [m for m in dict.fromkeys(wanted) if m not in set(model_ids)]
+        if unknown:
+            raise DataError(f"{len(unknown)} model id(s) are not in the responses: {', '.join(map(repr, unknown[:5]))}; "
+                            f"the responses have models such as {model_ids[0]!r}")
+        da = da.sel(model=wanted)
+        model_ids = wanted
+    ids = da["item"].values.astype(str)
+    lookup = {v: i for i, v in enumerate(bank.item_ids)}
+    index = np.array([lookup.get(v, -1) for v in ids])
+    if (index < 0).any():
+        bank_keys = {k: i for i, k in enumerate(_harness_keys(bank.item_ids, bank.item_group, task)) if k is not None}
+        groups = da["item_group"].values if "item_group" in da.coords else None
+        for pos, key in enumerate(_harness_keys(ids, groups, None)):
+            if index[pos] < 0 and key is not None:
+                index[pos] = bank_keys.get(key, -1)
+    if (index < 0).any():
+        bank.index(ids[index < 0], what="item")  # raises the DataError naming the unknown ids
+    if np.unique(index).size < index.size:
+        dup = ids[np.flatnonzero(np.bincount(index, minlength=bank.n_items)[index] > 1)[0]]
+        raise DataError(f"two response items map to the same bank item (e.g. {dup!r}); give each bank item once")
+    y = np.full((bank.n_items, model_ids.size), -1, dtype=np.int8)
+    y[index] = np.asarray(da.values, dtype=np.int8)
+    return y, model_ids

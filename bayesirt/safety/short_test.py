@@ -1,9 +1,17 @@
 """Short tests from a calibrated bank: the static K-item test, its harness subset files, and an adaptive test.
 
-- :func:`select_items`: the SAFE static test (:func:`bayesirt.safety.adaptive.static_test`): the
-  ``budget`` items with the most Fisher information summed over the calibration cohort's
-  abilities, at the bank's mean item parameters; with ``stratify``, proportional quotas per
-  ``item_group`` (each benchmark keeps its share of the test).
+- :func:`select_items`: the static ``budget``-item test, by one of two rules (:data:`SELECTION_METHODS`):
+
+  * ``"score"`` (default when the bank carries its calibration responses): greedy forward
+    selection of the items that best recover the calibration models' full-benchmark accuracy
+    (:func:`score_recovery_test`): at each step the item whose addition minimizes the squared
+    error, over the calibration models, of the bank's prediction of full accuracy (their correct
+    answers on the chosen items plus the expected number correct on the rest, under the grid
+    posterior of their ability at the bank's mean item parameters);
+  * ``"information"``: the SAFE static test (:func:`bayesirt.safety.adaptive.static_test`), the
+    items with the most Fisher information summed over the calibration abilities.
+
+  With ``stratify``, proportional quotas per ``item_group`` (each benchmark keeps its share).
 - :func:`harness_ids`: the test as the subset lists evaluation harnesses accept. The rule that
   maps a bank item id to (task, document id), in order:
 
@@ -35,7 +43,10 @@ from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
 
-__all__ = ["select_items", "harness_ids", "AdaptiveTest"]
+__all__ = ["select_items", "score_recovery_test", "harness_ids", "AdaptiveTest", "SELECTION_METHODS"]
+
+#: Rules of :func:`select_items`.
+SELECTION_METHODS = ("score", "information")
 
 _PLACEHOLDER_GROUP = "all"
 _INT = re.compile(r"^-?\d+$")
@@ -48,23 +59,107 @@ def _check_budget(budget, n_items: int) -> int:
     return int(budget)
 
 
-def select_items(bank: Bank, budget: int, *, stratify: bool = False, quotas=None) -> np.ndarray:
+def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify: bool = False, quotas=None,
+                 max_models: int = 3000, seed: int = 0) -> np.ndarray:
     """Indices of the static ``budget``-item test, in order of selection.
 
     Parameters
     ----------
     bank : Bank
     budget : int
+    method : {"score", "information"}, optional
+        Default ``"score"`` when the bank has calibration responses, else ``"information"``.
     stratify : bool, default False
         Proportional quotas per ``item_group`` (see :func:`bayesirt.safety.adaptive.quota_counts`).
     quotas : dict, optional
         Explicit ``item_group -> count`` quotas (summing to ``budget``); implies ``stratify``.
+    max_models : int, default 3000
+        ``"score"``: at most this many calibration models (a seeded random subset) in the criterion.
+    seed : int, default 0
     """
     budget = _check_budget(budget, bank.n_items)
+    if method is None:
+        method = "score" if bank.calibration is not None else "information"
+    if method not in SELECTION_METHODS:
+        raise BayesIRTError(f"The 'method' parameter must be one of {set(SELECTION_METHODS)}. Got {method!r} instead.")
     point = bank.point()
     groups = bank.item_group if (stratify or quotas is not None) else None
-    return static_test(point.discrimination, point.intercept, bank.abilities, budget, guessing=point.guessing,
-                       slip=point.slip, groups=groups, quotas=quotas)
+    if method == "information":
+        return static_test(point.discrimination, point.intercept, bank.abilities, budget, guessing=point.guessing,
+                           slip=point.slip, groups=groups, quotas=quotas)
+    if bank.calibration is None:
+        raise BayesIRTError("method='score' needs the bank's calibration responses (a posterior.nc carries them; with an "
+                            "mml.nc pass calibration=the fitted data, --calibration); or use method='information'")
+    y = bank.calibration["responses"].transpose("item", "model").values.astype(np.int8)
+    if y.shape[1] > max_models:
+        y = y[:, np.sort(np.random.default_rng(seed).choice(y.shape[1], size=max_models, replace=False))]
+    path = None
+    if groups is not None:
+        counts = quota_counts(groups, budget, "proportional" if quotas is None else quotas)
+        path = [g for g, n in counts.items() for _ in range(n)]
+    return score_recovery_test(point, y, budget, groups=groups, path=path, prior_mean=bank.prior_mean,
+                               prior_sd=bank.prior_sd)
+
+
+def score_recovery_test(point, responses, budget: int, *, groups=None, path=None, prior_mean: float = 0.0,
+                        prior_sd: float = 1.0, points: int = 121) -> np.ndarray:
+    """Greedy forward selection of the items that best recover full-benchmark accuracy.
+
+    Parameters
+    ----------
+    point : ItemBank
+        Item parameters (the bank's means), ``n_items`` long.
+    responses : ndarray, shape (n_items, n_models)
+        The calibration cohort's responses (1 / 0 / -1 missing).
+    budget : int
+    groups, path : optional
+        Item groups and the group of each successive pick (quotas); default no quotas.
+    prior_mean, prior_sd, points
+        The ability grid of :func:`bayesirt.safety.adaptive.ability_grid`.
+
+    Returns
+    -------
+    ndarray of int, shape (budget,)
+        Items in order of selection. Each step adds the item minimizing
+        ``sum_m (pred_m - full_m)^2`` over calibration models ``m``, with ``full_m`` the model's
+        accuracy over its observed items and ``pred_m = (correct on the chosen items + E[correct on
+        the rest]) / n_items`` under the grid posterior of its ability given the chosen items
+        (ties to the lowest index). Missing responses count as not run.
+    """
+    y = np.asarray(responses)
+    n_items, n_models = y.shape
+    budget = _check_budget(budget, n_items)
+    nodes, logw = ability_grid(points, prior_mean=prior_mean, prior_sd=prior_sd)
+    lp, lq = point.log_pq(nodes)  # (items, nodes)
+    p, q = np.exp(lp), np.exp(lq)
+    full = (y == 1).sum(0) / np.maximum((y >= 0).sum(0), 1)
+    y1, y0 = (y == 1).T, (y == 0).T  # (models, items)
+    rest = p.sum(0)  # expected correct over the items not chosen, per node
+    correct = np.zeros(n_models)
+    log_post = np.repeat(logw[None, :], n_models, axis=0)
+    chosen = np.zeros(n_items, dtype=bool)
+    order = []
+    for t in range(budget):
+        w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+        a1, a0 = w @ p.T, w @ q.T
+        b1, b0 = w @ (p * (rest - p)).T, w @ (q * (rest - p)).T
+        base = (w @ rest) / w.sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pred = np.where(y1, correct[:, None] + 1 + b1 / a1,
+                            np.where(y0, correct[:, None] + b0 / a0, (correct + base)[:, None])) / n_items
+        err = ((pred - full[:, None]) ** 2).sum(0)
+        allowed = ~chosen
+        if path is not None:
+            in_group = allowed & (np.asarray(groups) == path[t])
+            allowed = in_group if in_group.any() else allowed
+        err = np.where(allowed & np.isfinite(err), err, np.inf)
+        j = int(np.argmin(err))
+        order.append(j)
+        chosen[j] = True
+        log_post += np.where(y1[:, j, None], lp[j], np.where(y0[:, j, None], lq[j], 0.0))
+        correct += y1[:, j]
+        rest = rest - p[j]
+    return np.asarray(order, dtype=np.int64)
 
 
 def _doc(value: str):
