@@ -1,7 +1,8 @@
 """The safety-IRT toolkit of the SAFE paper: information curves (item information itself lives in
 :mod:`bayesirt.models.information`), static and adaptive tests (:mod:`.adaptive`), the held-out distillation study (:mod:`.cat_study`), person fit
-(:mod:`.personfit`), sandbagging (:mod:`.sandbagging`), response fingerprints (:mod:`.fingerprint`)
-and the pipeline over several benchmark files (:mod:`.suite`)."""
+(:mod:`.personfit`), sandbagging (:mod:`.sandbagging`), response fingerprints (:mod:`.fingerprint`),
+the pipeline over several benchmark files (:mod:`.suite`), and evaluating a new model on a few items of a
+calibrated bank (:mod:`.bank`, :mod:`.short_test`, :mod:`.scoring`, :mod:`.bank_jobs`)."""
 
 from typing import TYPE_CHECKING
 
@@ -15,5 +16,9 @@ if TYPE_CHECKING:
     from bayesirt.safety.sandbagging import run_sandbag_job, sandbag, sandbagging_experiment
     from bayesirt.safety.fingerprint import identify, run_fingerprint_job, self_disagreement_null
     from bayesirt.safety.suite import run_safety_suite
+    from bayesirt.safety.bank import Bank, read_bank
+    from bayesirt.safety.short_test import AdaptiveTest, harness_ids, score_recovery_test, select_items
+    from bayesirt.safety.scoring import align_responses, outside_calibration, person_fit_flags, predict_accuracy
+    from bayesirt.safety.bank_jobs import run_score_job, run_select_job, score_models
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -105,13 +105,13 @@ class Bank:
 
     def index(self, ids, *, what: str = "item") -> np.ndarray:
         """Positions of ``ids`` among the bank's item ids; unknown ids are a DataError naming them."""
-        ids = np.asarray(ids).astype(str).ravel()
-        lookup = {v: i for i, v in enumerate(self.item_ids)}
+        ids = [str(v) for v in np.asarray(ids).astype(str).ravel()]
+        lookup = {str(v): i for i, v in enumerate(self.item_ids)}
         unknown = [v for v in dict.fromkeys(ids) if v not in lookup]
         if unknown:
             shown = ", ".join(repr(v) for v in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
             raise DataError(f"{len(unknown)} {what} id(s) are not in the item bank ({self.source or 'bank'}, "
-                            f"{self.n_items} items, e.g. {self.item_ids[0]!r}): {shown}; use the bank's item ids "
+                            f"{self.n_items} items, e.g. {str(self.item_ids[0])!r}): {shown}; use the bank's item ids "
                             f"(test_items.csv of 'bayesirt select')")
         return np.array([lookup[v] for v in ids], dtype=np.int64)
 

@@ -309,10 +309,10 @@ def align_responses(bank: Bank, responses, *, task: str | None = None, models=No
     model_ids = da["model"].values.astype(str)
     if models is not None:
         wanted = np.asarray(models).astype(str).ravel()
-        unknown = [m for m in dict.fromkeys(wanted) if m not in set(model_ids)]
+        unknown = [str(m) for m in dict.fromkeys(wanted) if m not in set(model_ids)]
         if unknown:
             raise DataError(f"{len(unknown)} model id(s) are not in the responses: {', '.join(map(repr, unknown[:5]))}; "
-                            f"the responses have models such as {model_ids[0]!r}")
+                            f"the responses have models such as {str(model_ids[0])!r}")
         da = da.sel(model=wanted)
         model_ids = wanted
     ids = da["item"].values.astype(str)

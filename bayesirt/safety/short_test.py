@@ -171,7 +171,7 @@ def harness_ids(item_ids, item_group=None, *, task: str | None = None) -> dict:
     ids = np.asarray(item_ids).astype(str)
     groups = np.full(ids.size, _PLACEHOLDER_GROUP) if item_group is None else np.asarray(item_group).astype(str)
     out: dict = {}
-    for item, group in zip(ids, groups, strict=True):
+    for item, group in zip(map(str, ids), map(str, groups), strict=True):
         head, sep, tail = item.rpartition("/")
         if sep and head:
             name, doc = head, tail
@@ -230,9 +230,9 @@ class AdaptiveTest:
         """Add the model's response (1 correct, 0 incorrect) to ``item_id``."""
         j = int(self.bank.index([item_id])[0])
         if str(item_id) in self.given:
-            raise DataError(f"item {item_id!r} was already recorded; each item is given once")
+            raise DataError(f"item {str(item_id)!r} was already recorded; each item is given once")
         if correct not in (0, 1, True, False):
-            raise DataError(f"the response to {item_id!r} must be 1 (correct) or 0 (incorrect); got {correct!r}")
+            raise DataError(f"the response to {str(item_id)!r} must be 1 (correct) or 0 (incorrect); got {correct!r}")
         self._log_post = self._log_post + (self._lp[j] if correct else self._lq[j])
         self._log_post -= logsumexp(self._log_post)
         self.given.append(str(item_id))
