@@ -192,3 +192,25 @@ def test_adaptive_test_gives_each_item_once_and_tracks_the_grid_posterior(calibr
     assert again.theta_mean[0] == pytest.approx(test.theta, abs=1e-6)
     with pytest.raises(BayesIRTError, match=r"budget must be an integer number of items in \[1, 80\]"):
         AdaptiveTest(bank, budget=0)
+
+
+def test_posterior_bank_keeps_joint_draws_groups_and_its_calibration_responses():
+    responses, truth = simulate_pl("2pl", n_items=12, n_models=60, seed=4, missing=0.1)
+    rng = np.random.default_rng(0)
+    a = truth["discrimination"].values * np.exp(0.1 * rng.standard_normal((2, 50, 12)))
+    d = truth["intercept"].values + 0.1 * rng.standard_normal((2, 50, 12))
+    post = xr.Dataset({"discrimination": (("chain", "draw", "item"), a), "intercept": (("chain", "draw", "item"), d),
+                       "theta": (("chain", "draw", "model"), rng.standard_normal((2, 50, 60)))},
+                      coords={"item": responses["item"].values, "model": responses["model"].values})
+    obs = responses["responses"].where(responses["responses"] >= 0).astype(float)
+    groups = xr.Dataset({"item_group": ("item", np.repeat(["x", "y"], 6))}, coords={"item": responses["item"].values})
+    tree = xr.DataTree.from_dict({"posterior": post, "observed_data": obs.to_dataset(name="responses"),
+                                  "constant_data": groups})
+    bank = read_bank(tree, draws=30, seed=1)
+    assert bank.kind == "posterior draws" and bank.n_draws == 30 and list(np.unique(bank.item_group)) == ["x", "y"]
+    flat = a.reshape(100, 12)
+    rows = [int(np.flatnonzero((flat == bank.discrimination[s]).all(1))[0]) for s in range(30)]
+    np.testing.assert_array_equal(bank.intercept, d.reshape(100, 12)[rows])  # whole draws, items kept together
+    np.testing.assert_array_equal(bank.calibration["responses"].values, responses["responses"].values)
+    chosen = select_items(bank, 4, stratify=True)
+    assert sorted(bank.item_group[chosen]) == ["x", "x", "y", "y"]

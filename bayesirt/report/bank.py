@@ -50,8 +50,9 @@ def write_selection(out, table: pd.DataFrame, harness: dict | None, summary: dic
             lines += ["## Running the test", "",
                       f"lm-evaluation-harness (tasks {tasks}): `lm_eval --model ... --tasks {tasks} --samples "
                       "lm_eval_samples.json --log_samples --output_path RUN`, then `bayesirt score BANK RUN --out DIR`.",
-                      "", "Inspect AI, per task: `inspect eval TASK --sample-id "
-                      + ";  ".join(f"{t}: {','.join(map(str, ids))}" for t, ids in harness.items()) + "`.", "",
+                      "", "Inspect AI (one run per task; `inspect_sample_ids.json` holds the same lists):", "",
+                      *[f"- {t}: `inspect eval <{t} task> --sample-id {','.join(map(str, ids))} --log-dir RUN`"
+                        for t, ids in harness.items()], "",
                       f"Item ids map to (task, document) by: {summary['harness_rule']}", ""]
         else:
             lines += ["## Running the test", "", f"No harness subset files: {summary['harness_note']}", ""]
