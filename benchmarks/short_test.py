@@ -44,20 +44,24 @@ from _common import fmt, machine, source_state, write_results  # noqa: E402
 from bayesirt.data import load  # noqa: E402
 from bayesirt.errors import recorded_warnings  # noqa: E402
 from bayesirt.frequentist.mml import fit_mml  # noqa: E402
-from bayesirt.safety.bank import read_bank  # noqa: E402
+from bayesirt.safety.bank import Bank, read_bank  # noqa: E402
 from bayesirt.safety.scoring import outside_calibration, person_fit_flags, predict_accuracy  # noqa: E402
 from bayesirt.safety.short_test import select_items  # noqa: E402
 
 DATA = Path("/work/shared/data/llm/open_llm_leaderboard_v1")
 BENCHMARKS = ("gsm8k", "truthfulqa", "winogrande", "mmlu", "arc")
 RESULTS = Path(__file__).resolve().parent / "results"
+CAL_MODELS = 1000  # calibration models scored for each test's interval scale
 
 
 def _metrics(pred, full, flags=None) -> dict:
     err = pred.predicted_accuracy - full
     cover = (full >= pred.lower - 1e-12) & (full <= pred.upper + 1e-12)
+    model = (full >= pred.model_lower - 1e-12) & (full <= pred.model_upper + 1e-12)
     out = {"mae": float(np.mean(np.abs(err)) * 100), "rmse": float(np.sqrt(np.mean(err**2)) * 100),
-           "coverage": float(cover.mean()), "width": float(np.mean(pred.upper - pred.lower) * 100)}
+           "coverage": float(cover.mean()), "width": float(np.mean(pred.upper - pred.lower) * 100),
+           "coverage_model": float(model.mean()), "width_model": float(np.mean(pred.model_upper - pred.model_lower) * 100),
+           "scale": float(np.nanmean(pred.scale)) if np.isfinite(pred.scale).any() else float("nan")}
     if flags is not None:
         out["flagged"] = float(flags.mean())
         out["coverage_unflagged"] = float(cover[~flags].mean()) if (~flags).any() else float("nan")
@@ -87,6 +91,9 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
     t0 = time.time()
     bank, messages = _bank(ds, cal, draws, seed)
     fit_s = time.time() - t0
+    point_bank = Bank(bank.item_ids, bank.item_group, *(getattr(bank, k).mean(0, keepdims=True) for k in
+                                                         ("discrimination", "intercept", "guessing", "slip")),
+                      bank.abilities, bank.calibration, kind="point estimates")
     yt, full = y[:, test], full_all[test]
     rows, scatter = [], {}
     for k in budgets:
@@ -95,12 +102,13 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
             continue
         sel = select_items(bank, k)
         ym = _masked(yt, sel)
-        pred = predict_accuracy(bank, ym, samples=samples, seed=seed)
+        pred = predict_accuracy(bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS)
         pf = person_fit_flags(bank, ym)
         row = {"k": k, "selected": _metrics(pred, full, pf.flag)}
+        row["selected_fixed_items"] = _metrics(predict_accuracy(point_bank, ym, samples=samples, seed=seed), full)
         info = _masked(yt, select_items(bank, k, method="information"))
-        row["information"] = _metrics(predict_accuracy(bank, info, samples=samples, seed=seed), full,
-                                      person_fit_flags(bank, info).flag)
+        row["information"] = _metrics(predict_accuracy(bank, info, samples=samples, seed=seed, calibrate=True,
+                                                        max_models=CAL_MODELS), full, person_fit_flags(bank, info).flag)
         if k == 25:
             scatter = {"actual": full.tolist(), "predicted": pred.predicted_accuracy.tolist(),
                        "lower": pred.lower.tolist(), "upper": pred.upper.tolist()}
@@ -111,12 +119,16 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
             mean = (sub == 1).sum(0) / np.maximum((sub >= 0).sum(0), 1)
             plain.append({"mae": float(np.mean(np.abs(mean - full)) * 100),
                           "rmse": float(np.sqrt(np.mean((mean - full) ** 2)) * 100)})
-            irt.append(_metrics(predict_accuracy(bank, _masked(yt, items), samples=samples, seed=seed), full))
+            irt.append(_metrics(predict_accuracy(bank, _masked(yt, items), samples=samples, seed=seed, calibrate=True,
+                                                 max_models=CAL_MODELS), full))
         row["random_plain"] = {m: float(np.mean([r[m] for r in plain])) for m in ("mae", "rmse")}
-        row["random_irt"] = {m: float(np.mean([r[m] for r in irt])) for m in ("mae", "rmse", "coverage", "width")}
+        row["random_irt"] = {m: float(np.mean([r[m] for r in irt])) for m in ("mae", "rmse", "coverage", "width",
+                                                                               "coverage_model", "width_model")}
         row["random_irt_rmse_sd"] = float(np.std([r["rmse"] for r in irt]))
         rows.append(row)
-        print(f"{name} K={k}: selected RMSE {row['selected']['rmse']:.2f} cov {row['selected']['coverage']:.3f}; "
+        print(f"{name} K={k}: selected RMSE {row['selected']['rmse']:.2f} cov {row['selected']['coverage']:.3f} "
+              f"(model-based {row['selected']['coverage_model']:.3f}, fixed items "
+              f"{row['selected_fixed_items']['coverage_model']:.3f}); "
               f"max-information RMSE {row['information']['rmse']:.2f} cov {row['information']['coverage']:.3f}; "
               f"random IRT {row['random_irt']['rmse']:.2f} cov {row['random_irt']['coverage']:.3f}; "
               f"random plain {row['random_plain']['rmse']:.2f}", flush=True)
@@ -130,13 +142,14 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
             continue
         sel = select_items(shift_bank, k)
         ym = _masked(y[:, strong], sel)
-        pred = predict_accuracy(shift_bank, ym, samples=samples, seed=seed)
+        pred = predict_accuracy(shift_bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS)
         pf = person_fit_flags(shift_bank, ym)
         outside = outside_calibration(shift_bank, ym, pred.theta_mean)
         m = _metrics(pred, full_all[strong], pf.flag)
+        inside = (full_all[strong] >= pred.lower) & (full_all[strong] <= pred.upper)
         m.update(k=k, outside_range=float(outside.mean()),
-                 coverage_inside=float(np.mean(((full_all[strong] >= pred.lower) & (full_all[strong] <= pred.upper))
-                                               [~outside])) if (~outside).any() else float("nan"))
+                 coverage_inside=float(np.mean(inside[~outside])) if (~outside).any() else float("nan"),
+                 n_inside=int((~outside).sum()))
         shift.append(m)
         print(f"{name} shift K={k}: RMSE {m['rmse']:.2f} cov {m['coverage']:.3f} outside {m['outside_range']:.2f}",
               flush=True)
@@ -153,31 +166,37 @@ def markdown(result: dict) -> str:
              f"Command: `{result['command']}`", "",
              f"2PL bank by MAP-EM on a random 80% of models, {s['draws']} Laplace draws of the items; the held-out "
              f"20% scored from their responses to K items only ({s['samples']} predictive draws each); "
-             f"random subsets: {s['random']} per K. Errors in percentage points of full-benchmark accuracy; "
-             "coverage of the 90% predictive intervals; 'flagged': l_z at or below the calibration cohort's 10% "
-             "cut-off on the same items.", "",
-             "| benchmark | items | K | selected MAE | selected RMSE | coverage | width | flagged | coverage unflagged "
-             "| random IRT RMSE | random IRT coverage | random plain RMSE | selected beats random |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"random subsets: {s['random']} per K. Errors in percentage points of full-benchmark accuracy. "
+             "Coverage of the 90% intervals: 'model' = the Bayesian posterior predictive interval, 'calibrated' = "
+             f"its half-widths rescaled to cover 90% of {CAL_MODELS} calibration models on the same items "
+             "(`calibrate=True`, the default of `score`); 'fixed items' = model-based with the items at their "
+             "point estimates. 'flagged': l_z at or below the calibration cohort's 10% cut-off on the same items.", "",
+             "| benchmark | items | K | selected MAE | selected RMSE | coverage calibrated | coverage model | "
+             "coverage fixed items | width calibrated / model | flagged | coverage unflagged | max-information RMSE "
+             "(coverage) | random IRT RMSE | random IRT coverage calibrated / model | random plain RMSE | "
+             "selected beats random |", "|" + "---|" * 16]
     for b in result["benchmarks"]:
         for r in b["rows"]:
             if "skipped" in r:
-                lines.append(f"| {b['benchmark']} | {b['n_items']} | {r['k']} | {r['skipped']} |||||||||| ")
+                lines.append(f"| {b['benchmark']} | {b['n_items']} | {r['k']} | {r['skipped']} |" + " |" * 12)
                 continue
-            sel, ri, rp = r["selected"], r["random_irt"], r["random_plain"]
+            sel, ri, rp, inf = r["selected"], r["random_irt"], r["random_plain"], r["information"]
             beats = sel["rmse"] < min(ri["rmse"], rp["rmse"])
-            lines.append(f"| {b['benchmark']} | {b['n_items']} | {r['k']} | {fmt(sel['mae'], '{:.2f}')} | "
-                         f"{fmt(sel['rmse'], '{:.2f}')} | {sel['coverage']:.1%} | {sel['width']:.1f} | "
-                         f"{sel['flagged']:.1%} | {sel['coverage_unflagged']:.1%} | {ri['rmse']:.2f} | "
-                         f"{ri['coverage']:.1%} | {rp['rmse']:.2f} | {'yes' if beats else 'no'} |")
+            lines.append(f"| {b['benchmark']} | {b['n_items']} | {r['k']} | {sel['mae']:.2f} | {sel['rmse']:.2f} | "
+                         f"{sel['coverage']:.1%} | {sel['coverage_model']:.1%} | "
+                         f"{r['selected_fixed_items']['coverage_model']:.1%} | {sel['width']:.1f} / "
+                         f"{sel['width_model']:.1f} | {sel['flagged']:.1%} | {sel['coverage_unflagged']:.1%} | "
+                         f"{inf['rmse']:.2f} ({inf['coverage']:.0%}) | {ri['rmse']:.2f} | {ri['coverage']:.1%} / "
+                         f"{ri['coverage_model']:.1%} | {rp['rmse']:.2f} | {'yes' if beats else 'no'} |")
     lines += ["", "## Distribution shift: calibrated on the weakest 80%, scoring the strongest 20%", "",
-              "| benchmark | accuracy threshold | K | MAE | RMSE | coverage | outside calibrated range | "
-              "coverage inside range | flagged |", "|---|---|---|---|---|---|---|---|---|"]
+              "| benchmark | accuracy threshold | K | MAE | RMSE | coverage calibrated | coverage model | outside "
+              "calibrated range | coverage of the others (n) | flagged |", "|" + "---|" * 10]
     for b in result["benchmarks"]:
         for m in b["shift"]:
             lines.append(f"| {b['benchmark']} | {b['shift_threshold']:.2f} | {m['k']} | {m['mae']:.2f} | "
-                         f"{m['rmse']:.2f} | {m['coverage']:.1%} | {m['outside_range']:.1%} | "
-                         f"{fmt(m['coverage_inside'] * 100, '{:.1f}')}% | {m['flagged']:.1%} |")
+                         f"{m['rmse']:.2f} | {m['coverage']:.1%} | {m['coverage_model']:.1%} | "
+                         f"{m['outside_range']:.1%} | {fmt(m['coverage_inside'] * 100, '{:.1f}')}% "
+                         f"({m['n_inside']}) | {m['flagged']:.1%} |")
     lines += ["", "Fit seconds per bank: " + ", ".join(f"{b['benchmark']} {b['fit_seconds']:.0f}"
                                                        for b in result["benchmarks"]), ""]
     return "\n".join(lines)

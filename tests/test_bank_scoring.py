@@ -148,9 +148,12 @@ def test_held_out_coverage_from_selected_items(calibrated):
         chosen = select_items(bank, 15, method=method)
         part = np.full_like(y, -1)
         part[chosen] = y[chosen]
-        pred = predict_accuracy(bank, part, samples=1000)
-        inside = (y.mean(0) >= pred.lower) & (y.mean(0) <= pred.upper)
-        assert inside.mean() >= 0.8, method  # 40 models: 90% nominal, Binomial(40, 0.9) is >= 32 w.p. 0.96
+        pred = predict_accuracy(bank, part, samples=1000, calibrate=True)
+        for lo, hi in ((pred.lower, pred.upper), (pred.model_lower, pred.model_upper)):
+            inside = (y.mean(0) >= lo) & (y.mean(0) <= hi)
+            assert inside.mean() >= 0.8, method  # 40 models: 90% nominal, Binomial(40, 0.9) is >= 32 w.p. 0.96
+        # the data follow the 2PL: the calibration cohort needs about the model's own interval
+        assert 0.75 < pred.scale[0] < 1.35 and np.all(pred.scale == pred.scale[0])
 
 
 def test_unknown_item_ids_are_refused_with_their_names(calibrated, tmp_path):

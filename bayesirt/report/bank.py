@@ -103,7 +103,10 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
                   f"likelihood of its answers); the predicted accuracy over all {summary['bank']['n_items']} bank "
                   f"items is its observed answers plus the posterior predictive of the items it did not run, with a "
                   f"{level:.0%} interval from {summary['samples']} predictive draws (ability, item and binomial "
-                  "uncertainty). Person fit: l_z on the observed items against the "
+                  "uncertainty)" + (f", its half-widths rescaled to cover {level:.0%} of the calibration cohort scored "
+                                    "from the same items (factor in `scale`; the model-based interval is in "
+                                    "`model_lower`, `model_upper`)" if summary["interval"] == "calibrated" else
+                                    " (the model-based posterior predictive interval)") + ". Person fit: l_z on the observed items against the "
                   f"{summary['fpr']:.0%} cut-off of the calibration cohort on the same items "
                   f"({summary['cutoff_method']}); a flagged pattern is not explained by the bank and its interval is "
                   "not trusted. 'outside': the model lies outside the abilities the bank was calibrated on; its "

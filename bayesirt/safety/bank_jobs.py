@@ -15,7 +15,11 @@ from bayesirt.safety.bank import read_bank
 from bayesirt.safety.scoring import align_responses, outside_calibration, person_fit_flags, predict_accuracy
 from bayesirt.safety.short_test import SELECTION_METHODS, harness_ids, select_items
 
-__all__ = ["run_select_job", "run_score_job", "score_models", "HARNESS_RULE"]
+__all__ = ["run_select_job", "run_score_job", "score_models", "HARNESS_RULE", "INTERVALS"]
+
+#: Interval kinds of ``score``: the Bayesian posterior predictive interval, or the same rescaled to cover
+#: ``level`` of the calibration cohort on the same items (:func:`bayesirt.safety.scoring.predict_accuracy`).
+INTERVALS = ("calibrated", "model")
 
 #: How item ids become harness (task, document) pairs, as reported in summary.json.
 HARNESS_RULE = ("'<task>/<doc>' as written (bayesirt's lm-eval and Inspect ids); '<subject>.<doc>' with an integer "
@@ -92,12 +96,25 @@ def _load(responses) -> xr.Dataset:
     return load(responses)
 
 
+def _interval(interval: str | None, bank) -> str:
+    if interval is None:
+        return "calibrated" if bank.calibration is not None else "model"
+    if interval not in INTERVALS:
+        raise BayesIRTError(f"The 'interval' parameter must be one of {set(INTERVALS)}. Got {interval!r} instead.")
+    if interval == "calibrated" and bank.calibration is None:
+        raise BayesIRTError("interval='calibrated' needs the bank's calibration responses (a posterior.nc carries them; "
+                            "with an mml.nc pass --calibration DATA); or use interval='model'")
+    return interval
+
+
 def score_models(bank, responses, *, task: str | None = None, models=None, level: float = 0.9, fpr: float = 0.1,
-                 samples: int = 2000, seed: int = 0) -> tuple[xr.Dataset, list[str]]:
+                 samples: int = 2000, seed: int = 0, interval: str | None = None) -> tuple[xr.Dataset, list[str]]:
     """The scores Dataset (dim ``model``) of a response Dataset against a :class:`~bayesirt.safety.bank.Bank`,
-    and warnings."""
+    and warnings. ``interval``: see :data:`INTERVALS` (default ``"calibrated"`` when the bank has its
+    calibration responses, else ``"model"``)."""
+    interval = _interval(interval, bank)
     y, model_ids = align_responses(bank, responses, task=task, models=models)
-    pred = predict_accuracy(bank, y, level=level, samples=samples, seed=seed)
+    pred = predict_accuracy(bank, y, level=level, samples=samples, seed=seed, calibrate=interval == "calibrated")
     fit = person_fit_flags(bank, y, fpr=fpr, seed=seed)
     outside = outside_calibration(bank, y, pred.theta_mean)
     data = {k: ("model", np.asarray(v)) for k, v in pred._asdict().items()}
@@ -105,6 +122,7 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
              "person_fit_flag": ("model", fit.flag), "outside_range": ("model", outside)}
     ds = xr.Dataset(data, coords={"model": model_ids})
     ds.attrs = {"level": level, "fpr": fpr, "cutoff_method": fit.method, "samples": samples, "seed": seed,
+                "interval": interval,
                 "bank_kind": bank.kind, "bank_items": bank.n_items,
                 "accuracy": "proportion correct over all bank items: observed answers plus predicted rest"}
     warnings = []
@@ -131,8 +149,8 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
 
 
 def run_score_job(bank, responses, out, *, task: str | None = None, models=None, calibration=None,
-                  level: float = 0.9, fpr: float = 0.1, draws: int = 200, samples: int = 2000, seed: int = 0,
-                  force: bool = False) -> Path:
+                  level: float = 0.9, fpr: float = 0.1, interval: str | None = None, draws: int = 200,
+                  samples: int = 2000, seed: int = 0, force: bool = False) -> Path:
     """``bayesirt score BANK RESPONSES --out DIR``: each model's full-benchmark accuracy from a partial run.
 
     Writes ``scores.csv`` (``model, n_items, predicted_accuracy, lower, upper, person_fit_flag``
@@ -156,6 +174,12 @@ def run_score_job(bank, responses, out, *, task: str | None = None, models=None,
     level : float, default 0.9
     fpr : float, default 0.1
         Share of the calibration cohort flagged by the person-fit cut-off.
+    interval : {"calibrated", "model"}, optional
+        ``"model"``: the Bayesian posterior predictive interval; ``"calibrated"`` (default when the
+        bank has its calibration responses): its half-widths rescaled so that it covers ``level`` of
+        the calibration cohort scored from the same items (on the Open LLM Leaderboard the model
+        interval over-covers selected tests, 96-98% at K = 25-100, because the chosen items predict
+        the rest better than the unidimensional model assumes; ``benchmarks/README.md``).
     draws, samples, seed : int
         Item-parameter draws read from the bank, predictive draws per model, seed.
     force : bool
@@ -166,11 +190,14 @@ def run_score_job(bank, responses, out, *, task: str | None = None, models=None,
     check_output(out, force=force)
     if not 0 < fpr < 1:
         raise BayesIRTError(f"The 'fpr' parameter must be a false-positive rate in (0, 1). Got {fpr!r} instead.")
+    if interval is not None and interval not in INTERVALS:
+        raise BayesIRTError(f"The 'interval' parameter must be one of {set(INTERVALS)}. Got {interval!r} instead.")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
+    interval = _interval(interval, b)
     data = _load(responses)
     (scores, warnings), messages = recorded_warnings(score_models, b, data, task=task, models=models, level=level,
-                                                     fpr=fpr, samples=samples, seed=seed)
-    summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task,
+                                                     fpr=fpr, samples=samples, seed=seed, interval=interval)
+    summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task, "interval": interval,
                "cutoff_method": scores.attrs["cutoff_method"], "bank": b.summary(),
                "responses": str(data.attrs.get("name", responses if not isinstance(responses, xr.Dataset) else "")),
                "models": int(scores.sizes["model"]), "flagged": int(scores["person_fit_flag"].sum()),

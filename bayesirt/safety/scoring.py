@@ -42,7 +42,7 @@ from bayesirt.safety.bank import Bank
 from bayesirt.safety.personfit import calibrate_cutoff, lz_statistics
 
 __all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "person_fit_flags", "PersonFit",
-           "align_responses", "outside_calibration"]
+           "align_responses", "outside_calibration", "interval_scale"]
 
 _CHUNK = 64  # models per block of the (draw, model, node) posterior
 
@@ -60,6 +60,9 @@ class AccuracyPrediction(NamedTuple):
     lower: np.ndarray
     upper: np.ndarray
     draw_ess: np.ndarray
+    model_lower: np.ndarray
+    model_upper: np.ndarray
+    scale: np.ndarray
 
 
 def _as_y(responses, n_items: int) -> np.ndarray:
@@ -118,7 +121,7 @@ def joint_log_posterior(responses, discrimination, intercept, guessing=None, sli
 
 
 def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int = 2000, points: int = 241,
-                     seed: int = 0) -> AccuracyPrediction:
+                     seed: int = 0, calibrate: bool = False, max_models: int = 2000) -> AccuracyPrediction:
     """Ability posterior and posterior predictive full-benchmark accuracy of every model.
 
     Parameters
@@ -133,9 +136,25 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
     points : int, default 241
         Ability grid nodes.
     seed : int, default 0
+    calibrate : bool, default False
+        Rescale each interval's two half-widths about the predicted accuracy by the factor that makes
+        the interval cover the full accuracy of ``level`` of the calibration cohort answering the same
+        items (split-conformal quantile with the ``(n + 1)`` correction; needs the bank's calibration
+        responses; at most ``max_models`` of them, a seeded subset). The model-based interval stays in
+        ``model_lower``/``model_upper`` and the factor in ``scale`` (NaN when not calibrated). The
+        cohort also fitted the bank and chose a ``"score"`` test, so the factor is in-sample; with
+        thousands of calibration models the optimism is small (``benchmarks/short_test.py`` measures
+        held-out coverage of both intervals).
+
+    Returns
+    -------
+    AccuracyPrediction
     """
     if not 0 < level < 1:
         raise BayesIRTError(f"level must be a probability in (0, 1); got {level!r}")
+    if calibrate and bank.calibration is None:
+        raise BayesIRTError("calibrate=True needs the bank's calibration responses (a posterior.nc carries them; with "
+                            "an mml.nc pass calibration=the fitted data)")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 100:
         raise BayesIRTError(f"samples must be an integer >= 100 (Monte Carlo draws per model); got {samples!r}")
     y = _as_y(responses, bank.n_items)
@@ -179,7 +198,49 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
                     count = np.zeros(samples)
                 acc = (correct[k] + count) / n_bank
                 out["lower"][m], out["upper"][m] = np.quantile(acc, [tail, 1 - tail], method="inverted_cdf")
+    out["model_lower"], out["model_upper"] = out["lower"].copy(), out["upper"].copy()
+    out["scale"] = np.full(n_models, np.nan)
+    if calibrate:
+        ref_all = bank.calibration["responses"].transpose("item", "model").values.astype(np.int8)
+        for g, mask in enumerate(masks):
+            members = np.flatnonzero(group.reshape(-1) == g)
+            scale = interval_scale(bank, ref_all, mask, level=level, samples=samples, points=points, seed=seed,
+                                   max_models=max_models)
+            out["scale"][members] = scale
+            lo_bound = out["n_correct"][members] / n_bank
+            hi_bound = (out["n_correct"][members] + (~mask).sum()) / n_bank
+            pred = out["predicted_accuracy"][members]
+            out["lower"][members] = np.maximum(pred - scale * (pred - out["model_lower"][members]), lo_bound)
+            out["upper"][members] = np.minimum(pred + scale * (out["model_upper"][members] - pred), hi_bound)
     return AccuracyPrediction(**out)
+
+
+def interval_scale(bank: Bank, reference: np.ndarray, mask: np.ndarray, *, level: float = 0.9, samples: int = 2000,
+                   points: int = 241, seed: int = 0, max_models: int = 2000) -> float:
+    """The factor on the model-based interval's half-widths that covers ``level`` of the reference cohort.
+
+    ``reference`` (bank items x models) are the calibration responses; the models that answered
+    every item of ``mask`` are scored from those items alone and compared with their accuracy over
+    all their observed items. For each, ``c_m`` is the factor its interval needs to reach its actual
+    accuracy (0 inside the predicted point); the result is the ``ceil((n + 1) level)``-th smallest
+    ``c_m`` (split conformal). Fewer than 20 usable models: 1 (the model-based interval).
+    """
+    mask = np.asarray(mask, bool)
+    usable = (reference[mask] >= 0).all(axis=0) & ((reference >= 0).sum(0) > 0)
+    ref = reference[:, usable]
+    if ref.shape[1] > max_models:
+        ref = ref[:, np.sort(np.random.default_rng(seed).choice(ref.shape[1], size=max_models, replace=False))]
+    if ref.shape[1] < 20:
+        return 1.0
+    actual = (ref == 1).sum(0) / (ref >= 0).sum(0)
+    part = np.where(mask[:, None], ref, -1).astype(np.int8)
+    pred = predict_accuracy(bank, part, level=level, samples=samples, points=points, seed=seed)
+    p = pred.predicted_accuracy
+    with np.errstate(invalid="ignore", divide="ignore"):
+        need = np.where(actual >= p, (actual - p) / (pred.upper - p), (p - actual) / (p - pred.lower))
+    need = np.where(np.isfinite(need), need, np.where(np.isclose(actual, p), 0.0, np.inf))
+    rank = int(np.ceil((need.size + 1) * level))
+    return float(np.sort(need)[min(rank, need.size) - 1])
 
 
 class PersonFit(NamedTuple):
