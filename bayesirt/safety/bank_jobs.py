@@ -13,7 +13,7 @@ import xarray as xr
 from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
 from bayesirt.safety.bank import read_bank
 from bayesirt.safety.scoring import align_responses, outside_calibration, person_fit_flags, predict_accuracy
-from bayesirt.safety.short_test import SELECTION_METHODS, harness_ids, select_items
+from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harness_ids, select_items
 
 __all__ = ["run_select_job", "run_score_job", "score_models", "HARNESS_RULE", "INTERVALS"]
 
@@ -52,7 +52,8 @@ def run_select_job(bank, out, *, budget: int, method: str | None = None, stratif
     budget : int
         Items in the test.
     method : {"score", "information"}, optional
-        Default ``"score"`` when the bank has its calibration responses, else ``"information"``.
+        Default ``"score"`` when the bank has the calibration responses of at least 200 models, else
+        ``"information"``.
     stratify : bool, default False
         Proportional quotas per ``item_group``.
     task : str, optional
@@ -70,7 +71,7 @@ def run_select_job(bank, out, *, budget: int, method: str | None = None, stratif
     if method is not None and method not in SELECTION_METHODS:
         raise BayesIRTError(f"The 'method' parameter must be one of {set(SELECTION_METHODS)}. Got {method!r} instead.")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
-    chosen = method or ("score" if b.calibration is not None else "information")
+    chosen = method or default_method(b)
     items = select_items(b, budget, method=chosen, stratify=stratify, seed=seed)
     point = b.point()
     a, d = point.discrimination[items], point.intercept[items]
@@ -96,9 +97,15 @@ def _load(responses) -> xr.Dataset:
     return load(responses)
 
 
+#: Calibration models below which ``score`` defaults to the model-based interval (the 90% quantile of
+#: fewer would set the rescaling factor on a handful of models).
+MIN_CALIBRATED_MODELS = 100
+
+
 def _interval(interval: str | None, bank) -> str:
     if interval is None:
-        return "calibrated" if bank.calibration is not None else "model"
+        ok = bank.calibration is not None and bank.calibration.sizes["model"] >= MIN_CALIBRATED_MODELS
+        return "calibrated" if ok else "model"
     if interval not in INTERVALS:
         raise BayesIRTError(f"The 'interval' parameter must be one of {set(INTERVALS)}. Got {interval!r} instead.")
     if interval == "calibrated" and bank.calibration is None:
@@ -176,7 +183,7 @@ def run_score_job(bank, responses, out, *, task: str | None = None, models=None,
         Share of the calibration cohort flagged by the person-fit cut-off.
     interval : {"calibrated", "model"}, optional
         ``"model"``: the Bayesian posterior predictive interval; ``"calibrated"`` (default when the
-        bank has its calibration responses): its half-widths rescaled so that it covers ``level`` of
+        bank has the calibration responses of at least 100 models): its half-widths rescaled so that it covers ``level`` of
         the calibration cohort scored from the same items (on the Open LLM Leaderboard the model
         interval over-covers selected tests, 96-98% at K = 25-100, because the chosen items predict
         the rest better than the unidimensional model assumes; ``benchmarks/README.md``).

@@ -43,10 +43,14 @@ from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
 
-__all__ = ["select_items", "score_recovery_test", "harness_ids", "AdaptiveTest", "SELECTION_METHODS"]
+__all__ = ["select_items", "score_recovery_test", "default_method", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
+           "MIN_SCORE_MODELS"]
 
 #: Rules of :func:`select_items`.
 SELECTION_METHODS = ("score", "information")
+#: Calibration models below which ``select_items`` defaults to ``"information"``: a greedy search over
+#: hundreds of items fitted to a few dozen models' scores would chase their noise.
+MIN_SCORE_MODELS = 200
 
 _PLACEHOLDER_GROUP = "all"
 _INT = re.compile(r"^-?\d+$")
@@ -68,7 +72,8 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     bank : Bank
     budget : int
     method : {"score", "information"}, optional
-        Default ``"score"`` when the bank has calibration responses, else ``"information"``.
+        Default ``"score"`` when the bank has calibration responses of at least
+        :data:`MIN_SCORE_MODELS` models, else ``"information"``.
     stratify : bool, default False
         Proportional quotas per ``item_group`` (see :func:`bayesirt.safety.adaptive.quota_counts`).
     quotas : dict, optional
@@ -79,7 +84,7 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     """
     budget = _check_budget(budget, bank.n_items)
     if method is None:
-        method = "score" if bank.calibration is not None else "information"
+        method = default_method(bank)
     if method not in SELECTION_METHODS:
         raise BayesIRTError(f"The 'method' parameter must be one of {set(SELECTION_METHODS)}. Got {method!r} instead.")
     point = bank.point()
@@ -99,6 +104,12 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
         path = [g for g, n in counts.items() for _ in range(n)]
     return score_recovery_test(point, y, budget, groups=groups, path=path, prior_mean=bank.prior_mean,
                                prior_sd=bank.prior_sd)
+
+
+def default_method(bank: Bank) -> str:
+    """``"score"`` with calibration responses of at least :data:`MIN_SCORE_MODELS` models, else ``"information"``."""
+    ok = bank.calibration is not None and bank.calibration.sizes["model"] >= MIN_SCORE_MODELS
+    return "score" if ok else "information"
 
 
 def score_recovery_test(point, responses, budget: int, *, groups=None, path=None, prior_mean: float = 0.0,
