@@ -217,3 +217,24 @@ def test_posterior_bank_keeps_joint_draws_groups_and_its_calibration_responses()
     np.testing.assert_array_equal(bank.calibration["responses"].values, responses["responses"].values)
     chosen = select_items(bank, 4, stratify=True)
     assert sorted(bank.item_group[chosen]) == ["x", "x", "y", "y"]
+
+
+def test_aberrant_and_out_of_range_models_are_flagged(calibrated):
+    _, cal, new = calibrated
+    bank = read_bank(fit_mml(cal, "2pl", priors=True, se=True), draws=50, calibration=cal)
+    chosen = select_items(bank, 30, method="information")
+    easy_first = chosen[np.argsort(-bank.point().intercept[chosen])]
+    y = np.full((bank.n_items, 4), -1, dtype=np.int8)
+    y[chosen, 0] = new["responses"].values[chosen, 0]  # a genuine model
+    y[easy_first, 1] = np.r_[np.zeros(15), np.ones(15)]  # easy items wrong, hard ones right
+    far = expit(bank.point().discrimination * 6.0 + bank.point().intercept)  # ability 6 SDs up
+    y[chosen, 2] = 1  # all 30 right: the test's ceiling, which some calibration models reach too
+    y[:, 3] = (far > 0.5).astype(np.int8)  # every item, as a model 6 SDs up would answer them
+    from bayesirt.safety.scoring import at_ceiling, outside_calibration, person_fit_flags
+
+    fit = person_fit_flags(bank, y[:, :3])
+    assert fit.method == "empirical" and not fit.flag[0] and fit.flag[1]
+    assert np.all(fit.cutoff == fit.cutoff[0])  # one cut-off for one set of items
+    pred = predict_accuracy(bank, y, samples=500)
+    assert outside_calibration(bank, y, pred.theta_mean).tolist() == [False, False, False, True]
+    assert at_ceiling(y).tolist() == [False, False, True, y[:, 3].all()]

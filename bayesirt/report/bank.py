@@ -106,7 +106,8 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
                   "uncertainty)" + (f", its half-widths rescaled to cover {level:.0%} of the calibration cohort scored "
                                     "from the same items (factor in `scale`; the model-based interval is in "
                                     "`model_lower`, `model_upper`)" if summary["interval"] == "calibrated" else
-                                    " (the model-based posterior predictive interval)") + ". Person fit: l_z on the observed items against the "
+                                    " (the model-based posterior predictive interval)")
+                  + ". Person fit: l_z on the observed items against the "
                   f"{summary['fpr']:.0%} cut-off of the calibration cohort on the same items "
                   f"({summary['cutoff_method']}); a flagged pattern is not explained by the bank and its interval is "
                   "not trusted. 'outside': the model lies outside the abilities the bank was calibrated on; its "
@@ -118,8 +119,10 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
             "ability": [f"{m:.2f} ± {s:.2f}" for m, s in zip(frame["theta_mean"], frame["theta_sd"], strict=True)],
             "l_z (cut-off)": [f"{z:.2f} ({c:.2f})" if np.isfinite(z) else "—"
                               for z, c in zip(frame["lz"], frame["lz_cutoff"], strict=True)],
-            "flags": [", ".join(f for f, on in (("person misfit", p), ("outside calibrated range", o)) if on) or "—"
-                      for p, o in zip(frame["person_fit_flag"], frame["outside_range"], strict=True)]})
+            "flags": [", ".join(f for f, on in (("person misfit", p), ("outside calibrated range", o),
+                                                ("at the test's ceiling / floor", c)) if on) or "—"
+                      for p, o, c in zip(frame["person_fit_flag"], frame["outside_range"], frame["at_ceiling"],
+                                         strict=True)]})
         lines += ["## Models", "", markdown_table(table), "", f"![predicted accuracy]({figure})", ""]
         if summary["warnings"]:
             lines += ["## Warnings", "", *[f"- {w}" for w in summary["warnings"]], ""]

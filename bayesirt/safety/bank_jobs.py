@@ -12,7 +12,8 @@ import xarray as xr
 
 from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
 from bayesirt.safety.bank import read_bank
-from bayesirt.safety.scoring import align_responses, outside_calibration, person_fit_flags, predict_accuracy
+from bayesirt.safety.scoring import (align_responses, at_ceiling, outside_calibration, person_fit_flags,
+                                     predict_accuracy)
 from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harness_ids, select_items
 
 __all__ = ["run_select_job", "run_score_job", "score_models", "HARNESS_RULE", "INTERVALS"]
@@ -126,7 +127,8 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
     outside = outside_calibration(bank, y, pred.theta_mean)
     data = {k: ("model", np.asarray(v)) for k, v in pred._asdict().items()}
     data |= {"theta_map": ("model", fit.theta_map), "lz": ("model", fit.lz), "lz_cutoff": ("model", fit.cutoff),
-             "person_fit_flag": ("model", fit.flag), "outside_range": ("model", outside)}
+             "person_fit_flag": ("model", fit.flag), "outside_range": ("model", outside),
+             "at_ceiling": ("model", at_ceiling(y))}
     ds = xr.Dataset(data, coords={"model": model_ids})
     ds.attrs = {"level": level, "fpr": fpr, "cutoff_method": fit.method, "samples": samples, "seed": seed,
                 "interval": interval,
@@ -139,6 +141,11 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
     if outside.any():
         warnings.append(f"{int(outside.sum())} model(s) lie outside the abilities the bank was calibrated on (e.g. "
                         f"{str(model_ids[outside][0])!r}): their intervals rest on extrapolation and are not trusted")
+    ceiling = at_ceiling(y)
+    if ceiling.any():
+        warnings.append(f"{int(ceiling.sum())} model(s) answered every item run correctly (or every one wrongly): the "
+                        "test bounds their ability on one side only, and their interval assumes they are no stronger "
+                        "(weaker) than the calibration cohort's best (worst); run more or harder (easier) items to check")
     if fit.flag.any():
         warnings.append(f"{int(fit.flag.sum())} model(s) flagged by person fit (l_z at or below the cut-off): their "
                         "answers are not explained by the bank (contamination, sandbagging, a broken run); intervals "

@@ -42,7 +42,7 @@ from bayesirt.safety.bank import Bank
 from bayesirt.safety.personfit import calibrate_cutoff, lz_statistics
 
 __all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "person_fit_flags", "PersonFit",
-           "align_responses", "outside_calibration", "interval_scale"]
+           "align_responses", "outside_calibration", "interval_scale", "at_ceiling"]
 
 _CHUNK = 64  # models per block of the (draw, model, node) posterior
 
@@ -331,6 +331,20 @@ def outside_calibration(bank: Bank, responses, theta_mean, *, tail: float = 0.01
         below = (ref[None, :] <= score[:, None]).mean(1)
         out[members] |= (above < tail) | (below < tail)
     return out
+
+
+def at_ceiling(responses) -> np.ndarray:
+    """True for models that answered every observed item correctly, or every one wrongly (at least one).
+
+    Such a pattern bounds the ability on one side only: the posterior's other side is the
+    calibration population's, so the interval assumes the model is no stronger (weaker) than that
+    population's best (worst), which a short test cannot check.
+    """
+    y = np.asarray(getattr(responses, "values", responses))
+    y = y[:, None] if y.ndim == 1 else y
+    n = (y >= 0).sum(0)
+    correct = (y == 1).sum(0)
+    return (n > 0) & ((correct == n) | (correct == 0))
 
 
 def _harness_keys(item_ids, item_group, task):
