@@ -45,7 +45,7 @@ from bayesirt.data import load  # noqa: E402
 from bayesirt.errors import recorded_warnings  # noqa: E402
 from bayesirt.frequentist.mml import fit_mml  # noqa: E402
 from bayesirt.safety.bank import Bank, read_bank  # noqa: E402
-from bayesirt.safety.scoring import outside_calibration, person_fit_flags, predict_accuracy  # noqa: E402
+from bayesirt.safety.scoring import at_ceiling, outside_calibration, person_fit_flags, predict_accuracy  # noqa: E402
 from bayesirt.safety.short_test import select_items  # noqa: E402
 
 DATA = Path("/work/shared/data/llm/open_llm_leaderboard_v1")
@@ -104,7 +104,7 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
         ym = _masked(yt, sel)
         pred = predict_accuracy(bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS)
         pf = person_fit_flags(bank, ym)
-        row = {"k": k, "selected": _metrics(pred, full, pf.flag)}
+        row = {"k": k, "selected": _metrics(pred, full, pf.flag), "at_ceiling": float(at_ceiling(ym).mean())}
         row["selected_fixed_items"] = _metrics(predict_accuracy(point_bank, ym, samples=samples, seed=seed), full)
         info = _masked(yt, select_items(bank, k, method="information"))
         row["information"] = _metrics(predict_accuracy(bank, info, samples=samples, seed=seed, calibrate=True,
@@ -147,9 +147,10 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
         outside = outside_calibration(shift_bank, ym, pred.theta_mean)
         m = _metrics(pred, full_all[strong], pf.flag)
         inside = (full_all[strong] >= pred.lower) & (full_all[strong] <= pred.upper)
-        m.update(k=k, outside_range=float(outside.mean()),
-                 coverage_inside=float(np.mean(inside[~outside])) if (~outside).any() else float("nan"),
-                 n_inside=int((~outside).sum()))
+        warned = outside | at_ceiling(ym) | pf.flag
+        m.update(k=k, outside_range=float(outside.mean()), at_ceiling=float(at_ceiling(ym).mean()),
+                 coverage_inside=float(np.mean(inside[~warned])) if (~warned).any() else float("nan"),
+                 n_inside=int((~warned).sum()))
         shift.append(m)
         print(f"{name} shift K={k}: RMSE {m['rmse']:.2f} cov {m['coverage']:.3f} outside {m['outside_range']:.2f}",
               flush=True)
@@ -190,13 +191,13 @@ def markdown(result: dict) -> str:
                          f"{ri['coverage_model']:.1%} | {rp['rmse']:.2f} | {'yes' if beats else 'no'} |")
     lines += ["", "## Distribution shift: calibrated on the weakest 80%, scoring the strongest 20%", "",
               "| benchmark | accuracy threshold | K | MAE | RMSE | coverage calibrated | coverage model | outside "
-              "calibrated range | coverage of the others (n) | flagged |", "|" + "---|" * 10]
+              "calibrated range | at ceiling | person-fit flagged | coverage of the unwarned (n) |", "|" + "---|" * 11]
     for b in result["benchmarks"]:
         for m in b["shift"]:
             lines.append(f"| {b['benchmark']} | {b['shift_threshold']:.2f} | {m['k']} | {m['mae']:.2f} | "
                          f"{m['rmse']:.2f} | {m['coverage']:.1%} | {m['coverage_model']:.1%} | "
-                         f"{m['outside_range']:.1%} | {fmt(m['coverage_inside'] * 100, '{:.1f}')}% "
-                         f"({m['n_inside']}) | {m['flagged']:.1%} |")
+                         f"{m['outside_range']:.1%} | {m['at_ceiling']:.1%} | {m['flagged']:.1%} | "
+                         f"{fmt(m['coverage_inside'] * 100, '{:.1f}')}% ({m['n_inside']}) |")
     lines += ["", "Fit seconds per bank: " + ", ".join(f"{b['benchmark']} {b['fit_seconds']:.0f}"
                                                        for b in result["benchmarks"]), ""]
     return "\n".join(lines)
