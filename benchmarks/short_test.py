@@ -23,6 +23,7 @@ Usage::
 
     nice -n 10 python benchmarks/short_test.py                # all five benchmarks (~30 min on 1 core)
     nice -n 10 python benchmarks/short_test.py --quick        # one benchmark, K = 10, 25, 2 random subsets
+    python benchmarks/short_test.py --merge a.json,b.json    # one table from runs on disjoint benchmarks
 
 Writes ``benchmarks/results/short_test.{json,md}`` and ``short_test.png`` (predicted vs actual at
 K = 25, selected tests, held-out models).
@@ -233,7 +234,23 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--merge", default=None, help="comma-separated results JSONs of runs on disjoint benchmarks "
+                    "(same settings): write their union to --out (default short_test.json) with its Markdown and figure")
     args = ap.parse_args(argv)
+    if args.merge:
+        import json
+
+        parts = [json.loads(Path(f).read_text()) for f in args.merge.split(",")]
+        if any(p["settings"] != parts[0]["settings"] for p in parts):
+            raise SystemExit("the runs to merge have different settings")
+        result = dict(parts[0], benchmarks=[b for p in parts for b in p["benchmarks"]],
+                      command=" ; ".join(p["command"] for p in parts), merged_from=args.merge.split(","),
+                      runs=[{k: p[k] for k in ("date", "machine", "source", "command")} for p in parts])
+        out = Path(args.out) if args.out else RESULTS / "short_test.json"
+        write_results(out, result, markdown)
+        figure(result, out.with_suffix(".png"))
+        print(markdown(result))
+        return
     names = args.benchmarks.split(",")
     budgets = [int(b) for b in args.budgets.split(",")]
     if args.quick:
