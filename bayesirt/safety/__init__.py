@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from bayesirt.safety.suite import run_safety_suite
     from bayesirt.safety.bank import Bank, read_bank
     from bayesirt.safety.short_test import AdaptiveTest, harness_ids, score_recovery_test, select_items
-    from bayesirt.safety.scoring import align_responses, outside_calibration, person_fit_flags, predict_accuracy
+    from bayesirt.safety.scoring import (align_responses, at_ceiling, interval_scale, outside_calibration,
+                                         person_fit_flags, predict_accuracy)
     from bayesirt.safety.bank_jobs import run_score_job, run_select_job, score_models
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)
