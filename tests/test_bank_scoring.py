@@ -238,3 +238,16 @@ def test_aberrant_and_out_of_range_models_are_flagged(calibrated):
     pred = predict_accuracy(bank, y, samples=500)
     assert outside_calibration(bank, y, pred.theta_mean).tolist() == [False, False, False, True]
     assert at_ceiling(y).tolist() == [False, False, True, y[:, 3].all()]
+
+
+def test_large_banks_compute_the_unobserved_items_on_the_fly(monkeypatch):
+    import bayesirt.safety.scoring as scoring
+
+    bank = _tiny_bank(draws=5)
+    y = np.array([[1, 0], [0, -1], [-1, 1], [-1, -1]], dtype=np.int8)
+    table = predict_accuracy(bank, y, samples=4000, seed=3)
+    monkeypatch.setattr(scoring, "_TABLE_LIMIT", 10)
+    fly = predict_accuracy(bank, y, samples=4000, seed=3)
+    np.testing.assert_allclose(fly.predicted_accuracy, table.predicted_accuracy, rtol=1e-6)
+    np.testing.assert_array_equal(fly.lower, table.lower)  # the same draws, the same uniforms
+    np.testing.assert_array_equal(fly.upper, table.upper)

@@ -45,6 +45,7 @@ __all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "per
            "align_responses", "outside_calibration", "interval_scale", "at_ceiling"]
 
 _CHUNK = 64  # models per block of the (draw, model, node) posterior
+_TABLE_LIMIT = 25_000_000  # float32 cells of the P table of the unobserved items kept in memory (100 MB)
 
 
 class AccuracyPrediction(NamedTuple):
@@ -170,8 +171,14 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
     for g, mask in enumerate(masks):
         members = np.flatnonzero(group.reshape(-1) == g)
         seen, rest = np.flatnonzero(mask), np.flatnonzero(~mask)
-        p_rest = _probabilities(bank, rest, nodes)  # (draws, rest, nodes), float32
-        mu_rest = p_rest.sum(axis=1, dtype=float)  # (draws, nodes): expected correct among the unobserved
+        if bank.n_draws * rest.size * nodes.size <= _TABLE_LIMIT:
+            p_rest = _probabilities(bank, rest, nodes)  # (draws, rest, nodes), float32
+            mu_rest = p_rest.sum(axis=1, dtype=float)  # (draws, nodes): expected correct among the unobserved
+        else:  # a large bank: the expected count by blocks of items, P of the sampled pairs when needed
+            p_rest = None
+            mu_rest = sum(_probabilities(bank, part, nodes).sum(axis=1, dtype=float)
+                          for part in np.array_split(rest, -(-rest.size * bank.n_draws * nodes.size // _TABLE_LIMIT)))
+            rest_draws = bank.subset_draws(rest)
         for start in range(0, members.size, _CHUNK):
             block = members[start:start + _CHUNK]
             lw = joint_log_posterior(y[np.ix_(seen, block)], *bank.subset_draws(seen), nodes=nodes, log_weights=logw)
@@ -192,7 +199,11 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
                 pick = np.minimum(np.searchsorted(flat[k], rng.random(samples) * flat[k, -1]), flat.shape[1] - 1)
                 ds, dq = np.divmod(pick, nodes.size)
                 if rest.size:
-                    prob = p_rest[ds, :, dq]  # (samples, rest)
+                    if p_rest is not None:
+                        prob = p_rest[ds, :, dq]  # (samples, rest)
+                    else:
+                        ra, rd, rc, rs = (x[ds] for x in rest_draws)
+                        prob = rc + (1 - rc - rs) * expit(ra * nodes[dq][:, None] + rd)
                     count = (rng.random(prob.shape) < prob).sum(axis=1)
                 else:
                     count = np.zeros(samples)
