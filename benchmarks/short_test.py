@@ -69,6 +69,11 @@ def _metrics(pred, full, flags=None) -> dict:
     return out
 
 
+def _round(scatter: dict) -> dict:
+    """Per-model figure data rounded to 4 decimals (0.01 pp), to keep the results JSON small."""
+    return {k: np.round(np.asarray(v, float), 4).tolist() for k, v in scatter.items()}
+
+
 def _masked(y: np.ndarray, items: np.ndarray) -> np.ndarray:
     out = np.full_like(y, -1)
     out[items] = y[items]
@@ -111,8 +116,8 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
         row["information"] = _metrics(predict_accuracy(bank, info, samples=samples, seed=seed, calibrate=True,
                                                         max_models=CAL_MODELS), full, person_fit_flags(bank, info).flag)
         if k == 25:
-            scatter = {"actual": full.tolist(), "predicted": pred.predicted_accuracy.tolist(),
-                       "lower": pred.lower.tolist(), "upper": pred.upper.tolist()}
+            scatter = _round({"actual": full, "predicted": pred.predicted_accuracy, "lower": pred.lower,
+                              "upper": pred.upper})
         plain, irt = [], []
         for _ in range(n_random):
             items = np.sort(rng.choice(n_items, size=k, replace=False))
@@ -243,6 +248,8 @@ def main(argv=None) -> None:
         parts = [json.loads(Path(f).read_text()) for f in args.merge.split(",")]
         if any(p["settings"] != parts[0]["settings"] for p in parts):
             raise SystemExit("the runs to merge have different settings")
+        for b in (b for p in parts for b in p["benchmarks"]):
+            b["scatter_k25"] = _round(b["scatter_k25"]) if b["scatter_k25"] else {}
         result = dict(parts[0], benchmarks=[b for p in parts for b in p["benchmarks"]],
                       command=" ; ".join(p["command"] for p in parts), merged_from=args.merge.split(","),
                       runs=[{k: p[k] for k in ("date", "machine", "source", "command")} for p in parts])
