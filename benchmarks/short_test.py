@@ -53,6 +53,7 @@ DATA = Path("/work/shared/data/llm/open_llm_leaderboard_v1")
 BENCHMARKS = ("gsm8k", "truthfulqa", "winogrande", "mmlu", "arc")
 RESULTS = Path(__file__).resolve().parent / "results"
 CAL_MODELS = 1000  # calibration models scored for each test's interval scale
+RULE = "conservative"  # interval_scale's rule (--rule)
 
 
 def _metrics(pred, full, flags=None) -> dict:
@@ -108,13 +109,14 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
             continue
         sel = select_items(bank, k)
         ym = _masked(yt, sel)
-        pred = predict_accuracy(bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS)
+        pred = predict_accuracy(bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS, rule=RULE)
         pf = person_fit_flags(bank, ym)
         row = {"k": k, "selected": _metrics(pred, full, pf.flag), "at_ceiling": float(at_ceiling(ym).mean())}
         row["selected_fixed_items"] = _metrics(predict_accuracy(point_bank, ym, samples=samples, seed=seed), full)
         info = _masked(yt, select_items(bank, k, method="information"))
         row["information"] = _metrics(predict_accuracy(bank, info, samples=samples, seed=seed, calibrate=True,
-                                                        max_models=CAL_MODELS), full, person_fit_flags(bank, info).flag)
+                                                        max_models=CAL_MODELS, rule=RULE), full,
+                                      person_fit_flags(bank, info).flag)
         if k == 25:
             scatter = _round({"actual": full, "predicted": pred.predicted_accuracy, "lower": pred.lower,
                               "upper": pred.upper})
@@ -126,7 +128,7 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
             plain.append({"mae": float(np.mean(np.abs(mean - full)) * 100),
                           "rmse": float(np.sqrt(np.mean((mean - full) ** 2)) * 100)})
             irt.append(_metrics(predict_accuracy(bank, _masked(yt, items), samples=samples, seed=seed, calibrate=True,
-                                                 max_models=CAL_MODELS), full))
+                                                 max_models=CAL_MODELS, rule=RULE), full))
         row["random_plain"] = {m: float(np.mean([r[m] for r in plain])) for m in ("mae", "rmse")}
         row["random_irt"] = {m: float(np.mean([r[m] for r in irt])) for m in ("mae", "rmse", "coverage", "width",
                                                                                "coverage_model", "width_model")}
@@ -148,7 +150,7 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
             continue
         sel = select_items(shift_bank, k)
         ym = _masked(y[:, strong], sel)
-        pred = predict_accuracy(shift_bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS)
+        pred = predict_accuracy(shift_bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS, rule=RULE)
         pf = person_fit_flags(shift_bank, ym)
         outside = outside_calibration(shift_bank, ym, pred.theta_mean)
         m = _metrics(pred, full_all[strong], pf.flag)
@@ -241,7 +243,11 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--merge", default=None, help="comma-separated results JSONs of runs on disjoint benchmarks "
                     "(same settings): write their union to --out (default short_test.json) with its Markdown and figure")
+    ap.add_argument("--rule", default="conservative", choices=("conservative", "nearest"),
+                    help="how the calibrated interval's factor is chosen (bayesirt.safety.scoring.interval_scale)")
     args = ap.parse_args(argv)
+    global RULE
+    RULE = args.rule
     if args.merge:
         import json
 
@@ -266,7 +272,7 @@ def main(argv=None) -> None:
     result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
               "source": source_state(), "command": "python benchmarks/short_test.py " + " ".join(argv or sys.argv[1:]),
               "settings": {"budgets": budgets, "random": args.random, "draws": args.draws, "samples": args.samples,
-                           "seed": args.seed}, "benchmarks": []}
+                           "seed": args.seed, "rule": args.rule}, "benchmarks": []}
     for name in names:
         result["benchmarks"].append(study(name, budgets, args.random, args.draws, args.samples, args.seed))
         write_results(out, result, markdown)

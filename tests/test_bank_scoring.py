@@ -154,6 +154,10 @@ def test_held_out_coverage_from_selected_items(calibrated):
             assert inside.mean() >= 0.8, method  # 40 models: 90% nominal, Binomial(40, 0.9) is >= 32 w.p. 0.96
         # the data follow the 2PL: the calibration cohort needs about the model's own interval
         assert 0.75 < pred.scale[0] < 1.35 and np.all(pred.scale == pred.scale[0])
+        nearest = predict_accuracy(bank, part, samples=1000, calibrate=True, rule="nearest")
+        assert nearest.scale[0] <= pred.scale[0]  # never beyond the conservative (>= 90%) factor
+    with pytest.raises(BayesIRTError, match="The 'rule' parameter must be one of"):
+        predict_accuracy(bank, part, calibrate=True, rule="median")
 
 
 def test_unknown_item_ids_are_refused_with_their_names(calibrated, tmp_path):
