@@ -12,8 +12,8 @@ import xarray as xr
 
 from bayesirt.errors import BayesIRTError, DataError, recorded_warnings
 from bayesirt.safety.bank import read_bank
-from bayesirt.safety.scoring import (align_responses, at_ceiling, outside_calibration, person_fit_flags,
-                                     predict_accuracy)
+from bayesirt.safety.scoring import (CALIBRATION_RULES, align_responses, at_ceiling, outside_calibration,
+                                     person_fit_flags, predict_accuracy)
 from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harness_ids, select_items
 
 __all__ = ["run_select_job", "run_score_job", "score_models", "HARNESS_RULE", "INTERVALS"]
@@ -21,6 +21,8 @@ __all__ = ["run_select_job", "run_score_job", "score_models", "HARNESS_RULE", "I
 #: Interval kinds of ``score``: the Bayesian posterior predictive interval, or the same rescaled to cover
 #: ``level`` of the calibration cohort on the same items (:func:`bayesirt.safety.scoring.predict_accuracy`).
 INTERVALS = ("calibrated", "model")
+#: The default rule of the calibrated interval's factor (:func:`bayesirt.safety.scoring.interval_scale`).
+DEFAULT_RULE = "conservative"
 
 #: How item ids become harness (task, document) pairs, as reported in summary.json.
 HARNESS_RULE = ("'<task>/<doc>' as written (bayesirt's lm-eval and Inspect ids); '<subject>.<doc>' with an integer "
@@ -116,13 +118,15 @@ def _interval(interval: str | None, bank) -> str:
 
 
 def score_models(bank, responses, *, task: str | None = None, models=None, level: float = 0.9, fpr: float = 0.1,
-                 samples: int = 2000, seed: int = 0, interval: str | None = None) -> tuple[xr.Dataset, list[str]]:
+                 samples: int = 2000, seed: int = 0, interval: str | None = None,
+                 rule: str = DEFAULT_RULE) -> tuple[xr.Dataset, list[str]]:
     """The scores Dataset (dim ``model``) of a response Dataset against a :class:`~bayesirt.safety.bank.Bank`,
     and warnings. ``interval``: see :data:`INTERVALS` (default ``"calibrated"`` when the bank has its
     calibration responses, else ``"model"``)."""
     interval = _interval(interval, bank)
     y, model_ids = align_responses(bank, responses, task=task, models=models)
-    pred = predict_accuracy(bank, y, level=level, samples=samples, seed=seed, calibrate=interval == "calibrated")
+    pred = predict_accuracy(bank, y, level=level, samples=samples, seed=seed, calibrate=interval == "calibrated",
+                            rule=rule)
     fit = person_fit_flags(bank, y, fpr=fpr, seed=seed)
     outside = outside_calibration(bank, y, pred.theta_mean)
     data = {k: ("model", np.asarray(v)) for k, v in pred._asdict().items()}
@@ -131,7 +135,7 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
              "at_ceiling": ("model", at_ceiling(y))}
     ds = xr.Dataset(data, coords={"model": model_ids})
     ds.attrs = {"level": level, "fpr": fpr, "cutoff_method": fit.method, "samples": samples, "seed": seed,
-                "interval": interval,
+                "interval": interval, "calibration_rule": rule if interval == "calibrated" else "",
                 "bank_kind": bank.kind, "bank_items": bank.n_items,
                 "accuracy": "proportion correct over all bank items: observed answers plus predicted rest"}
     warnings = []
@@ -163,8 +167,8 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
 
 
 def run_score_job(bank, responses, out, *, task: str | None = None, models=None, calibration=None,
-                  level: float = 0.9, fpr: float = 0.1, interval: str | None = None, draws: int = 200,
-                  samples: int = 2000, seed: int = 0, force: bool = False) -> Path:
+                  level: float = 0.9, fpr: float = 0.1, interval: str | None = None, rule: str = DEFAULT_RULE,
+                  draws: int = 200, samples: int = 2000, seed: int = 0, force: bool = False) -> Path:
     """``bayesirt score BANK RESPONSES --out DIR``: each model's full-benchmark accuracy from a partial run.
 
     Writes ``scores.csv`` (``model, n_items, predicted_accuracy, lower, upper, person_fit_flag``
@@ -194,6 +198,9 @@ def run_score_job(bank, responses, out, *, task: str | None = None, models=None,
         the calibration cohort scored from the same items (on the Open LLM Leaderboard the model
         interval over-covers selected tests, 96-98% at K = 25-100, because the chosen items predict
         the rest better than the unidimensional model assumes; ``benchmarks/README.md``).
+    rule : {"conservative", "nearest"}
+        How the calibrated interval's factor is chosen (:func:`bayesirt.safety.scoring.interval_scale`):
+        at least ``level`` of the calibration cohort covered, or the coverage nearest ``level``.
     draws, samples, seed : int
         Item-parameter draws read from the bank, predictive draws per model, seed.
     force : bool
@@ -209,9 +216,12 @@ def run_score_job(bank, responses, out, *, task: str | None = None, models=None,
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     interval = _interval(interval, b)
     data = _load(responses)
+    if rule not in CALIBRATION_RULES:
+        raise BayesIRTError(f"The 'rule' parameter must be one of {set(CALIBRATION_RULES)}. Got {rule!r} instead.")
     (scores, warnings), messages = recorded_warnings(score_models, b, data, task=task, models=models, level=level,
-                                                     fpr=fpr, samples=samples, seed=seed, interval=interval)
+                                                     fpr=fpr, samples=samples, seed=seed, interval=interval, rule=rule)
     summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task, "interval": interval,
+               "calibration_rule": scores.attrs["calibration_rule"],
                "cutoff_method": scores.attrs["cutoff_method"], "bank": b.summary(),
                "responses": str(data.attrs.get("name", responses if not isinstance(responses, xr.Dataset) else "")),
                "models": int(scores.sizes["model"]), "flagged": int(scores["person_fit_flag"].sum()),
