@@ -175,7 +175,8 @@ def markdown(result: dict) -> str:
              f"Command: `{result['command']}`", "",
              f"2PL bank by MAP-EM on a random 80% of models, {s['draws']} Laplace draws of the items; the held-out "
              f"20% scored from their responses to K items only ({s['samples']} predictive draws each); "
-             f"random subsets: {s['random']} per K. Errors in percentage points of full-benchmark accuracy. "
+             f"random subsets: {s['random']} per K; calibrated-interval rule: {s.get('rule', 'conservative')}. "
+             "Errors in percentage points of full-benchmark accuracy. "
              "Coverage of the 90% intervals: 'model' = the Bayesian posterior predictive interval, 'calibrated' = "
              f"its half-widths rescaled to cover 90% of {CAL_MODELS} calibration models on the same items "
              "(`calibrate=True`, the default of `score`); 'fixed items' = model-based with the items at their "
