@@ -55,6 +55,10 @@ COMMANDS = {
     "sandbag": ("bayesirt.jobs.safety:run_sandbag_job", "simulate uniform/targeted/triggered sandbagging and detect it"),
     "fingerprint": ("bayesirt.jobs.safety:run_fingerprint_job",
                     "identify endpoints by response disagreement with reference responses"),
+    "select": ("bayesirt.jobs.bank:run_select_job",
+               "a K-item test from a calibrated bank, with lm-eval --samples and Inspect sample ids"),
+    "score": ("bayesirt.jobs.bank:run_score_job",
+              "each model's full-benchmark accuracy with an interval from a partial run on a bank's items"),
 }
 READ_GROUP = "reading DATA"
 
@@ -72,7 +76,7 @@ def cli_options(job) -> dict[str, Option]:
 
 def _text(opt: Option) -> str:
     """The help of an option with its default (unless the help already names it in brackets)."""
-    if re.search(r" \[[^]]*\]$", opt.help) or opt.value_type is bool:  # says its default, or a flag
+    if re.search(r" \[[^]]*\]$", opt.help) or opt.value_type is bool or opt.required:  # no default to show
         return opt.help.replace("%", "%%")
     default = opt.default
     if isinstance(default, (tuple, list)):
@@ -102,7 +106,7 @@ def add_option(parser, opt: Option) -> None:
         parser.add_argument(opt.cli_flag, action="store_false" if opt.default else "store_true", **common)
         return
     parser.add_argument(opt.cli_flag, type=_converter(opt), choices=opt.choices, metavar=opt.metavar,
-                        action="append" if opt.repeat else "store", **common)
+                        action="append" if opt.repeat else "store", required=opt.required, **common)
 
 
 def _add_job(sub, command: str) -> None:

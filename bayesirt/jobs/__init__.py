@@ -11,6 +11,7 @@ from bayesirt.utils.lazy import attach
 
 if TYPE_CHECKING:
     from bayesirt.jobs.analysis import ANALYSIS_KINDS, load_analysis, run_analysis
+    from bayesirt.jobs.bank import run_score_job, run_select_job
     from bayesirt.jobs.audit import run_audit_job, run_common_models_job, run_content_audit_job
     from bayesirt.jobs.comparison import run_compare_job
     from bayesirt.jobs.fit import run_fit_job

@@ -41,7 +41,7 @@ class Option:
     value (comma lists, ``NAME=VALUE``); ``flag`` the command-line flag when it is not
     ``--name-with-dashes``; ``repeat`` a flag given once per value (collected, then ``parse`` of the
     list); ``low`` / ``high`` the range of a number (of every number of a tuple), exclusive with
-    ``open``; ``cli`` / ``toml`` why the option cannot be given on the command line / in an
+    ``open``; ``required`` an option without a usable default (the job refuses None); ``cli`` / ``toml`` why the option cannot be given on the command line / in an
     analysis file (None: it can)."""
 
     default: Any
@@ -52,6 +52,7 @@ class Option:
     flag: str | None = None
     metavar: str | None = None
     repeat: bool = False
+    required: bool = False
     low: float | None = None
     high: float | None = None
     open: bool = False

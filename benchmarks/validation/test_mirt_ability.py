@@ -23,7 +23,7 @@ def test_confirmatory_four_factor_fit_reports_factor_correlations(tmp_path):
     types = [str(item).split(".")[0] for item in ds["item"].values]
     ds = ds.assign_coords(item_group=("item", types))
     assert (ds["responses"].values == -1).any()  # the file has missing cells
-    out = run_fit_job(ds, "mirt-confirmatory", tmp_path / "icar", method="nuts", draws=1000, tune=1000, chains=2,
+    out = run_fit_job(ds, tmp_path / "icar", spec="mirt-confirmatory", method="nuts", draws=1000, tune=1000, chains=2,
                       seed=1, progress=False)
     corr = pd.read_csv(out / "factor_correlations.csv")
     assert len(corr) == 6 and (corr["lower"] > 0).all(), corr

@@ -1,0 +1,184 @@
+"""The two jobs of evaluating a new model on a few items: ``select`` (a short test from a calibrated bank,
+written in the forms harnesses accept) and ``score`` (each model's full-benchmark accuracy with an
+interval from a partial run, :func:`bayesirt.safety.scores.score_models`). Each writes one output
+folder through :mod:`bayesirt.report.bank`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.data.io import DATA_HELP, load
+from bayesirt.errors import DataError, recorded_warnings
+from bayesirt.report.bank import write_scores, write_selection
+from bayesirt.safety.bank import read_bank
+from bayesirt.safety.scores import DEFAULT_RULE, INTERVALS, score_models
+from bayesirt.safety.scoring import CALIBRATION_RULES
+from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harness_ids, select_items
+from bayesirt.utils.options import comma_list, declare, option
+from bayesirt.utils.outputs import check_output
+from bayesirt.utils.validation import check_choice, check_int, check_probability
+
+BANK_HELP = "posterior.nc of `bayesirt fit`, or mml.nc of `bayesirt mml` / `fit --method map`"
+"""What a BANK argument may be (command-line help)."""
+
+__all__ = ["run_select_job", "run_score_job", "HARNESS_RULE"]
+
+
+#: How item ids become harness (task, document) pairs, as reported in summary.json.
+HARNESS_RULE = ("'<task>/<doc>' as written (bayesirt's lm-eval and Inspect ids); '<subject>.<doc>' with an integer "
+                "doc -> task '<task option>_<subject>' (or '<subject>'); an integer id -> task = the task option, "
+                "else the item's item_group (not the placeholder 'all')")
+
+_METHOD_TEXT = {
+    "score": "greedy forward selection of the items that best recover the calibration models' full-benchmark "
+             "accuracy (the bank's prediction from the chosen items, squared error over the calibration cohort)",
+    "information": "the SAFE static test: the items with the most Fisher information summed over the calibration "
+                   "abilities",
+}
+
+
+@declare(positional={"bank": BANK_HELP})
+def run_select_job(bank, out, *,
+                   budget: int = option(None, "items in the test (1 to the bank's size)", type=int, required=True,
+                                        low=1),
+                   method: str | None = option(None, "score: greedy recovery of the calibration models' full accuracy; "
+                                                     "information: SAFE's max-information static test [score when the "
+                                                     "bank has calibration responses of >= 200 models]", type=str,
+                                               choices=SELECTION_METHODS),
+                   stratify: bool = option(False, "proportional quotas per item_group"),
+                   task: str | None = option(None, "harness task of plain integer item ids (or prefix of subject.doc "
+                                                   "ids)", type=str),
+                   calibration=option(None, "the responses an mml.nc bank was fitted to", type=str),
+                   draws: int = option(200, "item-parameter draws read from the bank", low=1),
+                   seed: int = option(0, "seed of the draws and of the selection", low=0),
+                   force: bool = False) -> Path:
+    """``bayesirt select BANK --budget K --out DIR``: the K-item test and its harness subset files.
+
+    Writes ``test_items.csv`` (``item_id``, ``rank``, ``item_group`` and the bank's mean item
+    parameters), ``lm_eval_samples.json`` and ``inspect_sample_ids.json`` (``task -> ids``; only
+    when the item ids map to harness tasks, see :func:`bayesirt.safety.short_test.harness_ids`),
+    ``summary.json`` and ``report.md``.
+
+    Parameters
+    ----------
+    bank : path, DataTree, MMLResult or Bank
+        ``posterior.nc`` of ``bayesirt fit`` or ``mml.nc`` of ``bayesirt mml`` (MAP-EM).
+    out : path
+    budget : int
+        Items in the test.
+    method : {"score", "information"}, optional
+        Default ``"score"`` when the bank has the calibration responses of at least 200 models, else
+        ``"information"``.
+    stratify : bool, default False
+        Proportional quotas per ``item_group``.
+    task : str, optional
+        Harness task of plain integer item ids (or prefix of ``subject.doc`` ids).
+    calibration : path or Dataset, optional
+        The responses an ``mml.nc`` bank was fitted to (for ``method="score"``).
+    draws, seed : int
+        Item-parameter draws read from the bank and their seed.
+    force : bool
+    """
+    check_output(out, force=force)
+    check_int(budget, name="budget", caller="run_select_job", low=1)
+    if method is not None:
+        check_choice(method, SELECTION_METHODS, name="method", caller="run_select_job")
+    b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
+    chosen = method or default_method(b)
+    items = select_items(b, budget, method=chosen, stratify=stratify, seed=seed)
+    point = b.point()
+    a, d = point.discrimination[items], point.intercept[items]
+    table = pd.DataFrame({"item_id": b.item_ids[items], "rank": np.arange(1, items.size + 1),
+                          "item_group": b.item_group[items], "discrimination": a, "intercept": d,
+                          "difficulty": -d / a})
+    harness, note = None, ""
+    try:
+        harness = harness_ids(b.item_ids[items], b.item_group[items], task=task)
+    except DataError as err:
+        note = str(err)
+    summary = {"budget": int(budget), "method": chosen, "method_text": _METHOD_TEXT[chosen], "stratify": stratify,
+               "task": task, "bank": b.summary(), "harness_rule": HARNESS_RULE, "harness_files": harness is not None,
+               "harness_note": note, "items": table["item_id"].tolist()}
+    return write_selection(out, table, harness, summary, force=force)
+
+
+def _load(responses) -> xr.Dataset:
+    return responses if isinstance(responses, xr.Dataset) else load(responses)
+
+
+@declare(positional={"bank": BANK_HELP, "responses": "the partial run: " + DATA_HELP})
+def run_score_job(bank, responses, out, *,
+                  task: str | None = option(None, "harness task of the bank's plain integer ids (as given to select)",
+                                            type=str),
+                  models=option(None, "score only these model ids, comma-separated [all]", type=tuple,
+                                parse=comma_list),
+                  calibration=option(None, "the responses an mml.nc bank was fitted to (empirical cut-off, "
+                                           "calibrated interval)", type=str),
+                  level: float = option(0.9, "interval probability", low=0, high=1, open=True),
+                  fpr: float = option(0.1, "share of the calibration cohort flagged by the person-fit cut-off", low=0,
+                                      high=1, open=True),
+                  interval: str | None = option(None, "calibrated: rescaled to cover the level on the calibration "
+                                                      "cohort; model: the posterior predictive interval [calibrated "
+                                                      "when the bank has calibration responses of >= 100 models]",
+                                                type=str, choices=INTERVALS),
+                  rule: str = option(DEFAULT_RULE, "how the calibrated interval's factor is chosen",
+                                     choices=CALIBRATION_RULES, flag="--interval-rule"),
+                  draws: int = option(200, "item-parameter draws read from the bank", low=1),
+                  samples: int = option(2000, "predictive draws per model", low=1),
+                  seed: int = option(0, "random seed", low=0),
+                  force: bool = False) -> Path:
+    """``bayesirt score BANK RESPONSES --out DIR``: each model's full-benchmark accuracy from a partial run.
+
+    Writes ``scores.csv`` (``model, n_items, predicted_accuracy, lower, upper, person_fit_flag``
+    first, proportions; then ``n_correct``, ability, l_z, cut-off, ``outside_range``, ...),
+    ``scores.nc``, ``summary.json``, ``report.md`` and ``scores.png``.
+
+    Parameters
+    ----------
+    bank : path, DataTree, MMLResult or Bank
+    responses : path, dataset name or xarray.Dataset
+        Anything :func:`bayesirt.data.load` reads, including the harness output of the subset run.
+        Items are matched to the bank by id (or harness task/doc, see
+        :func:`bayesirt.safety.scoring.align_responses`); unknown ids are an error.
+    out : path
+    task : str, optional
+        Harness task of the bank's plain integer ids (as given to ``select``).
+    models : sequence of str, optional
+        Score only these model ids (unknown ids are an error).
+    calibration : path or Dataset, optional
+        The responses an ``mml.nc`` bank was fitted to: the person-fit cut-off is then empirical.
+    level : float, default 0.9
+    fpr : float, default 0.1
+        Share of the calibration cohort flagged by the person-fit cut-off.
+    interval : {"calibrated", "model"}, optional
+        ``"model"``: the Bayesian posterior predictive interval; ``"calibrated"`` (default when the
+        bank has the calibration responses of at least 100 models): its half-widths rescaled so that it covers ``level`` of
+        the calibration cohort scored from the same items (on the Open LLM Leaderboard the model
+        interval over-covers selected tests, 96-98% at K = 25-100, because the chosen items predict
+        the rest better than the unidimensional model assumes; ``benchmarks/README.md``).
+    rule : {"conservative", "nearest"}
+        How the calibrated interval's factor is chosen (:func:`bayesirt.safety.scoring.interval_scale`):
+        at least ``level`` of the calibration cohort covered, or the coverage nearest ``level``.
+    draws, samples, seed : int
+        Item-parameter draws read from the bank, predictive draws per model, seed.
+    force : bool
+    """
+    check_output(out, force=force)
+    check_probability(fpr, name="fpr", caller="run_score_job")
+    check_probability(level, name="level", caller="run_score_job")
+    check_choice(rule, CALIBRATION_RULES, name="rule", caller="run_score_job")
+    b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
+    data = _load(responses)
+    (scores, warnings), messages = recorded_warnings(score_models, b, data, task=task, models=models, level=level,
+                                                     fpr=fpr, samples=samples, seed=seed, interval=interval, rule=rule)
+    summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task, "interval": interval,
+               "calibration_rule": scores.attrs["calibration_rule"],
+               "cutoff_method": scores.attrs["cutoff_method"], "bank": b.summary(),
+               "responses": str(data.attrs.get("name", responses if not isinstance(responses, xr.Dataset) else "")),
+               "models": int(scores.sizes["model"]), "flagged": int(scores["person_fit_flag"].sum()),
+               "outside_range": int(scores["outside_range"].sum()), "warnings": warnings + messages}
+    return write_scores(out, scores, summary, force=force)
