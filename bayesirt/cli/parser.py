@@ -79,6 +79,8 @@ def _text(opt: Option) -> str:
     if re.search(r" \[[^]]*\]$", opt.help) or opt.value_type is bool or opt.required:  # no default to show
         return opt.help.replace("%", "%%")
     default = opt.default
+    if default is None:  # unset: the help says what happens
+        return opt.help.replace("%", "%%")
     if isinstance(default, (tuple, list)):
         default = ",".join(str(v) for v in default)
     return f"{opt.help} [{default}]".replace("%", "%%")
