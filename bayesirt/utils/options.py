@@ -15,7 +15,6 @@ every option is reachable everywhere unless its declaration says why not (``cli=
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -80,10 +79,10 @@ class Option:
     def check(self, value, *, where: str):
         """``value`` from an analysis file, checked against the declared type, choices and range
         (lists become tuples for tuple options); a :class:`ConfigError` naming ``where`` otherwise."""
-        want = self.value_type
+        want, given = self.value_type, value
 
         def fail(what: str):
-            raise ConfigError(f"{where} {self.name!r} must be {what}; got {value!r}")
+            raise ConfigError(f"{where} {self.name!r} must be {what}; got {given!r}")
 
         numbers = [value]
         if want is tuple:
@@ -209,11 +208,6 @@ def positional_of(obj) -> dict[str, str]:
     params = inspect.signature(obj).parameters.values()
     return {p.name: helps.get(p.name, "") for p in params
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in STANDARD}
-
-
-def dataclass_options(cls) -> dict[str, Any]:
-    """Defaults of a declared dataclass's fields, to check that declaration and dataclass agree."""
-    return {f.name: f.default for f in dataclasses.fields(cls)}
 
 
 def comma_list(text: str) -> tuple[str, ...]:

@@ -16,8 +16,7 @@ import numpy as np
 
 from bayesirt.errors import ConfigError
 
-__all__ = ["parameter_error", "check_choice", "check_int", "check_number", "check_probability", "check_bool",
-           "check_int_list"]
+__all__ = ["parameter_error", "check_choice", "check_int", "check_number", "check_probability", "check_bool"]
 
 
 def parameter_error(name: str, caller: str, expected: str, value) -> ConfigError:
@@ -83,15 +82,3 @@ def check_bool(value, *, name: str, caller: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise parameter_error(name, caller, "True or False", value)
     return bool(value)
-
-
-def check_int_list(value, *, name: str, caller: str, low: int = 1) -> tuple[int, ...]:
-    """A non-empty sequence of distinct integers >= ``low``, as a sorted tuple."""
-    items = [value] if _is_int(value) else value
-    try:
-        items = list(items)
-    except TypeError:
-        items = None
-    if not items or not all(_is_int(v) and v >= low for v in items) or len(set(items)) != len(items):
-        raise parameter_error(name, caller, f"distinct integers >= {low}, e.g. (1, 2, 3)", value)
-    return tuple(sorted(int(v) for v in items))
