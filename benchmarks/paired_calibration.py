@@ -82,12 +82,18 @@ def _prob(kind: str, items: dict, theta: np.ndarray) -> np.ndarray:
     return items["low"][:, None] + (items["high"] - items["low"])[:, None] * core
 
 
-def simulate(kind: str, n_items: int, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
+def _group_sizes(rng, n_items: int) -> tuple[int, np.ndarray]:
+    """The number of item groups of a benchmark size and their uneven sizes (summing to n_items)."""
     n_groups = GROUPS[n_items]
     raw = rng.uniform(20, 200, n_groups)
     size = np.maximum(1, np.round(raw / raw.sum() * n_items)).astype(int)
     size[-1] += n_items - size.sum()
+    return n_groups, size
+
+
+def simulate(kind: str, n_items: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    n_groups, size = _group_sizes(rng, n_items)
     group_kind = np.arange(n_groups) % 2
     group_par = np.column_stack([rng.normal(0, 1, n_groups), rng.uniform(0, 0.35, n_groups),
                                  np.where(rng.random(n_groups) < 0.3, rng.uniform(0.8, 1.0, n_groups), 1.0)])
@@ -159,10 +165,7 @@ def fixed_design(replicates: int, n_items: int = 5000, pairs: int = 800, seed: i
     from bayesirt.audit.paired import discordant_counts, paired_accuracy
 
     rng = np.random.default_rng(seed)
-    n_groups = GROUPS[n_items]
-    raw = rng.uniform(20, 200, n_groups)
-    size = np.maximum(1, np.round(raw / raw.sum() * n_items)).astype(int)
-    size[-1] += n_items - size.sum()
+    n_groups, size = _group_sizes(rng, n_items)
     kind = np.arange(n_groups) % 2
     par = np.column_stack([rng.normal(0, 1, n_groups), rng.uniform(0, 0.35, n_groups), np.ones(n_groups)])
     theta = rng.multivariate_normal([0, 0], [[1, 0.2], [0.2, 1]], MODELS)

@@ -210,34 +210,33 @@ def positional_of(obj) -> dict[str, str]:
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in STANDARD}
 
 
+def _comma(text, convert, what: str, example: str) -> tuple:
+    """``"a,b"`` -> ``(convert(a), convert(b))``; a ValueError naming ``what`` and ``example`` otherwise."""
+    try:
+        values = tuple(convert(t.strip()) for t in str(text).split(",") if t.strip())
+    except ValueError:
+        values = ()
+    if not values:
+        raise ValueError(f"expected comma-separated {what}, e.g. {example}; got {text!r}")
+    return values
+
+
 def comma_list(text: str) -> tuple[str, ...]:
     """``"a,b"`` -> ``("a", "b")``."""
-    names = tuple(t.strip() for t in str(text).split(",") if t.strip())
-    if not names:
-        raise ValueError(f"expected comma-separated names, e.g. rasch,2pl; got {text!r}")
-    return names
+    return _comma(text, str, "names", "rasch,2pl")
 
 
 def comma_ints(text: str) -> tuple[int, ...]:
     """``"1,2,3"`` -> ``(1, 2, 3)`` (positive integers)."""
-    try:
-        values = tuple(int(t) for t in str(text).split(",") if t.strip())
-    except ValueError:
-        raise ValueError(f"expected comma-separated integers, e.g. 1,2,3; got {text!r}") from None
-    if not values or min(values) < 1:
+    values = _comma(text, int, "integers", "1,2,3")
+    if min(values) < 1:
         raise ValueError(f"expected positive integers, e.g. 1,2,3; got {text!r}")
     return values
 
 
 def comma_floats(text: str) -> tuple[float, ...]:
     """``"0.25,0.5"`` -> ``(0.25, 0.5)``."""
-    try:
-        values = tuple(float(t) for t in str(text).split(",") if t.strip())
-    except ValueError:
-        raise ValueError(f"expected comma-separated numbers, e.g. 0.25,0.5; got {text!r}") from None
-    if not values:
-        raise ValueError(f"expected comma-separated numbers, e.g. 0.25,0.5; got {text!r}")
-    return values
+    return _comma(text, float, "numbers", "0.25,0.5")
 
 
 def names_or_assignments(items: list[str]) -> str | list[str]:
