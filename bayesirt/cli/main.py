@@ -14,7 +14,7 @@
     bayesirt audit DATA --out DIR [--quick] [--bayes] [--models CSV] [--scheduler ADDR]   (NT near-tie audit)
     bayesirt content-audit LABELS.csv --out DIR [--permutations N] [--seed S]   (NT blinded content audit)
     bayesirt audit-compare LEFT_AUDIT RIGHT_AUDIT --out DIR     (exact-common-model shifts, NT B.7)
-    bayesirt compare DATA --models rasch,2pl,3pl,4pl --out DIR   (LOO / K-fold by model)
+    bayesirt compare DATA --specs rasch,2pl,3pl,4pl --out DIR    (LOO / K-fold by model)
     bayesirt compare DATA --dims 1,2,3,4 --out DIR               (MIRT dimensions)
     bayesirt factors ABILITIES.csv | DATA1 DATA2 DATA3 ... --out DIR   (factor structure of abilities)
     bayesirt information SOURCE --out DIR                 (item and test information curves)
@@ -23,12 +23,14 @@
     bayesirt sandbag DATA --out DIR                       (sandbagging simulation and detection)
     bayesirt sandbag SUSPECTS --reference COHORT --out DIR (real suspect runs against a genuine cohort)
     bayesirt fingerprint REFERENCE QUERY --out DIR        (response fingerprints)
+    bayesirt select BANK --budget K --out DIR             (a K-item test from a calibrated bank)
+    bayesirt score BANK RESPONSES --out DIR               (full-benchmark accuracy from a partial run)
 
 Problems with the input print one line naming the problem and the fix, never a traceback. Exit
 status: 0 success; 2 a usage or data error; 3 the output was refused (the folder exists without
 --force, or cannot be written); 1 an internal error (a bug), whose traceback is written to
 ``NAME.error.log`` beside the output folder (the message says where). The grammar of the
-commands is in :mod:`.parser`.
+commands is generated from the jobs' declared options in :mod:`.parser`.
 """
 
 from __future__ import annotations
