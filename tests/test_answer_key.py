@@ -7,9 +7,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from bayesirt.cli.main import main
-from bayesirt.data import load, read_key
+from bayesirt.data import load, read_key, score_answers
 from bayesirt.data.reading import reading_record
 from bayesirt.errors import DataError
 
@@ -61,7 +64,7 @@ def test_models_as_rows_and_npy_and_long(tmp_path, files):
     np.testing.assert_array_equal(load(wide, key=key)["responses"].values, SCORED)
     npy = tmp_path / "choices.npy"
     np.save(npy, table.replace("", "-1").to_numpy(dtype=int))  # -1 is missing in NumPy matrices
-    (tmp_path / "npy_key.csv").write_text(KEY.replace("q1", "0").replace("q2", "1").replace("q3", "2").replace("q4", "3"))
+    (tmp_path / "npy_key.csv").write_text("item_id,key\n0,0\n1,3\n2,1\n3,4\n")  # KEY with the items numbered
     ds = load(npy, key=tmp_path / "npy_key.csv", orientation="items-rows")  # a bare matrix: items are 0..3
     np.testing.assert_array_equal(ds["responses"].values, SCORED)
     long = tmp_path / "long.csv"
@@ -123,3 +126,18 @@ def test_cli_key_scores_and_is_recorded(tmp_path):
                  "--out", str(out)]) == 0
     assert json.loads((out / "summary.json").read_text())["reading"]["answer_key"] == str(tmp_path / "key.csv")
     assert main(["mml", str(tmp_path / "answers.csv"), "--out", str(tmp_path / "x")]) == 2  # unscored answers refused
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(answers=arrays(np.float64, st.tuples(st.integers(2, 6), st.integers(2, 6)),
+                      elements=st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, np.nan])),
+       key=st.lists(st.integers(0, 4), min_size=6, max_size=6))
+def test_scoring_matches_a_numpy_oracle(tmp_path, answers, key):
+    """Any answer matrix (rows = items, NaN missing) scores as ``answers == key`` with missing kept."""
+    n_items = answers.shape[0]
+    key = np.array(key[:n_items])
+    (tmp_path / "k.csv").write_text("item_id,key\n" + "".join(f"{i},{k}\n" for i, k in enumerate(key)))
+    expected = np.where(np.isnan(answers), -1, answers == key[:, None])
+    scored = score_answers(answers, [str(i) for i in range(n_items)], [str(j) for j in range(answers.shape[1])],
+                           tmp_path / "k.csv", "the oracle matrix")
+    np.testing.assert_array_equal(np.where(np.isnan(scored), -1, scored), expected)

@@ -192,7 +192,8 @@ def test_analysis_files_take_orientation_in_read(tmp_path):
     spec.write_text('[analysis]\nkind = "fit"\ndata = "x.csv"\nmodel = "2pl"\nout = "o"\n'
                     '[read]\norientation = "items-rows"\nkey = "key.csv"\n')
     assert load_analysis(spec)["read"] == {"orientation": "items-rows", "key": "key.csv"}
-    spec.write_text('[analysis]\nkind = "fit"\ndata = "x.csv"\nmodel = "2pl"\nout = "o"\n[read]\norientation = "rows"\n')
+    spec.write_text('[analysis]\nkind = "fit"\ndata = "x.csv"\nmodel = "2pl"\nout = "o"\n'
+                    '[read]\norientation = "rows"\n')
     with pytest.raises(ConfigError, match=r"\[read\] 'orientation' must be one of \['auto', 'models-rows', "
                                                    r"'items-rows'\]"):
         load_analysis(spec)

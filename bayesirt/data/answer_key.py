@@ -28,18 +28,29 @@ KEY_COLUMNS = (("item_id", "item"), ("key", "answer"))
 _FIX = "write each answer as a non-negative integer (0-4) or one letter (A-E) and leave missing cells empty"
 
 
-def _options(cells: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Cells -> (canonical option as text: ``"2"`` or ``"B"``, missing mask, invalid mask), all flat."""
-    flat = pd.Series(np.asarray(cells, dtype=object).ravel(), dtype=object)
-    text = flat.map(lambda v: "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v).strip())
-    missing = text.str.lower().isin(NA_TOKENS).to_numpy()
-    number = pd.to_numeric(text.where(~missing, ""), errors="coerce").to_numpy(dtype=np.float64)
-    whole = np.isfinite(number) & (number >= 0) & (np.floor(number) == number) & (number < 2**53)
-    letter = text.str.fullmatch(r"[A-Za-z]").to_numpy(dtype=bool) & ~whole
-    canon = np.full(len(text), "", dtype=object)
-    canon[whole] = [str(int(v)) for v in number[whole]]
-    canon[letter] = text[letter].str.upper().to_numpy()
-    return canon, missing, ~missing & ~whole & ~letter
+def _codes(cells: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cells -> (option code: n for the integer n >= 0, -1 for A, -2 for B, ..., NaN otherwise; missing mask;
+    invalid mask), all flat."""
+    arr = np.asarray(cells)
+    letter = np.zeros(arr.size, dtype=bool)
+    if arr.dtype.kind in "iuf":
+        number = arr.astype(np.float64).ravel()
+        missing = np.isnan(number)
+    else:
+        raw = pd.Series(arr.astype(object).ravel(), dtype=object)
+        text = raw.astype(str).str.strip()
+        missing = (raw.isna() | text.str.lower().isin(NA_TOKENS)).to_numpy(dtype=bool)
+        number = pd.to_numeric(text.where(~missing, ""), errors="coerce").to_numpy(dtype=np.float64)
+        letter = text.str.fullmatch(r"[A-Za-z]").to_numpy(dtype=bool) & ~missing
+    whole = ~missing & np.isfinite(number) & (number >= 0) & (np.floor(number) == number)
+    code = np.where(whole, number, np.nan)
+    if letter.any():
+        code[letter] = 64 - text[letter].str.upper().map(ord).to_numpy(dtype=np.float64)
+    return code, missing, ~missing & ~whole & ~letter
+
+
+def _text(code: float) -> str:
+    return str(int(code)) if code >= 0 else chr(64 - int(code))
 
 
 def read_key(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -58,12 +69,12 @@ def read_key(path: str | os.PathLike[str]) -> dict[str, str]:
         if (ids == "").any() or ids.duplicated().any():
             bad = ids[(ids == "") | ids.duplicated()].iloc[0]
             raise DataError(f"answer key {p}: item id {printable(bad)!r} is blank or repeated; give each item one row")
-        canon, missing, invalid = _options(answers.to_numpy())
+        codes, missing, invalid = _codes(answers.to_numpy())
         if (missing | invalid).any():
             row = int(np.flatnonzero(missing | invalid)[0])
             raise DataError(f"answer key {p}: the key of item {printable(ids.iloc[row])!r} is "
                             f"{printable(answers.iloc[row])!r}, not an option; {_FIX}")
-    return dict(zip(ids.tolist(), canon.tolist(), strict=True))
+    return dict(zip(ids.tolist(), map(_text, codes), strict=True))
 
 
 def score_answers(values: Any, item_ids: Any, model_ids: Any, key_path: str | os.PathLike[str],
@@ -72,25 +83,26 @@ def score_answers(values: Any, item_ids: Any, model_ids: Any, key_path: str | os
     the item's key, 0.0 for any other answer, NaN where missing. ``where`` names the data in messages."""
     key = read_key(key_path)
     items = [str(i) for i in item_ids]
-    unknown = [i for i in key if i not in set(items)]
+    known = set(items)
+    unknown = [i for i in key if i not in known]
     if unknown:
-        raise DataError(f"answer key {key_path}: {len(unknown)} item(s) are not items of {where} ({shown_ids(unknown, 3)}); "
-                        "remove them from the key, or check the item ids and --orientation")
+        raise DataError(f"answer key {key_path}: {len(unknown)} item(s) are not items of {where} "
+                        f"({shown_ids(unknown, 3)}); remove them from the key, or check the item ids and --orientation")
     absent = [i for i in items if i not in key]
     if absent:
-        raise DataError(f"answer key {key_path} has no key for {len(absent)} item(s) of {where} ({shown_ids(absent, 3)}); "
-                        "add a row item_id,key for every item")
-    arr = np.asarray(values, dtype=object)
-    canon, missing, invalid = _options(arr)
-    wanted = np.repeat(np.array([key[i] for i in items], dtype=object), arr.shape[1])
-    is_letter = np.array([c[:1].isalpha() for c in canon], dtype=bool)
-    mixed = ~missing & ~invalid & (is_letter != np.array([w[:1].isalpha() for w in wanted], dtype=bool))
-    for bad, why in ((invalid, "is not an answer option"), (mixed, "is not written like its key (numbers vs letters)")):
+        raise DataError(f"answer key {key_path} has no key for {len(absent)} item(s) of {where} "
+                        f"({shown_ids(absent, 3)}); add a row item_id,key for every item")
+    arr = np.asarray(values)
+    code, missing, invalid = _codes(arr)
+    wanted = np.repeat(_codes(np.array([key[i] for i in items], dtype=object))[0], arr.shape[1])
+    mixed = ~missing & ~invalid & ((code < 0) != (wanted < 0))
+    problems = ((invalid, "is not an answer option"), (mixed, "is not written like its key (numbers vs letters)"))
+    for bad, why in problems:
         if bad.any():
             i, m = divmod(int(np.flatnonzero(bad)[0]), arr.shape[1])
-            raise DataError(f"{where}: the answer {printable(arr[i, m])!r} of model {printable(model_ids[m])!r} to item "
-                            f"{printable(items[i])!r} {why} (key {key_path}); {_FIX}")
-    scored = np.where(missing, np.nan, (canon == wanted).astype(np.float64))
+            raise DataError(f"{where}: the answer {printable(arr[i, m])!r} of model {printable(model_ids[m])!r} to "
+                            f"item {printable(items[i])!r} {why} (key {key_path}); {_FIX}")
+    scored = np.where(missing, np.nan, (code == wanted).astype(np.float64))
     return scored.reshape(arr.shape)
 
 

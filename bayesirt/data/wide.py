@@ -252,5 +252,6 @@ def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: b
     row_ids = None if isinstance(df.index, pd.RangeIndex) else df.index.to_numpy()
     layout, doubt = _resolve_orientation(orientation, df.index.name, cols, row_ids)
     if doubt:
-        warn_layout("the DataFrame", layout.orientation, df.shape, doubt, given=check_orientation(orientation) != "auto")
+        given = check_orientation(orientation) != "auto"
+        warn_layout("the DataFrame", layout.orientation, df.shape, doubt, given=given)
     return _assemble(df.to_numpy(dtype=object), df.index.to_numpy(), cols, layout, drop_empty=drop_empty)
