@@ -197,3 +197,36 @@ def test_analysis_files_take_orientation_in_read(tmp_path):
     with pytest.raises(ConfigError, match=r"\[read\] 'orientation' must be one of \['auto', 'models-rows', "
                                                    r"'items-rows'\]"):
         load_analysis(spec)
+
+
+def test_readme_data_file_examples_run(tmp_path, human_test, monkeypatch):
+    """The commands of README.md's "Data files" block, on files of the shapes they describe: an items-as-rows
+    human test with generic ids, and a persons-as-rows NPY of options 0-4 with its key (fit as MAP, test time)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    block = text.split("Data files, read by every command that takes DATA", 1)[1].split("```sh", 1)[1]
+    examples = [line.split("  #", 1)[0].split()[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
+    assert [e[0] for e in examples] == ["mml", "fit"]
+    monkeypatch.chdir(tmp_path)
+    _write_generic(tmp_path / "human_test.csv", human_test[:20])
+    rng = np.random.default_rng(5)
+    key = rng.integers(0, 5, size=20)
+    np.save(tmp_path / "answers.npy", np.where(human_test[:20].T == 1, key, (key + 1) % 5))  # persons x items
+    pd.DataFrame({"item_id": [str(i) for i in range(20)], "key": key}).to_csv(tmp_path / "key.csv", index=False)
+    for args in examples:
+        assert main([*args, "--no-progress", *(["--method", "map"] if args[0] == "fit" else [])]) == 0
+    for out in ("outputs/human", "outputs/scored"):
+        reading = json.loads((tmp_path / out / "summary.json").read_text())["reading"]
+        assert reading["orientation"]["basis"].startswith("given")
+    assert len(pd.read_csv(tmp_path / "outputs/human/items.csv")) == 20
+    assert json.loads((tmp_path / "outputs/scored/summary.json").read_text())["reading"]["answer_key"] == "key.csv"
+
+
+def test_matrix_options_do_not_apply_to_harness_output():
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "fixtures" / "harness" / "lmeval" / "clean"
+    with pytest.raises(DataError, match=r"option\(s\) orientation, key do not apply to .*clean, an evaluation-harness "
+                                        r"output \(it takes: metric, .*\); they are for matrix files: drop them"):
+        load(folder, orientation="items-rows", key="key.csv")

@@ -102,7 +102,8 @@ def _check_options(kind: str, p: Path, kwargs: dict[str, Any]) -> dict[str, Any]
         what = ("evaluation-harness output" if all(k in _HARNESS_DEFAULTS for k in extra)
                 else "matrix files" if all(k in _MATRIX for k in extra) else "other inputs")
         takes = f" (it takes: {', '.join(allowed)})" if allowed else ""
-        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, a {kind}{takes}; "
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, {article} {kind}{takes}; "
                         f"they are for {what}: drop them")
     return given
 
