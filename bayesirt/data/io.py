@@ -63,8 +63,8 @@ READ_OPTIONS = option_table(
                                "(models-rows) or per item (items-rows); auto detects it from headers and ids and "
                                "warns when it has to guess", choices=ORIENTATIONS),
     key=Option(None, "answer key, a CSV with columns item_id,key: the cells are multiple-choice answers (0-4 or A-E), "
-                     "scored 1 where equal to the item's key, 0 otherwise, missing stays missing", type=str,
-               metavar="KEY.csv"),
+                     "scored 1 where equal to the item's key, 0 otherwise, missing stays missing [none: cells are "
+                     "0/1]", type=str, metavar="KEY.csv"),
 )
 
 
@@ -190,8 +190,9 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
     p = Path(source)
     if not p.exists():
         if isinstance(source, str) and source in DATASETS:
-            if kwargs:
-                raise DataError(f"options {sorted(kwargs)} do not apply to the embedded dataset {source!r}; drop them")
+            given = sorted(k for k, v in kwargs.items() if not (k in _DEFAULTS and v == _DEFAULTS[k]))
+            if given:
+                raise DataError(f"options {given} do not apply to the embedded dataset {source!r}; drop them")
             return load_dataset(source)
         raise DataError(
             f"no such file or embedded dataset: {str(source)!r}; "
