@@ -230,3 +230,12 @@ def test_matrix_options_do_not_apply_to_harness_output():
     with pytest.raises(DataError, match=r"option\(s\) orientation, key do not apply to .*clean, an evaluation-harness "
                                         r"output \(it takes: metric, .*\); they are for matrix files: drop them"):
         load(folder, orientation="items-rows", key="key.csv")
+
+
+def test_a_minority_of_model_like_headers_is_a_guess(tmp_path):
+    f = tmp_path / "mixed.csv"
+    f.write_text(",q1,q2,q3,unit/7\n0,1,0,1,1\n1,0,1,0,0\n")  # one item header has a slash
+    with pytest.warns(OrientationWarning, match=r"mixed\.csv: read as rows = items \(2 items x 4 models\), a guess: "
+                                                r"only 1 of 4 column headers look like model ids"):
+        ds = load(f)
+    assert ds.attrs["orientation"] == "items-rows"  # the auto rule of before, now with its doubt said

@@ -49,13 +49,15 @@ def _model_like(labels) -> np.ndarray:
     return (derive_family(labels) != OTHER) | np.array(["/" in c for c in labels], dtype=bool)
 
 
-def _share(labels) -> tuple[float, str]:
-    """The share of ``labels`` that look like model ids, and a description of them for messages."""
+def _share(labels) -> tuple[float, str, str]:
+    """The share of ``labels`` that look like model ids, their count (``"k of n"``) and that count with an
+    example, for messages."""
     if labels is None or not len(labels):
-        return 0.0, ""
+        return 0.0, "", ""
     like = _model_like(labels)
-    first = str(np.asarray(labels, dtype=object)[like][0]) if like.any() else ""
-    return float(like.mean()), f"{int(like.sum())} of {len(like)}, e.g. {first!r}"
+    count = f"{int(like.sum())} of {len(like)}"
+    example = f", e.g. {str(np.asarray(labels, dtype=object)[like][0])!r}" if like.any() else ""
+    return float(like.mean()), count, count + example
 
 
 def _resolve_orientation(orientation: str, row_label: Any, columns: list[str],
@@ -64,8 +66,8 @@ def _resolve_orientation(orientation: str, row_label: Any, columns: list[str],
     (the guess of ``auto``, or evidence against a given layout), None when there is none."""
     orientation = check_orientation(orientation)
     rows = _rows_from_label(row_label)
-    cols_like, cols_text = _share(columns)
-    rows_like, rows_text = _share(row_ids)
+    cols_like, cols_count, cols_text = _share(columns)
+    rows_like, rows_count, rows_text = _share(row_ids)
     if orientation != "auto":
         want = "models" if orientation == "models-rows" else "items"
         if rows is not None and rows != want:
@@ -85,11 +87,11 @@ def _resolve_orientation(orientation: str, row_label: Any, columns: list[str],
         # both sides are labelled: the side whose labels look more like model ids holds the models
         # (an item header such as "philosophy.12" can match a family name by accident)
         doubt = (f"the row ids look like model ids too ({rows_text})" if rows_like
-                 else f"only {cols_text.split(',')[0]} column headers look like model ids" if cols_like < 0.5 else None)
+                 else f"only {cols_count} column headers look like model ids" if cols_like < 0.5 else None)
         return Layout("items-rows", f"column headers that look like model ids ({cols_text})"), doubt
     if rows_like > 0:
         doubt = (f"the column headers look like model ids too ({cols_text})" if cols_like
-                 else f"only {rows_text.split(',')[0]} row ids look like model ids" if rows_like < 0.5 else None)
+                 else f"only {rows_count} row ids look like model ids" if rows_like < 0.5 else None)
         return Layout("models-rows", f"row ids that look like model ids ({rows_text})"), doubt
     return (Layout("models-rows", "guessed: the psychometric convention, rows = respondents"),
             "neither the row-id header (model/item) nor the ids (none looks like a model id) tell which side holds "
