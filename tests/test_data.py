@@ -32,6 +32,7 @@ from bayesirt.data import (
     summarize,
     validate_responses,
 )
+from bayesirt.data.layout import OrientationWarning
 from bayesirt.errors import DataError
 
 # 3 items x 4 models with two missing cells; rows = items.
@@ -254,10 +255,16 @@ def test_wide_models_by_items(tmp_path, ds):
 def test_wide_psychometric_and_override(tmp_path):
     f = tmp_path / "lsat_like.csv"
     f.write_text("Q1,Q2,Q3\n1,0,1\n0,0,1\n1,1,1\n1,0,0\n")
-    persons = read_wide_csv(f)  # rule e: rows are persons
+    with pytest.warns(OrientationWarning, match=r"lsat_like\.csv: read as rows = models \(4 models x 3 items\), a "
+                                                r"guess: .*pass --orientation items-rows"):
+        persons = read_wide_csv(f)  # rule f: rows are persons
     assert dict(persons.sizes) == {"item": 3, "model": 4}
     assert list(persons["model"].values) == ["0", "1", "2", "3"]
-    flipped = read_wide_csv(f, orientation="items_by_models")
+    assert persons.attrs["orientation"] == "models-rows" and persons.attrs["orientation_basis"].startswith("guessed")
+    flipped = read_wide_csv(f, orientation="items-rows")
+    assert flipped.attrs["orientation"] == "items-rows"
+    np.testing.assert_array_equal(read_wide_csv(f, orientation="items_by_models")["responses"].values,
+                                  flipped["responses"].values)  # the earlier spelling
     assert dict(flipped.sizes) == {"item": 4, "model": 3}
     np.testing.assert_array_equal(flipped["responses"].values, persons["responses"].values.T)
     with pytest.raises(DataError, match="orientation 'sideways' is not one of"):
@@ -267,12 +274,12 @@ def test_wide_psychometric_and_override(tmp_path):
 def test_wide_id_column_option(tmp_path):
     f = tmp_path / "named.tsv"
     f.write_text("name\tQ1\tQ2\nann\t1\t0\nbob\t0\t1\n")
-    out = read_wide_csv(f, id_column="name")
+    out = read_wide_csv(f, id_column="name", orientation="models-rows")
     assert list(out["model"].values) == ["ann", "bob"] and list(out["item"].values) == ["Q1", "Q2"]
     with pytest.raises(DataError, match="id_column 'nope' is not a column"):
         read_wide_csv(f, id_column="nope")
     with pytest.raises(DataError, match="non-numeric value"):
-        read_wide_csv(f)  # without the option, 'ann' is a cell
+        read_wide_csv(f, orientation="models-rows")  # without the option, 'ann' is a cell
 
 
 def test_long_csv(tmp_path, ds):
@@ -340,8 +347,8 @@ def test_from_dataframe(ds):
     by_model = pd.DataFrame(MATRIX.T, index=pd.Index(MODELS, name="Model"), columns=ITEMS).astype("Float64")
     assert_same(from_dataframe(by_model), ds)
     assert_same(from_dataframe(by_model.reset_index()), ds)  # id column named like 'model'
-    with pytest.raises(DataError, match="names models but orientation='items_by_models'"):
-        from_dataframe(by_model, orientation="items_by_models")
+    with pytest.raises(DataError, match="names models but orientation='items-rows'"):
+        from_dataframe(by_model, orientation="items-rows")
 
 
 def test_netcdf_round_trip(tmp_path, ds):

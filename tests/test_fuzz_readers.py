@@ -1142,8 +1142,9 @@ CORPUS = [
                                                   pa.array(["x", "y"])], names=["model", "item", "correct", "model"]))},
      "x.parquet", "load", {}, r"cannot read .*x\.parquet \(ArrowInvalid: Multiple matches for FieldRef\.Name\(model\)"),
     # --- NPZ and the NPY+CSV folder
-    ("npz-no-model-id", {"x.npz": npz_bytes({"responses": R22}, False)}, "x.npz", "load", {},
-     r"NPZ lacks the array 'model_id' \(has \['responses'\]\)"),
+    ("npz-no-responses", {"x.npz": npz_bytes({"model_id": np.array(["a", "b"])}, False)}, "x.npz", "load", {},
+     r"NPZ lacks the array 'responses' \(has \['model_id'\]\); save the matrix as responses=, with optional item_id, "
+     r"model_id, item_group, family, owner"),
     ("npz-object-responses", {"x.npz": npz_bytes({"responses": R22.astype(object), **NPZ_IDS}, False)}, "x.npz",
      "load", {}, r"'responses' is a pickled object array"),
     ("npz-1d-responses", {"x.npz": npz_bytes({"responses": np.array([1, 0]), **NPZ_IDS}, False)}, "x.npz", "load", {},

@@ -411,7 +411,7 @@ def test_binarize_and_harness_options_on_plain_files(tmp_path):
     np.savez(npz, responses=np.array([[0.2, 0.8], [1.0, np.nan]]), model_id=np.array(["a", "b"]))
     assert cells(load(npz, binarize=0.5)) == {"a": {"0": 0, "1": 1}, "b": {"0": 1, "1": None}}
     with pytest.raises(DataError, match=r"option\(s\) metric, aggregate do not apply to .*scores\.csv, a wide table "
-                                        r"\(it takes: orientation, id_column, binarize\); they are for evaluation-"
+                                        r"\(it takes: orientation, id_column, key, binarize\); they are for evaluation-"
                                         r"harness output"):
         load(wide, metric="acc", aggregate="mean", binarize=0.5)
     with pytest.raises(DataError, match=r"binarize must be a finite number"):

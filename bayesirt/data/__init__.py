@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING
 from bayesirt.utils.lazy import attach
 
 if TYPE_CHECKING:
+    from bayesirt.data.answer_key import read_key, score_answers
+    from bayesirt.data.arrays import read_npy
     from bayesirt.data.datasets import DATASETS, list_datasets, load_dataset
     from bayesirt.data.datasets.dif_benchmark import plant_family_advantage, simulate_dif_benchmark
     from bayesirt.data.datasets.simulate import simulate_pl
     from bayesirt.data.families import AMBIGUOUS, FAMILIES, OTHER, UNKNOWN_OWNER, derive_family, derive_owner
     from bayesirt.data.io import attach_metadata, load, save_responses
+    from bayesirt.data.layout import OrientationWarning
     from bayesirt.data.long import read_long
     from bayesirt.data.nt import read_nt_dir, read_nt_npz
     from bayesirt.data.populations import LINEAGE_TERMS, POPULATION_SEED, audit_population

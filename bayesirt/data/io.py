@@ -1,4 +1,4 @@
-"""Readers of response data (wide CSV, long CSV/Parquet, NT NPZ and NPY+CSV, DataFrame, NetCDF).
+"""Readers of response data (wide CSV, long CSV/Parquet, NPY, NPZ and the NPY+CSV folder, DataFrame, NetCDF).
 
 Every reader ends in :func:`~bayesirt.data.responses.make_responses`, so validation lives in
 one place. Any problem with a file (absent, unknown format, unreadable, corrupt, bad values) is a
@@ -16,9 +16,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.arrays import MATRIX_KEYS, read_npy
 from bayesirt.data.datasets import DATASETS, load_dataset
 from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, reading
 from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
+from bayesirt.data.layout import ORIENTATIONS
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
 from bayesirt.data.reading import warn_dropped
@@ -30,7 +32,7 @@ from bayesirt.utils.outputs import write_netcdf
 
 __all__ = ["load", "save_responses", "attach_metadata", "DATA_HELP", "READ_OPTIONS"]
 
-DATA_HELP = ("a data file (wide/long CSV, Parquet, NPZ, NT folder, .nc), evaluation-harness output (lm-eval "
+DATA_HELP = ("a data file (wide/long CSV, Parquet, NPY, NPZ, NT folder, .nc), evaluation-harness output (lm-eval "
              "--log_samples folder, Inspect AI .eval/.json logs, HELM runs) or an embedded dataset name")
 """What a DATA argument may be (command-line help)."""
 
@@ -57,36 +59,51 @@ READ_OPTIONS = option_table(
                                   "error, cancelled)"),
     drop_empty=Option(True, "refuse models or items without responses instead of dropping them (they are listed)",
                       flag="--keep-empty"),
+    orientation=Option("auto", "layout of a matrix file (wide CSV, NPY, NPZ, NT folder): one row per model "
+                               "(models-rows) or per item (items-rows); auto detects it from headers and ids and "
+                               "warns when it has to guess", choices=ORIENTATIONS),
+    key=Option(None, "answer key, a CSV with columns item_id,key: the cells are multiple-choice answers (0-4 or A-E), "
+                     "scored 1 where equal to the item's key, 0 otherwise, missing stays missing [none: cells are "
+                     "0/1]", type=str, metavar="KEY.csv"),
 )
 
 
-_SUPPORTED = "evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), .csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npz, .nc"
+_SUPPORTED = ("evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), "
+              ".csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npy (a matrix), .npz (arrays "
+              f"{', '.join(MATRIX_KEYS)}), .nc")
 
 
-# reading options of harness output, with the values that mean "not given"
-_HARNESS_DEFAULTS = {name: READ_OPTIONS[name].default for name in READING_OPTIONS}
+# reading options with the values that mean "not given"
+_DEFAULTS = {name: opt.default for name, opt in READ_OPTIONS.items() if name != "drop_empty"}
+_HARNESS_DEFAULTS = {name: _DEFAULTS[name] for name in READING_OPTIONS}
 # options each other reader takes (beside drop_empty)
+_MATRIX = ("orientation", "key", "binarize")
 _READER_OPTIONS = {
-    "wide table": ("orientation", "id_column", "binarize"),
-    "long table": ("model", "item", "correct", "binarize"),
-    "response folder": ("binarize",),
-    "NPZ archive": ("binarize",),
+    "wide table": ("orientation", "id_column", "key", "binarize"),
+    "long table": ("model", "item", "correct", "key", "binarize"),
+    "response folder": _MATRIX,
+    "NPY matrix": _MATRIX,
+    "NPZ archive": _MATRIX,
     "saved .nc response file": (),
+    "evaluation-harness output": READING_OPTIONS,
 }
 
 
 def _check_options(kind: str, p: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The options a non-harness reader takes; harness-only options left at their defaults are dropped, any
-    other option is refused with one line naming it and the input."""
-    given = {k: v for k, v in kwargs.items() if not (k in _HARNESS_DEFAULTS and v == _HARNESS_DEFAULTS[k]
-                                                     and k != "binarize")}
-    given = {k: v for k, v in given.items() if not (k == "binarize" and v is None)}
+    """The options a reader takes; reading options left at their defaults are dropped, any other option is
+    refused with one line naming it and the input."""
+    given = {k: v for k, v in kwargs.items() if not (k in _DEFAULTS and v == _DEFAULTS[k])}
+    if given.get("key") is not None and given.get("binarize") is not None:
+        raise DataError(f"key and binarize do not go together for {p}: an answer key scores the answers 0/1; drop "
+                        "--binarize")
     allowed = _READER_OPTIONS[kind]
     extra = [k for k in given if k not in allowed]
     if extra:
-        what = "evaluation-harness output" if all(k in _HARNESS_DEFAULTS for k in extra) else "other inputs"
+        what = ("evaluation-harness output" if all(k in _HARNESS_DEFAULTS for k in extra)
+                else "matrix files" if all(k in _MATRIX for k in extra) else "other inputs")
         takes = f" (it takes: {', '.join(allowed)})" if allowed else ""
-        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, a {kind}{takes}; "
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, {article} {kind}{takes}; "
                         f"they are for {what}: drop them")
     return given
 
@@ -142,7 +159,7 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
 
     Dispatch: evaluation-harness output (an lm-evaluation-harness ``--log_samples`` folder, Inspect AI
     ``.eval``/``.json`` logs, HELM runs) -> :func:`bayesirt.data.harness.read_harness`; another
-    existing folder -> :func:`read_nt_dir`; ``.npz`` -> :func:`read_nt_npz`;
+    existing folder -> :func:`read_nt_dir`; ``.npz`` -> :func:`read_nt_npz`; ``.npy`` -> :func:`read_npy`;
     ``.parquet``/``.pq`` -> :func:`read_long`; ``.csv``/``.tsv``/``.txt`` -> :func:`read_long`
     if the header is exactly ``model, item, correct`` (or long options are given), else
     :func:`read_wide_csv`; ``.nc`` -> a Dataset saved by :func:`save_responses` (re-validated);
@@ -158,10 +175,12 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
     **kwargs
         Options passed to the chosen reader: for harness output ``metric=``, ``stat=``, ``filter=``
         (each global and/or per task), ``aggregate=``, ``binarize=``, ``on_damaged=``,
-        ``read_unfinished=`` (see :func:`~bayesirt.data.harness.read_harness`); for a wide table
-        ``orientation=``, ``id_column=``; for a long table ``model=``, ``item=``, ``correct=``;
-        ``binarize=`` for every file reader. An option the chosen reader does not take is refused
-        (harness options at their defaults are ignored).
+        ``read_unfinished=`` (see :func:`~bayesirt.data.harness.read_harness`); for a matrix (wide
+        table, NPY, NPZ, NT folder) ``orientation=`` (``"auto"``, ``"models-rows"``, ``"items-rows"``;
+        ``auto`` warns when it guesses); for a wide table ``id_column=``; for a long table ``model=``,
+        ``item=``, ``correct=``; ``key=`` (an answer key CSV scoring multiple-choice answers, see
+        :mod:`bayesirt.data.answer_key`) and ``binarize=`` for every file reader but ``.nc``. An option
+        the chosen reader does not take is refused (reading options at their defaults are ignored).
 
     Raises
     ------
@@ -171,15 +190,16 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
     p = Path(source)
     if not p.exists():
         if isinstance(source, str) and source in DATASETS:
-            if kwargs:
-                raise DataError(f"options {sorted(kwargs)} do not apply to the embedded dataset {source!r}; drop them")
+            given = sorted(k for k, v in kwargs.items() if not (k in _DEFAULTS and v == _DEFAULTS[k]))
+            if given:
+                raise DataError(f"options {given} do not apply to the embedded dataset {source!r}; drop them")
             return load_dataset(source)
         raise DataError(
             f"no such file or embedded dataset: {str(source)!r}; "
             f"check the path (embedded datasets: {', '.join(DATASETS)})"
         )
-    if is_harness(p):
-        return read_harness(p, drop_empty=drop_empty, **kwargs)  # names what it dropped itself
+    if is_harness(p):  # names what it dropped itself
+        return read_harness(p, drop_empty=drop_empty, **_check_options("evaluation-harness output", p, kwargs))
     ds = _read_file(p, drop_empty, kwargs)
     if ds is not None:
         warn_dropped(ds)
@@ -194,6 +214,8 @@ def _read_file(p: Path, drop_empty: bool, kwargs: dict[str, Any]) -> xr.Dataset 
     suffix = p.suffix.lower()
     if suffix == ".npz":
         return read_nt_npz(p, drop_empty=drop_empty, **_check_options("NPZ archive", p, kwargs))
+    if suffix == ".npy":
+        return read_npy(p, drop_empty=drop_empty, **_check_options("NPY matrix", p, kwargs))
     if suffix in (".parquet", ".pq"):
         return read_long(p, drop_empty=drop_empty, **_check_options("long table", p, kwargs))
     if suffix in TEXT_SUFFIXES:

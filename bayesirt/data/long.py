@@ -1,4 +1,5 @@
-"""Long tables: one row per (model, item) with a 0/1 ``correct`` column, from CSV/TSV/TXT or Parquet."""
+"""Long tables: one row per (model, item) with a 0/1 ``correct`` column (or answers scored with a key), from
+CSV/TSV/TXT or Parquet."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, parsing, reading
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
@@ -63,6 +65,7 @@ def read_long(
     correct: str = "correct",
     drop_empty: bool = False,
     binarize: float | None = None,
+    key: str | os.PathLike[str] | None = None,
 ) -> xr.Dataset:
     """Read long-format responses: one row per (model, item) with a 0/1 ``correct`` column.
 
@@ -81,6 +84,9 @@ def read_long(
         As in :func:`read_wide_csv`.
     binarize : float, optional
         Threshold T for a partial-credit ``correct`` column: score >= T -> 1.
+    key : path-like, optional
+        Answer key CSV (``item_id,key``): ``correct`` holds multiple-choice answers, scored 1 where
+        they equal the item's key (:func:`~bayesirt.data.answer_key.score_answers`).
 
     Returns
     -------
@@ -97,12 +103,12 @@ def read_long(
                 "pass model=, item=, correct= with the right column names"
             )
         _check_scalars(df, [model, item, correct, *(c for c in ("item_group", "family", "owner") if c in df.columns)])
-        for key in (model, item):
-            blank = df[key].isna() | (df[key].astype(str).str.strip() == "")
+        for id_col in (model, item):
+            blank = df[id_col].isna() | (df[id_col].astype(str).str.strip() == "")
             if blank.any():
                 row = int(np.flatnonzero(blank)[0]) + 1
-                raise DataError(f"column {key!r} has a blank id in data row {row}; fill it in")
-            df[key] = df[key].astype(str)
+                raise DataError(f"column {id_col!r} has a blank id in data row {row}; fill it in")
+            df[id_col] = df[id_col].astype(str)
         dup = df.duplicated([model, item])
         if dup.any():
             row = df[dup].iloc[0]
@@ -113,20 +119,23 @@ def read_long(
         model_codes, models = pd.factorize(df[model], sort=False)
         values = np.full((len(items), len(models)), None, dtype=object)
         raw = df[correct].to_numpy(dtype=object)
-        if df[correct].dtype == object or pd.api.types.is_string_dtype(df[correct]):
+        if key is None and (df[correct].dtype == object or pd.api.types.is_string_dtype(df[correct])):
             words = {"true": 1, "false": 0}
             raw = np.array(
                 [None if str(v).strip().lower() in NA_TOKENS else words.get(str(v).strip().lower(), v) for v in raw],
                 dtype=object,
             )
         values[item_codes, model_codes] = raw
+        if key is not None:
+            values = score_answers(values, items, models, key, p)
         meta: dict[str, Any] = {}
-        for col, key, order in (("item_group", item, items), ("family", model, models), ("owner", model, models)):
+        for col, by, order in (("item_group", item, items), ("family", model, models), ("owner", model, models)):
             if col in df.columns:
-                meta[col] = _per_key(df, key, col, order)
+                meta[col] = _per_key(df, by, col, order)
         ids = {"item_id": items.to_numpy(), "model_id": models.to_numpy()}
-        return make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty,
-                              binarize=binarize)
+        ds = make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty,
+                            binarize=binarize)
+        return ds if key is None else record_key(ds, key)
 
 
 def has_long_header(path: Path, kwargs: dict[str, Any]) -> bool:

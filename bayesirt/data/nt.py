@@ -1,16 +1,18 @@
-"""The input contracts of the NT artifact: an NPZ archive, or a folder with ``responses.npy`` and ``models.csv``."""
+"""The input contracts of the NT artifact: an NPZ archive, or a folder with ``responses.npy`` and ``models.csv``
+(the layout and the answer key as for any NumPy matrix, :mod:`bayesirt.data.arrays`)."""
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.arrays import MATRIX_KEYS, from_matrix
 from bayesirt.data.files import NPZ_MAGIC, check_text, existing, np_load, parsing, reading
-from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
 __all__ = ["read_nt_npz", "read_nt_dir"]
@@ -20,25 +22,19 @@ def _strings(arr: np.ndarray) -> np.ndarray:
     return np.char.decode(arr, "utf-8") if arr.dtype.kind == "S" else arr
 
 
-def _nt_matrix(arr: np.ndarray) -> np.ndarray:
-    """NT responses: 0/1 with NaN or -1 for missing -> float with NaN."""
-    arr = np.asarray(arr)
-    if arr.dtype.kind in "iu":
-        return np.where(arr == -1, np.nan, arr.astype(np.float64))
-    if arr.dtype.kind == "f":
-        return np.where(arr == -1, np.nan, arr)
-    return arr
-
-
 def read_nt_npz(
-    path: str | os.PathLike[str], *, drop_empty: bool = False, binarize: float | None = None
+    path: str | os.PathLike[str], *, orientation: str = "auto", key: str | os.PathLike[str] | None = None,
+    drop_empty: bool = False, binarize: float | None = None
 ) -> xr.Dataset:
-    """Read an NT-artifact NPZ archive.
+    """Read an NPZ archive (``np.savez``) of a response matrix, with its ids if any.
 
-    Arrays: ``responses`` (items x models; 0/1 with NaN or -1 for missing) and ``model_id``;
-    optional ``item_id``, ``item_group``, ``family``, ``owner``. Pickled (object) arrays are
-    refused; save string arrays as fixed-width unicode (``np.asarray(ids, dtype=str)``).
-    ``drop_empty=True`` drops items/models with no observed response instead of raising.
+    Arrays: ``responses`` (0/1 with NaN or -1 for missing; answers with ``key``); optional
+    ``item_id``, ``model_id``, ``item_group``, ``family``, ``owner`` (other arrays are ignored with
+    a warning). Rows are items unless the ids' lengths or ``orientation`` say rows are models
+    (:func:`~bayesirt.data.arrays.matrix_layout`; without ids, or square, ``auto`` warns). Without
+    ``item_id`` / ``model_id`` the ids are ``"0" .. "n-1"``. Pickled (object) arrays are refused;
+    save string arrays as fixed-width unicode (``np.asarray(ids, dtype=str)``). ``drop_empty=True``
+    drops items/models with no observed response instead of raising.
     """
     p = existing(path)
     with reading(p), open(p, "rb") as fh:  # our handle: np.load leaks its own when the zip is corrupt
@@ -48,24 +44,29 @@ def read_nt_npz(
         with parsing(p):
             npz = np.load(fh, allow_pickle=False)
         keys = set(npz.files)
-        for required in ("responses", "model_id"):
-            if required not in keys:
-                raise DataError(f"NPZ lacks the array {required!r} (has {sorted(keys)}); add it")
-        names = ("responses", "model_id", "item_id", "item_group", "family", "owner")
-        arrays = {key: np_load(p, npz, key) for key in names if key in keys}
-        matrix = _nt_matrix(arrays.pop("responses"))
+        if "responses" not in keys:
+            raise DataError(f"NPZ lacks the array 'responses' (has {sorted(keys)[:8]}); save the matrix as "
+                            f"responses=, with optional {', '.join(MATRIX_KEYS[1:])} (np.savez)")
+        if keys - set(MATRIX_KEYS):
+            warnings.warn(f"{p}: arrays {sorted(keys - set(MATRIX_KEYS))[:8]} ignored; bayesirt reads "
+                          f"{', '.join(MATRIX_KEYS)}", UserWarning, stacklevel=3)
+        arrays = {name: np_load(p, npz, name) for name in MATRIX_KEYS if name in keys}
+        matrix = arrays.pop("responses")
         meta = {k: _strings(v) for k, v in arrays.items()}
-        return make_responses(matrix, name=p.stem, source=str(p), drop_empty=drop_empty, binarize=binarize, **meta)
+        return from_matrix(matrix, meta, where=p, orientation=orientation, key=key, name=p.stem, source=str(p),
+                           drop_empty=drop_empty, binarize=binarize)
 
 
 def read_nt_dir(
-    path: str | os.PathLike[str], *, drop_empty: bool = False, binarize: float | None = None
+    path: str | os.PathLike[str], *, orientation: str = "auto", key: str | os.PathLike[str] | None = None,
+    drop_empty: bool = False, binarize: float | None = None
 ) -> xr.Dataset:
     """Read the NPY+CSV variant of the NT artifact: a folder of files.
 
-    ``responses.npy`` (items x models; 0/1 with NaN or -1 for missing), ``models.csv``
-    (columns ``model_id`` [, ``family``, ``owner``]) and optionally ``items.csv`` (columns
-    ``item_id`` [, ``item_group``]), rows in matrix order. ``drop_empty=True`` drops
+    ``responses.npy`` (items x models, or models x items when the number of rows of ``models.csv``
+    or ``orientation`` says so; 0/1 with NaN or -1 for missing, answers with ``key``),
+    ``models.csv`` (columns ``model_id`` [, ``family``, ``owner``]) and optionally ``items.csv``
+    (columns ``item_id`` [, ``item_group``]), rows in matrix order. ``drop_empty=True`` drops
     items/models with no observed response instead of raising.
     """
     p = existing(path)
@@ -75,7 +76,7 @@ def read_nt_dir(
         if not (p / needed).is_file():
             raise DataError(f"folder {p} lacks {needed}; an NT folder needs responses.npy and models.csv")
     with reading(p / "responses.npy"):
-        matrix = _nt_matrix(np_load(p / "responses.npy"))
+        matrix = np_load(p / "responses.npy")
     meta: dict[str, Any] = {}
     tables = (("models.csv", "model_id", ("family", "owner")), ("items.csv", "item_id", ("item_group",)))
     for fname, id_col, extra in tables:
@@ -91,4 +92,5 @@ def read_nt_dir(
                 if col in table.columns:
                     meta[col] = table[col].to_numpy(dtype=object)
     with reading(p):
-        return make_responses(matrix, name=p.name, source=str(p), drop_empty=drop_empty, binarize=binarize, **meta)
+        return from_matrix(matrix, meta, where=p, orientation=orientation, key=key, name=p.name, source=str(p),
+                           drop_empty=drop_empty, binarize=binarize)

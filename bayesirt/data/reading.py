@@ -3,7 +3,8 @@
 Every command that writes summary.json / report.md can call :func:`reading_record` (and
 :func:`bayesirt.report.markdown.reading_lines`) on its response Dataset: for evaluation-harness output they give the provenance
 record of the read (harness and version, files read, skipped and superseded, metric / filter / stat per
-task, threshold, aggregation, errored samples, dropped ids); for any input they name the models and items
+task, threshold, aggregation, errored samples, dropped ids); for a matrix file the layout it was read with
+and what decided it, and the answer key that scored it; for any input they name the models and items
 that were dropped because they had no observed response, so a dropped row is never only an attribute.
 """
 
@@ -55,6 +56,10 @@ def reading_record(ds: xr.Dataset) -> dict[str, Any]:
     record.setdefault("source", ds.attrs.get("source", "in-memory data"))
     if "binarize" in ds.attrs and "threshold" not in record:
         record["threshold"] = ds.attrs["binarize"]
+    if "orientation" in ds.attrs:  # a matrix file: rows = models or rows = items, and what said so
+        record["orientation"] = {"layout": ds.attrs["orientation"], "basis": ds.attrs.get("orientation_basis", "")}
+    if "answer_key" in ds.attrs:  # multiple-choice answers scored 1 where equal to the key
+        record["answer_key"] = ds.attrs["answer_key"]
     record["dropped_models"] = _ids(ds, "dropped_models")
     record["dropped_items"] = _ids(ds, "dropped_items")
     return record

@@ -12,15 +12,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.families import OTHER, derive_family
 from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, reading
+from bayesirt.data.layout import ORIENTATIONS, Layout, check_orientation, record_layout, warn_layout
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
 __all__ = ["ORIENTATIONS", "read_wide_csv", "from_dataframe", "wide_parts"]
-
-
-ORIENTATIONS = ("auto", "items_by_models", "models_by_items")
 
 
 _MODEL_NAMES = {"model", "model_id", "models", "respondent", "person"}
@@ -50,37 +49,73 @@ def _model_like(labels) -> np.ndarray:
     return (derive_family(labels) != OTHER) | np.array(["/" in c for c in labels], dtype=bool)
 
 
-def _resolve_orientation(orientation: str, row_label: Any, columns: list[str], row_ids=None) -> str:
-    """Apply the auto rules (see :func:`read_wide_csv`) and check an explicit choice."""
-    if orientation not in ORIENTATIONS:
-        raise DataError(f"orientation {orientation!r} is not one of {', '.join(ORIENTATIONS)}; pick one of those")
+def _share(labels) -> tuple[float, str, str]:
+    """The share of ``labels`` that look like model ids, their count (``"k of n"``) and that count with an
+    example, for messages."""
+    if labels is None or not len(labels):
+        return 0.0, "", ""
+    like = _model_like(labels)
+    count = f"{int(like.sum())} of {len(like)}"
+    example = f", e.g. {str(np.asarray(labels, dtype=object)[like][0])!r}" if like.any() else ""
+    return float(like.mean()), count, count + example
+
+
+def _resolve_orientation(orientation: str, row_label: Any, columns: list[str],
+                         row_ids=None) -> tuple[Layout, str | None]:
+    """The layout by the auto rules (see :func:`read_wide_csv`) or as given, and the doubt to warn of
+    (the guess of ``auto``, or evidence against a given layout), None when there is none."""
+    orientation = check_orientation(orientation)
     rows = _rows_from_label(row_label)
+    cols_like, cols_count, cols_text = _share(columns)
+    rows_like, rows_count, rows_text = _share(row_ids)
     if orientation != "auto":
-        want = "models" if orientation == "models_by_items" else "items"
+        want = "models" if orientation == "models-rows" else "items"
         if rows is not None and rows != want:
             raise DataError(
                 f"the row-id column {row_label!r} names {rows} but orientation={orientation!r}; "
                 "drop the orientation option or rename the column"
             )
-        return orientation
+        doubt = None
+        if rows is None and want == "models" and cols_like > rows_like:
+            doubt = f"the column headers look like model ids ({cols_text})"
+        elif rows is None and want == "items" and rows_like > cols_like:
+            doubt = f"the row ids look like model ids ({rows_text})"
+        return Layout(orientation, f"given (orientation={orientation!r})"), doubt
     if rows is not None:
-        return "models_by_items" if rows == "models" else "items_by_models"
-    looks_like_models = _model_like(columns)
-    if row_ids is not None and len(row_ids) and looks_like_models.any():
+        return Layout("models-rows" if rows == "models" else "items-rows", f"the row-id header {row_label!r}"), None
+    if cols_like > 0 and cols_like >= rows_like:
         # both sides are labelled: the side whose labels look more like model ids holds the models
         # (an item header such as "philosophy.12" can match a family name by accident)
-        return "items_by_models" if looks_like_models.mean() >= _model_like(row_ids).mean() else "models_by_items"
-    return "items_by_models" if looks_like_models.any() else "models_by_items"
+        doubt = (f"the row ids look like model ids too ({rows_text})" if rows_like
+                 else f"only {cols_count} column headers look like model ids" if cols_like < 0.5 else None)
+        return Layout("items-rows", f"column headers that look like model ids ({cols_text})"), doubt
+    if rows_like > 0:
+        doubt = (f"the column headers look like model ids too ({cols_text})" if cols_like
+                 else f"only {rows_count} row ids look like model ids" if rows_like < 0.5 else None)
+        return Layout("models-rows", f"row ids that look like model ids ({rows_text})"), doubt
+    return (Layout("models-rows", "guessed: the psychometric convention, rows = respondents"),
+            "neither the row-id header (model/item) nor the ids (none looks like a model id) tell which side holds "
+            "the models, so the psychometric convention rows = respondents was applied")
 
 
-def _assemble(values: np.ndarray, row_ids: Any, col_ids: list[str], orientation: str, **attrs: Any) -> xr.Dataset:
-    if orientation == "items_by_models":
-        return make_responses(values, item_id=row_ids, model_id=col_ids, **attrs)
-    return make_responses(values.T, item_id=col_ids, model_id=row_ids, **attrs)
+def _assemble(values: np.ndarray, row_ids: Any, col_ids: list[str], layout: Layout, *, key: Any = None,
+              where: Any = None, **attrs: Any) -> xr.Dataset:
+    """The response Dataset of a wide table read with ``layout`` (answers scored against ``key``)."""
+    n_rows = values.shape[0]
+    row_ids = [str(i) for i in range(n_rows)] if row_ids is None else row_ids
+    if layout.orientation == "items-rows":
+        matrix, items, models = values, row_ids, col_ids
+    else:
+        matrix, items, models = values.T, col_ids, row_ids
+    if key is not None:
+        matrix = score_answers(matrix, items, models, key, where)
+    ds = record_layout(make_responses(matrix, item_id=items, model_id=models, **attrs), layout)
+    return ds if key is None else record_key(ds, key)
 
 
-def wide_parts(path: Path, orientation: str, id_column: str | None) -> tuple[np.ndarray, Any, list[str], str]:
-    """Read a wide text table: (values rows x cols, row ids or None, column ids, orientation)."""
+def wide_parts(path: Path, orientation: str, id_column: str | None) -> tuple[np.ndarray, Any, list[str], Layout]:
+    """Read a wide text table: (values rows x cols, row ids or None, column ids, layout); warns
+    (:class:`~bayesirt.data.layout.OrientationWarning`) when the layout is a guess or contradicts the file."""
     check_text(path)
     sep = TEXT_SUFFIXES.get(path.suffix.lower(), ",")
     if sep is None:
@@ -111,7 +146,10 @@ def wide_parts(path: Path, orientation: str, id_column: str | None) -> tuple[np.
         body = np.delete(body, id_pos, axis=1)
     cells = pd.DataFrame(body).apply(lambda col: col.str.strip().str.lower()).to_numpy(dtype=object)
     body[pd.isna(cells) | np.isin(cells, list(NA_TOKENS))] = np.nan
-    return body, row_ids, header, _resolve_orientation(orientation, row_label, header, row_ids)
+    layout, doubt = _resolve_orientation(orientation, row_label, header, row_ids)
+    if doubt:
+        warn_layout(path, layout.orientation, body.shape, doubt, given=check_orientation(orientation) != "auto")
+    return body, row_ids, header, layout
 
 
 def read_wide_csv(
@@ -121,10 +159,12 @@ def read_wide_csv(
     id_column: str | None = "auto",
     drop_empty: bool = False,
     binarize: float | None = None,
+    key: str | os.PathLike[str] | None = None,
 ) -> xr.Dataset:
     """Read a wide table (one row per item or per model) from CSV/TSV/TXT.
 
-    Cells are 0/1 (``"0"``, ``"1"``, ``"0.0"``, ``"1.0"``); empty cells (or NA/NaN/null) are missing.
+    Cells are 0/1 (``"0"``, ``"1"``, ``"0.0"``, ``"1.0"``), or answers scored with ``key``; empty cells
+    (or NA/NaN/null) are missing.
 
     With ``orientation="auto"`` these rules apply in order:
 
@@ -137,8 +177,16 @@ def read_wide_csv(
        columns are models and rows are items; when the rows are labelled too (rule c), only if the
        share of such headers is at least the share of such row ids (an item header like
        ``philosophy.12`` can match a family name by accident);
-    e. otherwise rows are respondents (models) and columns items, the psychometric
+    e. otherwise, if the row ids look like model ids, rows are models;
+    f. otherwise rows are respondents (models) and columns items, the psychometric
        convention (e.g. LSAT6 with columns ``Q1..Q5``).
+
+    Rules d-f warn (:class:`~bayesirt.data.layout.OrientationWarning`, naming the file, the layout
+    used, the reason and the flag) when they guess: rule f always, d and e when both sides have
+    model-like labels or fewer than half of the deciding labels look like model ids. A given
+    orientation is obeyed; a row-id header naming the other side is refused, and model-like labels
+    on the other side give the warning. The layout used is kept in ``attrs["orientation"]`` (and what
+    decided it in ``attrs["orientation_basis"]``).
 
     Without a row-id column, row ids are ``"0" .. "n-1"``.
 
@@ -146,26 +194,30 @@ def read_wide_csv(
     ----------
     path : path-like
         The file; ``.tsv`` is tab-separated, ``.txt`` is sniffed (comma, tab or semicolon).
-    orientation : {"auto", "items_by_models", "models_by_items"}
-        Force the layout instead of the auto rules.
+    orientation : {"auto", "models-rows", "items-rows"}
+        The layout instead of the auto rules (the earlier ``models_by_items`` / ``items_by_models``
+        are read too).
     id_column : "auto", None or str
         ``"auto"``: rules a-c; ``None``: no row-id column; a header name: that column holds row ids.
     drop_empty : bool
         Drop items/models with no observed response instead of raising (all readers take it).
     binarize : float, optional
         Threshold T for partial-credit cells: score >= T -> 1 (all file readers take it).
+    key : path-like, optional
+        Answer key CSV (``item_id,key``): cells are multiple-choice answers, scored 1 where they
+        equal the item's key (:func:`~bayesirt.data.answer_key.score_answers`); kept in ``attrs["answer_key"]``.
 
     Returns
     -------
     xarray.Dataset
         A response Dataset (see :func:`~bayesirt.data.responses.make_responses`), with attrs
-        ``name`` (file stem) and ``source`` (the path).
+        ``name`` (file stem), ``source`` (the path) and the layout (above).
     """
     p = existing(path)
     with reading(p):
-        values, row_ids, cols, orient = wide_parts(p, orientation, id_column)
-        return _assemble(values, row_ids, cols, orient, name=p.stem, source=str(p), drop_empty=drop_empty,
-                         binarize=binarize)
+        values, row_ids, cols, layout = wide_parts(p, orientation, id_column)
+        return _assemble(values, row_ids, cols, layout, key=key, where=p, name=p.stem, source=str(p),
+                         drop_empty=drop_empty, binarize=binarize)
 
 
 def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: bool = False) -> xr.Dataset:
@@ -180,8 +232,8 @@ def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: b
     ----------
     df : pandas.DataFrame
         Cells 0/1 or missing (NaN, None, pandas.NA).
-    orientation : {"auto", "items_by_models", "models_by_items"}
-        Force the layout instead of the auto rules.
+    orientation : {"auto", "models-rows", "items-rows"}
+        The layout instead of the auto rules (a guess warns, as in :func:`read_wide_csv`).
     drop_empty : bool
         As in :func:`read_wide_csv`.
     """
@@ -199,5 +251,9 @@ def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: b
     ):
         df = df.set_index(df.columns[0])
     cols = [str(c) for c in df.columns]
-    orient = _resolve_orientation(orientation, df.index.name, cols)
-    return _assemble(df.to_numpy(dtype=object), df.index.to_numpy(), cols, orient, drop_empty=drop_empty)
+    row_ids = None if isinstance(df.index, pd.RangeIndex) else df.index.to_numpy()
+    layout, doubt = _resolve_orientation(orientation, df.index.name, cols, row_ids)
+    if doubt:
+        given = check_orientation(orientation) != "auto"
+        warn_layout("the DataFrame", layout.orientation, df.shape, doubt, given=given)
+    return _assemble(df.to_numpy(dtype=object), df.index.to_numpy(), cols, layout, drop_empty=drop_empty)
