@@ -14,6 +14,10 @@ resampling widens the frozen pairs' full-score gaps, and pairs further apart rev
 so the replicate rates centre below the observed one. The range describes how the rate moves when
 the benchmark is recomposed, not a confidence interval for the observed rate. The bootstrap's band
 counts (:func:`bayesirt.audit.bootstrap.composition_bootstrap`) give the numbers of each run.
+The bootstrap's tau-b range tends to lie below the observed tau-b for a second reason: a
+replicate holds about 63% of the distinct units (1 - 1/e), some several times, so both scores
+rest on fewer distinct items and agree less in rank (on the simulated DIF benchmark of the tests,
+observed .863; replicate mean .813; the same units once each, .833).
 """
 
 from __future__ import annotations
@@ -85,8 +89,17 @@ def _composition(result) -> list[dict]:
                                                    in_band_share=float(b["in_band_share"]),
                                                    rate_in_band=float(b["rate_in_band"]),
                                                    rate_out_band=float(b["rate_out_band"])))
-    tau = interval_record("mean fold Kendall tau-b", float(boot["observed_mean_tau_b"]), float(boot["tau_lower"]),
-                          float(boot["tau_upper"]), unit="tau", source="bootstrap_tau_b_range",
+    observed_tau, lower, upper = (float(boot[k]) for k in ("observed_mean_tau_b", "tau_lower", "tau_upper"))
+    tau_note = None
+    if np.isfinite([observed_tau, lower, upper]).all() and not lower <= observed_tau <= upper:
+        distinct = float((boot["multiplicity"].values > 0).mean())
+        tau_note = (f"The observed mean tau-b {observed_tau:.3f} lies {'above' if observed_tau > upper else 'below'} "
+                    f"its composition-bootstrap range (replicate mean {float(boot['tau_mean']):.3f}). The range is "
+                    "the spread of tau-b on recomposed benchmarks, not a confidence interval for the observed value: "
+                    f"a replicate holds on average {100 * distinct:.0f}% of the units, some of them several times, so "
+                    "both scores rest on fewer distinct items, and two scores from fewer items agree less in rank.")
+    tau = interval_record("mean fold Kendall tau-b", observed_tau, lower, upper, unit="tau",
+                          source="bootstrap_tau_b_range", note=tau_note,
                           interval=what.replace("the rate", "the mean fold tau-b") + ", replicate mean "
                           f"{float(boot['tau_mean']):.3f}")
     return [rate, tau]

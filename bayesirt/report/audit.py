@@ -34,7 +34,8 @@ def _headline(summary: dict, notes: Notes) -> list[str]:
     near = summary.get("near_tie_pairs", summary["eligible_pairs"])
     rows = [(f"near-tie pairs: different owner and family, 0 < full-score gap <= {eps} pp, frozen from the observed "
              "full scores, pooled over folds", f"{near:,}"),
-            ("eligible pairs: the near-tie pairs also untied under the low-DIF anchor score (the rate's denominator)",
+            ("eligible pairs: the near-tie pairs also untied under the low-DIF anchor score (the rate's denominator; "
+             "NT Table 1's \"near-tie pairs\" column)",
              f"{summary['eligible_pairs']:,} ({near - summary['eligible_pairs']:,} tied under the anchor score)"),
             ("strict reversals under the low-DIF anchor score, among the eligible pairs", f"{summary['reversals']:,}"),
             ("low-DIF reversal rate (reversals / eligible pairs)", _pct(summary["low_dif_reversal_rate"]))]
