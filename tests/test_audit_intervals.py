@@ -7,16 +7,20 @@ summary.json (keys ending in ``_range``, ``_interval`` or ``_q05_q50_q95``, and 
 
 import json
 import re
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.intervals import interval_record, recomposition_note
+from bayesirt.audit.intervals import audit_intervals, interval_record, recomposition_note
+from bayesirt.audit.near_ties import CATEGORIES, COLUMNS, near_ties_summary
 from bayesirt.audit.ranking import near_tie_pairs, reversal_counts
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.report.audit_files import write_audit
 from bayesirt.report.intervals import Notes
+from bayesirt.report.near_ties import near_ties_lines
 
 _NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?(?:e[+-]\d+)?"
 #: "estimate (lower-upper)", "estimate (lower to upper)" or "estimate (lower, upper)", units % or pp.
@@ -181,3 +185,19 @@ def test_summary_and_report_state_both_pair_counts(written):
                      "tied under the anchor score\\) \\|", report)
     assert f"of the {near:,} near-tie pairs (all of them: the {eligible:,} eligible pairs" in report
     assert f"Every eligible near-tie pair of both folds ({eligible:,};" in report
+
+
+def test_a_listed_pair_whose_gap_lies_outside_its_interval_gets_the_note():
+    rows = {c: [0.0, 0.0] for c in COLUMNS}
+    rows |= {"fold": [0, 1], "model_a": ["a/x", "c/z"], "model_b": ["b/y", "d/w"], "family_a": ["Q", "L"],
+             "family_b": ["L", "Q"], "owner_a": ["a", "c"], "owner_b": ["b", "d"], "full_gap_pp": [0.5, 0.9],
+             "gap_lower_pp": [-3.0, 1.2], "gap_upper_pp": [4.0, 6.0], "prob_a_ahead": [0.6, 0.9],
+             "category": [CATEGORIES[3]] * 2, "excess_p": [1.0, 1.0], "mcnemar_p": [1.0, 0.3]}
+    table = pd.DataFrame(rows)[list(COLUMNS)]
+    result = SimpleNamespace(controls=None, composition=None, sensitivity=None, owners=None, bayes=None,
+                             near_ties=table)
+    (record,) = audit_intervals(result, {})
+    assert record["outside"] == 1 and record["inside"] is False and "1 of the 2 eligible pairs" in record["note"]
+    text = "\n".join(near_ties_lines(table, near_ties_summary(table), notes=Notes([record])))
+    assert "+0.90 (+1.2 to +6.0) [note 1]" in text and "+0.50 (-3.0 to +4.0) |" in text
+    assert f"[note 1] {record['note']}" in text and report_problems(text) == []

@@ -24,13 +24,24 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["interval_record", "audit_intervals", "recomposition_note", "format_value", "NEAR_TIE_GAP_SOURCE"]
+__all__ = ["interval_record", "audit_intervals", "recomposition_note", "format_value", "NEAR_TIE_GAP_SOURCE",
+           "owner_source", "sensitivity_source"]
 
 #: ``source`` of the record of the near-tie pairs' full-score gaps against their accuracy-gap intervals.
 NEAR_TIE_GAP_SOURCE = "near_ties.csv/gap_lower_pp,gap_upper_pp"
 
 _BOOTSTRAP = ("2.5th-97.5th percentiles of the rate recomputed over {replicates:,} composition-bootstrap replicates "
               "({count} {units} resampled with replacement, both scores recomposed, near-tie pairs frozen; NT C.7)")
+
+
+def owner_source(family) -> str:
+    """``source`` of a family's owner-bootstrap interval."""
+    return f"owners/shift_lower,shift_upper[{family}]"
+
+
+def sensitivity_source(alpha: float, threshold_pp: float) -> str:
+    """``source`` of the bootstrap range at one anchor fraction and gap threshold (pp)."""
+    return f"sensitivity/bootstrap_lower,bootstrap_upper[{alpha:g},{threshold_pp:g}]"
 
 
 def format_value(value: float, unit: str) -> str:
@@ -49,7 +60,8 @@ def interval_record(quantity: str, estimate, lower, upper, *, interval: str, sou
     if inside is False and note is None:
         side = "above" if values[0] > values[2] else "below"
         note = (f"The {quantity} ({format_value(values[0], unit)}) lies {side} this interval "
-                f"({format_value(values[1], unit)} to {format_value(values[2], unit)}): the interval is the {interval}, "
+                f"({format_value(values[1], unit)} to {format_value(values[2], unit)}): the interval is the "
+                f"{interval}, "
                 "a different summary than this estimate, so it need not contain it.")
     return {"quantity": quantity, "source": source, "estimate": values[0], "lower": values[1], "upper": values[2],
             "interval": interval, "unit": unit, "inside": inside, "note": note if inside is False else None}
@@ -117,7 +129,7 @@ def _sensitivity(ds) -> list[dict]:
                                       rate_out_band=float(v["bootstrap_rate_out_band"]))
             records.append(interval_record(
                 f"low-DIF reversal rate at anchor fraction {alpha:g}, gap <= {t:g} pp", observed, lower, upper,
-                unit="rate", note=note, source=f"sensitivity/bootstrap_lower,bootstrap_upper[{alpha:g},{t:g}]",
+                unit="rate", note=note, source=sensitivity_source(alpha, t),
                 interval=f"2.5th-97.5th percentiles of the recomposed rate over {ds.attrs['bootstrap']:,} "
                          "composition-bootstrap replicates (NT C.7), pairs frozen at this threshold"))
     return records
@@ -137,7 +149,7 @@ def _owners(owners) -> list[dict]:
                     "when their distribution is skewed or lumpy (few owners, or a few owners with large shifts); the "
                     "interval describes owner-resampling variability.")
         records.append(interval_record(f"mean score shift of {family} (pp)", est, lo, hi, interval=what, unit="pp",
-                                       source=f"owners/shift_lower,shift_upper[{family}]", note=note))
+                                       source=owner_source(family), note=note))
     return records
 
 
@@ -180,11 +192,11 @@ def _near_ties(table) -> list[dict]:
     outside = int((np.isfinite(lo) & ((gap < lo) | (gap > hi))).sum())
     note = None
     if outside:
-        note = (f"{outside:,} of {len(table):,} near-tie pairs have a full-score gap outside the 90% posterior interval "
-                "of their accuracy gap: the interval comes from the paired model (items both models answered, "
+        note = (f"{outside:,} of the {len(table):,} eligible pairs have a full-score gap outside the 90% posterior "
+                "interval of their accuracy gap: the interval comes from the paired model (items both models answered, "
                 "discordant items by item group, Jeffreys prior), the full-score gap from each model's own answered "
                 "items, and they need not agree when responses are missing or few items are discordant.")
-    return [{"quantity": "full-score gap of each near-tie pair (pp)", "source": NEAR_TIE_GAP_SOURCE,
+    return [{"quantity": "full-score gap of each eligible pair (pp)", "source": NEAR_TIE_GAP_SOURCE,
              "estimate": None, "lower": None, "upper": None, "unit": "pp", "pairs": int(len(table)), "outside": outside,
              "interval": "90% posterior interval of the pair's accuracy gap (paired model)", "inside": outside == 0,
              "note": note}]
@@ -197,8 +209,9 @@ def audit_intervals(result, summary: dict) -> list[dict]:
         c = result.controls.sel(pair_set="primary")
         records.append(interval_record(
             "matched-random median", float(c["median"]), float(c["lower"]), float(c["upper"]), unit="rate",
-            source="matched_random_interval", interval="2.5th-97.5th percentiles of the matched-random rates (NT C.6), "
-                                                       "a reference distribution for the low-DIF rate, not its interval"))
+            source="matched_random_interval",
+            interval="2.5th-97.5th percentiles of the matched-random rates (NT C.6), a reference distribution for the "
+                     "low-DIF rate, not its interval"))
     if result.composition is not None:
         records += _composition(result)
     if result.sensitivity is not None:

@@ -64,7 +64,8 @@ def audit_summary(result: AuditResult) -> dict:
     """The machine-readable summary (``summary.json``)."""
     summary = dict(result.summary)
     near_tie = [len(f.pairs[0]) for f in result.folds]
-    summary |= {"near_tie_pairs": int(sum(near_tie)), "anchor_tied_pairs": int(sum(near_tie)) - summary["eligible_pairs"],
+    summary |= {"near_tie_pairs": int(sum(near_tie)),
+                "anchor_tied_pairs": int(sum(near_tie)) - summary["eligible_pairs"],
                 "pair_count_definitions": PAIR_COUNTS}
     if result.controls is not None:
         c = result.controls.sel(pair_set="primary")

@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.audit.bayes import CONDITIONAL
+from bayesirt.audit.intervals import owner_source, sensitivity_source
 from bayesirt.report.audit_posterior import posterior_lines
 from bayesirt.report.audit_sections import matched_section, profiles_section, replication_section
 from bayesirt.report.intervals import Notes
@@ -84,7 +85,7 @@ def _owner_shifts(owners: xr.Dataset, notes: Notes) -> list[str]:
         "family": families,
         "mean shift, pp (2.5-97.5%)": [
             f"{100 * float(o['observed_shift']):+.2f} ({100 * float(o['shift_lower']):+.2f} to "
-            f"{100 * float(o['shift_upper']):+.2f})" + notes.mark(f"owners/shift_lower,shift_upper[{f}]")
+            f"{100 * float(o['shift_upper']):+.2f})" + notes.mark(owner_source(f))
             for f, o in ((f, owners.sel(family=f)) for f in families)],
         "records": owners["records"].values,
         "owners": owners["owners"].values,
@@ -122,7 +123,8 @@ def _bayes_section(bayes: dict, result, notes: Notes) -> list[str]:
                  ("low-DIF reversal rate, median (90% interval)", f"{_pct(rate[1])} ({_pct(rate[0])}-{_pct(rate[2])})"
                   + notes.mark("bayes/low_dif_reversal_rate_q05_q50_q95")),
                  ("excess over the draw's own matched-random median, median (90% interval)",
-                  f"{excess[1]:+.1f} pp ({excess[0]:+.1f} to {excess[2]:+.1f})" + notes.mark("bayes/excess_pp_q05_q50_q95")),
+                  f"{excess[1]:+.1f} pp ({excess[0]:+.1f} to {excess[2]:+.1f})"
+                  + notes.mark("bayes/excess_pp_q05_q50_q95")),
                  ("randomization p computed with each draw's anchors against its own matched-random subtests: "
                   "median (90% interval over the draws); the distribution of a p-value over the DIF posterior, not a "
                   "posterior probability", "{:.3g} ({:.3g}-{:.3g})".format(*_median_first(bayes["draw_p_value_q05_q50_q95"]))
@@ -154,7 +156,7 @@ def _sensitivity_section(ds: xr.Dataset, figure: str | None, notes: Notes) -> li
             rows.append({"anchor fraction": f"{alpha:g}", "gap <= (pp)": f"{t:g}", "eligible pairs": int(v["eligible"]),
                          "low-DIF (bootstrap range)": f"{_pct(float(v['low_dif_rate']))} "
                          f"({_pct(float(v['bootstrap_lower']))}-{_pct(float(v['bootstrap_upper']))})"
-                         + notes.mark(f"sensitivity/bootstrap_lower,bootstrap_upper[{alpha:g},{t:g}]"),
+                         + notes.mark(sensitivity_source(alpha, t)),
                          "random median": _pct(float(v["random_median"])),
                          "excess (pp)": f"{100 * (float(v['low_dif_rate']) - float(v['random_median'])):+.1f}",
                          "p": f"{float(v['p_value']):.3g}"})

@@ -59,7 +59,8 @@ def plot_near_ties(table: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, *, notes: Notes | None = None) -> list[str]:
+def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, *,
+                    notes: Notes | None = None) -> list[str]:
     """report.md lines: what each probability is of and conditions on, the category counts and
     the top pairs of each category (a listed pair whose full-score gap lies outside its 90%
     accuracy-gap interval gets the note of ``summary.json["intervals"]``, from ``notes``)."""
