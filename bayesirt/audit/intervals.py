@@ -13,7 +13,9 @@ recomputes both scores, while the near-tie pairs stay frozen from the observed f
 resampling widens the frozen pairs' full-score gaps, and pairs further apart reverse less often,
 so the replicate rates centre below the observed one. The range describes how the rate moves when
 the benchmark is recomposed, not a confidence interval for the observed rate. The bootstrap's band
-counts (:func:`bayesirt.audit.bootstrap.composition_bootstrap`) give the numbers of each run.
+counts (:func:`bayesirt.audit.bootstrap.composition_bootstrap`) give the numbers of each run: on
+the Open LLM Leaderboard MMLU file (issue 32: 42.3% against 16.6-40.2%, replicate mean 27.7%),
+20% of the eligible pair-replicates stay within 1 pp and reverse at 41.7%, the rest at 24.0%.
 The bootstrap's tau-b range tends to lie below the observed tau-b for a second reason: a
 replicate holds about 63% of the distinct units (1 - 1/e), some several times, so both scores
 rest on fewer distinct items and agree less in rank (on the simulated DIF benchmark of the tests,
@@ -61,8 +63,7 @@ def interval_record(quantity: str, estimate, lower, upper, *, interval: str, sou
         side = "above" if values[0] > values[2] else "below"
         note = (f"The {quantity} ({format_value(values[0], unit)}) lies {side} this interval "
                 f"({format_value(values[1], unit)} to {format_value(values[2], unit)}): the interval is the "
-                f"{interval}, "
-                "a different summary than this estimate, so it need not contain it.")
+                f"{interval}, a different summary than this estimate, so it need not contain it.")
     return {"quantity": quantity, "source": source, "estimate": values[0], "lower": values[1], "upper": values[2],
             "interval": interval, "unit": unit, "inside": inside, "note": note if inside is False else None}
 
