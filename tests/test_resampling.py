@@ -283,3 +283,41 @@ def test_one_and_two_workers_give_identical_controls(folds, monkeypatch):
     monkeypatch.setattr(resampling, "CONTROL_BLOCK", 3)  # several tasks per worker
     cluster = matched_random_controls(folds, replicates=8, epsilon=EPSILON, seed=12, workers=2, progress=False)
     assert serial.identical(cluster)
+
+
+def test_composition_bootstrap_band_counts_by_hand(folds):
+    # The band diagnostics of the report's note: among each replicate's eligible pairs, those whose
+    # recomposed full gap is still <= epsilon, counted and reversed with the same rule.
+    groups = np.arange(40) % 5
+    boot = composition_bootstrap(folds, item_group=groups, replicates=30, seed=3, epsilon=EPSILON, workers=1,
+                                 progress=False)
+    counts = boot["multiplicity"].values
+    inside = np.zeros((2, 30), int)
+    reversed_in = np.zeros((2, 30), int)
+    for h, fold in enumerate(folds):
+        full, anchor = (recomposed_scores(fold.y, w, groups, counts, observed=fold.observed)
+                        for w in (np.ones(40), fold.anchor_weights))
+        for i, j in zip(*fold.pairs, strict=True):
+            for r in range(30):
+                d_full, d_anchor = full[r, i] - full[r, j], anchor[r, i] - anchor[r, j]
+                if abs(d_full) > 1e-12 and abs(d_anchor) > 1e-12 and abs(d_full) <= EPSILON + 1e-9:
+                    inside[h, r] += 1
+                    reversed_in[h, r] += d_full * d_anchor < 0
+    primary = boot.sel(pair_set="primary")
+    np.testing.assert_array_equal(primary["eligible_in_band"], inside)
+    np.testing.assert_array_equal(primary["reversed_in_band"], reversed_in)
+    eligible, reversed_ = int(primary["eligible"].sum()), int(primary["reversed"].sum())
+    assert float(primary["in_band_share"]) == pytest.approx(inside.sum() / eligible)
+    assert float(primary["rate_in_band"]) == pytest.approx(reversed_in.sum() / inside.sum())
+    assert float(primary["rate_out_band"]) == pytest.approx((reversed_ - reversed_in.sum())
+                                                             / (eligible - inside.sum()))
+    assert float(primary["rate_mean"]) == pytest.approx(np.nanmean(primary["rate"].values))
+    assert float(primary["band"]) == EPSILON and boot.attrs["unit_count"] == 5
+    # A named band applies to its own pair set only; an unknown name is refused.
+    wide = composition_bootstrap(folds, item_group=groups, replicates=30, seed=3, epsilon=EPSILON,
+                                 bands={"within": 1.0}, workers=1, progress=False)
+    assert float(wide["band"].sel(pair_set="within")) == 1.0
+    np.testing.assert_array_equal(wide["eligible_in_band"].sel(pair_set="within"),
+                                  wide["eligible"].sel(pair_set="within"))
+    with pytest.raises(DataError, match="bands names"):
+        composition_bootstrap(folds, replicates=3, bands={"nope": 0.1}, progress=False)

@@ -16,8 +16,9 @@ import xarray as xr
 from scipy import sparse
 
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_number
 from bayesirt.utils.parallel import parallel_map
-from bayesirt.audit.ranking import prepared_responses
+from bayesirt.audit.ranking import GAP_TOLERANCE, TIE_TOLERANCE, prepared_responses
 from bayesirt.audit.resampling import (check_integer, fold_statistics, pack_folds, percentile_range,
                                  replicate_dataset, control_blocks)
 
@@ -26,6 +27,8 @@ __all__ = ["bootstrap_units", "recomposed_scores", "composition_bootstrap", "own
 
 #: Replicates per parallel task (results do not depend on it).
 BOOTSTRAP_BLOCK = 100
+#: Replicate x pair differences formed at once when counting the pairs still within their band.
+_PAIR_CHUNK = 2**18
 #: Item groups needed for groups to be the bootstrap units (NT C.7); else contiguous clusters.
 MIN_GROUP_UNITS = 5
 CLUSTERS = 100
@@ -104,24 +107,50 @@ def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarra
     return _recomposed(_unit_totals(yobs, obs, w, unit.astype(np.intp), n.shape[1]), n.astype(np.float64))
 
 
-def _bootstrap_task(task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _in_band(pair_sets, bands, full, anchor) -> tuple[np.ndarray, np.ndarray]:
+    """Eligible and reversed counts (set, replicate) among the pairs whose recomposed full gap stays
+    within their set's band (the same eligibility and reversal rule as
+    :func:`bayesirt.audit.ranking.reversal_counts`); pairs are taken in chunks to bound memory."""
+    eligible, reversed_ = np.zeros((len(pair_sets), full.shape[0]), np.int64), np.zeros((len(pair_sets), full.shape[0]),
+                                                                                     np.int64)
+    full_t, anchor_t = np.ascontiguousarray(full.T), np.ascontiguousarray(anchor.T)
+    step = max(1, _PAIR_CHUNK // max(1, full.shape[0]))
+    for s, ((i, j), band) in enumerate(zip(pair_sets, bands, strict=True)):
+        for start in range(0, i.size, step):
+            a, b = i[start:start + step], j[start:start + step]
+            d_full, d_anchor = full_t[a] - full_t[b], anchor_t[a] - anchor_t[b]
+            ok = (np.abs(d_full) > TIE_TOLERANCE) & (np.abs(d_anchor) > TIE_TOLERANCE)  # NaN compares False
+            ok &= np.abs(d_full) <= band + GAP_TOLERANCE
+            eligible[s] += ok.sum(axis=0)
+            reversed_[s] += (ok & (d_full * d_anchor < 0)).sum(axis=0)
+    return eligible, reversed_
+
+
+def _bootstrap_task(task) -> tuple[np.ndarray, ...]:
     """Bootstrap statistics of the replicates in ``multiplicities``: counts (set, fold, replicate),
-    tau-b (fold, replicate); ``folds`` holds (pair sets, full-score unit totals, anchor unit totals)."""
-    folds, multiplicities = task
-    out = [fold_statistics(pair_sets, _recomposed(full, multiplicities), _recomposed(anchor, multiplicities))
-           for pair_sets, full, anchor in folds]
-    return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(3))
+    tau-b (fold, replicate), and the counts among pairs still within their band (set, fold,
+    replicate); ``folds`` holds (pair sets, full-score unit totals, anchor unit totals)."""
+    folds, bands, multiplicities = task
+    out = []
+    for pair_sets, full, anchor in folds:
+        full_r, anchor_r = _recomposed(full, multiplicities), _recomposed(anchor, multiplicities)
+        out.append((*fold_statistics(pair_sets, full_r, anchor_r), *_in_band(pair_sets, bands, full_r, anchor_r)))
+    return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(5))
 
 
-def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, seed: int = 0,
-                          workers: int | None = None, scheduler: str | None = None,
+def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, seed: int = 0, epsilon: float = 0.01,
+                          bands=None, workers: int | None = None, scheduler: str | None = None,
                           progress: bool = True) -> xr.Dataset:
     """Recomposed near-tie reversal rate and tau-b over item-unit bootstrap replicates (NT C.7).
 
     Unit multiplicities ``N^(r) ~ Multinomial(B; 1/B, ..., 1/B)`` (eq. 37) recompose both the full
-    and the anchor score of every target model (eq. 38); pair sets stay frozen. In a replicate a pair
-    is eligible when untied under both bootstrap scores and reversed when their differences have
-    opposite signs; counts are pooled over folds per replicate, tau-b is averaged over folds.
+    and the anchor score of every target model (eq. 38); the anchor weights and the pair sets stay
+    frozen (NT: "the close-pair mask is defined once from the observed full scores"). In a
+    replicate a pair is eligible when untied under both bootstrap scores and reversed when their
+    differences have opposite signs; counts are pooled over folds per replicate, tau-b is averaged
+    over folds. The 2.5th-97.5th percentiles are a range of recomposed statistics, not a confidence
+    interval for the observed rate (NT Table 11): resampling moves the frozen pairs' full-score gaps,
+    so a replicate scores pairs that are no longer near ties. The ``*_in_band`` counts measure this.
 
     Parameters
     ----------
@@ -132,6 +161,10 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
     replicates : int, default 2000
     seed : int, default 0
         Seed of the one generator that draws every multiplicity.
+    epsilon : float, default 0.01
+        The full-score band the pairs were frozen with (``band`` of every pair set not in ``bands``).
+    bands : mapping of str to float, optional
+        The band of each named extra pair set (e.g. the thresholds of the sensitivity curves).
     workers, scheduler, progress
         Passed to :func:`bayesirt.utils.parallel.parallel_map` (blocks of :data:`BOOTSTRAP_BLOCK` replicates).
 
@@ -140,15 +173,26 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
     xarray.Dataset
         As :func:`matched_random_controls` for the per-replicate and observed variables (observed =
         all multiplicities 1), plus ``multiplicity`` (replicate, unit), ``unit`` (item), the 2.5th
-        and 97.5th percentiles ``rate_lower``, ``rate_upper`` (pair_set) and ``tau_lower``,
-        ``tau_upper`` of ``mean_tau_b``, and ``undefined`` (NaN rates left out of the percentiles;
-        a model left without anchor mass by missing cells has a NaN score in that replicate, its
-        pairs are ineligible and its fold's tau-b is NaN, also left out). Attribute ``units`` says
-        whether item groups or contiguous clusters were resampled.
+        and 97.5th percentiles ``rate_lower``, ``rate_upper`` and the mean ``rate_mean`` of the
+        defined replicate rates (pair_set), ``tau_lower``, ``tau_upper`` and ``tau_mean`` of
+        ``mean_tau_b``, and ``undefined`` (NaN rates left out of the percentiles; a model left
+        without anchor mass by missing cells has a NaN score in that replicate, its pairs are
+        ineligible and its fold's tau-b is NaN, also left out). Band diagnostics per pair set:
+        ``band``; ``eligible_in_band`` and ``reversed_in_band`` (pair_set, fold, replicate), the
+        counts among eligible pairs whose recomposed full gap is still <= ``band``;
+        ``in_band_share`` (their share of all eligible pair-replicates), ``rate_in_band`` and
+        ``rate_out_band`` (reversal rates pooled over replicates and folds within and beyond the
+        band; NaN without pairs). Attribute ``units`` says whether item groups or contiguous
+        clusters were resampled, ``unit_count`` how many.
     """
     replicates = check_integer(replicates, "replicates", "composition_bootstrap")
     seed = check_integer(seed, "seed", "composition_bootstrap", minimum=0)
+    check_number(epsilon, name="epsilon", caller="composition_bootstrap", low=0, low_open=True)
     packed, names = pack_folds(folds, "composition_bootstrap")
+    bands = dict(bands or {})
+    if set(bands) - set(names):
+        raise DataError(f"bands names {sorted(set(bands) - set(names))} are not pair sets of the folds ({names})")
+    band = np.array([float(bands.get(name, epsilon)) for name in names])
     units = bootstrap_units(item_group, items=packed[0].items)
     if units.size != packed[0].items:
         raise DataError(f"item_group has {units.size} labels but the folds have {packed[0].items} items")
@@ -156,24 +200,39 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
     multiplicities = np.random.default_rng(seed).multinomial(count, np.full(count, 1 / count), size=replicates)
     totals = tuple((fold.pair_sets, *(_unit_totals(*fold.responses(), w, units, count)
                                       for w in (np.ones(fold.items), fold.anchor_weights))) for fold in packed)
-    observed = _bootstrap_task((totals, np.ones((1, count))))
-    observed = [tuple(part[..., h, 0] for part in observed) for h in range(len(packed))]
-    tasks = [(totals, multiplicities[start:stop].astype(np.float64))
+    observed = _bootstrap_task((totals, band, np.ones((1, count))))
+    observed = [tuple(part[..., h, 0] for part in observed[:3]) for h in range(len(packed))]
+    tasks = [(totals, band, multiplicities[start:stop].astype(np.float64))
              for start, stop in control_blocks(replicates, block=BOOTSTRAP_BLOCK)]
     blocks = parallel_map(_bootstrap_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
                           description="composition bootstrap")
-    eligible, reversed_, tau = (np.concatenate([b[k] for b in blocks], axis=-1) for k in range(3))
+    eligible, reversed_, tau, in_eligible, in_reversed = (np.concatenate([b[k] for b in blocks], axis=-1)
+                                                          for k in range(5))
     result = replicate_dataset(names, eligible, reversed_, tau, observed)
     rate = result["rate"].values
     rate_range = np.array([percentile_range(r) for r in rate])
     result["rate_lower"], result["rate_upper"] = ("pair_set", rate_range[:, 0]), ("pair_set", rate_range[:, 1])
+    result["rate_mean"] = ("pair_set", np.array([np.nanmean(r) if np.isfinite(r).any() else np.nan for r in rate]))
     result["tau_lower"], result["tau_upper"] = percentile_range(result["mean_tau_b"])
+    taus = result["mean_tau_b"].values
+    result["tau_mean"] = float(np.nanmean(taus)) if np.isfinite(taus).any() else np.nan
     result["undefined"] = ("pair_set", np.isnan(rate).sum(axis=1))
+    result["band"] = ("pair_set", band)
+    result["eligible_in_band"] = (("pair_set", "fold", "replicate"), in_eligible)
+    result["reversed_in_band"] = (("pair_set", "fold", "replicate"), in_reversed)
+    totals_in = in_eligible.sum(axis=(1, 2)), in_reversed.sum(axis=(1, 2))
+    totals_all = eligible.sum(axis=(1, 2)), reversed_.sum(axis=(1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result["in_band_share"] = ("pair_set", np.where(totals_all[0] > 0, totals_in[0] / totals_all[0], np.nan))
+        result["rate_in_band"] = ("pair_set", np.where(totals_in[0] > 0, totals_in[1] / totals_in[0], np.nan))
+        beyond = totals_all[0] - totals_in[0]
+        result["rate_out_band"] = ("pair_set", np.where(beyond > 0, (totals_all[1] - totals_in[1]) / beyond, np.nan))
     result["multiplicity"] = (("replicate", "unit"), multiplicities)
     result["unit"] = ("item", units)
     groups = 1 if item_group is None else pd.unique(np.asarray(item_group)).size
     kind = "item groups" if groups >= MIN_GROUP_UNITS else "contiguous clusters"
-    result.attrs.update(seed=seed, replicates=replicates, units=kind, reference="NT C.7 (eq. 37-38)")
+    result.attrs.update(seed=seed, replicates=replicates, units=kind, unit_count=count,
+                        reference="NT C.7 (eq. 37-38)")
     return result
 
 

@@ -9,11 +9,22 @@ import numpy as np
 import xarray as xr
 
 from bayesirt.audit.bayes import CONDITIONAL
+from bayesirt.audit.intervals import audit_intervals
 from bayesirt.audit.near_ties import near_ties_dataset
 from bayesirt.audit.result import AuditResult, FoldResult
 from bayesirt.utils.outputs import to_json
 
-__all__ = ["audit_summary", "audit_tree"]
+__all__ = ["audit_summary", "audit_tree", "PAIR_COUNTS"]
+
+#: The two pair counts of the audit (summary.json ``pair_count_definitions``; NT eq. 39).
+PAIR_COUNTS = {
+    "near_tie_pairs": "pairs of target models with different owners and different families whose observed full "
+                      "scores differ by more than 0 and at most epsilon, pooled over folds; frozen from the observed "
+                      "full scores for every control, bootstrap and posterior draw",
+    "eligible_pairs": "near-tie pairs not tied under the low-DIF anchor score either: the denominator of the "
+                      "low-DIF reversal rate (NT eq. 39-41)",
+    "anchor_tied_pairs": "near_tie_pairs - eligible_pairs: near-tie pairs tied under the low-DIF anchor score",
+}
 
 
 def _fold_dataset(fold: FoldResult, item_ids, item_group, families) -> xr.Dataset:
@@ -52,6 +63,10 @@ def _fold_dataset(fold: FoldResult, item_ids, item_group, families) -> xr.Datase
 def audit_summary(result: AuditResult) -> dict:
     """The machine-readable summary (``summary.json``)."""
     summary = dict(result.summary)
+    near_tie = [len(f.pairs[0]) for f in result.folds]
+    summary |= {"near_tie_pairs": int(sum(near_tie)),
+                "anchor_tied_pairs": int(sum(near_tie)) - summary["eligible_pairs"],
+                "pair_count_definitions": PAIR_COUNTS}
     if result.controls is not None:
         c = result.controls.sel(pair_set="primary")
         summary |= {"matched_random_median": float(c["median"]), "matched_random_interval": [float(c["lower"]),
@@ -61,18 +76,24 @@ def audit_summary(result: AuditResult) -> dict:
     if result.composition is not None:
         b = result.composition.sel(pair_set="primary")
         summary |= {"bootstrap_rate_range": [float(b["rate_lower"]), float(b["rate_upper"])],
+                    "bootstrap_rate_mean": float(b["rate_mean"]),
                     "bootstrap_tau_b_range": [float(result.composition["tau_lower"]),
-                                              float(result.composition["tau_upper"])]}
+                                              float(result.composition["tau_upper"])],
+                    "bootstrap_units": f"{result.composition.attrs['unit_count']} "
+                                       f"{result.composition.attrs['units']}",
+                    "bootstrap_band": {k: float(b[k]) for k in ("in_band_share", "rate_in_band", "rate_out_band")}}
     summary |= {
         "folds": [{"audit_fold": f.audit_fold, "selected_k": f.selection.k, "best_k": f.selection.k_best,
                    "dimension_cv": f.selection.table.to_dict(orient="records"),
-                   "anchors": int(f.purification.selected.sum()), "eligible_pairs": f.eligible,
+                   "anchors": int(f.purification.selected.sum()), "near_tie_pairs": len(f.pairs[0]),
+                   "eligible_pairs": f.eligible,
                    "reversals": f.reversed, "tau_b": f.tau_b, "target_models": len(f.target),
                    "purification": f.purification.rounds.to_dict(orient="records")} for f in result.folds],
         "warnings": result.warnings,
         "config": asdict(result.config),
         "timings_s": {k: round(v, 3) for k, v in result.timings.items()},
     }
+    summary["intervals"] = audit_intervals(result, summary)
     return summary
 
 

@@ -257,7 +257,8 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
         t = time.perf_counter()
         if config.bootstrap:
             result.composition = composition_bootstrap(fold_inputs, item_group=item_group,
-                                                       replicates=config.bootstrap, seed=seeds[3], workers=workers,
+                                                       replicates=config.bootstrap, seed=seeds[3],
+                                                       epsilon=config.epsilon, workers=workers,
                                                        scheduler=scheduler, progress=progress)
         timings["bootstrap_s"] = time.perf_counter() - t
         purifications = None

@@ -74,14 +74,18 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
     xarray.Dataset
         Dims ``alpha`` and ``threshold`` (in pp): ``low_dif_rate``, ``eligible``, ``random_median``,
         ``random_lower``, ``random_upper``, ``excess_pp``, ``p_value``, ``bootstrap_lower``,
-        ``bootstrap_upper``; ``anchors`` (alpha, fold).
+        ``bootstrap_upper``, ``bootstrap_mean`` and the band diagnostics ``bootstrap_in_band_share``,
+        ``bootstrap_rate_in_band``, ``bootstrap_rate_out_band`` (``in_band_share``, ... of
+        :func:`bayesirt.audit.bootstrap.composition_bootstrap`, each pair set's band its threshold);
+        ``anchors`` (alpha, fold).
     """
     extra = [{_label(e): near_tie_pairs(f.target["full"].to_numpy(), f.target["owner"].to_numpy(),
                                         f.target["family"].to_numpy(), epsilon=e) for e in thresholds} for f in folds]
     names = [_label(e) for e in thresholds]
     out = {k: np.full((len(fractions), len(thresholds)), np.nan) for k in
            ("low_dif_rate", "eligible", "random_median", "random_lower", "random_upper", "excess_pp", "p_value",
-            "bootstrap_lower", "bootstrap_upper")}
+            "bootstrap_lower", "bootstrap_upper", "bootstrap_mean", "bootstrap_in_band_share", "bootstrap_rate_in_band",
+            "bootstrap_rate_out_band")}
     anchors = np.zeros((len(fractions), len(folds)), dtype=np.int64)
     if purifications is None:
         purifications = fraction_purifications(folds, audit_halves, alpha=alpha, fractions=fractions)
@@ -98,11 +102,15 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
         ctrl = matched_random_controls(inputs, replicates=controls, seed=seeds["controls"], epsilon=epsilon,
                                        workers=workers, scheduler=scheduler, progress=progress).sel(pair_set=names)
         boot = composition_bootstrap(inputs, item_group=item_group, replicates=bootstrap, seed=seeds["bootstrap"],
-                                     workers=workers, scheduler=scheduler, progress=progress).sel(pair_set=names)
+                                     epsilon=epsilon, bands=dict(zip(names, thresholds, strict=True)), workers=workers,
+                                     scheduler=scheduler, progress=progress).sel(pair_set=names)
         for key, source in (("low_dif_rate", ctrl["observed_rate"]), ("random_median", ctrl["median"]),
                             ("random_lower", ctrl["lower"]), ("random_upper", ctrl["upper"]),
                             ("excess_pp", ctrl["excess_pp"]), ("p_value", ctrl["p_value"]),
-                            ("bootstrap_lower", boot["rate_lower"]), ("bootstrap_upper", boot["rate_upper"])):
+                            ("bootstrap_lower", boot["rate_lower"]), ("bootstrap_upper", boot["rate_upper"]),
+                            ("bootstrap_mean", boot["rate_mean"]), ("bootstrap_in_band_share", boot["in_band_share"]),
+                            ("bootstrap_rate_in_band", boot["rate_in_band"]),
+                            ("bootstrap_rate_out_band", boot["rate_out_band"])):
             out[key][a] = source.values
         out["eligible"][a] = ctrl["observed_eligible"].sum("fold").values
     coords = {"alpha": list(fractions), "threshold": [100 * e for e in thresholds], "fold": [f.audit_fold for f in folds]}

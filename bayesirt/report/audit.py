@@ -13,8 +13,10 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.audit.bayes import CONDITIONAL
+from bayesirt.audit.intervals import owner_source, sensitivity_source
 from bayesirt.report.audit_posterior import posterior_lines
 from bayesirt.report.audit_sections import matched_section, profiles_section, replication_section
+from bayesirt.report.intervals import Notes
 from bayesirt.report.markdown import (
     markdown_table,  # noqa: E402
     reading_lines,
@@ -28,31 +30,46 @@ def _pct(value: float) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{100 * value:.1f}%"
 
 
-def _headline(summary: dict) -> list[str]:
-    rows = [("near-tie pairs (different owner and family, full-score gap <= "
-             f"{100 * summary['config']['epsilon']:g} pp), pooled over folds", f"{summary['eligible_pairs']:,}"),
-            ("strict reversals under the low-DIF anchor score", f"{summary['reversals']:,}"),
-            ("low-DIF reversal rate", _pct(summary["low_dif_reversal_rate"]))]
+def _headline(summary: dict, notes: Notes) -> list[str]:
+    eps = f"{100 * summary['config']['epsilon']:g}"
+    near = summary.get("near_tie_pairs", summary["eligible_pairs"])
+    rows = [(f"near-tie pairs: different owner and family, 0 < full-score gap <= {eps} pp, frozen from the observed "
+             "full scores, pooled over folds", f"{near:,}"),
+            ("eligible pairs: the near-tie pairs also untied under the low-DIF anchor score (the rate's denominator; "
+             "NT Table 1's \"near-tie pairs\" column)",
+             f"{summary['eligible_pairs']:,} ({near - summary['eligible_pairs']:,} tied under the anchor score)"),
+            ("strict reversals under the low-DIF anchor score, among the eligible pairs", f"{summary['reversals']:,}"),
+            ("low-DIF reversal rate (reversals / eligible pairs)", _pct(summary["low_dif_reversal_rate"]))]
     if "excess_pp" in summary:
         lo, hi = summary["matched_random_interval"]
-        rows += [("matched-random median (2.5-97.5%)", f"{_pct(summary['matched_random_median'])} "
-                  f"({_pct(lo)}-{_pct(hi)})"),
+        rows += [("matched-random median (2.5-97.5th percentiles of the random subtests' rates)",
+                  f"{_pct(summary['matched_random_median'])} ({_pct(lo)}-{_pct(hi)})"
+                  + notes.mark("matched_random_interval")),
                  ("excess reversals", f"{summary['excess_pp']:+.1f} pp"),
                  ("one-sided randomization p (plus-one)", f"{summary['p_value']:.4g} "
                   f"(smallest possible {summary['min_resolvable_p']:.4g})")]
+    tau = f"{summary['mean_tau_b']:.3f}"
     if "bootstrap_rate_range" in summary:
-        rows += [("composition-bootstrap range of the rate", f"{_pct(summary['bootstrap_rate_range'][0])}-"
-                  f"{_pct(summary['bootstrap_rate_range'][1])}")]
-    rows += [("mean fold Kendall tau-b (full vs anchor score)", f"{summary['mean_tau_b']:.3f}"),
-             ("all-cross-family reversal rate", _pct(summary["all_cross_family_reversal_rate"])),
+        lo, hi = summary["bootstrap_rate_range"]
+        rows += [(f"low-DIF reversal rate (composition-bootstrap range: 2.5-97.5th percentiles of the rate recomputed "
+                  f"on {summary['config']['bootstrap']:,} recomposed benchmarks, {summary['bootstrap_units']} "
+                  "resampled, pairs frozen; NT C.7)",
+                  f"{_pct(summary['low_dif_reversal_rate'])} ({_pct(lo)}-{_pct(hi)}); replicate mean "
+                  f"{_pct(summary['bootstrap_rate_mean'])}" + notes.mark("bootstrap_rate_range"))]
+        lo, hi = summary["bootstrap_tau_b_range"]
+        tau = f"{summary['mean_tau_b']:.3f} ({lo:.3f}-{hi:.3f})" + notes.mark("bootstrap_tau_b_range")
+    rows += [("mean fold Kendall tau-b, full vs anchor score"
+              + (" (composition-bootstrap range)" if "bootstrap_tau_b_range" in summary else ""), tau),
+             ("all-cross-family reversal rate (different owner and family, any full-score gap)",
+              _pct(summary["all_cross_family_reversal_rate"])),
              ("selected K per audit fold", " / ".join(map(str, summary["selected_k"]))),
              ("anchors per audit fold", " / ".join(map(str, summary["anchor_counts"])))]
-    return [markdown_table(pd.DataFrame(rows, columns=["quantity", "value"])), ""]
+    return [markdown_table(pd.DataFrame(rows, columns=["quantity", "value"])), "", *notes.lines()]
 
 
 def _within_section(w: dict) -> list[str]:
     table = pd.DataFrame([{
-        "within-family pairs": f"{w['within_pairs']:,}",
+        "eligible within-family pairs": f"{w['within_pairs']:,}",
         "within low-DIF / random": f"{_pct(w['within_rate'])} / {_pct(w['within_median'])}",
         "within excess (pp)": f"{w['within_excess_pp']:+.1f}", "p within": f"{w['within_p']:.3g}",
         "specificity (pp)": f"{w['specificity_pp']:+.1f}", "p specificity": f"{w['specificity_p']:.3g}"}])
@@ -62,21 +79,24 @@ def _within_section(w: dict) -> list[str]:
             markdown_table(table), ""]
 
 
-def _owner_shifts(owners: xr.Dataset) -> list[str]:
+def _owner_shifts(owners: xr.Dataset, notes: Notes) -> list[str]:
+    families = owners["family"].values
     table = pd.DataFrame({
-        "family": owners["family"].values,
-        "mean shift (pp)": 100 * owners["observed_shift"].values,
-        "2.5%": 100 * owners["shift_lower"].values,
-        "97.5%": 100 * owners["shift_upper"].values,
+        "family": families,
+        "mean shift, pp (2.5-97.5%)": [
+            f"{100 * float(o['observed_shift']):+.2f} ({100 * float(o['shift_lower']):+.2f} to "
+            f"{100 * float(o['shift_upper']):+.2f})" + notes.mark(owner_source(f))
+            for f, o in ((f, owners.sel(family=f)) for f in families)],
         "records": owners["records"].values,
         "owners": owners["owners"].values,
     })
     return ["## Family score shifts (anchor minus full), owner bootstrap", "",
-            f"{owners.sizes['replicate']:,} owner resamples (NT D.1 eq. 57-58): intervals for each family's mean shift.",
-            "", markdown_table(table.round(2)), ""]
+            f"{owners.sizes['replicate']:,} owner resamples (NT D.1 eq. 57-58): each family's mean shift over its "
+            "scored representatives, with the 2.5th-97.5th percentiles of its owner-resampled means.",
+            "", markdown_table(table), "", *notes.lines()]
 
 
-def _bayes_section(bayes: dict, result) -> list[str]:
+def _bayes_section(bayes: dict, result, notes: Notes) -> list[str]:
     rate, excess = bayes["low_dif_reversal_rate_q05_q50_q95"], bayes["excess_pp_q05_q50_q95"]
     bootstrap = bayes["method"] == "bootstrap"
     if bootstrap:
@@ -100,42 +120,51 @@ def _bayes_section(bayes: dict, result) -> list[str]:
              "blueprint-matched random subtests drawn from that draw's own cells (the same random keys in every draw). "
              + scope, "",
              markdown_table(pd.DataFrame([
-                 ("low-DIF reversal rate, median (90% interval)", f"{_pct(rate[1])} ({_pct(rate[0])}-{_pct(rate[2])})"),
+                 ("low-DIF reversal rate, median (90% interval)", f"{_pct(rate[1])} ({_pct(rate[0])}-{_pct(rate[2])})"
+                  + notes.mark("bayes/low_dif_reversal_rate_q05_q50_q95")),
                  ("excess over the draw's own matched-random median, median (90% interval)",
-                  f"{excess[1]:+.1f} pp ({excess[0]:+.1f} to {excess[2]:+.1f})"),
+                  f"{excess[1]:+.1f} pp ({excess[0]:+.1f} to {excess[2]:+.1f})"
+                  + notes.mark("bayes/excess_pp_q05_q50_q95")),
                  ("randomization p computed with each draw's anchors against its own matched-random subtests: "
                   "median (90% interval over the draws); the distribution of a p-value over the DIF posterior, not a "
-                  "posterior probability", "{:.3g} ({:.3g}-{:.3g})".format(*_median_first(bayes["draw_p_value_q05_q50_q95"]))),
+                  "posterior probability", "{:.3g} ({:.3g}-{:.3g})".format(*_median_first(bayes["draw_p_value_q05_q50_q95"]))
+                  + notes.mark("bayes/draw_p_value_q05_q50_q95")),
                  ("share of the posterior draws whose randomization p is <= .05", f"{bayes['share_draws_p_le_05']:.3f}"),
                  ("draws whose DIF Newton fit stopped at its step cap, per fold",
                   " / ".join(str(v) for v in bayes.get("newton_capped_draws", []))),
                  ("share of items with anchor probability < .05 or > .95, per fold",
                   " / ".join(f"{v:.2f}" for v in bayes["anchor_probability_decisive_share"])),
                  *rows,
-             ], columns=["quantity", "value"])), ""]
+             ], columns=["quantity", "value"])), "", *notes.lines()]
     lines += ["Every interval here is " + CONDITIONAL + ".", ""]
     pairs = pd.concat([f.posterior[["reversal_probability"]].to_dataframe().assign(fold=f.audit_fold)
                        for f in result.folds])
     uncertain = pairs["reversal_probability"].between(0.1, 0.9).mean() if len(pairs) else np.nan
+    eligible = sum(f.eligible for f in result.folds)
     lines += [f"Near-tie pairs whose reversal is uncertain (posterior probability between .1 and .9): "
-              f"{_pct(uncertain)} of {len(pairs):,}.", ""]
+              f"{_pct(uncertain)} of the {len(pairs):,} near-tie pairs (all of them: the {eligible:,} eligible pairs "
+              f"and the {len(pairs) - eligible:,} tied under the deterministic anchor score, which a draw's anchors "
+              "can untie; a tie counts as not reversed).", ""]
     return lines
 
 
-def _sensitivity_section(ds: xr.Dataset, figure: str | None) -> list[str]:
+def _sensitivity_section(ds: xr.Dataset, figure: str | None, notes: Notes) -> list[str]:
     rows = []
     for alpha in ds["alpha"].values:
         for t in ds["threshold"].values:
             v = ds.sel(alpha=alpha, threshold=t)
-            rows.append({"anchor fraction": f"{alpha:g}", "gap <= (pp)": f"{t:g}", "pairs": int(v["eligible"]),
-                         "low-DIF": _pct(float(v["low_dif_rate"])), "random median": _pct(float(v["random_median"])),
+            rows.append({"anchor fraction": f"{alpha:g}", "gap <= (pp)": f"{t:g}", "eligible pairs": int(v["eligible"]),
+                         "low-DIF (bootstrap range)": f"{_pct(float(v['low_dif_rate']))} "
+                         f"({_pct(float(v['bootstrap_lower']))}-{_pct(float(v['bootstrap_upper']))})"
+                         + notes.mark(sensitivity_source(alpha, t)),
+                         "random median": _pct(float(v["random_median"])),
                          "excess (pp)": f"{100 * (float(v['low_dif_rate']) - float(v['random_median'])):+.1f}",
-                         "p": f"{float(v['p_value']):.3g}",
-                         "bootstrap range": f"{_pct(float(v['bootstrap_lower']))}-{_pct(float(v['bootstrap_upper']))}"})
+                         "p": f"{float(v['p_value']):.3g}"})
     lines = ["## Score-gap thresholds and anchor fractions (NT B.4-B.5)", "",
              "Pairs frozen at each threshold from the observed full scores; controls and bootstrap recomputed on the "
-             "primary run's replicate streams; anchors rebuilt for each fraction with K frozen.", "",
-             markdown_table(pd.DataFrame(rows)), ""]
+             "primary run's replicate streams; anchors rebuilt for each fraction with K frozen. The bootstrap range "
+             "is the 2.5-97.5th percentiles of the recomposed rate (NT C.7), not a confidence interval for the "
+             "low-DIF rate.", "", markdown_table(pd.DataFrame(rows)), "", *notes.lines()]
     return lines + ([f"![Reversal rate by score gap]({figure})", ""] if figure else [])
 
 
@@ -175,11 +204,13 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
     lines += reading_lines(responses)
     if summary["status"] != "estimated":
         lines += [f"Not estimable: {summary['reason']}.", ""]
-    lines += ["## Primary result", "", *_headline(summary)]
+    notes = Notes(summary.get("intervals", []))
+    lines += ["## Primary result", "", *_headline(summary, notes)]
     if figure:
         lines += [f"![Matched-random controls]({figure})", ""]
     fold_rows = [{"audit fold": f["audit_fold"], "selected K": f["selected_k"], "best-loss K": f["best_k"],
-                  "anchors": f["anchors"], "target models": f["target_models"], "eligible pairs": f["eligible_pairs"],
+                  "anchors": f["anchors"], "target models": f["target_models"],
+                  "near-tie pairs": f.get("near_tie_pairs", "n/a"), "eligible pairs": f["eligible_pairs"],
                   "reversals": f["reversals"], "tau-b": round(f["tau_b"], 4),
                   "Jaccard rounds 2/3": " / ".join(f"{r['jaccard_with_previous']:.2f}" for r in f["purification"][1:])}
                  for f in summary["folds"]]
@@ -190,9 +221,9 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
     if "within_family" in summary:
         lines += _within_section(summary["within_family"]) + posterior_lines(result, "specificity")
     if result.sensitivity is not None:
-        lines += _sensitivity_section(result.sensitivity, curve) + posterior_lines(result, "sensitivity")
+        lines += _sensitivity_section(result.sensitivity, curve, notes) + posterior_lines(result, "sensitivity")
     if result.owners is not None:
-        lines += _owner_shifts(result.owners)
+        lines += _owner_shifts(result.owners, notes)
     if result.perturbations is not None:
         table = result.perturbations.copy()
         for col in ("low_dif_rate", "random_median"):
@@ -210,9 +241,9 @@ def audit_report(result, summary: dict, responses: xr.Dataset, figure: str | Non
         lines += (replication_section(rep["signatures"], rep["groups"], rep["contributions"]) + [""]
                   + posterior_lines(result, "signatures"))
     if "bayes" in summary:
-        lines += _bayes_section(summary["bayes"], result)
+        lines += _bayes_section(summary["bayes"], result, notes)
     if getattr(result, "near_ties", None) is not None:
-        lines += near_ties_lines(result.near_ties, summary["bayes"]["near_ties"], near_ties_figure)
+        lines += near_ties_lines(result.near_ties, summary["bayes"]["near_ties"], near_ties_figure, notes=notes)
     if summary["warnings"]:
         lines += ["## Warnings", "", *[f"- {w}" for w in summary["warnings"]], ""]
     cfg = summary["config"]

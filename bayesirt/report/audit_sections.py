@@ -53,7 +53,7 @@ def matched_section(ds: xr.Dataset) -> list[str]:
         :func:`discrimination_matched_controls` output.
     """
     reversals = pd.DataFrame([{
-        "pair set": str(name), "near-tie pairs": int(s["observed_eligible"].sum()),
+        "pair set": str(name), "eligible pairs": int(s["observed_eligible"].sum()),
         "low-DIF (%)": 100 * float(s["observed_rate"]), "control median (%)": 100 * float(s["median"]),
         "excess (pp)": f"{float(s['excess_pp']):+.1f}", "p": f"{float(s['p_value']):.3g}"}
         for name, s in ((n, ds.sel(pair_set=n)) for n in ds["pair_set"].values)])

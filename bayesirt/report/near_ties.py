@@ -12,7 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bayesirt.audit.intervals import NEAR_TIE_GAP_SOURCE  # noqa: E402
 from bayesirt.audit.near_ties import CATEGORIES, COLUMN_NOTES, RESOLVED, ROBUST, SENSITIVE_P  # noqa: E402
+from bayesirt.report.intervals import Notes  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
 __all__ = ["plot_near_ties", "near_ties_lines", "TOP_PAIRS"]
@@ -57,9 +59,13 @@ def plot_near_ties(table: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) -> list[str]:
+def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, *,
+                    notes: Notes | None = None) -> list[str]:
     """report.md lines: what each probability is of and conditions on, the category counts and
-    the top pairs of each category."""
+    the top pairs of each category (a listed pair whose full-score gap lies outside its 90%
+    accuracy-gap interval gets the note of ``summary.json["intervals"]``, from ``notes``)."""
+    notes = notes or Notes([])
+    record = notes.record(NEAR_TIE_GAP_SOURCE)
     counts = info["counts"]
     called = info.get("called", 0)
     share = info.get("called_mcnemar_p_le_10")
@@ -95,10 +101,11 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) 
         top = sel.sort_values(by, ascending=ascending, kind="stable").head(TOP_PAIRS)
         shown = pd.DataFrame({"fold": top["fold"], "a (higher full score)": top["model_a"] + " (" + top["family_a"] + ")",
                               "b": top["model_b"] + " (" + top["family_b"] + ")",
-                              "gap (pp)": top["full_gap_pp"].map(lambda v: f"{v:.2f}"),
+                              "full gap, pp (90% accuracy-gap interval)": [
+                                  f"{g:+.2f} ({lo:+.1f} to {hi:+.1f})" + _gap_mark(g, lo, hi, record, notes)
+                                  for g, lo, hi in zip(top["full_gap_pp"], top["gap_lower_pp"], top["gap_upper_pp"],
+                                                       strict=True)],
                               "P(a ahead)": top["prob_a_ahead"].map(lambda v: f"{v:.3f}"),
-                              "90% gap (pp)": [f"{lo:+.1f} to {hi:+.1f}" for lo, hi in
-                                               zip(top["gap_lower_pp"], top["gap_upper_pp"], strict=True)],
                               "McNemar p": top["mcnemar_p"].map(lambda v: f"{v:.3g}"),
                               "P(theta a ahead)": top["prob_theta_a_ahead"].map(lambda v: f"{v:.3f}"),
                               "P(reversal)": top["prob_reversal"].map(lambda v: f"{v:.3f}"),
@@ -108,8 +115,18 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None) 
                                                       strict=True)],
                               "excess_p": top["excess_p"].map(lambda v: f"{v:.3g}")})
         lines += [f"### {category[0].upper()}{category[1:]}: top {len(top)} of {len(sel):,} "
-                  f"({_ORDER_TEXT[category]})", "", markdown_table(shown), ""]
+                  f"({_ORDER_TEXT[category]})", "", markdown_table(shown), "", *notes.lines()]
     return lines
+
+
+def _gap_mark(gap: float, lower: float, upper: float, record: dict | None, notes: Notes) -> str:
+    """The note marker of a listed pair whose full-score gap lies outside its interval."""
+    if not (np.isfinite(lower) and np.isfinite(upper)) or lower <= gap <= upper:
+        return ""
+    return notes.add(record["note"] if record and record.get("note") else
+                     "This pair's full-score gap lies outside the 90% posterior interval of its accuracy gap: the "
+                     "interval comes from the paired model of the items both models answered, the gap from each "
+                     "model's own answered items.")
 
 
 def _share(n: int, total: int) -> str:
