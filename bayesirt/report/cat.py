@@ -15,35 +15,54 @@ import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
-__all__ = ["plot_cat_curves", "cat_report", "plot_information", "information_report"]
+__all__ = ["plot_cat_curves", "cat_curves_figure", "bank_label", "cat_report", "plot_information", "information_report"]
 
 _STYLE = {"cat": ("CAT", "C0", "o"), "static": ("static test", "C1", "s"),
           "random": ("random subsets", "C7", "^")}
 _PANELS = (("rmse", "full-score RMSE (lower is better)"), ("spearman", "Spearman rank recovery"))
 
 
-def plot_cat_curves(curves: pd.DataFrame, path: Path) -> Path:
-    """RMSE (top) and Spearman (bottom) against budget per benchmark, mean and 95% band over splits."""
+def bank_label(bench: str, attrs: dict) -> str:
+    """The name of one scored unit of a CAT study: the whole bank (``"all"``: the data's name and its
+    item count) or one item group of it (``per_benchmark``)."""
+    if bench == "all":
+        name = attrs.get("name") or "the item bank"
+        return f"{name}: all {int(attrs['n_items']):,} items" if "n_items" in attrs else f"{name}: all items"
+    return f"item group {bench}"
+
+
+def cat_curves_figure(curves: pd.DataFrame, attrs: dict | None = None):
+    """RMSE (top) and Spearman (bottom) against budget per scored unit (columns titled by
+    :func:`bank_label` from the study's ``attrs``), mean and 95% band over splits, from ``curves``
+    (the ``cat_curves.csv`` table)."""
+    attrs = attrs or {}
     benches = list(dict.fromkeys(curves["benchmark"]))
-    fig, axes = plt.subplots(2, len(benches), figsize=(4.2 * len(benches), 6.5), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(2, len(benches), figsize=(4.4 * len(benches), 6.5), squeeze=False, sharex="col",
+                             layout="constrained")
+    ticks = sorted(curves["budget"].unique())
     for col, bench in enumerate(benches):
         for row, (metric, label) in enumerate(_PANELS):
             ax = axes[row, col]
             for design, (name, color, marker) in _STYLE.items():
                 part = curves.query("benchmark == @bench and metric == @metric and design == @design")
+                part = part.sort_values("budget")
                 ax.plot(part["budget"], part["mean"], marker=marker, color=color, label=name)
                 ax.fill_between(part["budget"], part["lower"], part["upper"], color=color, alpha=0.2)
             ax.set_xscale("log")
             ax.set_ylabel(label if col == 0 else "")
             if row == 0:
-                ax.set_title(bench)
+                ax.set_title(bank_label(str(bench), attrs), fontsize=10)
             else:
                 ax.set_xlabel("items administered (k)")
-            ticks = sorted(curves["budget"].unique())
             ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.minorticks_off()
     axes[0, 0].legend(frameon=False, fontsize=8)
-    fig.tight_layout()
+    return fig
+
+
+def plot_cat_curves(curves: pd.DataFrame, path: Path, attrs: dict | None = None) -> Path:
+    """Write :func:`cat_curves_figure` to ``path``."""
+    fig = cat_curves_figure(curves, attrs)
     fig.savefig(path, dpi=150)
     plt.close(fig)
     return path
@@ -89,7 +108,7 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> s
     if figure:
         lines += [f"![CAT curves]({figure})", ""]
     for bench in dict.fromkeys(curves["benchmark"]):
-        lines += [f"## {bench}", "", _gain_line(curves, bench), ""]
+        lines += [f"## {bank_label(str(bench), a)}", "", _gain_line(curves, bench), ""]
         for metric, title in (("rmse", "Full-score RMSE"), ("spearman", "Spearman rank recovery"),
                               ("theta_rmse", "Ability RMSE against the all-item ability")):
             lines += [f"**{title}**", "", markdown_table(_wide(curves, bench, metric)), ""]
