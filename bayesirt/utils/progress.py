@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 __all__ = ["progress_bar", "show_progress", "stage", "format_duration", "HEARTBEAT"]
@@ -129,6 +130,6 @@ def progress_bar(total: int, description: str, *, enabled: bool = True, stream: 
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
-    with Progress(*columns, transient=True) as bar:
+    with Progress(*columns, transient=True, console=Console(file=out)) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)
