@@ -34,9 +34,14 @@ def _lines(stream) -> list[str]:
 
 def test_a_loop_off_a_terminal_writes_a_line_per_tenth_with_an_estimate():
     out = io.StringIO()
-    with progress_bar(20, "fits", stream=out, heartbeat=3600) as advance:
+    with progress_bar(20, "fits", stream=out, heartbeat=3600, min_gap=0) as advance:
         for _ in range(20):
             advance(1)
+    quick = io.StringIO()
+    with progress_bar(20, "fits", stream=quick, heartbeat=3600) as advance:  # a quick loop: first and last line
+        for _ in range(20):
+            advance(1)
+    assert len(_lines(quick)) == 2
     lines = _lines(out)
     assert lines[0] == "bayesirt: fits: started, 20 steps"
     assert lines[-1].startswith("bayesirt: fits: done, 20 steps in ")
@@ -46,7 +51,7 @@ def test_a_loop_off_a_terminal_writes_a_line_per_tenth_with_an_estimate():
 
 
 def test_the_estimate_is_the_mean_time_per_step_times_the_steps_left(monkeypatch):
-    clock = iter([0.0, 0.0, 10.0, 10.0, 10.0, 10.0])  # start, first line, then the 1st tenth after 10 s
+    clock = iter([0.0, 0.0, 10.0, 10.0, 10.0, 10.0, 10.0])  # start, first line, then the 1st tenth after 10 s
     monkeypatch.setattr("bayesirt.utils.progress.time.monotonic", lambda: next(clock, 10.0))
     out = io.StringIO()
     with progress_bar(10, "splits", stream=out, heartbeat=3600) as advance:

@@ -144,8 +144,11 @@ def _loadings_table(solution, boot: xr.Dataset | None) -> pd.DataFrame:
 
 def _selection_lines(solutions, parallel, matrix: str = "the ability estimates") -> list[str]:
     def first(test):
-        hits = [s.n_factors for s in solutions if test(s)]
-        return str(hits[0]) if hits else "none of the solutions"
+        hits = [s for s in solutions if test(s)]
+        if not hits:
+            return "none of the solutions"
+        improper = any(f.startswith("Heywood") for f in solution_flags(hits[0]))
+        return f"{hits[0].n_factors}" + (" (an improper solution: see the note above)" if improper else "")
 
     return [f"- CFI first reaches {CFI_GOOD} at: {first(lambda s: s.fit.cfi >= CFI_GOOD)}.",
             f"- RMSEA first reaches close fit (<= {RMSEA_CLOSE}) at: {first(lambda s: s.fit.rmsea <= RMSEA_CLOSE)}.",

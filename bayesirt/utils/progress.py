@@ -2,7 +2,8 @@
 
 On a terminal a loop draws a bar (rich) that disappears when done. When stderr is not a terminal
 (a batch job, CI, ``nohup``, a redirected log), bars would print nothing, so a loop writes plain
-lines instead: one when it starts, one at every tenth of the work, a heartbeat when nothing was
+lines instead: one when it starts, one at every tenth of the work (at most one per ``MIN_GAP``
+seconds), a heartbeat when nothing was
 written for ``HEARTBEAT`` seconds (elapsed time and an estimate of the time left, assuming the
 remaining steps take as long as the finished ones on average), and one when it ends.
 :func:`stage` writes one line naming the stage a job enters, on terminals and off.
@@ -20,10 +21,12 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-__all__ = ["progress_bar", "show_progress", "stage", "format_duration", "HEARTBEAT"]
+__all__ = ["progress_bar", "show_progress", "stage", "format_duration", "HEARTBEAT", "MIN_GAP"]
 
 #: Seconds without a line after which a non-terminal progress report writes a heartbeat.
 HEARTBEAT = 30.0
+#: Fewest seconds between two lines at tenths of a loop (a quick loop writes only its first and last line).
+MIN_GAP = 5.0
 
 _SHOWN = {"bars": True}
 
@@ -63,8 +66,9 @@ def stage(message: str, *, enabled: bool = True, stream: TextIO | None = None) -
 class _LineReport:
     """Plain-line progress of one loop for a stream that is not a terminal."""
 
-    def __init__(self, total: int, description: str, stream: TextIO, heartbeat: float):
+    def __init__(self, total: int, description: str, stream: TextIO, heartbeat: float, min_gap: float):
         self.total, self.description, self.stream, self.heartbeat = max(int(total), 0), description, stream, heartbeat
+        self.min_gap = min_gap
         self.done, self.start = 0, time.monotonic()
         self.last_line, self.last_tenth = self.start, 0
         self.lock, self.stopped = threading.Lock(), threading.Event()
@@ -90,7 +94,8 @@ class _LineReport:
         with self.lock:
             self.done += n
             tenth = 10 * self.done // self.total if self.total else 10
-            if tenth > self.last_tenth and self.done < self.total:
+            if tenth > self.last_tenth and self.done < self.total and \
+                    time.monotonic() - self.last_line >= self.min_gap:
                 self.last_tenth = tenth
                 self.write(self.status())
 
@@ -112,7 +117,7 @@ class _LineReport:
 
 @contextmanager
 def progress_bar(total: int, description: str, *, enabled: bool = True, stream: TextIO | None = None,
-                 heartbeat: float = HEARTBEAT) -> Iterator[Callable[[int], None]]:
+                 heartbeat: float = HEARTBEAT, min_gap: float = MIN_GAP) -> Iterator[Callable[[int], None]]:
     """Yield ``advance(n)``. Draws a bar when ``stream`` (default: stderr) is a terminal, writes
     plain progress lines when it is not (see the module), does nothing when disabled."""
     if not (enabled and _SHOWN["bars"]):
@@ -120,7 +125,7 @@ def progress_bar(total: int, description: str, *, enabled: bool = True, stream: 
         return
     out = stream if stream is not None else sys.stderr
     if not _is_terminal(out):
-        report = _LineReport(total, description, out, heartbeat)
+        report = _LineReport(total, description, out, heartbeat, min_gap)
         ok = False
         try:
             yield report.advance
