@@ -70,7 +70,8 @@ def run_cat_job(data, out, *,
                                              "over pooled benchmarks (auto: the mean when the bank pools benchmarks)",
                                      choices=TARGETS),
                 quotas: bool = option(False, "keep per-item-group quotas in the CAT, static and random tests"),
-                workers: int | None = option(None, "worker processes [one per core]", type=int, low=1),
+                workers: int | None = option(None, "worker processes for the splits: 1 runs them in this process, N > 1 "
+                                                   "starts a local cluster of N [one per core]", type=int, low=1),
                 scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                        "workers)", type=str,
                                                toml="a running scheduler's address belongs to one session"),
@@ -265,7 +266,8 @@ def run_sandbag_job(data, out, *,
                                      type=str),
                     labels=option(None, "CSV model,label[,group] marking each suspect run genuine or sandbag: adds "
                                         "the detectors' ROC/AUC (with --reference)", type=str),
-                    workers: int | None = option(1, "worker processes (1: in this process)", type=int, low=1),
+                    workers: int | None = option(1, "worker processes for the simulated runs: 1 runs them in this process, "
+                                                      "N > 1 starts a local cluster of N", type=int, low=1),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
