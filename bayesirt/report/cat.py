@@ -24,11 +24,11 @@ _PANELS = (("rmse", "full-score RMSE (lower is better)"), ("spearman", "Spearman
 
 def bank_label(bench: str, attrs: dict) -> str:
     """The name of one scored unit of a CAT study: the whole bank (``"all"``: the data's name and its
-    item count) or one item group of it (``per_benchmark``)."""
+    item count) or one item group of it (``per_benchmark``: its name)."""
     if bench == "all":
         name = attrs.get("name") or "the item bank"
         return f"{name}: all {int(attrs['n_items']):,} items" if "n_items" in attrs else f"{name}: all items"
-    return f"item group {bench}"
+    return bench
 
 
 def cat_curves_figure(curves: pd.DataFrame, attrs: dict | None = None):
