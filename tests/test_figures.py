@@ -152,3 +152,24 @@ def test_cat_figure_matches_cat_curves_csv(tmp_path, figures):
     assert title == bank_label("all", attrs) == f"simulated bank: all {attrs['n_items']} items"
     assert f"## {title}" in (out / "report.md").read_text()
     _inside(fig)
+
+
+def test_cat_figure_is_paged_over_many_item_groups(tmp_path, figures):
+    """Per-item-group curves of 8 groups: two pages (6 + 2 groups), every group's curve on its page and
+    equal to cat_curves.csv; the report embeds both pages and says so."""
+    ds, _ = simulate_pl("2pl", n_items=48, n_models=40, seed=9)
+    ds = ds.assign_coords(item_group=("item", np.repeat([f"g{k}" for k in range(8)], 6)))
+    out = run_cat_job(ds, tmp_path / "cat", budgets=(3,), splits=2, random_subsets=2, per_benchmark=True,
+                      workers=1, progress=False)
+    curves = pd.read_csv(out / "cat_curves.csv")
+    pages = [figures["cat_curves.png"], figures["cat_curves_2.png"]]
+    titles = [ax.get_title() for fig in pages for ax in fig.axes if ax.get_title()]
+    assert titles == [f"g{k}" for k in range(8)] and [len(f.axes) for f in pages] == [12, 4]
+    for fig in pages:
+        for col, ax in enumerate(fig.axes[:len(fig.axes) // 2]):  # the RMSE row
+            bench = ax.get_title()
+            (y,) = ax.lines[0].get_ydata()
+            expected = curves.query("benchmark == @bench and metric == 'rmse' and design == 'cat'")["mean"]
+            np.testing.assert_allclose(y, expected.iloc[0], rtol=1e-12)
+    report = (out / "report.md").read_text()
+    assert "![CAT curves, page 2](cat_curves_2.png)" in report and "2 pages of at most 6 item groups" in report

@@ -98,8 +98,8 @@ def run_cat_job(data, out, *,
         write_netcdf(study, folder / "cat.nc")
         curves.to_csv(folder / "cat_curves.csv", index=False)
         tests.to_csv(folder / "static_tests.csv", index=False)
-        figure = plot_cat_curves(curves, folder / "cat_curves.png", dict(study.attrs)).name
-        (folder / "report.md").write_text(cat_report(study, curves, figure))
+        figures = [page.name for page in plot_cat_curves(curves, folder / "cat_curves.png", dict(study.attrs))]
+        (folder / "report.md").write_text(cat_report(study, curves, figures))
     return Path(out)
 
 

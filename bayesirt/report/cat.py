@@ -15,10 +15,12 @@ import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
-__all__ = ["plot_cat_curves", "cat_curves_figure", "bank_label", "cat_report", "plot_information", "information_report"]
+__all__ = ["plot_cat_curves", "cat_curves_figure", "bank_label", "cat_report", "plot_information",
+           "information_report", "GROUPS_PER_PAGE"]
 
 _STYLE = {"cat": ("CAT", "C0", "o"), "static": ("static test", "C1", "s"),
           "random": ("random subsets", "C7", "^")}
+GROUPS_PER_PAGE = 6
 _PANELS = (("rmse", "full-score RMSE (lower is better)"), ("spearman", "Spearman rank recovery"))
 
 
@@ -60,12 +62,19 @@ def cat_curves_figure(curves: pd.DataFrame, attrs: dict | None = None):
     return fig
 
 
-def plot_cat_curves(curves: pd.DataFrame, path: Path, attrs: dict | None = None) -> Path:
-    """Write :func:`cat_curves_figure` to ``path``."""
-    fig = cat_curves_figure(curves, attrs)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return path
+def plot_cat_curves(curves: pd.DataFrame, path: Path, attrs: dict | None = None) -> list[Path]:
+    """Write :func:`cat_curves_figure` to ``path``; with more than ``GROUPS_PER_PAGE`` scored units
+    (``per_benchmark`` on many item groups), one page per ``GROUPS_PER_PAGE`` of them
+    (``cat_curves.png``, ``cat_curves_2.png``, ...). Returns the pages written."""
+    benches = list(dict.fromkeys(curves["benchmark"]))
+    pages = []
+    for k, start in enumerate(range(0, len(benches), GROUPS_PER_PAGE)):
+        page = path if k == 0 else path.with_name(f"{path.stem}_{k + 1}{path.suffix}")
+        fig = cat_curves_figure(curves[curves["benchmark"].isin(benches[start:start + GROUPS_PER_PAGE])], attrs)
+        fig.savefig(page, dpi=150)
+        plt.close(fig)
+        pages.append(page)
+    return pages
 
 
 def _wide(curves: pd.DataFrame, bench: str, metric: str) -> pd.DataFrame:
@@ -82,8 +91,10 @@ def _gain_line(curves: pd.DataFrame, bench: str) -> str:
     return "CAT full-score RMSE relative to random subsets (negative = CAT better): " + ", ".join(gains) + "."
 
 
-def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> str:
-    """``report.md`` of :func:`bayesirt.jobs.safety.run_cat_job`."""
+def cat_report(study: xr.Dataset, curves: pd.DataFrame, figures: list[str] | str | None) -> str:
+    """``report.md`` of :func:`bayesirt.jobs.safety.run_cat_job`; ``figures``: the pages of
+    :func:`plot_cat_curves`."""
+    figures = [figures] if isinstance(figures, str) else list(figures or [])
     a = study.attrs
     lines = [f"# Short tests on held-out models: {a.get('name') or 'responses'}", "",
              f"{a['n_models']} models x {a['n_items']} items; {a['splits']} random splits into "
@@ -105,8 +116,10 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> s
         lines += [f"{len(removed)} item(s) that every model answered alike were removed first (no information; they "
                   f"would flatter random subsets): {', '.join(removed[:10])}" + (" ..." if len(removed) > 10 else "")
                   + ".", ""]
-    if figure:
-        lines += [f"![CAT curves]({figure})", ""]
+    if len(figures) > 1:
+        lines += [f"The figure has {len(figures)} pages of at most {GROUPS_PER_PAGE} item groups each.", ""]
+    for k, name in enumerate(figures, start=1):
+        lines += [f"![CAT curves{f', page {k}' if len(figures) > 1 else ''}]({name})", ""]
     for bench in dict.fromkeys(curves["benchmark"]):
         lines += [f"## {bank_label(str(bench), a)}", "", _gain_line(curves, bench), ""]
         for metric, title in (("rmse", "Full-score RMSE"), ("spearman", "Spearman rank recovery"),
