@@ -13,7 +13,7 @@ from bayesirt.data import save_responses
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.jobs.suite import _banks_heading, run_safety_suite
 from bayesirt.safety.scopes import Scope
-from bayesirt.utils.progress import format_duration, progress_bar, show_progress, stage
+from bayesirt.utils.progress import format_duration, heartbeat, progress_bar, show_progress, stage
 
 
 class _Terminal(io.StringIO):
@@ -95,6 +95,14 @@ def test_a_terminal_gets_a_bar_not_lines_and_no_progress_gets_nothing():
     assert quiet.getvalue() == ""
     stage("a stage", stream=quiet)
     assert quiet.getvalue() == "bayesirt: a stage\n"
+
+
+def test_a_step_without_progress_of_its_own_says_it_is_still_running():
+    out, tty = io.StringIO(), _Terminal()
+    with heartbeat("fit: nuts", stream=out, every=0.05), heartbeat("fit: nuts", stream=tty, every=0.05):
+        time.sleep(0.4)
+    assert _lines(out) and all(re.fullmatch(r"bayesirt: fit: nuts: still running after \d+ s", x) for x in _lines(out))
+    assert tty.getvalue() == ""
 
 
 def test_format_duration():

@@ -23,7 +23,7 @@ from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
 from bayesirt.report.mirt import mirt_report, mirt_tables
 from bayesirt.utils.options import declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
-from bayesirt.utils.progress import stage
+from bayesirt.utils.progress import heartbeat, stage
 from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_fit_job"]
@@ -71,7 +71,8 @@ def run_fit_job(
         raise ConfigError(f"--pairs all compares one ability per model; spec {spec.name!r} is MIRT: use a 1PL-4PL spec")
     stage(f"fit: {spec.name} by {method} on {responses.sizes['item']:,} items x {responses.sizes['model']:,} models",
           enabled=progress)
-    tree = fit(responses, spec, method=method, progress=progress, **fit_options)
+    with heartbeat(f"fit: {method}", enabled=progress and method == "nuts"):  # ADVI reports its own progress
+        tree = fit(responses, spec, method=method, progress=progress, **fit_options)
     stage("fit: diagnostics and tables", enabled=progress)
     reading = reading_record(responses)
     tree.attrs["bayesirt_reading"] = to_json(reading, indent=None)  # how the data were read, with the draws

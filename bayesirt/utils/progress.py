@@ -21,7 +21,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-__all__ = ["progress_bar", "show_progress", "stage", "format_duration", "HEARTBEAT", "MIN_GAP"]
+__all__ = ["progress_bar", "show_progress", "stage", "heartbeat", "format_duration", "HEARTBEAT", "MIN_GAP"]
 
 #: Seconds without a line after which a non-terminal progress report writes a heartbeat.
 HEARTBEAT = 30.0
@@ -138,3 +138,29 @@ def progress_bar(total: int, description: str, *, enabled: bool = True, stream: 
     with Progress(*columns, transient=True, console=Console(file=out)) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)
+
+
+@contextmanager
+def heartbeat(description: str, *, enabled: bool = True, stream: TextIO | None = None,
+              every: float = HEARTBEAT) -> Iterator[None]:
+    """For a long step that reports no progress of its own off a terminal (a sampler's bar): when
+    stderr is not a terminal, a line every ``every`` seconds saying it is still running and for how
+    long (no estimate: the step's length is unknown). On a terminal or when disabled: nothing."""
+    out = stream if stream is not None else sys.stderr
+    if not (enabled and _SHOWN["bars"]) or _is_terminal(out):
+        yield
+        return
+    start, stopped = time.monotonic(), threading.Event()
+
+    def beat() -> None:
+        while not stopped.wait(every):
+            print(f"bayesirt: {description}: still running after {format_duration(time.monotonic() - start)}",
+                  file=out, flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stopped.set()
+        thread.join()
