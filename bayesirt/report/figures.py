@@ -17,16 +17,15 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.models.logistic import response_probability  # noqa: E402
-from bayesirt.report.paging import MAX_FOREST_ROWS, forest_rows  # noqa: E402
+from bayesirt.report.paging import forest_rows  # noqa: E402
 
-__all__ = ["plot_item_curves", "item_curves_figure", "plot_ability_forest", "ability_forest_figure",
-           "MAX_FOREST_ROWS", "save_figure", "short_label"]
+__all__ = ["plot_item_curves", "item_curves_figure", "plot_ability_forest", "ability_forest_figure"]
 
 _SAMPLE = ("chain", "draw")
 _LABEL_CHARS = 40
 
 
-def short_label(text, limit: int = _LABEL_CHARS) -> str:
+def _short_label(text, limit: int = _LABEL_CHARS) -> str:
     """A tick label of at most ``limit`` characters (the middle of a longer one replaced by '...')."""
     text = str(text)
     if len(text) <= limit:
@@ -35,7 +34,7 @@ def short_label(text, limit: int = _LABEL_CHARS) -> str:
     return text[:keep - keep // 2] + "..." + text[-(keep // 2):]
 
 
-def save_figure(fig, path: Path, dpi: int = 120) -> Path:
+def _save_figure(fig, path: Path, dpi: int = 120) -> Path:
     """Write ``fig`` to ``path`` and close it."""
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -73,7 +72,7 @@ def item_curves_figure(tree: xr.DataTree, items: pd.DataFrame, *, ci: float):
         ax.fill_between(grid, lo, hi, alpha=0.3, label=f"{ci:.0%} credible band")
         ax.plot(grid, p.mean(axis=0), lw=2, label="posterior mean")
         ax.plot(theta_mean, np.full_like(theta_mean, -0.02), "|", color="k", alpha=0.4, label="model abilities")
-        ax.set_title(f"{label}: {short_label(item)}\na = {row['discrimination_mean']:.2f}, "
+        ax.set_title(f"{label}: {_short_label(item)}\na = {row['discrimination_mean']:.2f}, "
                      f"b = {row['difficulty_mean']:.2f}", fontsize=10)
         ax.set_xlabel("ability θ")
         ax.set_ylim(-0.05, 1.02)
@@ -84,13 +83,13 @@ def item_curves_figure(tree: xr.DataTree, items: pd.DataFrame, *, ci: float):
 
 def plot_item_curves(tree: xr.DataTree, items: pd.DataFrame, path: Path, *, ci: float) -> Path:
     """Write :func:`item_curves_figure` to ``path``."""
-    return save_figure(item_curves_figure(tree, items, ci=ci), path)
+    return _save_figure(item_curves_figure(tree, items, ci=ci), path)
 
 
 def ability_forest_figure(models: pd.DataFrame, *, ci: float):
     """Forest plot of model abilities (posterior mean and ``ci`` interval of ``models``, the model
-    table in rank order), best at the top. With more than ``MAX_FOREST_ROWS`` models, evenly spaced
-    ranks are drawn (:func:`bayesirt.report.paging.forest_rows`), as the subtitle says."""
+    table in rank order), best at the top. With more than ``MAX_FOREST_ROWS`` models
+    (:mod:`bayesirt.report.paging`), evenly spaced ranks are drawn, as the subtitle says."""
     lo_col, hi_col = [c for c in models.columns if c.startswith("theta_q")][:2]
     rows = forest_rows(len(models))
     shown = models.iloc[rows]
@@ -101,7 +100,7 @@ def ability_forest_figure(models: pd.DataFrame, *, ci: float):
     fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.22 * len(shown)), layout="constrained")
     ax.hlines(y, shown[lo_col], shown[hi_col], color="C0", lw=2)
     ax.plot(shown["theta_mean"], y, "o", color="C1", ms=4)
-    labels = [short_label(m) for m in shown["model_id"]]
+    labels = [_short_label(m) for m in shown["model_id"]]
     if len(shown) < len(models):
         labels = [f"{r + 1}. {m}" for r, m in zip(rows, labels)]
     ax.set_yticks(y, labels, fontsize=7)
@@ -114,4 +113,4 @@ def ability_forest_figure(models: pd.DataFrame, *, ci: float):
 
 def plot_ability_forest(models: pd.DataFrame, path: Path, *, ci: float) -> Path:
     """Write :func:`ability_forest_figure` to ``path``."""
-    return save_figure(ability_forest_figure(models, ci=ci), path)
+    return _save_figure(ability_forest_figure(models, ci=ci), path)
