@@ -54,8 +54,8 @@ def run_audit_job(data, out, *,
                   perturbations: bool = option(False, "add the population perturbations (owner caps 1 and 3, "
                                                       "lexicographic, lineage, omit a family)"),
                   profiles: bool = option(False, "add the capability-profile matching diagnostic (NT App. G)"),
-                  workers: int | None = option(1, "local worker processes for the resampling; 1 runs it in this "
-                                                  "process", type=int),
+                  workers: int | None = option(1, "worker processes for the controls and bootstraps: 1 runs them in "
+                                                  "this process, N > 1 starts a local cluster of N", type=int, low=1),
                   scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                        "workers)", type=str,
                                                  toml="a running scheduler's address belongs to one session"),

@@ -23,6 +23,7 @@ from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
 from bayesirt.report.mirt import mirt_report, mirt_tables
 from bayesirt.utils.options import declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
+from bayesirt.utils.progress import heartbeat, stage
 from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_fit_job"]
@@ -68,7 +69,11 @@ def run_fit_job(
     spec = spec if isinstance(spec, (IRTSpec, MIRTSpec)) else load_spec(spec)
     if pairs == "all" and spec.kind == "mirt":
         raise ConfigError(f"--pairs all compares one ability per model; spec {spec.name!r} is MIRT: use a 1PL-4PL spec")
-    tree = fit(responses, spec, method=method, progress=progress, **fit_options)
+    stage(f"fit: {spec.name} by {method} on {responses.sizes['item']:,} items x {responses.sizes['model']:,} models",
+          enabled=progress)
+    with heartbeat(f"fit: {method}", enabled=progress and method == "nuts"):  # ADVI reports its own progress
+        tree = fit(responses, spec, method=method, progress=progress, **fit_options)
+    stage("fit: diagnostics and tables", enabled=progress)
     reading = reading_record(responses)
     tree.attrs["bayesirt_reading"] = to_json(reading, indent=None)  # how the data were read, with the draws
     stats = element_diagnostics(tree) if is_sampled(tree["posterior"].to_dataset()) else None
@@ -77,6 +82,7 @@ def run_fit_job(
         return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, float32=float32, force=force,
                                reading=reading)
     items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
+    stage(f"fit: writing {out}", enabled=progress)
     with staged_output(out, force=force) as folder:
         write_netcdf(tree, folder / "posterior.nc", float32=float32)
         items.to_csv(folder / "items.csv", index=False)

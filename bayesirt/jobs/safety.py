@@ -70,7 +70,8 @@ def run_cat_job(data, out, *,
                                              "over pooled benchmarks (auto: the mean when the bank pools benchmarks)",
                                      choices=TARGETS),
                 quotas: bool = option(False, "keep per-item-group quotas in the CAT, static and random tests"),
-                workers: int | None = option(None, "worker processes [one per core]", type=int, low=1),
+                workers: int | None = option(None, "worker processes for the splits: 1 runs them in this process, N > 1 "
+                                                   "starts a local cluster of N [one per core]", type=int, low=1),
                 scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                        "workers)", type=str,
                                                toml="a running scheduler's address belongs to one session"),
@@ -97,8 +98,8 @@ def run_cat_job(data, out, *,
         write_netcdf(study, folder / "cat.nc")
         curves.to_csv(folder / "cat_curves.csv", index=False)
         tests.to_csv(folder / "static_tests.csv", index=False)
-        figure = plot_cat_curves(curves, folder / "cat_curves.png").name
-        (folder / "report.md").write_text(cat_report(study, curves, figure))
+        figures = [page.name for page in plot_cat_curves(curves, folder / "cat_curves.png", dict(study.attrs))]
+        (folder / "report.md").write_text(cat_report(study, curves, figures))
     return Path(out)
 
 
@@ -265,7 +266,8 @@ def run_sandbag_job(data, out, *,
                                      type=str),
                     labels=option(None, "CSV model,label[,group] marking each suspect run genuine or sandbag: adds "
                                         "the detectors' ROC/AUC (with --reference)", type=str),
-                    workers: int | None = option(1, "worker processes (1: in this process)", type=int, low=1),
+                    workers: int | None = option(1, "worker processes for the simulated runs: 1 runs them in this process, "
+                                                      "N > 1 starts a local cluster of N", type=int, low=1),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),

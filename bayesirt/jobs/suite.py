@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,6 +55,7 @@ from bayesirt.utils.outputs import (
     write_json,
     write_text_atomic,
 )
+from bayesirt.utils.progress import format_duration, stage
 
 __all__ = ["SAFETY_STEPS", "StepsFailed", "step_options", "check_step_options", "check_against_data", "read_structure",
            "run_safety_suite"]
@@ -213,17 +215,31 @@ def _scope_options(step: str, scope: Scope, kw: dict) -> dict:
     return kw | {"direction": "up" if kw.get("direction", step_options("sandbag")["direction"]) == "down" else "down"}
 
 
-def _run_on_scopes(job, step: str, scopes: list[Scope], folder: Path, kw: dict) -> None:
+def _banks_heading(step: str, scopes: list[Scope], no_abilities: str) -> str:
+    """The index report's title, naming the kinds of item bank that were built (and why no
+    latent-ability bank was, when none was)."""
+    abilities = [s.name for s in scopes if s.name.startswith("ability") and s.name[7:].isdigit()]
+    parts = ["one item bank per benchmark"] + ["the sign-aligned composite"] * any(s.name == "composite" for s in scopes)
+    if abilities:
+        parts.append(f"{len(abilities)} latent-ability bank(s) ({', '.join(abilities)})")
+    heading = f"# {step}: " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+    return heading if abilities else heading + f"; no latent-ability bank ({no_abilities or 'none was built'})"
+
+
+def _run_on_scopes(job, step: str, scopes: list[Scope], folder: Path, kw: dict, *, no_abilities: str = "",
+                   progress: bool = True) -> None:
     """Run one item-level step on every item bank: straight into ``folder`` for a single benchmark,
     else one subfolder per bank, with ``scopes.csv`` and an index ``report.md`` (the step's folder
-    appears when every bank has finished)."""
+    appears when every bank has finished). ``no_abilities``: why no latent-ability bank was built."""
     if len(scopes) == 1:
         job(scopes[0].responses, folder, force=True, **_scope_options(step, scopes[0], kw))
         return
     rows = []
     with staged_output(folder, force=True) as staging:
-        for scope in scopes:
+        for k, scope in enumerate(scopes, start=1):
             options = _scope_options(step, scope, kw)
+            stage(f"{step}: item bank {k} of {len(scopes)}, {scope.name} ({scope.responses.sizes['item']:,} items x "
+                  f"{scope.responses.sizes['model']:,} models)", enabled=progress)
             job(scope.responses, staging / scope.name, force=True, **options)
             rows.append({"scope": scope.name, "items": scope.responses.sizes["item"],
                          "models": scope.responses.sizes["model"],
@@ -232,7 +248,7 @@ def _run_on_scopes(job, step: str, scopes: list[Scope], folder: Path, kw: dict) 
                                                          if step == "sandbag" else {}))
         table = pd.DataFrame(rows)
         table.to_csv(staging / "scopes.csv", index=False)
-        lines = [f"# {step}: one item bank per benchmark, the sign-aligned composite and each latent ability", "",
+        lines = [_banks_heading(step, scopes, no_abilities), "",
                  "Members marked - are reversed (1 - y) in a pooled bank.", "",
                  "| bank | items | models | members | polarity |" + (" direction |" if step == "sandbag" else ""),
                  "|---|---|---|---|---|" + ("---|" if step == "sandbag" else "")]
@@ -286,16 +302,22 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
         write_json(summary_path, record)  # a run killed in its first step resumes
     jobs = _step_jobs()
     scopes = None
-    for step in sorted(steps, key=lambda name: name != "factors"):  # the item-level steps read its polarity
+    order = sorted(steps, key=lambda name: name != "factors")  # the item-level steps read its polarity
+    for number, step in enumerate(order, start=1):
         entry = record["steps"][step]
         if entry["status"] == "finished" and (out / step).is_dir():
+            stage(f"safety step {number} of {len(order)}, {step}: finished in an earlier run, kept", enabled=progress)
             continue
+        stage(f"safety step {number} of {len(order)}, {step}: started", enabled=progress)
+        started = time.monotonic()
         if step == "factors" and len(files) < 3:  # one file has no factor structure across benchmarks
             record["steps"][step] = {"status": "skipped", "settings": options.get(step, {}),
                                      "reason": f"the factor structure needs three or more benchmark files; got "
                                                f"{len(files)}"}
             write_json(summary_path, record)
             write_text_atomic(out / "report.md", _report(files, record, out))
+            stage(f"safety step {number} of {len(order)}, {step}: skipped ({record['steps'][step]['reason']})",
+                  enabled=progress)
             continue
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in options.get(step, {}).items()}
         if step != "information":
@@ -307,7 +329,8 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
                 if scopes is None:
                     factors = out / "factors" if (out / "factors").is_dir() else None
                     scopes = benchmark_scopes(datasets, *read_structure(factors, names, declared))
-                _run_on_scopes(jobs[step], step, scopes, out / step, kw)
+                _run_on_scopes(jobs[step], step, scopes, out / step, kw, progress=progress,
+                               no_abilities=_why_no_abilities(out / "factors", len(files)))
             record["steps"][step] = {"status": "finished", "settings": options.get(step, {})}
         except BayesIRTError as err:
             record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "error": str(err)}
@@ -319,6 +342,8 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
                                      "error": f"internal error ({type(err).__name__}: {first})", "log": log.name}
         write_json(summary_path, record)
         write_text_atomic(out / "report.md", _report(files, record, out))
+        stage(f"safety step {number} of {len(order)}, {step}: {record['steps'][step]['status']} after "
+              f"{format_duration(time.monotonic() - started)}", enabled=progress)
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
     failed = [s for s, e in record["steps"].items() if e["status"] == "failed"]
@@ -328,6 +353,16 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
                           f"{out}; fix the cause and rerun with --resume",
                           internal=any(record["steps"][s].get("internal") for s in failed))
     return out
+
+
+def _why_no_abilities(factors: Path, n_files: int) -> str:
+    """Why :func:`read_structure` gave no latent-ability cluster (said in the banks' index report)."""
+    if n_files < 3:
+        return "the factor structure needs three or more benchmark files"
+    if not (factors / "fit_indices.csv").is_file():
+        return "the factors step did not run or failed"
+    return ("no proper (non-Heywood) solution of two or more factors within the number that parallel analysis "
+            "retains: the benchmarks share one ability or the solutions are improper (see factors/report.md)")
 
 
 def read_structure(folder: str | Path | None, names: list[str],

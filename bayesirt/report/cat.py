@@ -15,38 +15,66 @@ import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
-__all__ = ["plot_cat_curves", "cat_report", "plot_information", "information_report"]
+__all__ = ["plot_cat_curves", "cat_curves_figure", "bank_label", "cat_report", "plot_information",
+           "information_report", "GROUPS_PER_PAGE"]
 
 _STYLE = {"cat": ("CAT", "C0", "o"), "static": ("static test", "C1", "s"),
           "random": ("random subsets", "C7", "^")}
+GROUPS_PER_PAGE = 6
 _PANELS = (("rmse", "full-score RMSE (lower is better)"), ("spearman", "Spearman rank recovery"))
 
 
-def plot_cat_curves(curves: pd.DataFrame, path: Path) -> Path:
-    """RMSE (top) and Spearman (bottom) against budget per benchmark, mean and 95% band over splits."""
+def bank_label(bench: str, attrs: dict) -> str:
+    """The name of one scored unit of a CAT study: the whole bank (``"all"``: the data's name and its
+    item count) or one item group of it (``per_benchmark``: its name)."""
+    if bench == "all":
+        name = attrs.get("name") or "the item bank"
+        return f"{name}: all {int(attrs['n_items']):,} items" if "n_items" in attrs else f"{name}: all items"
+    return bench
+
+
+def cat_curves_figure(curves: pd.DataFrame, attrs: dict | None = None):
+    """RMSE (top) and Spearman (bottom) against budget per scored unit (columns titled by
+    :func:`bank_label` from the study's ``attrs``), mean and 95% band over splits, from ``curves``
+    (the ``cat_curves.csv`` table)."""
+    attrs = attrs or {}
     benches = list(dict.fromkeys(curves["benchmark"]))
-    fig, axes = plt.subplots(2, len(benches), figsize=(4.2 * len(benches), 6.5), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(2, len(benches), figsize=(4.4 * len(benches), 6.5), squeeze=False, sharex="col",
+                             layout="constrained")
+    ticks = sorted(curves["budget"].unique())
     for col, bench in enumerate(benches):
         for row, (metric, label) in enumerate(_PANELS):
             ax = axes[row, col]
             for design, (name, color, marker) in _STYLE.items():
                 part = curves.query("benchmark == @bench and metric == @metric and design == @design")
+                part = part.sort_values("budget")
                 ax.plot(part["budget"], part["mean"], marker=marker, color=color, label=name)
                 ax.fill_between(part["budget"], part["lower"], part["upper"], color=color, alpha=0.2)
             ax.set_xscale("log")
             ax.set_ylabel(label if col == 0 else "")
             if row == 0:
-                ax.set_title(bench)
+                ax.set_title(bank_label(str(bench), attrs), fontsize=10)
             else:
                 ax.set_xlabel("items administered (k)")
-            ticks = sorted(curves["budget"].unique())
             ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.minorticks_off()
     axes[0, 0].legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def plot_cat_curves(curves: pd.DataFrame, path: Path, attrs: dict | None = None) -> list[Path]:
+    """Write :func:`cat_curves_figure` to ``path``; with more than ``GROUPS_PER_PAGE`` scored units
+    (``per_benchmark`` on many item groups), one page per ``GROUPS_PER_PAGE`` of them
+    (``cat_curves.png``, ``cat_curves_2.png``, ...). Returns the pages written."""
+    benches = list(dict.fromkeys(curves["benchmark"]))
+    pages = []
+    for k, start in enumerate(range(0, len(benches), GROUPS_PER_PAGE)):
+        page = path if k == 0 else path.with_name(f"{path.stem}_{k + 1}{path.suffix}")
+        fig = cat_curves_figure(curves[curves["benchmark"].isin(benches[start:start + GROUPS_PER_PAGE])], attrs)
+        fig.savefig(page, dpi=150)
+        plt.close(fig)
+        pages.append(page)
+    return pages
 
 
 def _wide(curves: pd.DataFrame, bench: str, metric: str) -> pd.DataFrame:
@@ -63,8 +91,10 @@ def _gain_line(curves: pd.DataFrame, bench: str) -> str:
     return "CAT full-score RMSE relative to random subsets (negative = CAT better): " + ", ".join(gains) + "."
 
 
-def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> str:
-    """``report.md`` of :func:`bayesirt.jobs.safety.run_cat_job`."""
+def cat_report(study: xr.Dataset, curves: pd.DataFrame, figures: list[str] | str | None) -> str:
+    """``report.md`` of :func:`bayesirt.jobs.safety.run_cat_job`; ``figures``: the pages of
+    :func:`plot_cat_curves`."""
+    figures = [figures] if isinstance(figures, str) else list(figures or [])
     a = study.attrs
     lines = [f"# Short tests on held-out models: {a.get('name') or 'responses'}", "",
              f"{a['n_models']} models x {a['n_items']} items; {a['splits']} random splits into "
@@ -86,10 +116,12 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figure: str | None) -> s
         lines += [f"{len(removed)} item(s) that every model answered alike were removed first (no information; they "
                   f"would flatter random subsets): {', '.join(removed[:10])}" + (" ..." if len(removed) > 10 else "")
                   + ".", ""]
-    if figure:
-        lines += [f"![CAT curves]({figure})", ""]
+    if len(figures) > 1:
+        lines += [f"The figure has {len(figures)} pages of at most {GROUPS_PER_PAGE} item groups each.", ""]
+    for k, name in enumerate(figures, start=1):
+        lines += [f"![CAT curves{f', page {k}' if len(figures) > 1 else ''}]({name})", ""]
     for bench in dict.fromkeys(curves["benchmark"]):
-        lines += [f"## {bench}", "", _gain_line(curves, bench), ""]
+        lines += [f"## {bank_label(str(bench), a)}", "", _gain_line(curves, bench), ""]
         for metric, title in (("rmse", "Full-score RMSE"), ("spearman", "Spearman rank recovery"),
                               ("theta_rmse", "Ability RMSE against the all-item ability")):
             lines += [f"**{title}**", "", markdown_table(_wide(curves, bench, metric)), ""]

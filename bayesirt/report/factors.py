@@ -16,10 +16,12 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
-from bayesirt.structure.polarity import AUTO_POLARITY_THRESHOLD, flagged_polarity
+from bayesirt.structure.factor import PSI_BOUNDS  # noqa: E402
+from bayesirt.structure.polarity import AUTO_POLARITY_THRESHOLD, flagged_polarity  # noqa: E402
 from bayesirt.utils.outputs import staged_output, write_netcdf  # noqa: E402
 
-__all__ = ["factors_tree", "write_factors", "factors_report", "plot_factor_selection", "CFI_GOOD", "RMSEA_CLOSE"]
+__all__ = ["factors_tree", "write_factors", "factors_report", "plot_factor_selection", "solution_flags", "CFI_GOOD",
+           "RMSEA_CLOSE"]
 
 CFI_GOOD = 0.95  # conventional thresholds (SAFE App. D)
 RMSEA_CLOSE = 0.06
@@ -142,8 +144,11 @@ def _loadings_table(solution, boot: xr.Dataset | None) -> pd.DataFrame:
 
 def _selection_lines(solutions, parallel, matrix: str = "the ability estimates") -> list[str]:
     def first(test):
-        hits = [s.n_factors for s in solutions if test(s)]
-        return str(hits[0]) if hits else "none of the solutions"
+        hits = [s for s in solutions if test(s)]
+        if not hits:
+            return "none of the solutions"
+        improper = any(f.startswith("Heywood") for f in solution_flags(hits[0]))
+        return f"{hits[0].n_factors}" + (" (an improper solution: see the note above)" if improper else "")
 
     return [f"- CFI first reaches {CFI_GOOD} at: {first(lambda s: s.fit.cfi >= CFI_GOOD)}.",
             f"- RMSEA first reaches close fit (<= {RMSEA_CLOSE}) at: {first(lambda s: s.fit.rmsea <= RMSEA_CLOSE)}.",
@@ -153,10 +158,49 @@ def _selection_lines(solutions, parallel, matrix: str = "the ability estimates")
             f"(on {matrix}, the matrix the solutions are fitted to)."]
 
 
+def solution_flags(solution) -> list[str]:
+    """What makes a solution improper or its fit index unreadable: a Heywood case (a uniqueness at
+    or below the lower bound, or a loading of absolute value 1 or more) and an RMSEA above 1."""
+    names = np.asarray(solution.variables)
+    flags = []
+    low = solution.uniquenesses <= PSI_BOUNDS[0] + 1e-8
+    if low.any():
+        flags.append("Heywood: uniqueness at its bound for " + ", ".join(names[low]))
+    big = np.abs(solution.loadings).max(axis=1) >= 1
+    if big.any():
+        flags.append("Heywood: a loading of 1 or more for " + ", ".join(names[big]))
+    if np.isfinite(solution.fit.rmsea) and solution.fit.rmsea > 1:
+        flags.append(f"RMSEA {solution.fit.rmsea:.2f} > 1")
+    return flags
+
+
 def _fit_frame(solutions) -> pd.DataFrame:
     return pd.DataFrame([{"factors": s.n_factors, "chi2": s.fit.chi2, "dof": s.fit.dof, "RMSEA": s.fit.rmsea,
                           "CFI": s.fit.cfi, "TLI": s.fit.tli, "variance explained": s.variance_explained,
-                          "Heywood": bool(s.heywood)} for s in solutions])
+                          "Heywood": bool(s.heywood or np.abs(s.loadings).max() >= 1),
+                          "flags": "; ".join(solution_flags(s)) or "-"} for s in solutions])
+
+
+def _flag_lines(solutions) -> list[str]:
+    """A sentence per kind of flag in the fit table: what it means and what to do."""
+    flagged = {s.n_factors: solution_flags(s) for s in solutions}
+    heywood = [k for k, f in flagged.items() if any(x.startswith("Heywood") for x in f)]
+    rmsea = [k for k, f in flagged.items() if any(x.startswith("RMSEA") for x in f)]
+    lines = []
+    if heywood:
+        lines.append(f"- **Improper solution (Heywood case) at {', '.join(map(str, heywood))} factor(s).** A "
+                     "benchmark's uniqueness reached its lower bound, or a loading reached 1: the factors claim all of "
+                     "that benchmark's variance, which no real measurement allows. It usually means too many factors "
+                     "for the number of benchmarks, or too few models. Do not interpret these loadings; read the "
+                     "solution with fewer factors (the SAFE suite builds no latent-ability item bank from an improper "
+                     "solution) or add benchmarks or models.")
+    if rmsea:
+        lines.append(f"- **RMSEA above 1 at {', '.join(map(str, rmsea))} factor(s).** RMSEA is the misfit per degree "
+                     "of freedom, and values above 0.1 already mean poor fit; above 1 it is dominated by having very "
+                     f"few degrees of freedom (dof in the table) and models (n = {solutions[0].fit.n_obs}), so the index "
+                     "says nothing useful about that solution. Choose the number of factors by parallel analysis and "
+                     "the loadings' bootstrap intervals instead.")
+    return lines + [""] * bool(lines)
 
 
 def _solution_lines(solutions, intervals, *, title: str, recomputed: str) -> list[str]:
@@ -183,9 +227,8 @@ def _solution_lines(solutions, intervals, *, title: str, recomputed: str) -> lis
                                     for i in range(s.n_factors)], columns=_factors(s.n_factors))
             lines += ["Factor correlations (phi):", "", markdown_table(phi.assign(factor=_factors(s.n_factors))
                                                                      [["factor", *_factors(s.n_factors)]]), ""]
-        warnings = []
-        if s.heywood:
-            warnings.append("a uniqueness is at its lower bound (Heywood case); read this solution with care")
+        warnings = [f"{flag}: an improper solution, see the fit table's note; do not interpret these loadings"
+                    for flag in solution_flags(s) if flag.startswith("Heywood")]
         if not s.converged:
             warnings.append("the extraction or rotation did not converge")
         lines += [f"- **Warning.** {w}" for w in warnings] + [""] * bool(warnings)
@@ -257,7 +300,7 @@ def factors_report(*, abilities: xr.Dataset, corrected, solutions, parallel, int
     if dropped:
         lines += ["Items without variance (all models right or all wrong) were removed before the fits: "
                   + ", ".join(f"{b} {n}" for b, n in dropped.items()) + " (listed in factors.nc).", ""]
-    lines += ["## Number of factors", "", markdown_table(_fit_frame(solutions)), "",
+    lines += ["## Number of factors", "", markdown_table(_fit_frame(solutions)), "", *_flag_lines(solutions),
               *_selection_lines(solutions, parallel, "the raw ability correlations"), ""]
     if figure:
         lines += [f"![Factor selection]({figure})", ""]
@@ -281,7 +324,8 @@ def factors_report(*, abilities: xr.Dataset, corrected, solutions, parallel, int
                   + (" and the result moved to the nearest positive-definite correlation matrix"
                      if disattenuated.smoothed else "")
                   + ". Parallel analysis and bootstrap run on this matrix too. Fit indices of both analyses:", "",
-                  markdown_table(both), "", *_selection_lines(c_solutions, c_parallel, "the corrected correlations"),
+                  markdown_table(both), "", *_flag_lines(c_solutions),
+                  *_selection_lines(c_solutions, c_parallel, "the corrected correlations"),
                   ""]
         lines += _solution_lines(c_solutions, c_intervals, title=" (corrected)",
                                  recomputed="reliabilities, correction and factor solution")
@@ -298,6 +342,15 @@ def plot_factor_selection(solutions, parallel, path: Path) -> Path:
     left.axhline(CFI_GOOD, color="C0", ls=":", lw=1)
     left.axhline(RMSEA_CLOSE, color="C1", ls=":", lw=1)
     left.set(xlabel="number of factors", ylabel="fit index", title="(A) fit by number of factors", xticks=ks)
+    flagged = [(s.n_factors, solution_flags(s)) for s in solutions if solution_flags(s)]
+    for k, flags in flagged:
+        short = " + ".join(dict.fromkeys("Heywood" if f.startswith("Heywood") else "RMSEA > 1" for f in flags))
+        left.axvline(k, color="C3", lw=6, alpha=0.15)
+        left.annotate(short, (k, 0.5), xycoords=("data", "axes fraction"), rotation=90, ha="center", va="center",
+                      fontsize=8, color="C3")
+    if flagged:
+        left.text(0.01, 0.01, "shaded: improper solution or RMSEA > 1 (see report)", transform=left.transAxes,
+                  fontsize=7, color="C3")
     left.legend(fontsize=8)
     rank = np.arange(1, len(parallel.observed_fa) + 1)
     right.plot(rank, parallel.observed_fa, "o-", color="C0", label=f"observed (reduced, {parallel.communalities})")
@@ -317,7 +370,8 @@ def plot_factor_selection(solutions, parallel, path: Path) -> Path:
 
 def _write_solutions(folder: Path, solutions, intervals, parallel, suffix: str) -> None:
     pd.DataFrame([{"n_factors": s.n_factors, **{c: getattr(s.fit, c) for c in _FIT_COLUMNS},
-                   "variance_explained": s.variance_explained, "converged": s.converged, "heywood": s.heywood}
+                   "variance_explained": s.variance_explained, "converged": s.converged, "heywood": s.heywood,
+                   "flags": "; ".join(solution_flags(s))}
                   for s in solutions]).to_csv(folder / f"fit_indices{suffix}.csv", index=False)
     for s in solutions:
         boot = next((b for b in intervals if b.attrs["n_factors"] == s.n_factors), None)

@@ -12,6 +12,7 @@ import xarray as xr
 from bayesirt.data.reading import reading_record, shown_ids
 from bayesirt.inference.diagnostics import convergence_table
 from bayesirt.models.specs import IRTSpec
+from bayesirt.report.paging import MAX_FOREST_ROWS, forest_note
 
 __all__ = ["reading_lines", "fit_report", "markdown_table"]
 
@@ -126,6 +127,7 @@ def fit_report(
         "proportion correct": top["proportion_correct"],
     })), "", "## Figures", ""]
     lines += [f"![{caption}]({file})" for caption, file in figures.items()]
+    lines += ["", forest_note(len(models), "models", "models.csv")] * (len(models) > MAX_FOREST_ROWS)
     lines += ["", "## Files", "",
               "- `posterior.nc`: the full ArviZ DataTree (posterior, sample_stats, observed_data, constant_data; "
               "spec text, seed, settings, versions and timings in its attributes); open with `xarray.open_datatree`.",

@@ -77,15 +77,19 @@ def plot_roc(roc: pd.DataFrame, detection: pd.DataFrame, path: Path) -> Path:
 
 def plot_shift(genuine: xr.Dataset, runs: xr.Dataset, gaps: xr.Dataset, path: Path) -> Path:
     """Ability shifts by condition (left) and genuine shifts with the resolvable gap (right)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     data, labels = [genuine["shift"].values], ["genuine"]
     for scope in runs["scope"].values:
         for strength in runs["strength"].values:
             run = runs.sel(scope=scope, strength=strength)
             data.append(run["shift"].values[run["changed"].values > 0])
-            labels.append(f"{scope}\n{strength:g}")
+            labels.append(f"{scope} {strength:g}")
+    width = max(6.0, 0.42 * len(labels) + 1.5)  # the left panel grows with the conditions, labels stay readable
+    fig, (left, right) = plt.subplots(1, 2, figsize=(width + 5.0, 4.5), width_ratios=(width, 5.0))
     left.boxplot([d[np.isfinite(d)] for d in data], showfliers=False)
-    left.set_xticks(np.arange(1, len(labels) + 1), labels, fontsize=6, rotation=90)
+    left.set_xticks(np.arange(1, len(labels) + 1), labels, fontsize=9, rotation=45, ha="right",
+                    rotation_mode="anchor")
+    left.tick_params(axis="y", labelsize=9)
+    right.tick_params(labelsize=9)
     left.axhline(0, color="grey", lw=0.8)
     left.set_ylabel("ability shift (short test - historical)")
     theta = genuine["theta"].values

@@ -1,30 +1,166 @@
-"""Progress bars for bayesirt's own long loops (samplers draw their own)."""
+"""Progress of bayesirt's own long loops (samplers draw their own) and the stage lines of long jobs.
+
+On a terminal a loop draws a bar (rich) that disappears when done. When stderr is not a terminal
+(a batch job, CI, ``nohup``, a redirected log), bars would print nothing, so a loop writes plain
+lines instead: one when it starts, one at every tenth of the work (at most one per ``MIN_GAP``
+seconds), a heartbeat when nothing was
+written for ``HEARTBEAT`` seconds (elapsed time and an estimate of the time left, assuming the
+remaining steps take as long as the finished ones on average), and one when it ends.
+:func:`stage` writes one line naming the stage a job enters, on terminals and off.
+"""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-__all__ = ["progress_bar", "show_progress"]
+__all__ = ["progress_bar", "show_progress", "stage", "heartbeat", "format_duration", "HEARTBEAT", "MIN_GAP"]
+
+#: Seconds without a line after which a non-terminal progress report writes a heartbeat.
+HEARTBEAT = 30.0
+#: Fewest seconds between two lines at tenths of a loop (a quick loop writes only its first and last line).
+MIN_GAP = 5.0
 
 _SHOWN = {"bars": True}
 
 
 def show_progress(enabled: bool) -> None:
-    """Turn every progress bar of this process on or off (the command line's ``--no-progress``)."""
+    """Turn every progress report of this process on or off (the command line's ``--no-progress``)."""
     _SHOWN["bars"] = bool(enabled)
 
 
+def format_duration(seconds: float) -> str:
+    """``'45 s'``, ``'3 min 05 s'``, ``'2 h 07 min'``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+def stage(message: str, *, enabled: bool = True, stream: TextIO | None = None) -> None:
+    """Write ``bayesirt: MESSAGE`` as one line on stderr (unless progress is off)."""
+    if enabled and _SHOWN["bars"]:
+        out = stream if stream is not None else sys.stderr
+        print(f"bayesirt: {message}", file=out, flush=True)
+
+
+class _LineReport:
+    """Plain-line progress of one loop for a stream that is not a terminal."""
+
+    def __init__(self, total: int, description: str, stream: TextIO, heartbeat: float, min_gap: float):
+        self.total, self.description, self.stream, self.heartbeat = max(int(total), 0), description, stream, heartbeat
+        self.min_gap = min_gap
+        self.done, self.start = 0, time.monotonic()
+        self.last_line, self.last_tenth = self.start, 0
+        self.lock, self.stopped = threading.Lock(), threading.Event()
+        self.write(f"{description}: started, {self.total:,} steps")
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+        self.thread.start()
+
+    def write(self, text: str) -> None:
+        print(f"bayesirt: {text}", file=self.stream, flush=True)
+        self.last_line = time.monotonic()
+
+    def status(self) -> str:
+        elapsed = time.monotonic() - self.start
+        share = self.done / self.total if self.total else 1.0
+        text = f"{self.description}: {self.done:,}/{self.total:,} ({share:.0%}) after {format_duration(elapsed)}"
+        if 0 < self.done < self.total:
+            text += f", about {format_duration(elapsed / self.done * (self.total - self.done))} left"
+        elif self.done == 0:
+            text += ", no step finished yet (no estimate)"
+        return text
+
+    def advance(self, n: int = 1) -> None:
+        with self.lock:
+            self.done += n
+            tenth = 10 * self.done // self.total if self.total else 10
+            if tenth > self.last_tenth and self.done < self.total and \
+                    time.monotonic() - self.last_line >= self.min_gap:
+                self.last_tenth = tenth
+                self.write(self.status())
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(min(self.heartbeat, 1.0)):
+            with self.lock:
+                if time.monotonic() - self.last_line >= self.heartbeat:
+                    self.write(self.status())
+
+    def close(self, ok: bool) -> None:
+        self.stopped.set()
+        self.thread.join()
+        with self.lock:
+            elapsed = format_duration(time.monotonic() - self.start)
+            steps = f"{self.done:,}" + (f" of {self.total:,}" if self.done != self.total else "")
+            self.write(f"{self.description}: done, {steps} steps in {elapsed}" if ok else
+                       f"{self.description}: stopped at {self.done:,}/{self.total:,} after {elapsed}")
+
+
 @contextmanager
-def progress_bar(total: int, description: str, *, enabled: bool = True) -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(n)``; draws a bar on stderr when ``enabled``, else does nothing."""
+def progress_bar(total: int, description: str, *, enabled: bool = True, stream: TextIO | None = None,
+                 heartbeat: float = HEARTBEAT, min_gap: float = MIN_GAP) -> Iterator[Callable[[int], None]]:
+    """Yield ``advance(n)``. Draws a bar when ``stream`` (default: stderr) is a terminal, writes
+    plain progress lines when it is not (see the module), does nothing when disabled."""
     if not (enabled and _SHOWN["bars"]):
         yield lambda n=1: None
         return
+    out = stream if stream is not None else sys.stderr
+    if not _is_terminal(out):
+        report = _LineReport(total, description, out, heartbeat, min_gap)
+        ok = False
+        try:
+            yield report.advance
+            ok = True
+        finally:
+            report.close(ok)
+        return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
-    with Progress(*columns, transient=True) as bar:
+    with Progress(*columns, transient=True, console=Console(file=out)) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)
+
+
+@contextmanager
+def heartbeat(description: str, *, enabled: bool = True, stream: TextIO | None = None,
+              every: float = HEARTBEAT) -> Iterator[None]:
+    """For a long step that reports no progress of its own off a terminal (a sampler's bar): when
+    stderr is not a terminal, a line every ``every`` seconds saying it is still running and for how
+    long (no estimate: the step's length is unknown). On a terminal or when disabled: nothing."""
+    out = stream if stream is not None else sys.stderr
+    if not (enabled and _SHOWN["bars"]) or _is_terminal(out):
+        yield
+        return
+    start, stopped = time.monotonic(), threading.Event()
+
+    def beat() -> None:
+        while not stopped.wait(every):
+            print(f"bayesirt: {description}: still running after {format_duration(time.monotonic() - start)}",
+                  file=out, flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stopped.set()
+        thread.join()
