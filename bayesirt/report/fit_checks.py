@@ -41,21 +41,25 @@ def _person_lines(person: dict) -> list[str]:
 
 
 def _item_lines(item: dict) -> list[str]:
+    lo, hi = item["mean_square_range"]
     lines = [
         "### Item fit",
         "",
-        f"Infit (information-weighted) and outfit (unweighted) mean squares of the standardized residuals "
-        f"(x - P) / sqrt(P(1 - P)) over the models that answered, at the {item['evaluated_at']}; both are 1 in "
-        f"expectation if the item's curve fits. **{item['n_flagged']} of {item['n_items']} items "
-        f"({item['share_flagged']:.1%})** have {item['rule']} (Linacre's range productive for measurement): "
-        f"{item['n_underfit']} above (noisier than the curve: answered against ability), {item['n_overfit']} below "
-        f"(more deterministic than the curve). Median infit {item['median_infit']:.2f}, outfit "
+        f"Yen's Q1 at the {item['evaluated_at']}: the models are split into {item['groups']} equal groups by "
+        "ability, and each item's observed proportion correct in each group is compared with the model's (a "
+        "chi-square; approximate, as the abilities are estimated from the same responses). "
+        f"**{item['n_flagged']} of {item['n_items']} items ({item['share_flagged']:.1%})** have {item['rule']}: their "
+        "curve does not follow how the models answer them (wrong shape, or answered against ability).",
+        "",
+        f"Infit and outfit mean squares (1 in expectation under the model): {item['n_mean_square_above']} items above "
+        f"{hi:g} (noisier than the curve) and {item['n_mean_square_below']} below {lo:g} (more deterministic), "
+        f"Linacre's range productive for measurement; median infit {item['median_infit']:.2f}, outfit "
         f"{item['median_outfit']:.2f}.",
         "",
     ]
     if item["worst"]:
-        lines += [f"Furthest outside the range ({len(item['worst'])} shown):", "",
-                  markdown_table(pd.DataFrame(item["worst"])), ""]
+        lines += [f"Worst item fit ({len(item['worst'])} shown, smallest p first):", "",
+                  markdown_table(pd.DataFrame(item["worst"]).assign(q1_p=lambda f: f["q1_p"].map("{:.2g}".format))), ""]
     return lines
 
 

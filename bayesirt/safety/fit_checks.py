@@ -11,12 +11,18 @@ number of draws.
   estimated ability has variance below 1). The cohort's 10% point (the cut-off that
   ``bayesirt personfit`` calibrates) and whether it shows widespread misfit
   (:func:`bayesirt.safety.personfit.misfit_spread`) are reported too.
-- **Item fit**: with standardized residuals ``z = (x - p) / sqrt(p q)`` over the observed
-  models, outfit = mean of ``z^2`` and infit = ``sum (x - p)^2 / sum p q`` (the
-  information-weighted mean square; Wright and Masters 1982). Both are 1 in expectation under
-  the model; an item is named when either lies outside [0.5, 1.5] (Linacre's range "productive
-  for measurement"): above, responses are noisier than the curve says (e.g. answered against
-  ability); below, more deterministic than the curve (a step the slope does not capture).
+- **Item fit**: Yen's (1981) Q1: the models are split into ``G`` groups of equal size by point
+  ability (10, fewer below 200 models: at least 20 per group), and for each item
+  ``Q1 = sum_g n_g (O_g - E_g)^2 / (E_g (1 - E_g))`` with ``O_g`` the observed and ``E_g`` the
+  mean model-implied proportion correct of the group's models that answered it; referred to a
+  chi-square with ``G - k`` degrees of freedom (``k`` the item's free parameters). An item is
+  named when its p-value is below ``0.05 / n_items`` (Bonferroni over the items). The p-values
+  are approximate (abilities are estimated from the same responses; conservative on long tests,
+  somewhat liberal on short ones). Q1 sees a curve of the wrong shape or direction (e.g. an item
+  answered against ability, which a positive slope cannot follow). Also reported: outfit (mean
+  of ``z^2``, ``z = (x - p) / sqrt(p q)``) and infit (``sum (x - p)^2 / sum p q``) mean squares
+  (Wright and Masters 1982), 1 in expectation, and how many lie outside [0.5, 1.5] (Linacre's
+  range "productive for measurement"): above, noisier than the curve; below, more deterministic.
 - **Ability versus accuracy**: Spearman correlation of point ability and accuracy (share correct
   of observed items), and the models whose two ranks (1 = highest, ties share the lowest rank)
   differ most.
@@ -28,17 +34,21 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from scipy.special import expit
-from scipy.stats import norm, rankdata, spearmanr
+from scipy.stats import chi2, norm, rankdata, spearmanr
 
 from bayesirt.data.responses import MISSING
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics, misfit_spread
 
-__all__ = ["LZ_CUTOFF", "ITEM_MS_RANGE", "point_estimates", "item_fit", "rank_disagreement", "fit_checks"]
+__all__ = ["LZ_CUTOFF", "ITEM_MS_RANGE", "ITEM_ALPHA", "point_estimates", "item_fit", "rank_disagreement",
+           "fit_checks"]
 
 #: Person fit: a model is named when l_z lies below this (the standard normal 1% point).
 LZ_CUTOFF = float(norm.ppf(0.01))
 #: Item fit: an item is named when its infit or outfit mean square lies outside this range.
 ITEM_MS_RANGE = (0.5, 1.5)
+#: Item fit: family-wise level of Q1 (Bonferroni over the items).
+ITEM_ALPHA = 0.05
+_GROUPS, _PER_GROUP = 10, 20
 _FPR = 0.1
 _PARAMS = (("discrimination", 1.0), ("intercept", 0.0), ("guessing", 0.0), ("slip", 0.0))
 _TINY = 1e-12
@@ -63,17 +73,32 @@ def _probabilities(est: dict) -> np.ndarray:
     return np.clip(p, _TINY, 1 - _TINY)
 
 
-def item_fit(y: np.ndarray, est: dict) -> pd.DataFrame:
-    """``infit`` and ``outfit`` mean squares and ``n_observed`` of every item (rows in ``y``'s order)."""
+def item_fit(y: np.ndarray, est: dict, *, n_parameters: int = 2) -> pd.DataFrame:
+    """Yen's Q1 (``q1``, ``q1_df``, ``q1_p``), ``infit`` and ``outfit`` mean squares and
+    ``n_observed`` of every item (rows in ``y``'s order); ``n_parameters``: free parameters per
+    item (the degrees of freedom are the groups minus it, at least 1)."""
     obs = y != MISSING
     p = _probabilities(est)
     var = p * (1 - p)
-    sq = np.where(obs, ((y == 1) - p) ** 2, 0.0)
+    resid = np.where(obs, (y == 1) - p, 0.0)
     n = obs.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        outfit = (sq / var).sum(axis=1) / n
-        infit = sq.sum(axis=1) / np.where(obs, var, 0.0).sum(axis=1)
-    return pd.DataFrame({"infit": infit, "outfit": outfit, "n_observed": n})
+        outfit = (resid**2 / var).sum(axis=1) / n
+        infit = (resid**2).sum(axis=1) / np.where(obs, var, 0.0).sum(axis=1)
+    n_models = y.shape[1]
+    groups = max(2, min(_GROUPS, n_models // _PER_GROUP))
+    member = np.zeros((n_models, groups))
+    for g, idx in enumerate(np.array_split(np.argsort(est["theta"], kind="stable"), groups)):
+        member[idx, g] = 1.0
+    n_g = obs.astype(float) @ member
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = (obs & (y == 1)).astype(float) @ member / n_g
+        expected = np.where(obs, p, 0.0) @ member / n_g
+        terms = n_g * (observed - expected) ** 2 / (expected * (1 - expected))
+    q1 = np.where(n_g > 0, terms, 0.0).sum(axis=1)
+    df = np.maximum((n_g > 0).sum(axis=1) - n_parameters, 1)
+    return pd.DataFrame({"q1": q1, "q1_df": df, "q1_p": chi2.sf(q1, df), "infit": infit, "outfit": outfit,
+                         "n_observed": n})
 
 
 def rank_disagreement(theta: np.ndarray, accuracy: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -84,14 +109,15 @@ def rank_disagreement(theta: np.ndarray, accuracy: np.ndarray) -> tuple[float, n
     return rho, rankdata(-theta, method="min").astype(int), rankdata(-accuracy, method="min").astype(int)
 
 
-def fit_checks(responses: xr.Dataset, est: dict, *, prior_mean: float = 0.0, prior_sd: float = 1.0,
-               top: int = 10, evaluated_at: str = "posterior means") -> dict:
+def fit_checks(responses: xr.Dataset, est: dict, *, n_parameters: int = 2, prior_mean: float = 0.0,
+               prior_sd: float = 1.0, top: int = 10, evaluated_at: str = "posterior means") -> dict:
     """Person fit, item fit and ability-versus-accuracy order at the point estimates ``est``
     (:func:`point_estimates`, in the responses' item and model order).
 
     Returns a JSON-ready dict: ``person_fit``, ``item_fit`` and ``ability_vs_accuracy``, each
     with its rule, counts and the ``top`` most extreme models or items (records); ``evaluated_at``
-    says which estimates were used. ``prior_mean``, ``prior_sd``: the ability prior (for l_z*)."""
+    says which estimates were used. ``n_parameters``: free parameters per item (Q1's degrees of
+    freedom); ``prior_mean``, ``prior_sd``: the ability prior (for l_z*)."""
     da = check_responses(responses)
     y = np.asarray(da.values)
     models, items = da["model"].values.astype(str), da["item"].values.astype(str)
@@ -114,19 +140,23 @@ def fit_checks(responses: xr.Dataset, est: dict, *, prior_mean: float = 0.0, pri
         "median_lz": float(np.median(stats.lz[finite])) if finite.any() else float("nan"),
         "lowest": low.head(top).to_dict("records"),
     }
-    fits = item_fit(y, est).assign(item_id=items, proportion_correct=(y == 1).sum(1) / np.maximum(obs.sum(1), 1))
+    fits = item_fit(y, est, n_parameters=n_parameters).assign(
+        item_id=items, proportion_correct=(y == 1).sum(1) / np.maximum(obs.sum(1), 1),
+        discrimination=est["discrimination"])
     lo, hi = ITEM_MS_RANGE
-    outside = (fits["infit"] < lo) | (fits["infit"] > hi) | (fits["outfit"] < lo) | (fits["outfit"] > hi)
-    worst = np.maximum(np.abs(np.log(fits["infit"])), np.abs(np.log(fits["outfit"])))
-    named = fits[outside].assign(_worst=worst[outside]).sort_values("_worst", ascending=False, kind="stable")
+    level = ITEM_ALPHA / len(fits)
+    named = fits[fits["q1_p"] < level].sort_values(["q1_p", "q1"], ascending=[True, False], kind="stable")
     item = {
-        "statistics": "infit and outfit mean squares", "evaluated_at": evaluated_at, "range": list(ITEM_MS_RANGE),
-        "rule": f"infit or outfit mean square outside [{lo:g}, {hi:g}]",
-        "n_items": int(len(fits)), "n_flagged": int(outside.sum()), "share_flagged": float(outside.mean()),
-        "n_underfit": int(((fits["infit"] > hi) | (fits["outfit"] > hi)).sum()),
-        "n_overfit": int(((fits["infit"] < lo) | (fits["outfit"] < lo)).sum()),
+        "statistic": "Q1 (Yen 1981): chi-square of observed vs model-implied proportion correct in ability groups",
+        "evaluated_at": evaluated_at, "groups": int(fits["q1_df"].max() + n_parameters) if len(fits) else 0,
+        "rule": f"Q1 p-value < {ITEM_ALPHA:g} / {len(fits)} items (Bonferroni) = {level:.2g}",
+        "n_items": int(len(fits)), "n_flagged": int(len(named)), "share_flagged": float(len(named) / max(len(fits), 1)),
+        "mean_square_range": list(ITEM_MS_RANGE),
+        "n_mean_square_above": int(((fits["infit"] > hi) | (fits["outfit"] > hi)).sum()),
+        "n_mean_square_below": int(((fits["infit"] < lo) | (fits["outfit"] < lo)).sum()),
         "median_infit": float(fits["infit"].median()), "median_outfit": float(fits["outfit"].median()),
-        "worst": named[["item_id", "infit", "outfit", "proportion_correct", "n_observed"]].head(top).to_dict("records"),
+        "worst": named[["item_id", "q1", "q1_df", "q1_p", "infit", "outfit", "discrimination", "proportion_correct",
+                        "n_observed"]].head(top).to_dict("records"),
     }
     gap = np.abs(ability_rank - accuracy_rank)
     best = people[accuracy == np.nanmax(accuracy)] if np.isfinite(accuracy).any() else people.iloc[:0]

@@ -245,7 +245,7 @@ def misfit_spread(values, cutoff: float, *, fpr: float = 0.1) -> dict:
     bound = float(norm.ppf(fpr / 10))
     return {"nominal_quantile": float(norm.ppf(fpr)), "widespread_below": bound,
             "share_below_nominal_1pct": float(np.mean(finite <= norm.ppf(0.01))) if finite.size else float("nan"),
-            "widespread": bool(np.isfinite(cutoff) and cutoff < bound),
+            "widespread": bool(cutoff < bound),  # NaN compares False; -inf (a tie at the bottom) is below
             "rule": f"widespread misfit when the cohort's {fpr:.0%} point of the statistic lies below the standard "
                     f"normal {fpr / 10:.1%} point ({bound:.2f}); under fit it lies near or above the normal "
                     f"{fpr:.0%} point ({norm.ppf(fpr):.2f})"}
