@@ -19,6 +19,7 @@ from bayesirt.cli.main import main
 from bayesirt.data import load_dataset, simulate_pl
 from bayesirt.frequentist import fit_mml
 from bayesirt.jobs.fit import run_fit_job
+from bayesirt.safety.bank import read_bank
 
 # LSAT6 2PL by marginal ML, R ltm (21-point Gauss-Hermite): the reference of test_mml.py
 LSAT6_A = [0.8254, 0.7229, 0.8905, 0.6886, 0.6575]
@@ -175,3 +176,10 @@ def test_analysis_file_map_runs_map_em(tmp_path):
     for name in ("discrimination", "difficulty"):
         np.testing.assert_allclose(items[f"{name}_mean"], reference[name], rtol=0, atol=1e-8, err_msg=name)
         np.testing.assert_allclose(items[f"{name}_sd"], reference[f"{name}_se"], rtol=0, atol=1e-8, err_msg=name)
+
+
+def test_map_nc_is_read_as_an_mml_bank(lsat6_map):
+    """select/score read map.nc as they read mml.nc (Laplace draws from the covariance), not as a
+    posterior of one draw."""
+    bank = read_bank(lsat6_map / "map.nc", draws=50)
+    assert "Laplace" in bank.kind and np.ptp(bank.discrimination, axis=0).min() > 0
