@@ -51,6 +51,7 @@ def test_planted_models_and_item_are_named(planted):
     assert all(r["lz"] < -5 for r in person["lowest"][:8])
     items = checks["item_fit"]
     assert [r["item_id"] for r in items["worst"]][:1] == [AGAINST] and items["n_flagged"] <= 2
+    assert items["worst"][0]["rmsd"] > 0.1 and items["n_large"] >= 1
     ranks = checks["ability_vs_accuracy"]
     top = {r["model_id"] for r in ranks["largest_rank_differences"]}
     assert top & set(PLANTED)  # reversed patterns: accuracy 1/2, ability far lower or higher
@@ -63,7 +64,7 @@ def test_clean_2pl_gives_few_flags(seed):
     person = checks["person_fit"]
     assert person["n_flagged"] <= 8 and not person["widespread"]  # 1% nominal: 4 of 400
     assert person["cohort_10pct_point"] > -1.6
-    assert checks["item_fit"]["n_flagged"] <= 1
+    assert checks["item_fit"]["n_flagged"] <= 1 and checks["item_fit"]["n_large"] == 0
     assert checks["ability_vs_accuracy"]["spearman"] > 0.97
 
 
@@ -103,6 +104,11 @@ def test_item_fit_by_hand():
             q1 += len(g) * (o - e) ** 2 / (e * (1 - e))
         assert fits["q1"][i] == pytest.approx(q1)
         assert fits["q1_df"][i] == 1 and fits["q1_p"][i] == pytest.approx(chi2.sf(q1, 1))
+        rmsd = 0.0
+        for g in (np.arange(3), np.arange(3, 6)):
+            g = g[seen[g]]
+            rmsd += len(g) * (y[i][g].mean() - p[g].mean()) ** 2
+        assert fits["rmsd"][i] == pytest.approx(np.sqrt(rmsd / seen.sum()))
 
 
 def test_lz_and_spearman_match_their_definitions(planted):

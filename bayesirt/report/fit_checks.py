@@ -49,7 +49,10 @@ def _item_lines(item: dict) -> list[str]:
         "ability, and each item's observed proportion correct in each group is compared with the model's (a "
         "chi-square; approximate, as the abilities are estimated from the same responses). "
         f"**{item['n_flagged']} of {item['n_items']} items ({item['share_flagged']:.1%})** have {item['rule']}: their "
-        "curve does not follow how the models answer them (wrong shape, or answered against ability).",
+        "curve does not follow how the models answer them (wrong shape, or answered against ability). With many "
+        "models small departures are significant too; their size is the RMSD, the root mean square difference "
+        f"between observed and model-implied proportion correct over the groups (median {item['median_rmsd']:.3f}): "
+        f"**{item['n_large']}** flagged items have RMSD above {item['rmsd_large']:g} (large misfit).",
         "",
         f"Infit and outfit mean squares (1 in expectation under the model): {item['n_mean_square_above']} items above "
         f"{hi:g} (noisier than the curve) and {item['n_mean_square_below']} below {lo:g} (more deterministic), "
@@ -58,7 +61,7 @@ def _item_lines(item: dict) -> list[str]:
         "",
     ]
     if item["worst"]:
-        lines += [f"Worst item fit ({len(item['worst'])} shown, smallest p first):", "",
+        lines += [f"Worst item fit ({len(item['worst'])} flagged items shown, largest RMSD first):", "",
                   markdown_table(pd.DataFrame(item["worst"]).assign(q1_p=lambda f: f["q1_p"].map("{:.2g}".format))), ""]
     return lines
 

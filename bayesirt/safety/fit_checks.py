@@ -19,7 +19,10 @@ number of draws.
   named when its p-value is below ``0.05 / n_items`` (Bonferroni over the items). The p-values
   are approximate (abilities are estimated from the same responses; conservative on long tests,
   somewhat liberal on short ones). Q1 sees a curve of the wrong shape or direction (e.g. an item
-  answered against ability, which a positive slope cannot follow). Also reported: outfit (mean
+  answered against ability, which a positive slope cannot follow). With thousands of models it
+  also flags small departures, so its size is given as well: ``rmsd``, the root mean square of
+  ``O_g - E_g`` weighted by ``n_g`` (a difference of proportions), and items are counted as
+  **large** misfit when flagged with ``rmsd > 0.1`` (large-scale assessment uses 0.1-0.15). Also reported: outfit (mean
   of ``z^2``, ``z = (x - p) / sqrt(p q)``) and infit (``sum (x - p)^2 / sum p q``) mean squares
   (Wright and Masters 1982), 1 in expectation, and how many lie outside [0.5, 1.5] (Linacre's
   range "productive for measurement"): above, noisier than the curve; below, more deterministic.
@@ -39,7 +42,7 @@ from scipy.stats import chi2, norm, rankdata, spearmanr
 from bayesirt.data.responses import MISSING
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics, misfit_spread
 
-__all__ = ["LZ_CUTOFF", "ITEM_MS_RANGE", "ITEM_ALPHA", "point_estimates", "item_fit", "rank_disagreement",
+__all__ = ["LZ_CUTOFF", "ITEM_MS_RANGE", "ITEM_ALPHA", "ITEM_RMSD_LARGE", "point_estimates", "item_fit", "rank_disagreement",
            "fit_checks"]
 
 #: Person fit: a model is named when l_z lies below this (the standard normal 1% point).
@@ -48,6 +51,8 @@ LZ_CUTOFF = float(norm.ppf(0.01))
 ITEM_MS_RANGE = (0.5, 1.5)
 #: Item fit: family-wise level of Q1 (Bonferroni over the items).
 ITEM_ALPHA = 0.05
+#: Item fit: a flagged item's misfit is called large above this RMSD of observed minus implied proportions.
+ITEM_RMSD_LARGE = 0.1
 _GROUPS, _PER_GROUP = 10, 20
 _FPR = 0.1
 _PARAMS = (("discrimination", 1.0), ("intercept", 0.0), ("guessing", 0.0), ("slip", 0.0))
@@ -74,7 +79,7 @@ def _probabilities(est: dict) -> np.ndarray:
 
 
 def item_fit(y: np.ndarray, est: dict, *, n_parameters: int = 2) -> pd.DataFrame:
-    """Yen's Q1 (``q1``, ``q1_df``, ``q1_p``), ``infit`` and ``outfit`` mean squares and
+    """Yen's Q1 (``q1``, ``q1_df``, ``q1_p``), its ``rmsd``, ``infit`` and ``outfit`` mean squares and
     ``n_observed`` of every item (rows in ``y``'s order); ``n_parameters``: free parameters per
     item (the degrees of freedom are the groups minus it, at least 1)."""
     obs = y != MISSING
@@ -95,10 +100,11 @@ def item_fit(y: np.ndarray, est: dict, *, n_parameters: int = 2) -> pd.DataFrame
         observed = (obs & (y == 1)).astype(float) @ member / n_g
         expected = np.where(obs, p, 0.0) @ member / n_g
         terms = n_g * (observed - expected) ** 2 / (expected * (1 - expected))
+        rmsd = np.sqrt(np.where(n_g > 0, n_g * (observed - expected) ** 2, 0.0).sum(axis=1) / n_g.sum(axis=1))
     q1 = np.where(n_g > 0, terms, 0.0).sum(axis=1)
     df = np.maximum((n_g > 0).sum(axis=1) - n_parameters, 1)
-    return pd.DataFrame({"q1": q1, "q1_df": df, "q1_p": chi2.sf(q1, df), "infit": infit, "outfit": outfit,
-                         "n_observed": n})
+    return pd.DataFrame({"q1": q1, "q1_df": df, "q1_p": chi2.sf(q1, df), "rmsd": rmsd, "infit": infit,
+                         "outfit": outfit, "n_observed": n})
 
 
 def rank_disagreement(theta: np.ndarray, accuracy: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -145,17 +151,19 @@ def fit_checks(responses: xr.Dataset, est: dict, *, n_parameters: int = 2, prior
         discrimination=est["discrimination"])
     lo, hi = ITEM_MS_RANGE
     level = ITEM_ALPHA / len(fits)
-    named = fits[fits["q1_p"] < level].sort_values(["q1_p", "q1"], ascending=[True, False], kind="stable")
+    named = fits[fits["q1_p"] < level].sort_values(["rmsd", "q1"], ascending=False, kind="stable")
     item = {
         "statistic": "Q1 (Yen 1981): chi-square of observed vs model-implied proportion correct in ability groups",
         "evaluated_at": evaluated_at, "groups": int(fits["q1_df"].max() + n_parameters) if len(fits) else 0,
         "rule": f"Q1 p-value < {ITEM_ALPHA:g} / {len(fits)} items (Bonferroni) = {level:.2g}",
         "n_items": int(len(fits)), "n_flagged": int(len(named)), "share_flagged": float(len(named) / max(len(fits), 1)),
+        "rmsd_large": ITEM_RMSD_LARGE, "n_large": int((named["rmsd"] > ITEM_RMSD_LARGE).sum()),
+        "median_rmsd": float(fits["rmsd"].median()),
         "mean_square_range": list(ITEM_MS_RANGE),
         "n_mean_square_above": int(((fits["infit"] > hi) | (fits["outfit"] > hi)).sum()),
         "n_mean_square_below": int(((fits["infit"] < lo) | (fits["outfit"] < lo)).sum()),
         "median_infit": float(fits["infit"].median()), "median_outfit": float(fits["outfit"].median()),
-        "worst": named[["item_id", "q1", "q1_df", "q1_p", "infit", "outfit", "discrimination", "proportion_correct",
+        "worst": named[["item_id", "rmsd", "q1", "q1_df", "q1_p", "infit", "outfit", "discrimination", "proportion_correct",
                         "n_observed"]].head(top).to_dict("records"),
     }
     gap = np.abs(ability_rank - accuracy_rank)
