@@ -30,8 +30,8 @@ def _person_lines(person: dict) -> list[str]:
                   "worst tenth of models that the model already fits poorly, not the few that break a model that "
                   "fits the rest.", ""]
     elif cut == cut:  # finite
-        lines += [f"The cohort's 10% point of l_z is {cut:.2f} (a well-fitting cohort: near or above "
-                  f"{person['nominal_quantile']:.2f}); misfit is not widespread by the rule "
+        lines += [f"The cohort's 10% point of l_z is {cut:.2f} (in a cohort the model fits it lies near or above "
+                  f"{person['nominal_quantile']:.2f}): misfit is not widespread by the rule "
                   f"({person['rule_widespread']}).", ""]
     if person["lowest"]:
         shown = pd.DataFrame(person["lowest"])
@@ -105,9 +105,9 @@ def ranking_caution(checks: dict) -> str:
     """One sentence for the top of the ranking: how many models misfit and how far ability and
     accuracy orders agree (see the Fit checks section)."""
     person, ranks = checks["person_fit"], checks["ability_vs_accuracy"]
-    text = (f"**Read with the fit checks below**: {person['n_flagged']} of {person['n_models']} models "
-            f"({person['share_flagged']:.1%}) fit the model poorly ({person['rule']}); Spearman correlation of ability "
-            f"and accuracy {ranks['spearman']:.3f}.")
+    text = (f"**Read with the fit checks below**: the model describes {person['n_flagged']} of {person['n_models']} "
+            f"models ({person['share_flagged']:.1%}) poorly ({person['rule']}; about 1% under fit); Spearman "
+            f"correlation of ability and accuracy {ranks['spearman']:.3f}.")
     if person["widespread"]:
         text += " Misfit is widespread in this cohort, so the ability ranking is a ranking under a model that does not " \
                 "describe many of these models."
