@@ -101,9 +101,10 @@ def _write_fit(tree, spec, responses, out, items, models, warnings, extra, *, ci
     report.md and two figures. ``extra``: method-specific summary entries."""
     method = json.loads(tree.attrs["bayesirt_settings"])["method"]
     point = "MAP estimates" if method == "map" else "posterior means"
-    n_parameters = 1 + (spec.discrimination_structure == "item") + spec.has_guessing + spec.has_slip
-    checks = fit_checks(from_observed_data(tree), point_estimates(tree["posterior"].to_dataset()),
-                        n_parameters=n_parameters, evaluated_at=point)
+    params = spec.priors["theta"].params  # a hierarchical theta prior: the standard normal grid
+    mu, sigma = (params.get(k, v) if isinstance(params.get(k, v), (int, float)) else v for k, v in (("mu", 0.0), ("sigma", 1.0)))
+    checks = fit_checks(from_observed_data(tree), point_estimates(tree["posterior"].to_dataset()), evaluated_at=point,
+                        prior_mean=float(mu), prior_sd=float(sigma))
     with staged_output(out, force=force) as folder:
         write_netcdf(tree, folder / ("map.nc" if method == "map" else "posterior.nc"), float32=float32)
         items.to_csv(folder / "items.csv", index=False)

@@ -45,24 +45,22 @@ def _item_lines(item: dict) -> list[str]:
     lines = [
         "### Item fit",
         "",
-        f"Yen's Q1 at the {item['evaluated_at']}: the models are split into {item['groups']} equal groups by "
-        "ability, and each item's observed proportion correct in each group is compared with the model's (a "
-        "chi-square; approximate, as the abilities are estimated from the same responses). "
+        f"RMSD of each item's characteristic curve at the {item['evaluated_at']} (the item-fit statistic of PISA): "
+        "each model is spread over an ability grid by its posterior given its responses, the item's observed "
+        "proportion correct at each grid point is compared with the fitted curve, and RMSD is the root mean square "
+        "difference weighted by how many models sit there (a difference of proportions; near 0 when the curve fits). "
         f"**{item['n_flagged']} of {item['n_items']} items ({item['share_flagged']:.1%})** have {item['rule']}: their "
-        "curve does not follow how the models answer them (wrong shape, or answered against ability). With many "
-        "models small departures are significant too; their size is the RMSD, the root mean square difference "
-        f"between observed and model-implied proportion correct over the groups (median {item['median_rmsd']:.3f}): "
-        f"**{item['n_large']}** flagged items have RMSD above {item['rmsd_large']:g} (large misfit).",
+        "curve does not follow how the models answer them (wrong shape, or answered against ability). Median RMSD "
+        f"{item['median_rmsd']:.3f}, largest {item['max_rmsd']:.3f}.",
         "",
-        f"Infit and outfit mean squares (1 in expectation under the model): {item['n_mean_square_above']} items above "
-        f"{hi:g} (noisier than the curve) and {item['n_mean_square_below']} below {lo:g} (more deterministic), "
-        f"Linacre's range productive for measurement; median infit {item['median_infit']:.2f}, outfit "
-        f"{item['median_outfit']:.2f}.",
+        f"Infit and outfit mean squares at the point abilities (1 in expectation under the model): "
+        f"{item['n_mean_square_above']} items above {hi:g} (noisier than the curve) and {item['n_mean_square_below']} "
+        f"below {lo:g} (more deterministic), Linacre's range productive for measurement; median infit "
+        f"{item['median_infit']:.2f}, outfit {item['median_outfit']:.2f}.",
         "",
     ]
     if item["worst"]:
-        lines += [f"Worst item fit ({len(item['worst'])} flagged items shown, largest RMSD first):", "",
-                  markdown_table(pd.DataFrame(item["worst"]).assign(q1_p=lambda f: f["q1_p"].map("{:.2g}".format))), ""]
+        lines += [f"Largest RMSD ({len(item['worst'])} shown):", "", markdown_table(pd.DataFrame(item["worst"])), ""]
     return lines
 
 
