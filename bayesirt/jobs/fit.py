@@ -89,8 +89,7 @@ def run_fit_job(
         return _write_mirt_fit(tree, spec, responses, out, warnings, ci=ci, float32=float32, force=force,
                                reading=reading)
     items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
-    extra = {"ahead": "posterior"}
-    return _write_fit(tree, spec, responses, out, items, models, warnings, extra, ci=ci, float32=float32, force=force,
+    return _write_fit(tree, spec, responses, out, items, models, warnings, {}, ci=ci, float32=float32, force=force,
                       pairs=pairs, reading=reading)
 
 
@@ -101,10 +100,9 @@ def _write_fit(tree, spec, responses, out, items, models, warnings, extra, *, ci
     report.md and two figures. ``extra``: method-specific summary entries."""
     method = json.loads(tree.attrs["bayesirt_settings"])["method"]
     point = "MAP estimates" if method == "map" else "posterior means"
-    params = spec.priors["theta"].params  # a hierarchical theta prior: the standard normal grid
-    mu, sigma = (params.get(k, v) if isinstance(params.get(k, v), (int, float)) else v for k, v in (("mu", 0.0), ("sigma", 1.0)))
+    mu, sigma = _theta_prior(spec)
     checks = fit_checks(from_observed_data(tree), point_estimates(tree["posterior"].to_dataset()), evaluated_at=point,
-                        prior_mean=float(mu), prior_sd=float(sigma))
+                        prior_mean=mu, prior_sd=sigma)
     with staged_output(out, force=force) as folder:
         write_netcdf(tree, folder / ("map.nc" if method == "map" else "posterior.nc"), float32=float32)
         items.to_csv(folder / "items.csv", index=False)
@@ -124,13 +122,21 @@ def _write_fit(tree, spec, responses, out, items, models, warnings, extra, *, ci
             "warnings": warnings,
             "ci": ci,
             "reading": reading,
-            **{k: v for k, v in extra.items() if k != "ahead"},
+            **extra,
             "fit_checks": checks,
         }
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(fit_report(tree, spec, responses, items, models, warnings, figures, ci=ci,
                                                      checks=fit_checks_section(checks), caution=ranking_caution(checks)))
     return Path(out)
+
+
+def _theta_prior(spec: IRTSpec) -> tuple[float, float]:
+    """Mean and SD of the spec's normal ability prior; a hierarchical one (a prior on them): 0, 1."""
+    params = spec.priors["theta"].params
+    mu, sigma = params.get("mu", 0.0), params.get("sigma", 1.0)
+    fixed = all(isinstance(v, (int, float)) for v in (mu, sigma))
+    return (float(mu), float(sigma)) if fixed else (0.0, 1.0)
 
 
 def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool, **fit_options) -> Path:
@@ -169,8 +175,6 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool,
     tree = map_tree(result, responses, settings=settings, timings={"fit_s": time.perf_counter() - start})
     reading = reading_record(responses)
     tree.attrs["bayesirt_reading"] = to_json(reading, indent=None)
-    if not result.converged:
-        messages.append(f"MAP-EM stopped at the iteration cap ({_MAX_ITER}) without converging")
     items, models = map_tables(tree, ci=ci)
     n_models = responses.sizes["model"]
     extra = {"estimator": MAP_ESTIMATOR, "columns": MAP_COLUMNS,
