@@ -15,7 +15,8 @@ from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import BayesIRTError, DataError, OutputError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
-from bayesirt.safety.personfit import calibrate_cutoff, check_responses, item_parameters, lz_statistics, person_fit, posterior_predictive_person_fit, roc_auc, roc_curve
+from bayesirt.safety.personfit import (calibrate_cutoff, check_responses, item_parameters, lz_statistics, misfit_spread,
+                                      person_fit, posterior_predictive_person_fit, roc_auc, roc_curve)
 from bayesirt.jobs.safety import run_personfit_job
 
 A = np.array([1.0, 1.5, 0.8])
@@ -209,6 +210,44 @@ def test_job_writes_every_file(tmp_path, cohort):
     assert "Posterior predictive person fit" in (out / "report.md").read_text()
     with pytest.raises(OutputError, match="already exists"):
         run_personfit_job(small, out)
+
+
+def test_misfit_spread_rule_by_hand():
+    """Widespread when the cohort's fpr point lies below the N(0, 1) fpr/10 point."""
+    fitting = np.random.default_rng(0).normal(size=1000)
+    spread = misfit_spread(fitting, calibrate_cutoff(fitting, fpr=0.1), fpr=0.1)
+    assert not spread["widespread"] and spread["widespread_below"] == pytest.approx(-2.3263, abs=1e-4)
+    assert spread["nominal_quantile"] == pytest.approx(-1.2816, abs=1e-4)
+    assert spread["share_below_nominal_1pct"] == pytest.approx(np.mean(fitting <= -2.3263479), abs=1e-12)
+    poor = np.r_[fitting[:800], np.full(200, -6.0)]  # a fifth tied far out: the cut-off steps below them, to -inf
+    assert misfit_spread(poor, calibrate_cutoff(poor, fpr=0.1), fpr=0.1)["widespread"]
+    assert misfit_spread(fitting, -2.33, fpr=0.1)["widespread"] and not misfit_spread(fitting, -2.32, fpr=0.1)["widespread"]
+    assert misfit_spread(fitting, -2.0, fpr=0.05)["widespread_below"] == pytest.approx(-2.5758, abs=1e-4)
+    assert not misfit_spread([np.nan] * 3, float("nan"))["widespread"]
+
+
+def _family_shifted(sd: float) -> xr.Dataset:
+    """A 2PL cohort of 300 models x 200 items in which half the models (a "family") find each item
+    easier or harder by its own N(0, sd^2) logits: for sd = 2.5 one 2PL fits neither half."""
+    rng = np.random.default_rng(0)
+    theta, a, d = rng.normal(size=300), rng.lognormal(0, 0.3, 200), rng.normal(size=200)
+    shift = np.where(np.arange(300)[None, :] < 150, rng.normal(0, sd, 200)[:, None], 0.0)
+    y = rng.random((200, 300)) < 1 / (1 + np.exp(-(a[:, None] * theta[None, :] + d[:, None] + shift)))
+    return make_responses(y.astype(np.int8))
+
+
+@pytest.mark.parametrize("sd, widespread", [(2.5, True), (0.0, False)])
+def test_job_report_says_when_misfit_is_widespread(tmp_path, sd, widespread):
+    """Family-shifted items: the calibrated cut-off lies far below -2.33 and the report says that
+    misfit is widespread and the cut-off relative; a clean 2PL cohort's report does not."""
+    out = run_personfit_job(_family_shifted(sd), tmp_path / "pf", fpr=0.1, progress=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["misfit_spread"]["widespread"] is widespread
+    assert (summary["cutoff"] < summary["misfit_spread"]["widespread_below"]) is widespread
+    report = (out / "report.md").read_text()
+    assert ("Misfit is widespread in this cohort" in report) is widespread
+    assert ("poorly, so the cut-off is relative" in report) is widespread
+    assert "by construction" in report and ("Misfit is not widespread" in report) is not widespread
 
 
 def test_error_messages(tmp_path, cohort):

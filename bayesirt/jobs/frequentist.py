@@ -87,14 +87,10 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                 se: bool = option(True, "skip standard errors (faster on large item banks)"),
                 quadrature: int = option(61, "Gauss-Hermite nodes"),
                 max_iter: int = option(500, "EM iteration cap"),
-                ignored_options: dict | None = option(None, "options of the calling job that do not apply (listed)",
-                                                      type=dict, cli="set by `fit --method map`, not by users",
-                                                      toml="set by `fit --method map`, not by users"),
                 force: bool = False) -> Path:
-    """Fit ``spec`` by MML (or MAP-EM with ``priors``: the marginal MAP of the items, what
-    ``bayesirt fit --method map`` runs); write items.csv, models.csv, summary.json, mml.nc and
-    report.md to ``out``. ``ignored_options``: options of the caller that do not apply (listed in
-    summary.json and the report)."""
+    """Fit ``spec`` by MML (or MAP-EM with ``priors``: the marginal MAP of the items, the
+    estimate of ``bayesirt fit --method map``, which writes it in the shape of a sampled fit);
+    write items.csv, models.csv, summary.json, mml.nc and report.md to ``out``."""
     check_output(out, force=force)
     responses, spec = _inputs(data, spec)
     result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=priors, se=se, max_iter=max_iter)
@@ -103,11 +99,6 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                 "estimator": _ESTIMATORS[bool(priors)]}
                | _mml_summary(result, responses.sizes["model"]) | {"warnings": messages}
                | {"reading": reading_record(responses)})
-    notes = []
-    if ignored_options:
-        summary["ignored_options"] = ignored_options
-        listed = ", ".join(f"`{k} = {v!r}`" for k, v in ignored_options.items())
-        notes = [f"Ignored options (they apply to the sampled methods, not to this estimate): {listed}.", ""]
     with staged_output(out, force=force) as folder:
         items.to_csv(folder / "items.csv", index=False)
         models.to_csv(folder / "models.csv", index=False)
@@ -116,7 +107,7 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
         tree.attrs["bayesirt_reading"] = to_json(summary["reading"], indent=None)  # how the data were read
         write_netcdf(tree, folder / "mml.nc")
         title = f"Marginal MAP (MAP-EM), {spec.title}" if priors else f"MML {spec.title}"
-        lines = (_header(title, responses) + reading_lines(responses) + notes + mml_section(result, summary)
+        lines = (_header(title, responses) + reading_lines(responses) + mml_section(result, summary)
                  + _warnings_section(messages))
         (folder / "report.md").write_text("\n".join(lines))
     return Path(out)

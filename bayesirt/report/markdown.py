@@ -1,5 +1,6 @@
 """The Markdown report of a fit: data, spec and priors, inference settings, diagnostics in plain
-language, the model ranking with credible intervals and the most informative items."""
+language, the model ranking with credible intervals (Wald intervals for a MAP fit) and the most
+informative items."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data.reading import reading_record, shown_ids
+from bayesirt.frequentist.map_output import MAP_COLUMNS
 from bayesirt.inference.diagnostics import convergence_table
 from bayesirt.models.specs import IRTSpec
 from bayesirt.report.paging import MAX_FOREST_ROWS, forest_note
@@ -41,6 +43,12 @@ def _interval(frame: pd.DataFrame, prefix: str) -> pd.Series:
 def _diagnostics_section(tree: xr.DataTree, warnings: list[str]) -> list[str]:
     settings = json.loads(tree.attrs["bayesirt_settings"])
     lines = ["## Diagnostics", ""]
+    if settings["method"] == "map":
+        state = "converged" if tree.attrs.get("converged") else "did not converge"
+        lines += [f"MAP-EM {state} after {tree.attrs.get('iterations')} iterations (log-likelihood "
+                  f"{tree.attrs['loglik']:,.2f}, log prior {tree.attrs['log_prior']:,.2f}). "
+                  "There are no draws, so no R-hat, ESS or divergences.", ""]
+        return lines + [f"- **Warning.** {w}" for w in warnings] + ([""] if warnings else [])
     if settings["method"] == "nuts":
         table = convergence_table(tree)
         stats = tree["sample_stats"].to_dataset()
@@ -60,9 +68,12 @@ def _diagnostics_section(tree: xr.DataTree, warnings: list[str]) -> list[str]:
 
 def fit_report(
     tree: xr.DataTree, spec: IRTSpec, responses: xr.Dataset, items: pd.DataFrame, models: pd.DataFrame,
-    warnings: list[str], figures: dict[str, str], *, ci: float,
+    warnings: list[str], figures: dict[str, str], *, ci: float, checks: list[str] = (),
+    caution: str = "",
 ) -> str:
-    """Compose the report of one fit. ``figures`` maps captions to file names in the output folder."""
+    """Compose the report of one fit. ``figures`` maps captions to file names in the output folder;
+    ``checks``: the lines of the fit-checks section, placed after the ranking; ``caution``: a
+    sentence opening the ranking section (what the fit checks say about it)."""
     settings = json.loads(tree.attrs["bayesirt_settings"])
     timings = json.loads(tree.attrs["bayesirt_timings"])
     y = responses["responses"].values
@@ -89,32 +100,53 @@ def fit_report(
         lines.append("- one discrimination shared by every item (1PL)")
     lines += ["", "## Inference", ""]
     lines.append(", ".join(f"{k} = {v}" for k, v in settings.items()) + ".")
+    if settings["method"] == "map":
+        lines.append("A point estimate with standard errors, not a posterior: the item parameters maximize the marginal "
+                     "posterior (abilities integrated out), each model's ability maximizes its posterior given them; "
+                     "`_sd` columns are standard errors and the intervals Wald intervals (see Files).")
     lines.append("Timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in timings.items()) + ".")
     lines.append("")
     lines += _diagnostics_section(tree, warnings)
 
     ranked = models.head(MAX_RANKED_ROWS)
-    rank_lo, rank_hi = [c for c in models.columns if c.startswith("rank_q")][:2]
-    lines += ["## Model ranking", ""]
+    is_map = settings["method"] == "map"
+    lines += ["## Model ranking", ""] + ([caution, ""] if caution else [])
     if len(models) > MAX_RANKED_ROWS:
         lines += [f"Top {MAX_RANKED_ROWS} of {len(models):,} models (all are in `models.csv`).", ""]
+    if is_map:
+        lines += [
+            f"Ordered by MAP ability given the MAP item parameters; θ with its {ci:.0%} Wald interval (estimate ± "
+            "z·SE, items held fixed), not a credible interval. There are no posterior draws, so no rank interval; "
+            "P(ahead of next) is a normal approximation: Φ((θ_row − θ_next) / √(SE_row² + SE_next²)), treating the "
+            "two abilities as independent normals with their SEs and the items as known (it ignores item "
+            "uncertainty, so it overstates certainty somewhat).",
+            "",
+        ]
+        last = ("P(ahead of next)", ranked["prob_ahead_of_next"])
+    else:
+        rank_lo, rank_hi = [c for c in models.columns if c.startswith("rank_q")][:2]
+        lines += [
+            f"Ordered by posterior mean ability; θ with its {ci:.0%} credible interval; the rank interval is the "
+            f"{ci:.0%} interval of the model's rank across posterior draws (1 = best).",
+            "",
+        ]
+        last = ("rank interval", [f"{a}-{b}" for a, b in zip(ranked[rank_lo], ranked[rank_hi])])
     lines += [
-        f"Ordered by posterior mean ability; θ with its {ci:.0%} credible interval; the rank interval is the "
-        f"{ci:.0%} interval of the model's rank across posterior draws (1 = best).",
-        "",
         markdown_table(pd.DataFrame({
             "rank": np.arange(1, len(ranked) + 1),
             "model": ranked["model_id"],
             "family": ranked["family"],
             "θ": _interval(ranked, "theta"),
-            "rank interval": [f"{a}-{b}" for a, b in zip(ranked[rank_lo], ranked[rank_hi])],
+            last[0]: last[1],
             "accuracy": ranked["accuracy"],
         })),
         "",
+        *checks,
         "## Most informative items",
         "",
-        "Fisher information averaged over the fitted models' abilities (posterior mean): the items that "
-        "best separate the models in this cohort.",
+        "Fisher information averaged over the fitted models' abilities ("
+        + ("at the MAP estimates" if is_map else "posterior mean") + "): the items that best separate the models in "
+        "this cohort" + (f"; a and b with {ci:.0%} Wald intervals." if is_map else "."),
         "",
     ]
     top = items.sort_values("information", ascending=False, kind="stable").head(N_INFORMATIVE)
@@ -128,13 +160,26 @@ def fit_report(
     })), "", "## Figures", ""]
     lines += [f"![{caption}]({file})" for caption, file in figures.items()]
     lines += ["", forest_note(len(models), "models", "models.csv")] * (len(models) > MAX_FOREST_ROWS)
-    lines += ["", "## Files", "",
+    lines += ["", "## Files", ""] + (_map_files() if is_map else [
               "- `posterior.nc`: the full ArviZ DataTree (posterior, sample_stats, observed_data, constant_data; "
               "spec text, seed, settings, versions and timings in its attributes); open with `xarray.open_datatree`.",
               "- `items.csv`: one row per item, every parameter in both (a, b) and (a, d) forms.",
               "- `models.csv`: one row per model: ability, rank interval, accuracy.",
-              "- `summary.json`: settings, timings, diagnostics and warnings, machine-readable.", ""]
+              "- `summary.json`: settings, timings, diagnostics, warnings and fit checks, machine-readable.", ""])
     return "\n".join(lines)
+
+
+def _map_files() -> list[str]:
+    """The Files section of a MAP fit, with what each column means there."""
+    return ["- `map.nc`: a DataTree with the groups of a sampled fit's `posterior.nc` where they exist "
+            "(`posterior`: the MAP estimates stored as one chain of one draw, not posterior draws; `observed_data`, "
+            "`constant_data`) and those of `bayesirt mml`'s `mml.nc` (`items`, `abilities` with EAP and MAP and their "
+            "SEs, `trace`, `covariance`); open with `xarray.open_datatree`.",
+            "- `items.csv`, `models.csv`: the columns and order of a sampled fit's tables; for this MAP fit they mean:",
+            *[f"  - `{k}`: {v}" for k, v in MAP_COLUMNS.items()],
+            "  - R-hat and ESS columns are absent, as for every single-chain fit (ADVI): there are no draws.",
+            "- `summary.json`: settings, timings, the MAP-EM objective and information criteria, warnings, "
+            "`columns` (the meanings above) and fit checks.", ""]
 
 
 def reading_lines(ds: xr.Dataset) -> list[str]:

@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.safety.personfit import misfit_spread  # noqa: E402
 from bayesirt.utils.outputs import staged_output, to_json, write_json, write_netcdf
 
 __all__ = ["header", "plot_lz", "plot_roc", "plot_shift", "plot_fingerprint",
@@ -125,15 +126,20 @@ def plot_fingerprint(null: xr.Dataset, cross: np.ndarray, matches: pd.DataFrame,
 
 
 def personfit_section(fit: xr.Dataset, cutoff: float, *, statistic: str, fpr: float, figure: str,
-                      ppp: xr.Dataset | None = None) -> list[str]:
-    """Markdown of the person-fit job."""
+                      ppp: xr.Dataset | None = None, spread: dict | None = None) -> list[str]:
+    """Markdown of the person-fit job. ``spread``: :func:`bayesirt.safety.personfit.misfit_spread`
+    of the cohort the cut-off was calibrated on (said in the report when misfit is widespread)."""
     flagged = fit["flagged"].values
     lines = ["## Person fit", "",
              f"Abilities: {fit.attrs['ability']}. l_z (Drasgow et al. 1985) and l_z* (Snijders 2001, corrected for "
              "the estimated ability) on each model's observed items.", "",
              f"Cut-off on {statistic}: **{cutoff:.3f}**, the {fpr:.0%} point of this cohort (flag {statistic} <= "
-             f"cut-off); {int(flagged.sum())} of {flagged.size} models flagged ({flagged.mean():.1%}).", "",
-             f"![Person-fit distribution]({figure})", "", "Lowest person fit:", ""]
+             f"cut-off); {int(flagged.sum())} of {flagged.size} models flagged ({flagged.mean():.1%}). The share "
+             f"flagged is {fpr:.0%} of the calibration cohort by construction: the cut-off is relative to the cohort.",
+             ""]
+    if spread is not None:
+        lines += [_spread_sentence(spread, cutoff, statistic=statistic, fpr=fpr), ""]
+    lines += [f"![Person-fit distribution]({figure})", "", "Lowest person fit:", ""]
     table = fit[["theta", "n_items", "lz", "lz_star"]].to_dataframe().sort_values(statistic).head(20)
     lines += [markdown_table(table.reset_index()), ""]
     if ppp is not None:
@@ -143,6 +149,20 @@ def personfit_section(fit: xr.Dataset, cutoff: float, *, statistic: str, fpr: fl
                   f"{np.mean(p < 0.05):.1%} of models have ppp < 0.05 and {np.mean(p < 0.01):.1%} below 0.01 "
                   "(ppp values are conservative under good fit).", ""]
     return lines
+
+
+def _spread_sentence(spread: dict, cutoff: float, *, statistic: str, fpr: float) -> str:
+    share = spread["share_below_nominal_1pct"]
+    if spread["widespread"]:
+        return (f"**Misfit is widespread in this cohort.** If the 2PL fitted, {statistic} would be roughly standard "
+                f"normal (a little narrower, as abilities are estimated) and the cohort's {fpr:.0%} point would lie "
+                f"near {spread['nominal_quantile']:.2f}; it lies at {cutoff:.2f}, below the standard normal "
+                f"{fpr / 10:.1%} point ({spread['widespread_below']:.2f}), and {share:.1%} of the cohort is below the "
+                "standard normal 1% point (-2.33). The model fits a large share of these models poorly, so the "
+                f"cut-off is relative: it flags the cohort's worst {fpr:.0%}, not the models that break a model that "
+                f"fits the rest (rule: {spread['rule']}).")
+    return (f"Misfit is not widespread by the rule ({spread['rule']}): the cohort's {fpr:.0%} point is {cutoff:.2f}; "
+            f"{share:.1%} of the cohort is below the standard normal 1% point (-2.33).")
 
 
 def sandbag_section(detection: pd.DataFrame, settings: dict, figures: dict) -> list[str]:
@@ -201,8 +221,11 @@ def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, o
     """Write the person-fit folder: personfit.nc, models.csv, items.csv, summary.json, report.md, lz.png.
     ``genuine``: the separate reference cohort's person fit (scoring against ``--reference``)."""
     a = fit.attrs
+    cohort = fit if genuine is None else genuine
+    spread = misfit_spread(cohort[a["statistic"]].values, a["cutoff"], fpr=a["fpr"])
     summary = {k: a[k] for k in ("fpr", "statistic", "cutoff", "calibration")} | {
-        "flagged": int(fit["flagged"].sum()), "models": fit.sizes["model"], "warnings": warnings}
+        "flagged": int(fit["flagged"].sum()), "models": fit.sizes["model"], "misfit_spread": spread,
+        "warnings": warnings}
     if genuine is not None:
         summary |= {"reference": a["reference"], "reference_models": a["reference_models"], "items_scored": items.sizes["item"]}
     with staged_output(out, force=force) as folder:
@@ -221,7 +244,7 @@ def write_personfit(fit: xr.Dataset, items: xr.Dataset, responses: xr.Dataset, o
             f"{items.sizes['item']} items these runs answered; {int(fit['flagged'].sum())} of "
             f"{fit.sizes['model']} runs flagged.", ""]
         lines = header("Person fit", responses) + scoring + personfit_section(
-            fit, a["cutoff"], statistic=a["statistic"], fpr=a["fpr"], figure=figure, ppp=ppp) + _warnings(warnings)
+            fit, a["cutoff"], statistic=a["statistic"], fpr=a["fpr"], figure=figure, ppp=ppp, spread=spread) + _warnings(warnings)
         (folder / "report.md").write_text("\n".join(lines))
     return Path(out)
 

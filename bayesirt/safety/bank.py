@@ -294,10 +294,10 @@ def read_bank(bank, *, draws: int = 200, seed: int = 0, calibration=None) -> Ban
                             "'bayesirt fit' or the mml.nc of 'bayesirt mml'") from None
         source = str(path)
     if isinstance(bank, xr.DataTree):
+        if "items" in bank.children:  # mml.nc, or the map.nc of `fit --method map` (its posterior is one draw)
+            return bank_from_mml(bank, draws=draws, seed=seed, calibration=calibration, source=source)
         if "posterior" in bank.children:
             return bank_from_posterior(bank, draws=draws, seed=seed, calibration=calibration, source=source)
-        if "items" in bank.children:
-            return bank_from_mml(bank, draws=draws, seed=seed, calibration=calibration, source=source)
         raise DataError(f"{source or 'the DataTree'} is neither a posterior (group 'posterior') nor an MML fit (group "
                         "'items'); pass the posterior.nc of 'bayesirt fit' or the mml.nc of 'bayesirt mml'")
     if hasattr(bank, "items") and hasattr(bank, "covariance"):

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from scipy.special import expit
+from scipy.stats import norm
 
 from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING, from_observed_data
@@ -45,7 +46,7 @@ from bayesirt.models.logistic import response_probability
 from bayesirt.utils.progress import progress_bar
 
 __all__ = ["STATISTICS", "LZ", "lz_statistics", "check_responses", "item_parameters", "person_fit",
-           "calibrate_cutoff", "roc_curve", "roc_auc", "posterior_predictive_person_fit"]
+           "calibrate_cutoff", "misfit_spread", "roc_curve", "roc_auc", "posterior_predictive_person_fit"]
 
 #: Person-fit statistics a cut-off can be set on.
 STATISTICS = ("lz", "lz_star")
@@ -224,6 +225,30 @@ def calibrate_cutoff(genuine, *, fpr: float = 0.1) -> float:
         below = values[values < cut]
         cut = below[-1] if below.size else -np.inf
     return float(cut)
+
+
+def misfit_spread(values, cutoff: float, *, fpr: float = 0.1) -> dict:
+    """Whether a cohort's calibrated cut-off itself shows widespread misfit.
+
+    If the model fitted, l_z would be roughly standard normal (with estimated abilities its
+    variance is below 1, so its quantiles lie closer to 0). The rule: misfit is **widespread**
+    when the cohort's ``fpr`` point (``cutoff``, from :func:`calibrate_cutoff`) lies below the
+    N(0, 1) quantile at ``fpr / 10`` (-2.33 for 10%): at least ``fpr`` of the cohort is then as
+    extreme as only ``fpr / 10`` of a well-fitting one, so the cut-off flags the cohort's worst
+    ``fpr`` relative to the others, not models that break a model that fits the rest.
+
+    Returns a dict: ``nominal_quantile`` (the N(0, 1) ``fpr`` point), ``widespread_below``
+    (the N(0, 1) ``fpr / 10`` point), ``share_below_nominal_1pct`` (share of finite values below
+    the N(0, 1) 1% point, about 1% or less under fit), ``widespread`` (bool) and ``rule`` (text).
+    """
+    finite = _finite(values)
+    bound = float(norm.ppf(fpr / 10))
+    return {"nominal_quantile": float(norm.ppf(fpr)), "widespread_below": bound,
+            "share_below_nominal_1pct": float(np.mean(finite <= norm.ppf(0.01))) if finite.size else float("nan"),
+            "widespread": bool(cutoff < bound),  # NaN compares False; -inf (a tie at the bottom) is below
+            "rule": f"widespread misfit when the cohort's {fpr:.0%} point of the statistic lies below the standard "
+                    f"normal {fpr / 10:.1%} point ({bound:.2f}); under fit it lies near or above the normal "
+                    f"{fpr:.0%} point ({norm.ppf(fpr):.2f})"}
 
 
 def roc_curve(genuine, aberrant) -> pd.DataFrame:
