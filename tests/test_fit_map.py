@@ -19,6 +19,7 @@ from bayesirt.cli.main import main
 from bayesirt.data import load_dataset, simulate_pl
 from bayesirt.frequentist import fit_mml
 from bayesirt.jobs.fit import run_fit_job
+from bayesirt.report.figures import ability_forest_figure, item_curves_figure
 from bayesirt.safety.bank import read_bank
 
 # LSAT6 2PL by marginal ML, R ltm (21-point Gauss-Hermite): the reference of test_mml.py
@@ -183,3 +184,18 @@ def test_map_nc_is_read_as_an_mml_bank(lsat6_map):
     posterior of one draw."""
     bank = read_bank(lsat6_map / "map.nc", draws=50)
     assert "Laplace" in bank.kind and np.ptp(bank.discrimination, axis=0).min() > 0
+
+
+def test_map_figures_name_the_point_estimates_and_wald_intervals(lsat6_map):
+    """The figures of a MAP fit say what they draw: no zero-width 'credible band' around a single
+    draw, curves labelled as at the MAP, ability intervals labelled Wald (read back from the figures)."""
+    tree = xr.open_datatree(lsat6_map / "map.nc")
+    items, models = pd.read_csv(lsat6_map / "items.csv"), pd.read_csv(lsat6_map / "models.csv")
+    curves = item_curves_figure(tree, items, ci=0.9)
+    labels = [t.get_text() for t in curves.axes[0].get_legend().get_texts()]
+    assert "at the MAP estimates" in labels and not any("credible" in t for t in labels)
+    assert not curves.axes[0].collections or all(len(c.get_paths()) == 0 or "band" not in (c.get_label() or "")
+                                                 for c in curves.axes[0].collections)
+    forest = ability_forest_figure(models, ci=0.9, interval="Wald")
+    assert "90% Wald intervals" in forest._suptitle.get_text()
+    assert "credible" not in forest._suptitle.get_text()

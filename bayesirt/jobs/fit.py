@@ -117,7 +117,8 @@ def _write_fit(tree, spec, responses, out, items, models, warnings, extra, *, ci
             write_netcdf(ahead_matrix(tree), folder / "pairs.nc")
         figures = {
             "Item characteristic curves": plot_item_curves(tree, items, folder / "item_curves.png", ci=ci).name,
-            "Model abilities": plot_ability_forest(models, folder / "abilities.png", ci=ci).name,
+            "Model abilities": plot_ability_forest(models, folder / "abilities.png", ci=ci,
+                                                   interval="Wald" if method == "map" else "credible").name,
         }
         summary = {
             "data": responses.attrs.get("name", ""),

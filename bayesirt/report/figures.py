@@ -6,6 +6,7 @@ the plotted values back) and written by the ``plot_*`` function beside it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -54,8 +55,10 @@ def _draws(post: xr.Dataset, name: str, item: str | None, default: float, k: int
 def item_curves_figure(tree: xr.DataTree, items: pd.DataFrame, *, ci: float):
     """Item characteristic curves (posterior mean and ``ci`` band over up to 400 evenly spaced draws)
     of the most and the least discriminating items of ``items`` (the item table, ``items.csv``),
-    with the models' posterior-mean abilities as a rug."""
+    with the models' posterior-mean abilities as a rug. A MAP fit (``method="map"``: one draw)
+    shows the curve at the MAP estimates, without a band (its SEs are in ``items.csv``)."""
     post = tree["posterior"].to_dataset()
+    is_map = json.loads(tree.attrs.get("bayesirt_settings", "{}")).get("method") == "map"
     order = items.sort_values("discrimination_mean", kind="stable")
     chosen = [("most discriminating", order.iloc[-1]), ("least discriminating", order.iloc[0])]
     theta_mean = post["theta"].mean(_SAMPLE).values
@@ -68,10 +71,12 @@ def item_curves_figure(tree: xr.DataTree, items: pd.DataFrame, *, ci: float):
             grid, _draws(post, "discrimination", item, 1.0, k)[:, None], _draws(post, "intercept", item, 0.0, k)[:, None],
             _draws(post, "guessing", item, 0.0, k)[:, None], _draws(post, "slip", item, 0.0, k)[:, None],
         )[:, 0, :]
-        lo, hi = np.quantile(p, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
-        ax.fill_between(grid, lo, hi, alpha=0.3, label=f"{ci:.0%} credible band")
-        ax.plot(grid, p.mean(axis=0), lw=2, label="posterior mean")
-        ax.plot(theta_mean, np.full_like(theta_mean, -0.02), "|", color="k", alpha=0.4, label="model abilities")
+        if not is_map:
+            lo, hi = np.quantile(p, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
+            ax.fill_between(grid, lo, hi, alpha=0.3, label=f"{ci:.0%} credible band")
+        ax.plot(grid, p.mean(axis=0), lw=2, label="at the MAP estimates" if is_map else "posterior mean")
+        ax.plot(theta_mean, np.full_like(theta_mean, -0.02), "|", color="k", alpha=0.4,
+                label="model abilities (MAP)" if is_map else "model abilities")
         ax.set_title(f"{label}: {_short_label(item)}\na = {row['discrimination_mean']:.2f}, "
                      f"b = {row['difficulty_mean']:.2f}", fontsize=10)
         ax.set_xlabel("ability θ")
@@ -86,14 +91,15 @@ def plot_item_curves(tree: xr.DataTree, items: pd.DataFrame, path: Path, *, ci: 
     return _save_figure(item_curves_figure(tree, items, ci=ci), path)
 
 
-def ability_forest_figure(models: pd.DataFrame, *, ci: float):
+def ability_forest_figure(models: pd.DataFrame, *, ci: float, interval: str = "credible"):
     """Forest plot of model abilities (posterior mean and ``ci`` interval of ``models``, the model
     table in rank order), best at the top. With more than ``MAX_FOREST_ROWS`` models
-    (:mod:`bayesirt.report.paging`), evenly spaced ranks are drawn, as the subtitle says."""
+    (:mod:`bayesirt.report.paging`), evenly spaced ranks are drawn, as the subtitle says.
+    ``interval``: what the table's intervals are, for the title ("credible", or "Wald" for a MAP fit)."""
     lo_col, hi_col = [c for c in models.columns if c.startswith("theta_q")][:2]
     rows = forest_rows(len(models))
     shown = models.iloc[rows]
-    title = f"Model abilities ({ci:.0%} credible intervals)"
+    title = f"Model abilities ({ci:.0%} {interval} intervals)"
     if len(shown) < len(models):
         title += f"\n{len(shown)} of {len(models):,} models, at evenly spaced ranks (all in models.csv)"
     y = np.arange(len(shown))[::-1]
@@ -111,6 +117,6 @@ def ability_forest_figure(models: pd.DataFrame, *, ci: float):
     return fig
 
 
-def plot_ability_forest(models: pd.DataFrame, path: Path, *, ci: float) -> Path:
+def plot_ability_forest(models: pd.DataFrame, path: Path, *, ci: float, interval: str = "credible") -> Path:
     """Write :func:`ability_forest_figure` to ``path``."""
-    return _save_figure(ability_forest_figure(models, ci=ci), path)
+    return _save_figure(ability_forest_figure(models, ci=ci, interval=interval), path)
