@@ -125,6 +125,9 @@ def test_cli_key_scores_and_is_recorded(tmp_path):
     assert main(["mml", str(tmp_path / "answers.csv"), "--model", "rasch", "--key", str(tmp_path / "key.csv"),
                  "--out", str(out)]) == 0
     assert json.loads((out / "summary.json").read_text())["reading"]["answer_key"] == str(tmp_path / "key.csv")
+    report = (out / "report.md").read_text()  # the report says how the file was read
+    assert f"scored with the key `{tmp_path / 'key.csv'}`" in report
+    assert "one row per item (`items-rows`)" in report
     assert main(["mml", str(tmp_path / "answers.csv"), "--out", str(tmp_path / "x")]) == 2  # unscored answers refused
 
 

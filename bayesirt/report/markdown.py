@@ -211,6 +211,13 @@ def reading_lines(ds: xr.Dataset) -> list[str]:
             lines.append(f"- {len(items)} errored or unscored sample(s) of `{model}` left missing: {shown_ids(items)}")
     elif rec.get("threshold") not in (None, "none"):
         lines += [f"Scores >= {rec['threshold']} counted as correct (binarize).", ""]
+    if rec.get("orientation"):
+        rows = "models" if rec["orientation"]["layout"] == "models-rows" else "items"
+        lines += [f"- layout: one row per {rows[:-1]} (`{rec['orientation']['layout']}`), from "
+                  f"{rec['orientation']['basis'] or 'the reader'}; `--orientation` sets it"]
+    if rec.get("answer_key"):
+        lines += [f"- multiple-choice answers scored with the key `{rec['answer_key']}`: 1 where the answer equals "
+                  "the item's key, 0 otherwise, missing kept missing"]
     for what, key in (("model(s)", "dropped_models"), ("item(s)", "dropped_items")):
         if rec[key]:
             lines.append(f"- dropped {len(rec[key])} {what} without any observed response: {shown_ids(rec[key])}")
