@@ -16,6 +16,7 @@ from bayesirt.data.datasets.simulate import simulate_pl  # noqa: E402
 from bayesirt.jobs.fit import run_fit_job  # noqa: E402
 from bayesirt.jobs.safety import run_cat_job  # noqa: E402
 from bayesirt.models.logistic import response_probability  # noqa: E402
+from bayesirt.report.bank import plot_scores  # noqa: E402
 from bayesirt.report.cat import bank_label  # noqa: E402
 from bayesirt.report.figures import ability_forest_figure  # noqa: E402
 from bayesirt.report.paging import MAX_FOREST_ROWS, forest_note, forest_rows  # noqa: E402
@@ -173,3 +174,30 @@ def test_cat_figure_is_paged_over_many_item_groups(tmp_path, figures):
             np.testing.assert_allclose(y, expected.iloc[0], rtol=1e-12)
     report = (out / "report.md").read_text()
     assert "![CAT curves, page 2](cat_curves_2.png)" in report and "2 pages of at most 6 item groups" in report
+
+
+def test_score_figure_draws_evenly_spaced_ranks_of_many_models(tmp_path, monkeypatch):
+    """scores.png of 150 models: 60 rows at evenly spaced ranks of predicted accuracy (best and worst
+    included), each point and interval equal to the table's, and a title saying so."""
+    rng = np.random.default_rng(0)
+    n = 150
+    pred = rng.uniform(0.2, 0.8, n)
+    scores = xr.Dataset({"predicted_accuracy": ("model", pred), "lower": ("model", pred - 0.05),
+                         "upper": ("model", pred + 0.07), "person_fit_flag": ("model", np.zeros(n, bool)),
+                         "outside_range": ("model", np.zeros(n, bool))},
+                        coords={"model": [f"m{i}" for i in range(n)]})
+    captured = {}
+    real_savefig = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, *a, **k: (captured.setdefault("fig", fig), real_savefig(fig, *a, **k)))
+    plot_scores(scores, tmp_path / "scores.png", level=0.8)
+    ax = captured["fig"].axes[0]
+    x, y = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()
+    assert len(x) == 60 and "60 of 150 models" in ax.get_title()
+    assert x[0] == pred.min() and x[-1] == pred.max() and np.all(np.diff(y) > 0)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    np.testing.assert_array_equal(x, pred[[int(m[1:]) for m in labels]])
+    segs = ax.collections[0].get_segments()
+    np.testing.assert_allclose([s[0][0] for s in segs], x - 0.05)
+    np.testing.assert_allclose([s[1][0] for s in segs], x + 0.07)
+    assert "80% interval" in ax.get_xlabel()

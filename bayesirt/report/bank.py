@@ -15,9 +15,10 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
+from bayesirt.report.paging import MAX_FOREST_ROWS, forest_note, forest_rows  # noqa: E402
 from bayesirt.utils.outputs import staged_output, write_netcdf  # noqa: E402
 
-__all__ = ["write_selection", "write_scores", "SCORE_COLUMNS"]
+__all__ = ["write_selection", "write_scores", "plot_scores", "SCORE_COLUMNS"]
 
 #: The leading columns of scores.csv, in order (scripts rely on them).
 SCORE_COLUMNS = ("model", "n_items", "predicted_accuracy", "lower", "upper", "person_fit_flag")
@@ -65,10 +66,15 @@ def write_selection(out, table: pd.DataFrame, harness: dict | None, summary: dic
     return Path(out)
 
 
-def _plot_scores(scores: xr.Dataset, path: Path) -> Path:
+def plot_scores(scores: xr.Dataset, path: Path, *, level: float) -> Path:
+    """Predicted accuracy with its interval per model, highest at the top; above ``MAX_FOREST_ROWS``
+    models, evenly spaced ranks (the title says so; every model is in scores.csv)."""
     n = scores.sizes["model"]
-    order = np.argsort(scores["predicted_accuracy"].values)[-60:]
-    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.22 * min(n, 60)))
+    ranked = np.argsort(scores["predicted_accuracy"].values, kind="stable")
+    order = ranked[forest_rows(n)]
+    fig, ax = plt.subplots(figsize=(6, 1.0 + 0.22 * order.size))
+    if order.size < n:
+        ax.set_title(f"{order.size} of {n:,} models, at evenly spaced ranks (all in scores.csv)", fontsize=8)
     pos = np.arange(order.size)
     pred = scores["predicted_accuracy"].values[order]
     lo, hi = scores["lower"].values[order], scores["upper"].values[order]
@@ -79,7 +85,7 @@ def _plot_scores(scores: xr.Dataset, path: Path) -> Path:
         ax.errorbar(pred[bad], pos[bad], xerr=[pred[bad] - lo[bad], hi[bad] - pred[bad]], fmt="x", ms=4,
                     color="tab:red", label="flagged / outside range: not trusted")
     ax.set_yticks(pos, [str(m)[:40] for m in scores["model"].values[order]], fontsize=6)
-    ax.set(xlabel="predicted full-benchmark accuracy (90% interval)", xlim=(0, 1))
+    ax.set(xlabel=f"predicted full-benchmark accuracy ({level:.0%} interval)", xlim=(0, 1))
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -95,8 +101,8 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
     with staged_output(out, force=force) as folder:
         frame.to_csv(folder / "scores.csv", index=False)
         write_netcdf(scores, folder / "scores.nc")
-        figure = _plot_scores(scores, folder / "scores.png").name
         level = summary["level"]
+        figure = plot_scores(scores, folder / "scores.png", level=level).name
         lines = [f"# Full-benchmark accuracy from partial runs: {scores.sizes['model']} model(s)", ""]
         lines += _bank_lines(summary["bank"])
         lines += [f"Each model's ability posterior integrates over the bank's item draws (mixed by the marginal "
@@ -124,6 +130,8 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
                       for p, o, c in zip(frame["person_fit_flag"], frame["outside_range"], frame["at_ceiling"],
                                          strict=True)]})
         lines += ["## Models", "", markdown_table(table), "", f"![predicted accuracy]({figure})", ""]
+        n_models = scores.sizes["model"]
+        lines += [forest_note(n_models, "models", "scores.csv"), ""] * (n_models > MAX_FOREST_ROWS)
         if summary["warnings"]:
             lines += ["## Warnings", "", *[f"- {w}" for w in summary["warnings"]], ""]
         _json(folder / "summary.json", summary)
