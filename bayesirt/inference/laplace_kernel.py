@@ -40,15 +40,17 @@ from scipy.linalg import blas, lapack, solve_triangular
 from bayesirt.errors import BayesIRTError
 
 __all__ = ["curvature", "find_mode", "joint_draws", "log_posterior", "start_point", "FISHER_ABOVE", "STEP_TOLERANCE",
-           "MAX_STEPS", "CHUNK_CELLS"]
+           "MAX_STEPS", "MAX_SWEEPS", "SWEEP_UNTIL", "CHUNK_CELLS"]
 
 #: Largest Newton step (in theta, log a or d) above which the next step uses the expected information.
 FISHER_ABOVE = 1.0
-#: The mode is reached when the largest Newton step is below this (the float64 step after it is
-#: then about its square).
-STEP_TOLERANCE = 1e-3
+#: The mode is reached when the largest Newton step is below this: the step is taken and the
+#: covariance is the curvature one step before it (its error is of the order of the step).
+STEP_TOLERANCE = 1e-4
 #: Newton steps at most.
-MAX_STEPS = 60
+MAX_STEPS = 40
+#: Block coordinate sweeps before the Newton steps: at most MAX_SWEEPS, until the largest change is below SWEEP_UNTIL.
+MAX_SWEEPS, SWEEP_UNTIL = 30, 0.05
 #: Cells per item chunk of a pass (bounds the chunk's float64 work arrays to about 160 MB).
 CHUNK_CELLS = 5_000_000
 
@@ -137,40 +139,43 @@ def _prior_penalty(theta, alpha, d, prior) -> float:
                      for j, x in enumerate((theta, alpha, d))))
 
 
-def curvature(y, theta, alpha, d, prior, *, fisher: bool, precise: bool, z_store=None) -> dict:
-    """One pass: gradient of f, the item Cholesky factors, the Schur complement ``S`` (upper triangle,
-    Fortran order, float64 if ``precise`` else float32) and the log posterior. ``Z`` goes into
-    ``z_store`` (2N x M float32) when given. Raises when an item block is not positive definite."""
+def curvature(y, theta, alpha, d, prior, *, fisher: bool, z_store=None) -> dict:
+    """One pass: gradient of f, the ability curvature, the item Cholesky factors and the log
+    posterior; with ``z_store`` (2N x M float32) also ``Z`` into it and the Schur complement ``S``
+    (float64, upper triangle, Fortran order). Each chunk's ``Z_c'Z_c`` is a float32 ``syrk`` (twice
+    as fast as float64; rounding grows with the chunk's 2k terms only), summed in float64. Raises
+    when an item block is not positive definite."""
     n_items, n_models = y.shape
-    dtype = np.float64 if precise else np.float32
-    syrk = blas.dsyrk if precise else blas.ssyrk
-    schur = np.zeros((n_models, n_models), dtype=dtype, order="F")
+    schur = None if z_store is None else np.zeros((n_models, n_models), order="F")
+    part = None if z_store is None else np.zeros((n_models, n_models), dtype=np.float32, order="F")
     grad_theta = (theta - prior[1]) / prior[0] ** 2
     h_theta = np.full(n_models, 1.0 / prior[0] ** 2)
     items = np.empty((n_items, 6))
     for sl in _chunks(n_items, n_models):
         k = sl.stop - sl.start
-        w, r, z = np.empty((k, n_models)), np.empty((k, n_models)), np.empty((2 * k, n_models))
+        w, r = np.empty((k, n_models)), np.empty((k, n_models))
+        z = np.empty((2 * k, n_models)) if z_store is not None else np.empty((0, 0))
         a = np.exp(alpha[sl])
-        _chunk_kernel(y[sl], theta, alpha[sl], d[sl], prior, fisher, True, w, r, z, items[sl])
+        _chunk_kernel(y[sl], theta, alpha[sl], d[sl], prior, fisher, z_store is not None, w, r, z, items[sl])
         if np.isnan(items[sl, 2]).any():
             raise BayesIRTError("an item's posterior curvature is not positive definite at the current point")
         h_theta += (a * a) @ w
         grad_theta -= a @ r
         del w, r
-        zc = z.astype(dtype, copy=False)
-        schur = syrk(-1.0, zc.T, beta=1.0, c=schur, trans=0, lower=0, overwrite_c=1)
         if z_store is not None:
             z_store[2 * sl.start:2 * sl.stop] = z
-    schur[np.diag_indices(n_models)] += h_theta.astype(dtype)
+            part = blas.ssyrk(1.0, z_store[2 * sl.start:2 * sl.stop].T, beta=0.0, c=part, trans=0, lower=0,
+                              overwrite_c=1)
+            schur -= part
+    if schur is not None:
+        schur[np.diag_indices(n_models)] += h_theta
     logp = float(items[:, 5].sum()) - _prior_penalty(theta, alpha, d, prior)
-    return {"grad_theta": grad_theta, "grad_items": items[:, :2].copy(), "chol_items": items[:, 2:5].copy(),
-            "schur": schur, "logp": logp}
+    return {"grad_theta": grad_theta, "h_theta": h_theta, "grad_items": items[:, :2].copy(),
+            "chol_items": items[:, 2:5].copy(), "schur": schur, "logp": logp}
 
 
 def _cholesky_upper(schur):
-    potrf = lapack.dpotrf if schur.dtype == np.float64 else lapack.spotrf
-    factor, info = potrf(schur, lower=0, overwrite_a=1, clean=1)
+    factor, info = lapack.dpotrf(schur, lower=0, overwrite_a=1, clean=1)
     if info != 0:
         raise BayesIRTError("the abilities' posterior precision is not positive definite at the current point")
     return factor
@@ -198,8 +203,7 @@ def _newton_step(cur, z_store):
     factor = _cholesky_upper(cur["schur"])
     q = _lower_solve(cur["chol_items"], cur["grad_items"])
     rhs = -cur["grad_theta"] + (z_store.T @ q.reshape(-1).astype(z_store.dtype)).astype(np.float64)
-    step_theta = solve_triangular(factor, solve_triangular(factor, rhs.astype(factor.dtype), trans="T"))
-    step_theta = step_theta.astype(np.float64)
+    step_theta = solve_triangular(factor, solve_triangular(factor, rhs, trans="T"))
     step_items = _upper_solve(cur["chol_items"], -q - _z_times(z_store, step_theta))
     return step_theta, step_items, factor
 
@@ -218,32 +222,54 @@ def start_point(y, prior):
     return theta, alpha, d
 
 
-def find_mode(y, prior, *, progress=None) -> dict:
-    """The joint posterior mode by Newton steps through the Schur complement (module notes).
+def _sweeps(y, prior, theta, alpha, d, record):
+    """Block coordinate scoring: items given abilities, then abilities given items (expected
+    information, steps clipped at 1), until the largest step is below :data:`SWEEP_UNTIL` or after
+    :data:`MAX_SWEEPS`. Cheap passes (no ``Z``) that settle what each item or model alone decides
+    (items answered nearly all right or wrong move far from the start), before the Newton steps
+    take the directions shared by all (the shift and scale of the abilities)."""
+    for _ in range(MAX_SWEEPS):
+        cur = curvature(y, theta, alpha, d, prior, fisher=True)
+        step = np.clip(_upper_solve(cur["chol_items"], -_lower_solve(cur["chol_items"], cur["grad_items"])), -1, 1)
+        alpha, d = alpha + step[:, 0], d + step[:, 1]
+        cur = curvature(y, theta, alpha, d, prior, fisher=True)
+        step_theta = np.clip(-cur["grad_theta"] / cur["h_theta"], -1, 1)
+        theta = theta + step_theta
+        record["sweeps"].append(float(max(np.abs(step).max(), np.abs(step_theta).max())))
+        if record["sweeps"][-1] < SWEEP_UNTIL:
+            break
+    return theta, alpha, d
 
-    Returns the mode (theta, alpha, d), ``z`` (2N x M float32, at the point of the last float64
-    curvature), ``factor`` (upper Cholesky factor of ``S`` there), ``chol_items``, and a record:
-    steps, the largest step of each, which used the expected information, the log posterior.
+
+def find_mode(y, prior, *, progress=None) -> dict:
+    """The joint posterior mode by Newton steps through the Schur complement (module notes), after
+    block coordinate sweeps (:func:`_sweeps`).
+
+    Returns the mode (theta, alpha, d) and, from the last pass (at the point one step of at most
+    :data:`STEP_TOLERANCE` before the mode), ``z`` (2N x M float32), ``factor`` (upper Cholesky
+    factor of ``S``) and ``chol_items``; and a record: sweeps, Newton steps (the largest change of
+    each), which used the expected information, the log posterior after each.
     """
     n_items, n_models = y.shape
     theta, alpha, d = start_point(y, prior)
+    record = {"sweeps": [], "steps": [], "fisher": [], "logp": [], "halvings": []}
+    theta, alpha, d = _sweeps(y, prior, theta, alpha, d, record)
     z_store = np.empty((2 * n_items, n_models), dtype=np.float32)
-    record = {"steps": [], "fisher": [], "logp": [], "halvings": []}
-    largest, fisher, precise = np.inf, True, False
-    for _ in range(MAX_STEPS + 1):
+    largest, fisher = np.inf, False
+    for _ in range(MAX_STEPS):
         try:
-            cur = curvature(y, theta, alpha, d, prior, fisher=fisher, precise=precise, z_store=z_store)
+            cur = curvature(y, theta, alpha, d, prior, fisher=fisher, z_store=z_store)
             step_theta, step_items, factor = _newton_step(cur, z_store)
         except BayesIRTError:
             if fisher:  # the expected information is positive definite: this is a bug or a non-finite point
                 raise
-            fisher, precise = True, False  # the observed curvature is not positive here: one more scoring step
+            fisher = True  # the observed curvature is not positive here: a scoring step
             continue
-        largest_new = float(max(np.abs(step_theta).max(), np.abs(step_items).max()))
-        if precise:
-            # the covariance's step: tiny after the converged float32 steps; taken without a line search
+        largest = float(max(np.abs(step_theta).max(), np.abs(step_items).max()))
+        if largest < STEP_TOLERANCE and not fisher:
+            # converged: this pass's curvature is the covariance; the step left is below the tolerance
             theta, alpha, d = theta + step_theta, alpha + step_items[:, 0], d + step_items[:, 1]
-            record["final_step"] = largest_new
+            record["final_step"] = largest
             record["logp"].append(log_posterior(y, theta, alpha, d, prior))
             return {"theta": theta, "alpha": alpha, "d": d, "z": z_store, "factor": factor,
                     "chol_items": cur["chol_items"], "record": record}
@@ -255,15 +281,13 @@ def find_mode(y, prior, *, progress=None) -> dict:
                 break
             scale, halvings = scale / 2, halvings + 1
         theta, alpha, d = cand
-        largest = largest_new * scale
-        record["steps"].append(largest)
+        record["steps"].append(largest * scale)
         record["fisher"].append(fisher)
         record["logp"].append(logp)
         record["halvings"].append(halvings)
         if progress is not None:
-            progress(len(record["steps"]), largest, logp)
-        fisher = largest > FISHER_ABOVE
-        precise = not fisher and largest < STEP_TOLERANCE and not record["fisher"][-1]
+            progress(len(record["steps"]), largest * scale, logp)
+        fisher = largest * scale > FISHER_ABOVE
     raise BayesIRTError(f"the Laplace mode search did not converge in {MAX_STEPS} Newton steps "
                         f"(largest last step {largest:.2g}); the posterior may be far from Gaussian")
 
