@@ -39,7 +39,7 @@ from scipy.linalg import blas, lapack, solve_triangular
 
 from bayesirt.errors import BayesIRTError
 
-__all__ = ["curvature", "find_mode", "joint_draws", "log_posterior", "start_point", "FISHER_ABOVE", "STEP_TOLERANCE",
+__all__ = ["curvature", "find_mode", "joint_draws", "start_point", "CHORD_BELOW", "MAX_CHORDS", "FISHER_ABOVE", "STEP_TOLERANCE",
            "MAX_STEPS", "MAX_SWEEPS", "SWEEP_UNTIL", "CHUNK_CELLS"]
 
 #: Largest Newton step (in theta, log a or d) above which the next step uses the expected information.
@@ -47,8 +47,10 @@ FISHER_ABOVE = 1.0
 #: The mode is reached when the largest Newton step is below this: the step is taken and the
 #: covariance is the curvature one step before it (its error is of the order of the step).
 STEP_TOLERANCE = 1e-4
-#: Newton steps at most.
-MAX_STEPS = 40
+#: Schur passes (Newton steps) at most, and chord steps per pass.
+MAX_STEPS, MAX_CHORDS = 40, 30
+#: A Newton step below this is followed by chord steps with the same factorization.
+CHORD_BELOW = 0.05
 #: Block coordinate sweeps before the Newton steps: at most MAX_SWEEPS, until the largest change is below SWEEP_UNTIL.
 MAX_SWEEPS, SWEEP_UNTIL = 30, 0.05
 #: Cells per item chunk of a pass (bounds the chunk's float64 work arrays to about 160 MB).
@@ -56,21 +58,23 @@ CHUNK_CELLS = 5_000_000
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
-def _chunk_kernel(y, theta, alpha, d, prior, fisher, want_z, w_out, r_out, z_out, item_out):
-    """Per cell w and r (0 where missing) into ``w_out``/``r_out``; per item of the chunk, into
-    ``item_out`` (k, 6): gradient in alpha and d, Cholesky factor (l11, l21, l22) of its 2 x 2 block,
-    and its log-likelihood; with ``want_z``, the rows ``Z_i`` into ``z_out`` (2k, M). A block that
-    is not positive definite gets l11 = NaN."""
+def _chunk_kernel(y, theta, alpha, d, prior, inv_h, fisher, want_z, w_out, r_out, k_out, z_out, item_out):
+    """Per cell w, r and w (1 - 2p) (0 where missing) into ``w_out``/``r_out``/``k_out``; per item of
+    the chunk, into ``item_out`` (k, 6): gradient of F in alpha and d (the ability-volume term with
+    the curvatures 1 / ``inv_h``), Cholesky factor (l11, l21, l22) of the 2 x 2 block of f, and the
+    item's log-likelihood; with ``want_z``, the rows ``Z_i`` into ``z_out`` (2k, M). A block that is
+    not positive definite gets l11 = NaN."""
     k, n_models = y.shape
     ia, ma, id_, md = 1.0 / prior[2] ** 2, prior[3], 1.0 / prior[4] ** 2, prior[5]
     for i in numba.prange(k):
         a = math.exp(alpha[i])
-        s_w = s_wt = s_wt2 = s_rt = s_r = ll = 0.0
+        s_w = s_wt = s_wt2 = s_rt = s_r = ll = c_a = c_d = 0.0
         for m in range(n_models):
             yy = y[i, m]
             if yy < 0:
                 w_out[i, m] = 0.0
                 r_out[i, m] = 0.0
+                k_out[i, m] = 0.0
                 continue
             t = theta[m]
             eta = a * t + d[i]
@@ -86,6 +90,9 @@ def _chunk_kernel(y, theta, alpha, d, prior, fisher, want_z, w_out, r_out, z_out
             r = yy - p
             w_out[i, m] = w
             r_out[i, m] = r
+            k_out[i, m] = w * (1.0 - 2.0 * p)
+            c_a += inv_h[m] * (k_out[i, m] * a * t + 2.0 * w)
+            c_d += inv_h[m] * k_out[i, m]
             s_w += w
             s_wt += w * t
             s_wt2 += w * t * t
@@ -94,8 +101,8 @@ def _chunk_kernel(y, theta, alpha, d, prior, fisher, want_z, w_out, r_out, z_out
         h_aa = a * a * s_wt2 + ia - (0.0 if fisher else a * s_rt)
         h_ad = a * s_wt
         h_dd = s_w + id_
-        item_out[i, 0] = -a * s_rt + (alpha[i] - ma) * ia
-        item_out[i, 1] = -s_r + (d[i] - md) * id_
+        item_out[i, 0] = -a * s_rt + (alpha[i] - ma) * ia + 0.5 * a * a * c_a
+        item_out[i, 1] = -s_r + (d[i] - md) * id_ + 0.5 * a * a * c_d
         item_out[i, 5] = ll
         if h_aa <= 0.0:
             item_out[i, 2] = np.nan
@@ -122,56 +129,53 @@ def _chunks(n_items: int, n_models: int):
     return [slice(s, min(s + step, n_items)) for s in range(0, n_items, step)]
 
 
-def log_posterior(y, theta, alpha, d, prior) -> float:
-    """Log posterior of (theta, log a, d) up to a constant (``prior``: mu and sigma of theta, log a, d)."""
-    n_models = y.shape[1]
-    total = 0.0
-    for sl in _chunks(y.shape[0], n_models):
-        k = sl.stop - sl.start
-        w, r, items = np.empty((k, n_models)), np.empty((k, n_models)), np.empty((k, 6))
-        _chunk_kernel(y[sl], theta, alpha[sl], d[sl], prior, True, False, w, r, np.empty((0, 0)), items)
-        total += items[:, 5].sum()
-    return total - _prior_penalty(theta, alpha, d, prior)
-
-
 def _prior_penalty(theta, alpha, d, prior) -> float:
     return float(sum((((x - prior[2 * j + 1]) / prior[2 * j]) ** 2).sum() / 2
                      for j, x in enumerate((theta, alpha, d))))
 
 
-def curvature(y, theta, alpha, d, prior, *, fisher: bool, z_store=None) -> dict:
-    """One pass: gradient of f, the ability curvature, the item Cholesky factors and the log
-    posterior; with ``z_store`` (2N x M float32) also ``Z`` into it and the Schur complement ``S``
-    (float64, upper triangle, Fortran order). Each chunk's ``Z_c'Z_c`` is a float32 ``syrk`` (twice
-    as fast as float64; rounding grows with the chunk's 2k terms only), summed in float64. Raises
-    when an item block is not positive definite."""
+def curvature(y, theta, alpha, d, prior, inv_h, *, fisher: bool = True, z_store=None) -> dict:
+    """One pass at a point: ``F`` (``objective``), its gradient (``grad_theta``, ``grad_items``; the
+    volume term of the items' gradient uses ``inv_h``, the inverse ability curvatures at this point,
+    or zeros to leave it out), the ability curvatures ``h_theta`` of this pass and the items'
+    Cholesky factors of f. With ``z_store`` (2N x M float32) also ``Z`` into it and the Schur
+    complement ``S`` (float64, upper triangle, Fortran order): each chunk's ``Z_c'Z_c`` is a float32
+    ``syrk`` (twice as fast as float64; its rounding grows with the chunk's 2k terms only), summed
+    in float64. Raises when an item block is not positive definite."""
     n_items, n_models = y.shape
     schur = None if z_store is None else np.zeros((n_models, n_models), order="F")
     part = None if z_store is None else np.zeros((n_models, n_models), dtype=np.float32, order="F")
     grad_theta = (theta - prior[1]) / prior[0] ** 2
     h_theta = np.full(n_models, 1.0 / prior[0] ** 2)
+    k_theta = np.zeros(n_models)
     items = np.empty((n_items, 6))
     for sl in _chunks(n_items, n_models):
         k = sl.stop - sl.start
-        w, r = np.empty((k, n_models)), np.empty((k, n_models))
+        w, r, kw = np.empty((k, n_models)), np.empty((k, n_models)), np.empty((k, n_models))
         z = np.empty((2 * k, n_models)) if z_store is not None else np.empty((0, 0))
         a = np.exp(alpha[sl])
-        _chunk_kernel(y[sl], theta, alpha[sl], d[sl], prior, fisher, z_store is not None, w, r, z, items[sl])
-        if np.isnan(items[sl, 2]).any():
-            raise BayesIRTError("an item's posterior curvature is not positive definite at the current point")
+        _chunk_kernel(y[sl], theta, alpha[sl], d[sl], prior, inv_h, fisher, z_store is not None, w, r, kw, z,
+                      items[sl])
         h_theta += (a * a) @ w
         grad_theta -= a @ r
-        del w, r
+        k_theta += (a * a * a) @ kw
+        del w, r, kw
         if z_store is not None:
+            if np.isnan(items[sl, 2]).any():
+                raise BayesIRTError("an item's posterior curvature is not positive definite at the current point")
             z_store[2 * sl.start:2 * sl.stop] = z
             part = blas.ssyrk(1.0, z_store[2 * sl.start:2 * sl.stop].T, beta=0.0, c=part, trans=0, lower=0,
                               overwrite_c=1)
             schur -= part
     if schur is not None:
         schur[np.diag_indices(n_models)] += h_theta
-    logp = float(items[:, 5].sum()) - _prior_penalty(theta, alpha, d, prior)
+    volume = bool(inv_h.any())
+    if volume:
+        grad_theta += 0.5 * k_theta / h_theta
+    objective = -float(items[:, 5].sum()) + _prior_penalty(theta, alpha, d, prior) \
+        + (0.5 * float(np.log(h_theta).sum()) if volume else 0.0)
     return {"grad_theta": grad_theta, "h_theta": h_theta, "grad_items": items[:, :2].copy(),
-            "chol_items": items[:, 2:5].copy(), "schur": schur, "logp": logp}
+            "chol_items": items[:, 2:5].copy(), "schur": schur, "objective": objective}
 
 
 def _cholesky_upper(schur):
@@ -199,18 +203,18 @@ def _z_times(z_store, x):
     return out.reshape(-1, 2, *x.shape[1:]).astype(np.float64)
 
 
-def _newton_step(cur, z_store):
-    factor = _cholesky_upper(cur["schur"])
-    q = _lower_solve(cur["chol_items"], cur["grad_items"])
-    rhs = -cur["grad_theta"] + (z_store.T @ q.reshape(-1).astype(z_store.dtype)).astype(np.float64)
+def _solve(grad_theta, grad_items, factor, chol, z_store):
+    """The step -H^-1 g through the Schur complement (module notes), H from a stored pass."""
+    q = _lower_solve(chol, grad_items)
+    rhs = -grad_theta + (z_store.T @ q.reshape(-1).astype(z_store.dtype)).astype(np.float64)
     step_theta = solve_triangular(factor, solve_triangular(factor, rhs, trans="T"))
-    step_items = _upper_solve(cur["chol_items"], -q - _z_times(z_store, step_theta))
-    return step_theta, step_items, factor
+    step_items = _upper_solve(chol, -q - _z_times(z_store, step_theta))
+    return step_theta, step_items
 
 
 def start_point(y, prior):
-    """A start for Newton: abilities from the standardized logit of each model's share correct,
-    a = 1, intercepts from each item's share correct (both shrunk half a response towards 1/2)."""
+    """A start: abilities from the standardized logit of each model's share correct, a = 1,
+    intercepts from each item's share correct (both shrunk half a response towards 1/2)."""
     observed = y >= 0
     correct = np.where(observed, y, 0)
     model_share = (correct.sum(axis=0) + 0.5) / (observed.sum(axis=0) + 1.0)
@@ -223,16 +227,17 @@ def start_point(y, prior):
 
 
 def _sweeps(y, prior, theta, alpha, d, record):
-    """Block coordinate scoring: items given abilities, then abilities given items (expected
+    """Block coordinate scoring on f: items given abilities, then abilities given items (expected
     information, steps clipped at 1), until the largest step is below :data:`SWEEP_UNTIL` or after
     :data:`MAX_SWEEPS`. Cheap passes (no ``Z``) that settle what each item or model alone decides
     (items answered nearly all right or wrong move far from the start), before the Newton steps
     take the directions shared by all (the shift and scale of the abilities)."""
+    off = np.zeros(y.shape[1])
     for _ in range(MAX_SWEEPS):
-        cur = curvature(y, theta, alpha, d, prior, fisher=True)
+        cur = curvature(y, theta, alpha, d, prior, off)
         step = np.clip(_upper_solve(cur["chol_items"], -_lower_solve(cur["chol_items"], cur["grad_items"])), -1, 1)
         alpha, d = alpha + step[:, 0], d + step[:, 1]
-        cur = curvature(y, theta, alpha, d, prior, fisher=True)
+        cur = curvature(y, theta, alpha, d, prior, off)
         step_theta = np.clip(-cur["grad_theta"] / cur["h_theta"], -1, 1)
         theta = theta + step_theta
         record["sweeps"].append(float(max(np.abs(step).max(), np.abs(step_theta).max())))
@@ -241,55 +246,65 @@ def _sweeps(y, prior, theta, alpha, d, record):
     return theta, alpha, d
 
 
-def find_mode(y, prior, *, progress=None) -> dict:
-    """The joint posterior mode by Newton steps through the Schur complement (module notes), after
-    block coordinate sweeps (:func:`_sweeps`).
+def _line_search(y, prior, point, step_theta, step_items, current):
+    """The point after the step, halved until F does not increase; (point, its pass, halvings)."""
+    scale, halvings = 1.0, 0
+    while True:
+        cand = (point[0] + scale * step_theta, point[1] + scale * step_items[:, 0], point[2] + scale * step_items[:, 1])
+        probe = curvature(y, *cand, prior, 1.0 / current["h_theta"])  # F is exact; the items' gradient is not
+        if probe["objective"] <= current["objective"] + 1e-9 * abs(current["objective"]) or halvings >= 30:
+            return cand, curvature(y, *cand, prior, 1.0 / probe["h_theta"]), halvings
+        scale, halvings = scale / 2, halvings + 1
 
-    Returns the mode (theta, alpha, d) and, from the last pass (at the point one step of at most
-    :data:`STEP_TOLERANCE` before the mode), ``z`` (2N x M float32), ``factor`` (upper Cholesky
-    factor of ``S``) and ``chol_items``; and a record: sweeps, Newton steps (the largest change of
-    each), which used the expected information, the log posterior after each.
+
+def find_mode(y, prior, *, progress=None) -> dict:
+    """The centre and curvature of the approximation (module notes): block coordinate sweeps on f,
+    then Newton steps on F through the Schur complement of f's Hessian, each followed, once its
+    step is below :data:`CHORD_BELOW`, by chord steps that reuse its factorization.
+
+    Returns the centre (theta, alpha, d) and, from the last Schur pass (whose step was below
+    :data:`STEP_TOLERANCE`), ``z`` (2N x M float32), ``factor`` (upper Cholesky factor of ``S``) and
+    ``chol_items``; and a record: sweeps, Schur passes, steps (the largest change of each), which
+    used the expected information, F after each.
     """
     n_items, n_models = y.shape
-    theta, alpha, d = start_point(y, prior)
-    record = {"sweeps": [], "steps": [], "fisher": [], "logp": [], "halvings": []}
-    theta, alpha, d = _sweeps(y, prior, theta, alpha, d, record)
+    record = {"sweeps": [], "passes": 0, "steps": [], "fisher": [], "objective": [], "halvings": []}
+    point = _sweeps(y, prior, *start_point(y, prior), record)
     z_store = np.empty((2 * n_items, n_models), dtype=np.float32)
-    largest, fisher = np.inf, False
-    for _ in range(MAX_STEPS):
+    current = curvature(y, *point, prior, np.zeros(n_models))
+    current = curvature(y, *point, prior, 1.0 / current["h_theta"])
+    fisher = False
+    while record["passes"] < MAX_STEPS:
+        record["passes"] += 1
         try:
-            cur = curvature(y, theta, alpha, d, prior, fisher=fisher, z_store=z_store)
-            step_theta, step_items, factor = _newton_step(cur, z_store)
+            full = curvature(y, *point, prior, 1.0 / current["h_theta"], fisher=fisher, z_store=z_store)
+            factor = _cholesky_upper(full["schur"])
         except BayesIRTError:
-            if fisher:  # the expected information is positive definite: this is a bug or a non-finite point
+            if fisher:  # the expected information is positive definite: a non-finite point
                 raise
             fisher = True  # the observed curvature is not positive here: a scoring step
             continue
-        largest = float(max(np.abs(step_theta).max(), np.abs(step_items).max()))
-        if largest < STEP_TOLERANCE and not fisher:
-            # converged: this pass's curvature is the covariance; the step left is below the tolerance
-            theta, alpha, d = theta + step_theta, alpha + step_items[:, 0], d + step_items[:, 1]
-            record["final_step"] = largest
-            record["logp"].append(log_posterior(y, theta, alpha, d, prior))
-            return {"theta": theta, "alpha": alpha, "d": d, "z": z_store, "factor": factor,
-                    "chol_items": cur["chol_items"], "record": record}
-        scale, halvings = 1.0, 0
-        while True:
-            cand = (theta + scale * step_theta, alpha + scale * step_items[:, 0], d + scale * step_items[:, 1])
-            logp = log_posterior(y, *cand, prior)
-            if logp >= cur["logp"] - 1e-9 * abs(cur["logp"]) or halvings >= 30:
+        chol = full["chol_items"]
+        for chord in range(MAX_CHORDS):
+            step_theta, step_items = _solve(current["grad_theta"], current["grad_items"], factor, chol, z_store)
+            largest = float(max(np.abs(step_theta).max(), np.abs(step_items).max()))
+            if chord == 0 and largest < STEP_TOLERANCE and not fisher:
+                point = (point[0] + step_theta, point[1] + step_items[:, 0], point[2] + step_items[:, 1])
+                record["final_step"] = largest
+                return {"theta": point[0], "alpha": point[1], "d": point[2], "z": z_store, "factor": factor,
+                        "chol_items": chol, "record": record}
+            point, current, halvings = _line_search(y, prior, point, step_theta, step_items, current)
+            record["steps"].append(largest / 2 ** halvings)
+            record["fisher"].append(fisher)
+            record["objective"].append(current["objective"])
+            record["halvings"].append(halvings)
+            if progress is not None:
+                progress(len(record["steps"]), record["steps"][-1], current["objective"])
+            if (chord == 0 and largest > CHORD_BELOW) or largest < STEP_TOLERANCE / 10:
                 break
-            scale, halvings = scale / 2, halvings + 1
-        theta, alpha, d = cand
-        record["steps"].append(largest * scale)
-        record["fisher"].append(fisher)
-        record["logp"].append(logp)
-        record["halvings"].append(halvings)
-        if progress is not None:
-            progress(len(record["steps"]), largest * scale, logp)
-        fisher = largest * scale > FISHER_ABOVE
-    raise BayesIRTError(f"the Laplace mode search did not converge in {MAX_STEPS} Newton steps "
-                        f"(largest last step {largest:.2g}); the posterior may be far from Gaussian")
+        fisher = record["steps"][-1] > FISHER_ABOVE
+    raise BayesIRTError(f"the Laplace centre search did not converge in {MAX_STEPS} Newton steps "
+                        f"(largest last step {record['steps'][-1]:.2g}); the posterior may be far from Gaussian")
 
 
 def joint_draws(mode: dict, draws: int, seed: int, batch: int = 250):
