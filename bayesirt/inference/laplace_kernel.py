@@ -1,4 +1,4 @@
-"""The joint Laplace approximation of the 2PL posterior, on the response matrix (the engine of
+"""The Laplace approximation of the 2PL posterior, on the response matrix (the engine of
 :mod:`bayesirt.inference.laplace`).
 
 Parameters: abilities ``theta`` (M models), and per item ``alpha = log a`` and the intercept ``d``
@@ -19,12 +19,18 @@ r = y - p and per item the gradient, ``C_i`` and ``Z_i``; BLAS ``syrk`` adds ``-
 to ``S``. Cost: M^2 x 2N multiply-adds (7e11 at 5,000 x 14,042); memory: ``S`` plus ``Z`` stored in
 float32 (2N x M) for the draws.
 
-- Mode: Newton steps on the whole joint vector through the Schur complement (``S x = -g_theta +
-  Z'q``, ``q_i = L_i^-1 g_i``; item steps ``L_i^-T(-q_i - Z_i x)``), with a halving line search on
-  ``f``. Far from the mode (largest step above :data:`FISHER_ABOVE`) the expected information (no
-  residual terms) is used, which is positive definite everywhere; near it the observed Hessian,
-  so the final steps converge quadratically and the covariance is the observed one. Steps use a
-  float32 ``S``; the last one, whose ``S`` is the covariance, float64.
+- Centre: not the joint mode of f, which shrinks the abilities' scale (:mod:`.laplace`), but the
+  minimum of ``F = f + 1/2 sum_m log h_m`` with ``h_m = sum_i w_im a_i^2 + 1 / sigma_theta^2`` the
+  curvature of f in theta_m: over the items this is the Laplace approximation of their marginal
+  posterior (each ability integrated out given the items), and the abilities then sit within
+  O(1/items) of their conditional modes. Found by block coordinate sweeps on f (cheap passes),
+  then Newton steps through the Schur complement of f's Hessian (``S x = -g_theta + Z'q``, ``q_i =
+  L_i^-1 g_i``; item steps ``L_i^-T(-q_i - Z_i x)``, g the gradient of F) with a halving line
+  search on F; once a step is small, chord steps reuse that factorization (their rate is the
+  share of F's curvature that f's Hessian leaves out, M / (M + 4N) or so). Far from the centre
+  (largest step above :data:`FISHER_ABOVE`) the expected information is used, positive definite
+  everywhere; near it the observed Hessian, which is the covariance: that of the last pass, whose
+  step was below :data:`STEP_TOLERANCE`.
 - Draws (exact from the joint Gaussian): theta = mode + R^-1 eps with ``S = R'R``, then each item
   from its conditional given theta, ``phi_i = mode_i + L_i^-T(-Z_i (theta - mode) + eps_i)``.
 """
@@ -246,18 +252,18 @@ def _sweeps(y, prior, theta, alpha, d, record):
     return theta, alpha, d
 
 
-def _line_search(y, prior, point, step_theta, step_items, current):
+def _line_search(y, prior, point, step_theta, step_items, current, inv):
     """The point after the step, halved until F does not increase; (point, its pass, halvings)."""
     scale, halvings = 1.0, 0
     while True:
         cand = (point[0] + scale * step_theta, point[1] + scale * step_items[:, 0], point[2] + scale * step_items[:, 1])
-        probe = curvature(y, *cand, prior, 1.0 / current["h_theta"])  # F is exact; the items' gradient is not
+        probe = curvature(y, *cand, prior, inv(current))  # F is exact; the items' gradient is not
         if probe["objective"] <= current["objective"] + 1e-9 * abs(current["objective"]) or halvings >= 30:
-            return cand, curvature(y, *cand, prior, 1.0 / probe["h_theta"]), halvings
+            return cand, curvature(y, *cand, prior, inv(probe)), halvings
         scale, halvings = scale / 2, halvings + 1
 
 
-def find_mode(y, prior, *, progress=None) -> dict:
+def find_mode(y, prior, *, volume: bool = True, progress=None) -> dict:
     """The centre and curvature of the approximation (module notes): block coordinate sweeps on f,
     then Newton steps on F through the Schur complement of f's Hessian, each followed, once its
     step is below :data:`CHORD_BELOW`, by chord steps that reuse its factorization.
@@ -265,19 +271,23 @@ def find_mode(y, prior, *, progress=None) -> dict:
     Returns the centre (theta, alpha, d) and, from the last Schur pass (whose step was below
     :data:`STEP_TOLERANCE`), ``z`` (2N x M float32), ``factor`` (upper Cholesky factor of ``S``) and
     ``chol_items``; and a record: sweeps, Schur passes, steps (the largest change of each), which
-    used the expected information, F after each.
+    used the expected information, F after each. ``volume=False``: the joint mode of f instead
+    (biased, see the module notes; for comparisons).
     """
+    def inv(cur):
+        return 1.0 / cur["h_theta"] if volume else np.zeros(n_models)
+
     n_items, n_models = y.shape
     record = {"sweeps": [], "passes": 0, "steps": [], "fisher": [], "objective": [], "halvings": []}
     point = _sweeps(y, prior, *start_point(y, prior), record)
     z_store = np.empty((2 * n_items, n_models), dtype=np.float32)
     current = curvature(y, *point, prior, np.zeros(n_models))
-    current = curvature(y, *point, prior, 1.0 / current["h_theta"])
+    current = curvature(y, *point, prior, inv(current))
     fisher = False
     while record["passes"] < MAX_STEPS:
         record["passes"] += 1
         try:
-            full = curvature(y, *point, prior, 1.0 / current["h_theta"], fisher=fisher, z_store=z_store)
+            full = curvature(y, *point, prior, inv(current), fisher=fisher, z_store=z_store)
             factor = _cholesky_upper(full["schur"])
         except BayesIRTError:
             if fisher:  # the expected information is positive definite: a non-finite point
@@ -293,7 +303,7 @@ def find_mode(y, prior, *, progress=None) -> dict:
                 record["final_step"] = largest
                 return {"theta": point[0], "alpha": point[1], "d": point[2], "z": z_store, "factor": factor,
                         "chol_items": chol, "record": record}
-            point, current, halvings = _line_search(y, prior, point, step_theta, step_items, current)
+            point, current, halvings = _line_search(y, prior, point, step_theta, step_items, current, inv)
             record["steps"].append(largest / 2 ** halvings)
             record["fisher"].append(fisher)
             record["objective"].append(current["objective"])
