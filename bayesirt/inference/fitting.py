@@ -105,8 +105,9 @@ def fit(
         (:mod:`bayesirt.models.logistic`) or MIRT (:mod:`bayesirt.models.mirt`).
     method : {"nuts", "advi", "fullrank_advi", "laplace"}, default "nuts"
         NUTS is the reference; ADVI is faster and under-disperses. "laplace" (2PL with fixed
-        priors): the joint Gaussian at the joint posterior mode, for leaderboards too large for the
-        others (:mod:`~bayesirt.inference.laplace`; ``tune``, ``chains`` and ``sampler`` do not apply). ``"map"`` raises
+        priors): one joint Gaussian (a Laplace approximation), for leaderboards too large for the
+        others (:mod:`~bayesirt.inference.laplace`; ``tune``, ``chains``, ``sampler`` do not apply).
+        ``"map"`` raises
         :class:`~bayesirt.errors.BayesIRTError`: a joint MAP over abilities and items diverges on
         short tests; the marginal MAP of the items (MAP-EM, with standard errors) is
         ``bayesirt.fit_mml(responses, spec, priors=True)`` (``bayesirt fit DATA --method map``).

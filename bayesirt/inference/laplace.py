@@ -73,8 +73,8 @@ def laplace_prior(spec: IRTSpec | MIRTSpec) -> np.ndarray:
     for name, dist in wanted.items():
         prior = spec.priors[name]
         if prior.hierarchical:
-            raise ConfigError(f"{base}; spec {spec.name!r} learns the {name} prior's hyperparameters, for which a joint "
-                              "mode does not exist (a learned scale collapses to zero): fix them at numbers (e.g. "
+            raise ConfigError(f"{base}; spec {spec.name!r} learns the {name} prior's hyperparameters, for which a "
+                              "joint mode does not exist (a learned scale collapses to zero): fix them at numbers (e.g. "
                               "estimates from a first fit) in a copy of the spec, or use method 'nuts' or 'advi'.")
         if prior.distribution != dist:
             raise ConfigError(f"{base}; spec {spec.name!r} has a {prior.distribution} {name} prior: use a {dist} one, "

@@ -45,7 +45,8 @@ from scipy.linalg import blas, lapack, solve_triangular
 
 from bayesirt.errors import BayesIRTError
 
-__all__ = ["curvature", "find_mode", "joint_draws", "start_point", "CHORD_BELOW", "MAX_CHORDS", "FISHER_ABOVE", "STEP_TOLERANCE",
+__all__ = ["curvature", "find_mode", "joint_draws", "start_point", "CHORD_BELOW", "MAX_CHORDS", "FISHER_ABOVE",
+           "STEP_TOLERANCE",
            "MAX_STEPS", "MAX_SWEEPS", "SWEEP_UNTIL", "CHUNK_CELLS"]
 
 #: Largest Newton step (in theta, log a or d) above which the next step uses the expected information.
