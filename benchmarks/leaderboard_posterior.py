@@ -290,6 +290,9 @@ def markdown(result: dict) -> str:
                          f"{r['peak_rss_gb']:.2f} ({r['peak_rss_gb_before_fit']:.2f}) | {r['load_start']} |")
         elif r:
             lines.append(f"| {case} | failed: {r['failed']} |")
+    lines += ["", "CPU s counts every thread of the process (numba and BLAS use both cores): on an otherwise idle "
+              "2-core machine the wall time lies between CPU s / 2 and CPU s; on the shared machine it was stretched "
+              "by the load shown."]
     mis = parts.get("misspecified")
     if mis and "failed" not in mis:
         c = mis["theta_coverage"]
