@@ -65,17 +65,17 @@ CHUNK_CELLS = 5_000_000
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
-def _chunk_kernel(y, theta, alpha, d, prior, inv_h, fisher, want_z, w_out, r_out, k_out, z_out, item_out):
+def _chunk_kernel(y, theta, alpha, d, prior, volume, fisher, want_z, w_out, r_out, k_out, z_out, item_out):
     """Per cell w, r and w (1 - 2p) (0 where missing) into ``w_out``/``r_out``/``k_out``; per item of
-    the chunk, into ``item_out`` (k, 6): gradient of F in alpha and d (the ability-volume term with
-    the curvatures 1 / ``inv_h``), Cholesky factor (l11, l21, l22) of the 2 x 2 block of f, and the
+    the chunk, into ``item_out`` (k, 6): gradient of G in alpha and d (the ability-volume term with
+    ``volume`` = (1 / h_m, k_m / h_m^2) per model), Cholesky factor (l11, l21, l22) of the 2 x 2 block of f, and the
     item's log-likelihood; with ``want_z``, the rows ``Z_i`` into ``z_out`` (2k, M). A block that is
     not positive definite gets l11 = NaN."""
     k, n_models = y.shape
     ia, ma, id_, md = 1.0 / prior[2] ** 2, prior[3], 1.0 / prior[4] ** 2, prior[5]
     for i in numba.prange(k):
         a = math.exp(alpha[i])
-        s_w = s_wt = s_wt2 = s_rt = s_r = ll = c_a = c_d = 0.0
+        s_w = s_wt = s_wt2 = s_rt = s_r = ll = c_a = c_d = b_a = b_d = 0.0
         for m in range(n_models):
             yy = y[i, m]
             if yy < 0:
@@ -98,8 +98,10 @@ def _chunk_kernel(y, theta, alpha, d, prior, inv_h, fisher, want_z, w_out, r_out
             w_out[i, m] = w
             r_out[i, m] = r
             k_out[i, m] = w * (1.0 - 2.0 * p)
-            c_a += inv_h[m] * (k_out[i, m] * a * t + 2.0 * w)
-            c_d += inv_h[m] * k_out[i, m]
+            c_a += volume[0, m] * (k_out[i, m] * a * t + 2.0 * w)
+            c_d += volume[0, m] * k_out[i, m]
+            b_a += volume[1, m] * (w * a * t - r)
+            b_d += volume[1, m] * w
             s_w += w
             s_wt += w * t
             s_wt2 += w * t * t
@@ -108,8 +110,8 @@ def _chunk_kernel(y, theta, alpha, d, prior, inv_h, fisher, want_z, w_out, r_out
         h_aa = a * a * s_wt2 + ia - (0.0 if fisher else a * s_rt)
         h_ad = a * s_wt
         h_dd = s_w + id_
-        item_out[i, 0] = -a * s_rt + (alpha[i] - ma) * ia + 0.5 * a * a * c_a
-        item_out[i, 1] = -s_r + (d[i] - md) * id_ + 0.5 * a * a * c_d
+        item_out[i, 0] = -a * s_rt + (alpha[i] - ma) * ia + 0.5 * a * (a * c_a - b_a)
+        item_out[i, 1] = -s_r + (d[i] - md) * id_ + 0.5 * a * (a * c_d - b_d)
         item_out[i, 5] = ll
         if h_aa <= 0.0:
             item_out[i, 2] = np.nan
@@ -141,11 +143,11 @@ def _prior_penalty(theta, alpha, d, prior) -> float:
                      for j, x in enumerate((theta, alpha, d))))
 
 
-def curvature(y, theta, alpha, d, prior, inv_h, *, fisher: bool = True, z_store=None) -> dict:
-    """One pass at a point: ``F`` (``objective``), its gradient (``grad_theta``, ``grad_items``; the
-    volume term of the items' gradient uses ``inv_h``, the inverse ability curvatures at this point,
-    or zeros to leave it out), the ability curvatures ``h_theta`` of this pass and the items'
-    Cholesky factors of f. With ``z_store`` (2N x M float32) also ``Z`` into it and the Schur
+def curvature(y, theta, alpha, d, prior, volume, *, fisher: bool = True, z_store=None) -> dict:
+    """One pass at a point: ``F`` (``objective``), the gradient of f in theta (``grad_theta``) and of G
+    in the items (``grad_items``; its volume term uses ``volume`` (2, M), (1 / h_m, k_m / h_m^2) at
+    this point from an earlier pass, or zeros to leave it out), the ability curvatures ``h_theta``
+    and their derivatives ``k_theta`` of this pass, and the items' Cholesky factors of f. With ``z_store`` (2N x M float32) also ``Z`` into it and the Schur
     complement ``S`` (float64, upper triangle, Fortran order): each chunk's ``Z_c'Z_c`` is a float32
     ``syrk`` (twice as fast as float64; its rounding grows with the chunk's 2k terms only), summed
     in float64. Raises when an item block is not positive definite."""
@@ -161,7 +163,7 @@ def curvature(y, theta, alpha, d, prior, inv_h, *, fisher: bool = True, z_store=
         w, r, kw = np.empty((k, n_models)), np.empty((k, n_models)), np.empty((k, n_models))
         z = np.empty((2 * k, n_models)) if z_store is not None else np.empty((0, 0))
         a = np.exp(alpha[sl])
-        _chunk_kernel(y[sl], theta, alpha[sl], d[sl], prior, inv_h, fisher, z_store is not None, w, r, kw, z,
+        _chunk_kernel(y[sl], theta, alpha[sl], d[sl], prior, volume, fisher, z_store is not None, w, r, kw, z,
                       items[sl])
         h_theta += (a * a) @ w
         grad_theta -= a @ r
@@ -176,12 +178,9 @@ def curvature(y, theta, alpha, d, prior, inv_h, *, fisher: bool = True, z_store=
             schur -= part
     if schur is not None:
         schur[np.diag_indices(n_models)] += h_theta
-    volume = bool(inv_h.any())
-    if volume:
-        grad_theta += 0.5 * k_theta / h_theta
     objective = -float(items[:, 5].sum()) + _prior_penalty(theta, alpha, d, prior) \
-        + (0.5 * float(np.log(h_theta).sum()) if volume else 0.0)
-    return {"grad_theta": grad_theta, "h_theta": h_theta, "grad_items": items[:, :2].copy(),
+        + (0.5 * float(np.log(h_theta).sum()) if volume.any() else 0.0)
+    return {"grad_theta": grad_theta, "h_theta": h_theta, "k_theta": k_theta, "grad_items": items[:, :2].copy(),
             "chol_items": items[:, 2:5].copy(), "schur": schur, "objective": objective}
 
 
@@ -239,7 +238,7 @@ def _sweeps(y, prior, theta, alpha, d, record):
     :data:`MAX_SWEEPS`. Cheap passes (no ``Z``) that settle what each item or model alone decides
     (items answered nearly all right or wrong move far from the start), before the Newton steps
     take the directions shared by all (the shift and scale of the abilities)."""
-    off = np.zeros(y.shape[1])
+    off = np.zeros((2, y.shape[1]))
     for _ in range(MAX_SWEEPS):
         cur = curvature(y, theta, alpha, d, prior, off)
         step = np.clip(_upper_solve(cur["chol_items"], -_lower_solve(cur["chol_items"], cur["grad_items"])), -1, 1)
@@ -253,21 +252,23 @@ def _sweeps(y, prior, theta, alpha, d, record):
     return theta, alpha, d
 
 
-def _line_search(y, prior, point, step_theta, step_items, current, inv):
+def _line_search(y, prior, point, step_theta, step_items, current, weights):
     """The point after the step, halved until F does not increase; (point, its pass, halvings)."""
     scale, halvings = 1.0, 0
     while True:
         cand = (point[0] + scale * step_theta, point[1] + scale * step_items[:, 0], point[2] + scale * step_items[:, 1])
-        probe = curvature(y, *cand, prior, inv(current))  # F is exact; the items' gradient is not
+        probe = curvature(y, *cand, prior, weights(current))  # F is exact; the items' gradient is not
         if probe["objective"] <= current["objective"] + 1e-9 * abs(current["objective"]) or halvings >= 30:
-            return cand, curvature(y, *cand, prior, inv(probe)), halvings
+            return cand, curvature(y, *cand, prior, weights(probe)), halvings
         scale, halvings = scale / 2, halvings + 1
 
 
 def find_mode(y, prior, *, volume: bool = True, progress=None) -> dict:
     """The centre and curvature of the approximation (module notes): block coordinate sweeps on f,
-    then Newton steps on F through the Schur complement of f's Hessian, each followed, once its
-    step is below :data:`CHORD_BELOW`, by chord steps that reuse its factorization.
+    then Newton steps through the Schur complement of f's Hessian (a halving line search on F while
+    a step exceeds :data:`CHORD_BELOW`), each small one followed by chord steps that reuse its
+    factorization (the volume weights of a chord pass lag one step; the Schur pass that ends the
+    search has them exact).
 
     Returns the centre (theta, alpha, d) and, from the last Schur pass (whose step was below
     :data:`STEP_TOLERANCE`), ``z`` (2N x M float32), ``factor`` (upper Cholesky factor of ``S``) and
@@ -275,27 +276,28 @@ def find_mode(y, prior, *, volume: bool = True, progress=None) -> dict:
     used the expected information, F after each. ``volume=False``: the joint mode of f instead
     (biased, see the module notes; for comparisons).
     """
-    def inv(cur):
-        return 1.0 / cur["h_theta"] if volume else np.zeros(n_models)
+    def weights(cur):
+        if not volume:
+            return np.zeros((2, n_models))
+        return np.stack([1.0 / cur["h_theta"], cur["k_theta"] / cur["h_theta"] ** 2])
 
     n_items, n_models = y.shape
     record = {"sweeps": [], "passes": 0, "steps": [], "fisher": [], "objective": [], "halvings": []}
     point = _sweeps(y, prior, *start_point(y, prior), record)
     z_store = np.empty((2 * n_items, n_models), dtype=np.float32)
-    current = curvature(y, *point, prior, np.zeros(n_models))
-    current = curvature(y, *point, prior, inv(current))
+    current = curvature(y, *point, prior, np.zeros((2, n_models)))
     fisher = False
     while record["passes"] < MAX_STEPS:
         record["passes"] += 1
         try:
-            full = curvature(y, *point, prior, inv(current), fisher=fisher, z_store=z_store)
-            factor = _cholesky_upper(full["schur"])
+            current = curvature(y, *point, prior, weights(current), fisher=fisher, z_store=z_store)
+            factor = _cholesky_upper(current["schur"])
         except BayesIRTError:
             if fisher:  # the expected information is positive definite: a non-finite point
                 raise
             fisher = True  # the observed curvature is not positive here: a scoring step
             continue
-        chol = full["chol_items"]
+        chol = current["chol_items"]
         for chord in range(MAX_CHORDS):
             step_theta, step_items = _solve(current["grad_theta"], current["grad_items"], factor, chol, z_store)
             largest = float(max(np.abs(step_theta).max(), np.abs(step_items).max()))
@@ -304,14 +306,19 @@ def find_mode(y, prior, *, volume: bool = True, progress=None) -> dict:
                 record["final_step"] = largest
                 return {"theta": point[0], "alpha": point[1], "d": point[2], "z": z_store, "factor": factor,
                         "chol_items": chol, "record": record}
-            point, current, halvings = _line_search(y, prior, point, step_theta, step_items, current, inv)
+            halvings = 0
+            if largest > CHORD_BELOW:
+                point, current, halvings = _line_search(y, prior, point, step_theta, step_items, current, weights)
+            else:  # near the centre F is no merit function of G's stationary point: full steps
+                point = (point[0] + step_theta, point[1] + step_items[:, 0], point[2] + step_items[:, 1])
+                current = curvature(y, *point, prior, weights(current))
             record["steps"].append(largest / 2 ** halvings)
             record["fisher"].append(fisher)
             record["objective"].append(current["objective"])
             record["halvings"].append(halvings)
             if progress is not None:
                 progress(len(record["steps"]), record["steps"][-1], current["objective"])
-            if (chord == 0 and largest > CHORD_BELOW) or largest < STEP_TOLERANCE / 10:
+            if largest > CHORD_BELOW or largest < STEP_TOLERANCE / 10:
                 break
         fisher = record["steps"][-1] > FISHER_ABOVE
     raise BayesIRTError(f"the Laplace centre search did not converge in {MAX_STEPS} Newton steps "
