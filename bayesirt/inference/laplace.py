@@ -14,8 +14,8 @@ What it is, stated in the fit's settings:
   bias that does not shrink as the matrix grows while the posterior sds do (400 x 1,200: spread
   0.882 against the truth's 0.923, three posterior sds; ``tests/test_laplace_fit.py``). The centre
   is instead the mode of the items' Laplace-marginal posterior (each ability integrated out by a
-  Laplace approximation: the objective F = f + 1/2 sum_m log h_m of :mod:`.laplace_kernel`), with
-  the abilities at their modes given the items;
+  Laplace approximation: the objective G of :mod:`.laplace_kernel`), with the abilities at their
+  modes given the items;
 - the draws are exact draws of that Gaussian (:mod:`.laplace_kernel`): no sampling error beyond
   Monte Carlo, no convergence to check, and no way for the approximation to show where the true
   posterior is skewed (items answered by few models, extreme items);

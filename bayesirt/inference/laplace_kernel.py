@@ -20,17 +20,20 @@ to ``S``. Cost: M^2 x 2N multiply-adds (7e11 at 5,000 x 14,042); memory: ``S`` p
 float32 (2N x M) for the draws.
 
 - Centre: not the joint mode of f, which shrinks the abilities' scale (:mod:`.laplace`), but the
-  minimum of ``F = f + 1/2 sum_m log h_m`` with ``h_m = sum_i w_im a_i^2 + 1 / sigma_theta^2`` the
-  curvature of f in theta_m: over the items this is the Laplace approximation of their marginal
-  posterior (each ability integrated out given the items), and the abilities then sit within
-  O(1/items) of their conditional modes. Found by block coordinate sweeps on f (cheap passes),
-  then Newton steps through the Schur complement of f's Hessian (``S x = -g_theta + Z'q``, ``q_i =
-  L_i^-1 g_i``; item steps ``L_i^-T(-q_i - Z_i x)``, g the gradient of F) with a halving line
-  search on F; once a step is small, chord steps reuse that factorization (their rate is the
-  share of F's curvature that f's Hessian leaves out, M / (M + 4N) or so). Far from the centre
-  (largest step above :data:`FISHER_ABOVE`) the expected information is used, positive definite
-  everywhere; near it the observed Hessian, which is the covariance: that of the last pass, whose
-  step was below :data:`STEP_TOLERANCE`.
+  mode of the items' Laplace-marginal posterior, the minimum over the items phi of
+  ``G(phi) = f(theta_hat(phi), phi) + 1/2 sum_m log h_m`` (each ability integrated out by a
+  Laplace approximation given the items: theta_hat its conditional mode, ``h_m = sum_i w_im a_i^2
+  + 1 / sigma_theta^2`` its curvature), with the abilities at theta_hat. The system solved is
+  ``df/dtheta = 0`` and ``dG/dphi = 0``; the volume term's gradient, by implicit differentiation
+  through theta_hat, is ``1/2 sum_m (dh_m/dphi_i - (k_m / h_m) B_im) / h_m`` with ``k_m =
+  dh_m/dtheta_m``. Found by block coordinate sweeps on f (cheap passes), then Newton steps
+  through the Schur complement of f's Hessian (``S x = -g_theta + Z'q``, ``q_i = L_i^-1 g_i``; item
+  steps ``L_i^-T(-q_i - Z_i x)``), with a halving line search on ``F = f + 1/2 sum_m log h_m``
+  while steps are large; small steps are followed by chord steps that reuse the factorization
+  (their rate is the share of the system's Jacobian that f's Hessian leaves out). Far from the
+  centre (largest step above :data:`FISHER_ABOVE`) the expected information is used, positive
+  definite everywhere; near it the observed Hessian, which is the covariance: that of the last
+  pass, whose step was below :data:`STEP_TOLERANCE`.
 - Draws (exact from the joint Gaussian): theta = mode + R^-1 eps with ``S = R'R``, then each item
   from its conditional given theta, ``phi_i = mode_i + L_i^-T(-Z_i (theta - mode) + eps_i)``.
 """
