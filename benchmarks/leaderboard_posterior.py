@@ -308,7 +308,8 @@ def markdown(result: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help=f"comma list of {', '.join(PARTS)} (scale = scale_complete,scale_missing70)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
