@@ -30,6 +30,7 @@ import xarray as xr
 from bayesirt.data.responses import to_observed_data, validate_responses
 from bayesirt.errors import ConfigError
 from bayesirt.inference.advi import ANNEAL_RATES, run_advi
+from bayesirt.inference.laplace import laplace_fit
 from bayesirt.inference.methods import METHODS, MODEL_METHODS, SAMPLERS
 from bayesirt.models.logistic import build_logistic, log_likelihood_group
 from bayesirt.models.mirt import align_signs, build_mirt
@@ -102,8 +103,11 @@ def fit(
     spec : IRTSpec, MIRTSpec, str or path, default "2pl"
         A loaded spec, a built-in name (``models/*.toml``) or the path of a spec file: 1PL-4PL
         (:mod:`bayesirt.models.logistic`) or MIRT (:mod:`bayesirt.models.mirt`).
-    method : {"nuts", "advi", "fullrank_advi"}, default "nuts"
-        NUTS is the reference; ADVI is faster and under-disperses. ``"map"`` raises
+    method : {"nuts", "advi", "fullrank_advi", "laplace"}, default "nuts"
+        NUTS is the reference; ADVI is faster and under-disperses. "laplace" (2PL with fixed
+        priors): one joint Gaussian (a Laplace approximation), for leaderboards too large for the
+        others (:mod:`~bayesirt.inference.laplace`; ``tune``, ``chains``, ``sampler`` do not apply).
+        ``"map"`` raises
         :class:`~bayesirt.errors.BayesIRTError`: a joint MAP over abilities and items diverges on
         short tests; the marginal MAP of the items (MAP-EM, with standard errors) is
         ``bayesirt.fit_mml(responses, spec, priors=True)`` (``bayesirt fit DATA --method map``).
@@ -178,6 +182,8 @@ def fit(
         if method not in ("advi", "fullrank_advi") or spec.kind == "mirt":
             raise ConfigError("advi_batch_size applies to method='advi' or 'fullrank_advi' with a 1PL-4PL spec; "
                                 f"got method={method!r} with a {spec.kind} spec. Leave it unset for this fit.")
+    if method == "laplace":  # no PyMC model: the approximation works on the response matrix (inference.laplace)
+        return laplace_fit(responses, spec, draws=draws, seed=seed, log_likelihood=log_likelihood, progress=progress)
 
     t0 = time.perf_counter()
     if spec.kind == "mirt":

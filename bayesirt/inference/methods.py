@@ -3,11 +3,12 @@ from the fitting code so the command-line tool can list them without importing P
 
 __all__ = ["METHODS", "MODEL_METHODS", "SAMPLERS"]
 
-METHODS = ("nuts", "advi", "fullrank_advi")
-"""Methods of :func:`~bayesirt.inference.fitting.fit`. Joint MAP over abilities and items is not one:
-it diverges on short tests (the marginal MAP of the items is ``bayesirt.fit_mml(..., priors=True)``,
-the command-line ``fit --method map``)."""
-MODEL_METHODS = (*METHODS, "map")
-"""Methods of :func:`~bayesirt.inference.fitting.sample_model`: also the posterior mode, for models
-without abilities (the audit's family-DIF model)."""
+METHODS = ("nuts", "advi", "fullrank_advi", "laplace")
+"""Methods of :func:`~bayesirt.inference.fitting.fit`; "laplace" is the joint Gaussian at the joint
+posterior mode (2PL with fixed priors, :mod:`~bayesirt.inference.laplace`). The joint MAP itself is
+not one: as a point estimate it diverges on short tests (the marginal MAP of the items is
+``bayesirt.fit_mml(..., priors=True)``, the command-line ``fit --method map``)."""
+MODEL_METHODS = ("nuts", "advi", "fullrank_advi", "map")
+"""Methods of :func:`~bayesirt.inference.fitting.sample_model` (of a built PyMC model, so not
+"laplace"): also the posterior mode, for models without abilities (the audit's family-DIF model)."""
 SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
