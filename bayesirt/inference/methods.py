@@ -4,8 +4,10 @@ from the fitting code so the command-line tool can list them without importing P
 __all__ = ["METHODS", "MODEL_METHODS", "SAMPLERS"]
 
 METHODS = ("nuts", "advi", "fullrank_advi", "laplace")
-"""Methods of :func:`~bayesirt.inference.fitting.fit`; "laplace" is the joint Gaussian at the joint
-posterior mode (2PL with fixed priors, :mod:`~bayesirt.inference.laplace`). The joint MAP itself is
+"""Methods of :func:`~bayesirt.inference.fitting.fit`; "laplace" is a Gaussian approximation of the
+2PL posterior with fixed priors (:mod:`~bayesirt.inference.laplace`), centred at the items' mode with
+each ability integrated out by its own Laplace step, not at the joint mode (which shrinks the
+abilities' scale), with exact joint draws from the inverse observed Hessian. The joint MAP itself is
 not one: as a point estimate it diverges on short tests (the marginal MAP of the items is
 ``bayesirt.fit_mml(..., priors=True)``, the command-line ``fit --method map``)."""
 MODEL_METHODS = ("nuts", "advi", "fullrank_advi", "map")

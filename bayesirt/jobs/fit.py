@@ -42,7 +42,9 @@ _QUADRATURE, _MAX_ITER = 61, 500
 def run_fit_job(
     data: str | Path | xr.Dataset, out: str | Path, *,
     spec: str | Path | IRTSpec = option("2pl", SPEC_HELP, flag="--model"),
-    method: str = option("nuts", "nuts, advi, fullrank_advi (posterior draws), or map: marginal MAP of the items "
+    method: str = option("nuts", "nuts, advi, fullrank_advi (posterior draws); laplace: a Gaussian approximation "
+                                 "of the 2PL posterior with fixed priors, for whole leaderboards in minutes; "
+                                 "or map: marginal MAP of the items "
                                  "(MAP-EM) with SEs under the spec's priors, as `mml --priors`, in the same files (map.nc "
                                  "for posterior.nc; 1PL-4PL)",
                          choices=(*METHODS, "map")),

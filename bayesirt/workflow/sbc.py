@@ -46,7 +46,6 @@ from scipy import stats
 from bayesirt.data import make_responses
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.errors import BayesIRTError
-from bayesirt.inference.methods import METHODS
 from bayesirt.models.logistic import build_logistic, with_difficulty
 from bayesirt.models.specs import IRTSpec, load_spec
 from bayesirt.utils.options import declare, option
@@ -268,7 +267,7 @@ def simulation_based_calibration(
     design: tuple[int, int] = (100, 40),
     *,
     replicates: int = option(200, "simulated data sets, each fitted once"),
-    method: str = option("nuts", "inference method", choices=METHODS),
+    method: str = option("nuts", "inference method", choices=SBC_METHODS),
     draws: int = option(500, "draws per chain (ADVI: from the approximation)"),
     tune: int = option(500, "tuning steps per chain"),
     chains: int = option(2, "chains"),
