@@ -10,7 +10,7 @@ from scipy.stats import rankdata
 
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import DataError
-from bayesirt.models.information import item_information
+from bayesirt.models.information import mean_item_information
 from bayesirt.models.logistic import ITEM_PARAMETERS, with_difficulty
 
 __all__ = ["item_table", "model_table", "posterior_ranks", "ahead_matrix", "is_sampled", "DEFAULT_CI"]
@@ -75,18 +75,17 @@ def item_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None 
 
 
 def _mean_information(post: xr.Dataset) -> np.ndarray:
-    """Posterior mean of each item's information averaged over the fitted models' abilities."""
-    stacked = post.stack(sample=_SAMPLE).transpose("sample", ...)
-    take = stacked.isel(sample=slice(None, None, max(1, stacked.sizes["sample"] // 200)))  # <= ~200 draws
+    """Posterior mean of each item's information averaged over the fitted models' abilities, from
+    <= ~200 evenly thinned draws (:func:`~bayesirt.models.information.mean_item_information`: no
+    draws x items x models array)."""
+    n_samples = post.sizes["chain"] * post.sizes["draw"]
+    keep = slice(None, None, max(1, n_samples // 200))
 
-    def arr(name, default):
-        return take[name].values if name in take else default
+    def draws(name, default):  # (sample, model) or (sample, item); (sample, 1) for a common slope
+        return post[name].transpose(*_SAMPLE, ...).values.reshape(n_samples, -1)[keep] if name in post else default
 
-    info = item_information(
-        arr("theta", 0.0), np.asarray(arr("discrimination", 1.0)).reshape(take.sizes["sample"], -1),
-        arr("intercept", 0.0), arr("guessing", 0.0), arr("slip", 0.0),
-    )
-    return info.mean(axis=(0, 2))
+    return mean_item_information(draws("theta", 0.0), draws("discrimination", 1.0), draws("intercept", 0.0),
+                                 draws("guessing", 0.0), draws("slip", 0.0))
 
 
 def posterior_ranks(theta: xr.DataArray) -> xr.DataArray:
