@@ -1,0 +1,190 @@
+"""Peak memory of whole CLI runs (issue 31, part 0): ``bayesirt fit`` (ADVI), ``compare``, ``audit --quick``
+and ``cat`` on simulated 2PL leaderboards of two sizes, each command in a subprocess of its own.
+
+Target: ``bayesirt fit`` with ADVI and 1,000 draws peaks at <= 2 GB at 755 models x 1,351 items (the
+issue's MMLU-Pro-math leaderboard; that file is not in ../shared/data, so a 2PL of the same shape is
+simulated) and at <= 4 GB at 5,000 x 14,042.
+
+Each run is ``python -m bayesirt COMMAND DATA --out TMP ...`` started with ``subprocess.Popen`` and
+reaped with ``os.wait4``, whose ``ru_maxrss`` is the peak resident set size of that process (and of
+any child it waited for: the largest single process, not the sum of processes alive at once; the
+commands run here with ``--workers 1`` where they have workers). The data are written once per size
+as a ``.nc`` response file (``bayesirt.data.io.save_responses``): a CSV of 70 M cells would measure
+the CSV reader. Model ids ``ownerK/Family-N`` spread 150 owners over five families, so the audit has
+families to compare.
+
+``--synthetic-posterior`` (fit only) replaces ADVI by independent normal draws around the simulated
+truth (sd 0.05), everything else in the job unchanged: the memory of what follows a fit at sizes
+where ADVI itself takes many minutes (13 min at 5,000 x 14,042, ``scale_advi.md``). Rows say so.
+
+    .venv/bin/python benchmarks/peak_memory.py                                   # 755x1351 and 2000x5000
+    .venv/bin/python benchmarks/peak_memory.py --sizes 5000x14042 --commands fit --synthetic-posterior
+    .venv/bin/python benchmarks/peak_memory.py --quick                           # 100 x 200, a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import fmt, loadavg, machine, parse_size, source_state, versions, write_results  # noqa: E402
+from scale_advi import simulate  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+SEED = 20261202
+FAMILY_NAMES = ("Llama-3", "Qwen2", "gemma-2", "Mistral", "phi-3", "olmo")
+TARGETS_GB = {(755, 1351): 2.0, (5000, 14042): 4.0}  # bayesirt fit, ADVI, 1,000 draws (issue 31)
+
+#: Arguments of each command after DATA (``--out``, ``--force`` and ``--no-progress`` are added).
+COMMANDS = {
+    "fit": ["fit", "--method", "advi", "--draws", "1000"],
+    # 200 draws: the per-model marginal likelihood integrates each draw by quadrature (time ~ draws x cells)
+    "compare": ["compare", "--method", "advi", "--specs", "1pl,2pl", "--draws", "200", "--kfold", "never",
+                "--workers", "1"],
+    "audit": ["audit", "--quick", "--workers", "1"],
+    "cat": ["cat", "--splits", "2", "--random-subsets", "10", "--workers", "1"],
+}
+
+
+def write_data(n_models: int, n_items: int, path: Path) -> dict:
+    """Simulate a complete 2PL matrix (``scale_advi.simulate``) and save it as a response file."""
+    from bayesirt.data.io import save_responses
+    from bayesirt.data.responses import make_responses
+
+    y, truth = simulate(n_models, n_items, 0.0, SEED)
+    ids = [f"owner{k % 150}/{FAMILY_NAMES[k % len(FAMILY_NAMES)]}-{k}" for k in range(n_models)]
+    save_responses(make_responses(y, model_id=ids, item_id=[f"q{j}" for j in range(n_items)],
+                                  name=f"simulated 2PL {n_models} x {n_items}"), path)
+    np.savez(path.with_suffix(".truth.npz"), **truth)
+    return {"cells": int(y.size), "mb": path.stat().st_size / 1e6}
+
+
+def measure(argv: list[str], timeout: float) -> dict:
+    """Run ``argv``; its wall seconds, peak RSS (GB) and return code, from ``os.wait4``."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=os.environ | {"PYTHONWARNINGS": "ignore"})
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.2)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        err.seek(0)
+        tail = [ln for ln in err.read().splitlines() if ln.strip()][-3:]
+    return {"wall_s": time.perf_counter() - t0, "peak_rss_gb": usage.ru_maxrss / 2**20, "returncode": proc.returncode,
+            "stderr_tail": tail}
+
+
+def synthetic_child(argv: list[str]) -> None:
+    """Run ``bayesirt fit`` (``argv``) with ADVI replaced by normal draws around the simulated truth."""
+    import xarray as xr
+
+    import bayesirt.inference.fitting as fitting
+    from bayesirt.cli.main import main
+
+    data = Path(argv[1])
+    truth = dict(np.load(data.with_suffix(".truth.npz")))
+
+    def sample_model(pm_model, *, method, draws, seed, **_):
+        rng = np.random.default_rng(seed)
+        coords = {k: np.asarray(v) for k, v in pm_model.coords.items()}
+        a = truth["discrimination"] + rng.normal(0, 0.05, (1, draws, truth["discrimination"].size))
+        b = truth["difficulty"] + rng.normal(0, 0.05, a.shape)
+        theta = truth["theta"] + rng.normal(0, 0.05, (1, draws, truth["theta"].size))
+        posterior = xr.Dataset({"theta": (("chain", "draw", "model"), theta),
+                                "discrimination": (("chain", "draw", "item"), a),
+                                "intercept": (("chain", "draw", "item"), -a * b),
+                                "difficulty": (("chain", "draw", "item"), b)},
+                               coords={"item": coords["item"], "model": coords["model"]})
+        tree = xr.DataTree.from_dict({"posterior": posterior})
+        tree.attrs = {"bayesirt_settings": json.dumps({"method": method, "draws": draws, "synthetic": True}),
+                      "bayesirt_timings": json.dumps({"fit_s": 0.0}), "advi_converged": 1}
+        return tree
+
+    fitting.sample_model = sample_model  # the PyMC model is still built (its memory counts); only sampling is replaced
+    sys.exit(main(argv))
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        "# Peak memory of whole CLI runs (issue 31, part 0)", "",
+        f"{result['machine']}; {result['date']}; load average at start {result['load_start']}, at end "
+        f"{result['load_end']}; source {result['source'].get('head', '?')[:10]}"
+        f"{' + uncommitted' if result['source'].get('uncommitted') else ''}. Command: `{result['command']}`.", "",
+        "Peak RSS: `ru_maxrss` of the command's process (`os.wait4`), GB = 2^30 bytes. Data: a complete simulated "
+        "2PL (theta, b ~ N(0, 1), a ~ LogNormal(0, 0.5)) saved as a `.nc` response file.", "",
+        "| command | size (models x items) | peak RSS GB | target GB | met | wall s | exit | arguments |",
+        "|---|---|---:|---:|---|---:|---:|---|",
+    ]
+    for row in result["rows"]:
+        target = row.get("target_gb")
+        met = "" if target is None else ("yes" if row["peak_rss_gb"] <= target and row["returncode"] == 0 else "no")
+        lines.append(f"| {row['command']}{' (synthetic posterior)' if row.get('synthetic') else ''} | "
+                     f"{row['models']:,} x {row['items']:,} | {fmt(row['peak_rss_gb'], '{:.2f}')} | "
+                     f"{fmt(target, '{:.1f}')} | {met} | {fmt(row['wall_s'])} | {row['returncode']} | "
+                     f"`{' '.join(row['args'])}` |")
+    failed = [r for r in result["rows"] if r["returncode"]]
+    for row in failed:
+        lines += ["", f"- {row['command']} at {row['models']} x {row['items']} failed: {' / '.join(row['stderr_tail'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--synthetic-child":
+        synthetic_child(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="755x1351,2000x5000", help="comma-separated MODELSxITEMS")
+    parser.add_argument("--commands", default=",".join(COMMANDS), help=f"subset of {','.join(COMMANDS)}")
+    parser.add_argument("--synthetic-posterior", action="store_true", help="fit: normal draws instead of ADVI")
+    parser.add_argument("--quick", action="store_true", help="100 x 200 only, a smoke test")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per command")
+    parser.add_argument("--out", default=None, help="results JSON [results/peak_memory(_quick).json]")
+    args = parser.parse_args()
+    sizes = [(100, 200)] if args.quick else [parse_size(s) for s in args.sizes.split(",")]
+    commands = args.commands.split(",")
+    unknown = set(commands) - set(COMMANDS)
+    if unknown or (args.synthetic_posterior and commands != ["fit"]):
+        parser.error(f"--commands: unknown {sorted(unknown)}" if unknown else "--synthetic-posterior is for --commands fit")
+    out = Path(args.out) if args.out else RESULTS / f"peak_memory{'_quick' if args.quick else ''}.json"
+    result = {"machine": machine(), "versions": versions(["numpy", "pymc", "xarray", "numba"]), "source": source_state(),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_start": loadavg(), "seed": SEED,
+              "command": "benchmarks/peak_memory.py " + " ".join(sys.argv[1:]), "rows": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n_models, n_items in sizes:
+            data = Path(tmp) / f"sim_{n_models}x{n_items}.nc"
+            result.setdefault("data", {})[f"{n_models}x{n_items}"] = write_data(n_models, n_items, data)
+            for name in commands:
+                args_ = [*COMMANDS[name][:1], str(data), *COMMANDS[name][1:]]
+                if args.quick and name == "audit":
+                    args_ += ["--min-family-size", "10"]  # about 17 models per family at 100 models
+                prefix = [sys.executable, __file__, "--synthetic-child"] if args.synthetic_posterior else \
+                         [sys.executable, "-m", "bayesirt"]
+                row = measure([*prefix, *args_, "--out", str(Path(tmp) / f"out_{name}"), "--force", "--no-progress"],
+                              args.timeout)
+                target = TARGETS_GB.get((n_models, n_items)) if name == "fit" else None
+                result["rows"].append({"command": name, "models": n_models, "items": n_items, "args": args_,
+                                       "target_gb": target, "synthetic": args.synthetic_posterior, **row})
+                print(f"{name} {n_models}x{n_items}: {row['peak_rss_gb']:.2f} GB, {row['wall_s']:.0f} s, "
+                      f"exit {row['returncode']}", flush=True)
+    result["load_end"] = loadavg()
+    write_results(out, result, markdown, echo=True)
+
+
+if __name__ == "__main__":
+    main()
