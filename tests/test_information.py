@@ -123,7 +123,7 @@ def test_mean_item_information_equals_the_full_array_mean(kind):
     a0, d0, c0, s0 = (np.broadcast_to(np.asarray(x, float), (3,)) for x in KINDS[kind])
     draws = 6
     theta = rng.normal(0, 2, (draws, 9))
-    theta[0, :2] = [-80.0, 80.0]
+    theta[0, :3] = [-80.0, 80.0, -900.0]  # the last past the cap of |eta| at 700
     jitter = rng.normal(0, 0.1, (draws, 3))
     a = a0 * np.exp(jitter) if kind != "1pl" else np.full((draws, 1), 1.3)
     d, c, s = d0 + jitter, c0 * np.exp(jitter / 4), s0 * np.exp(-jitter / 4)
