@@ -14,8 +14,12 @@ the CSV reader. Model ids ``ownerK/Family-N`` spread 150 owners over five famili
 families to compare.
 
 ``--synthetic-posterior`` (fit only) replaces ADVI by independent normal draws around the simulated
-truth (sd 0.05), everything else in the job unchanged: the memory of what follows a fit at sizes
-where ADVI itself takes many minutes (13 min at 5,000 x 14,042, ``scale_advi.md``). Rows say so.
+truth (sd 0.05), everything else in the job unchanged (the PyMC model is still built): the memory of
+what follows a fit at sizes where ADVI itself takes many minutes (13 min at 5,000 x 14,042,
+``scale_advi.md``). Rows say so.
+
+Rows accumulate in the results JSON: a run replaces the rows of the commands, sizes and mode it
+measures and keeps the others, each row with its own date, load average and source commit.
 
     .venv/bin/python benchmarks/peak_memory.py                                   # 755x1351 and 2000x5000
     .venv/bin/python benchmarks/peak_memory.py --sizes 5000x14042 --commands fit --synthetic-posterior
@@ -123,25 +127,31 @@ def synthetic_child(argv: list[str]) -> None:
 def markdown(result: dict) -> str:
     lines = [
         "# Peak memory of whole CLI runs (issue 31, part 0)", "",
-        f"{result['machine']}; {result['date']}; load average at start {result['load_start']}, at end "
-        f"{result['load_end']}; source {result['source'].get('head', '?')[:10]}"
-        f"{' + uncommitted' if result['source'].get('uncommitted') else ''}. Command: `{result['command']}`.", "",
+        f"{result['machine']}. Each row is one run of `benchmarks/peak_memory.py` (rows of earlier runs are kept "
+        "until the same command, size and mode is measured again): its date, the 1-minute load average at its start "
+        "and end (2 cores shared: wall seconds are not comparable) and the bayesirt commit it ran.", "",
         "Peak RSS: `ru_maxrss` of the command's process (`os.wait4`), GB = 2^30 bytes. Data: a complete simulated "
         "2PL (theta, b ~ N(0, 1), a ~ LogNormal(0, 0.5)) saved as a `.nc` response file.", "",
-        "| command | size (models x items) | peak RSS GB | target GB | met | wall s | exit | arguments |",
-        "|---|---|---:|---:|---|---:|---:|---|",
+        "| command | size (models x items) | peak RSS GB | target GB | met | wall s | load | exit | date | source | "
+        "arguments |",
+        "|---|---|---:|---:|---|---:|---|---:|---|---|---|",
     ]
     for row in result["rows"]:
         target = row.get("target_gb")
         met = "" if target is None else ("yes" if row["peak_rss_gb"] <= target and row["returncode"] == 0 else "no")
         lines.append(f"| {row['command']}{' (synthetic posterior)' if row.get('synthetic') else ''} | "
                      f"{row['models']:,} x {row['items']:,} | {fmt(row['peak_rss_gb'], '{:.2f}')} | "
-                     f"{fmt(target, '{:.1f}')} | {met} | {fmt(row['wall_s'])} | {row['returncode']} | "
-                     f"`{' '.join(row['args'])}` |")
+                     f"{fmt(target, '{:.1f}')} | {met} | {fmt(row['wall_s'])} | {row['load'][0]:.1f}-{row['load'][1]:.1f} | "
+                     f"{row['returncode']} | {row['date'][:16]} | {row['source']} | `{' '.join(row['args'])}` |")
     failed = [r for r in result["rows"] if r["returncode"]]
     for row in failed:
         lines += ["", f"- {row['command']} at {row['models']} x {row['items']} failed: {' / '.join(row['stderr_tail'])}"]
     return "\n".join(lines) + "\n"
+
+
+def _source() -> str:
+    state = source_state()
+    return (state.get("head") or "?")[:10] + (" + uncommitted" if state.get("uncommitted") else "")
 
 
 def main() -> None:
@@ -162,9 +172,9 @@ def main() -> None:
     if unknown or (args.synthetic_posterior and commands != ["fit"]):
         parser.error(f"--commands: unknown {sorted(unknown)}" if unknown else "--synthetic-posterior is for --commands fit")
     out = Path(args.out) if args.out else RESULTS / f"peak_memory{'_quick' if args.quick else ''}.json"
-    result = {"machine": machine(), "versions": versions(["numpy", "pymc", "xarray", "numba"]), "source": source_state(),
-              "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_start": loadavg(), "seed": SEED,
-              "command": "benchmarks/peak_memory.py " + " ".join(sys.argv[1:]), "rows": []}
+    result = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    result |= {"machine": machine(), "versions": versions(["numpy", "pymc", "xarray", "numba"]), "seed": SEED}
+    source = _source()
     with tempfile.TemporaryDirectory() as tmp:
         for n_models, n_items in sizes:
             data = Path(tmp) / f"sim_{n_models}x{n_items}.nc"
@@ -175,15 +185,21 @@ def main() -> None:
                     args_ += ["--min-family-size", "10"]  # about 17 models per family at 100 models
                 prefix = [sys.executable, __file__, "--synthetic-child"] if args.synthetic_posterior else \
                          [sys.executable, "-m", "bayesirt"]
+                date, load = time.strftime("%Y-%m-%dT%H:%M:%S%z"), loadavg()[0]
                 row = measure([*prefix, *args_, "--out", str(Path(tmp) / f"out_{name}"), "--force", "--no-progress"],
                               args.timeout)
-                target = TARGETS_GB.get((n_models, n_items)) if name == "fit" else None
-                result["rows"].append({"command": name, "models": n_models, "items": n_items, "args": args_,
-                                       "target_gb": target, "synthetic": args.synthetic_posterior, **row})
+                key = (name, n_models, n_items, args.synthetic_posterior)
+                result["rows"] = [r for r in result["rows"]
+                                  if (r["command"], r["models"], r["items"], r["synthetic"]) != key]
+                shown = [str(a).replace(str(data), "DATA") for a in args_]
+                result["rows"].append({"command": name, "models": n_models, "items": n_items, "args": shown,
+                                       "target_gb": TARGETS_GB.get((n_models, n_items)) if name == "fit" else None,
+                                       "synthetic": args.synthetic_posterior, "date": date, "load": [load, loadavg()[0]],
+                                       "source": source, **row})
                 print(f"{name} {n_models}x{n_items}: {row['peak_rss_gb']:.2f} GB, {row['wall_s']:.0f} s, "
                       f"exit {row['returncode']}", flush=True)
-    result["load_end"] = loadavg()
-    write_results(out, result, markdown, echo=True)
+                write_results(out, result, markdown)  # after every row: an interrupted run keeps what it measured
+    print(markdown(result))
 
 
 if __name__ == "__main__":
