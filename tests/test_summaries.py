@@ -6,6 +6,8 @@ import pytest
 import xarray as xr
 
 from bayesirt.data.responses import make_responses, to_observed_data
+import bayesirt.inference.summaries as summaries
+from bayesirt.data.responses import from_observed_data
 from bayesirt.inference.summaries import ahead_matrix, item_table, model_table
 from bayesirt.models.information import item_information
 
@@ -22,6 +24,8 @@ def _tree(*, chains=2, draws=250, n_items=5, n_models=7, common_slope=False, gue
     if guessing:
         post["guessing"] = (("chain", "draw", "item"), rng.uniform(0, 0.3, (*shape, n_items)))
     y = rng.integers(0, 2, (n_items, n_models)).astype(np.int8)
+    y[rng.random(y.shape) < 0.2] = -1  # missing
+    y[:, 0], y[0] = 1, 0  # every item and model observed at least once
     responses = make_responses(y, item_id=[f"i{j}" for j in range(n_items)], model_id=[f"m{k}" for k in range(n_models)])
     posterior = xr.Dataset(post, coords={"item": responses["item"].values, "model": responses["model"].values})
     observed, constant = to_observed_data(responses)
@@ -46,6 +50,24 @@ def test_item_information_column_equals_the_full_array_formula(common_slope, gue
     tree = _tree(common_slope=common_slope, guessing=guessing, draws=draws)
     table = item_table(tree)
     np.testing.assert_allclose(table["information"], _old_information(tree["posterior"].to_dataset()), rtol=1e-12)
+
+
+def test_counts_and_metadata_read_in_blocks_match_the_rebuilt_responses(monkeypatch):
+    """Tables count observed and correct responses a block of items at a time; the oracle is the
+    response Dataset rebuilt whole (from_observed_data), which a file without constant_data still uses."""
+    tree = _tree(n_items=9, n_models=6)
+    responses = from_observed_data(tree)
+    y = responses["responses"].values
+    monkeypatch.setattr(summaries, "_MARGIN_CELLS", 13)  # two items (of six models) per block
+    items, models = item_table(tree), model_table(tree).set_index("model_id").loc[responses["model"].values]
+    np.testing.assert_array_equal(items["n_observed"], (y >= 0).sum(axis=1))
+    np.testing.assert_allclose(items["proportion_correct"], (y == 1).sum(axis=1) / (y >= 0).sum(axis=1))
+    np.testing.assert_array_equal(models["n_observed"], (y >= 0).sum(axis=0))
+    np.testing.assert_allclose(models["accuracy"], (y == 1).sum(axis=0) / (y >= 0).sum(axis=0))
+    assert list(models["family"]) == list(responses["family"].values)
+    bare = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(),
+                                  "observed_data": tree["observed_data"].to_dataset()})
+    assert item_table(bare).equals(items)
 
 
 def test_model_table_ranks_and_prob_ahead_from_the_draws():
