@@ -7,9 +7,10 @@ at ability theta is (Lord 1980; Barton & Lord 1981 for the 4PL)
 
 which reduces to a^2 * P * (1 - P) for the 2PL (c = 0, u = 1). Test information is the sum over items.
 
-Three layers, as in ArviZ: array kernels (:func:`item_information`, :func:`test_information`,
-and :func:`mean_item_information`, the average over draws and models in a compiled loop), a labelled wrapper over item-parameter Datasets (:func:`information_curves`), and the
-posterior-averaged curves of a fitted DataTree (:func:`posterior_information`).
+Three layers, as in ArviZ: array kernels (:func:`item_information`, :func:`test_information`, and
+:func:`mean_item_information`, the average over draws and models in a compiled loop), a labelled
+wrapper over item-parameter Datasets (:func:`information_curves`), and the posterior-averaged
+curves of a fitted DataTree (:func:`posterior_information`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from scipy.special import expit
 
 from bayesirt.errors import BayesIRTError
 
-__all__ = ["item_information", "test_information", "mean_item_information", "ItemBank", "item_bank", "information_curves",
-           "posterior_information", "THETA_GRID"]
+__all__ = ["item_information", "test_information", "mean_item_information", "ItemBank", "item_bank",
+           "information_curves", "posterior_information", "THETA_GRID"]
 
 #: Default abilities of information curves.
 THETA_GRID = np.linspace(-4.0, 4.0, 161)
