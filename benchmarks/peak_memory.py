@@ -10,8 +10,8 @@ reaped with ``os.wait4``, whose ``ru_maxrss`` is the peak resident set size of t
 any child it waited for: the largest single process, not the sum of processes alive at once; the
 commands run here with ``--workers 1`` where they have workers). The data are written once per size
 as a ``.nc`` response file (``bayesirt.data.io.save_responses``): a CSV of 70 M cells would measure
-the CSV reader. Model ids ``ownerK/Family-N`` spread 150 owners over five families and "other", so the audit has
-families to compare.
+the CSV reader. Model ids ``ownerK/Family-N`` spread 150 owners over five families and "other",
+so the audit has families to compare.
 
 ``--synthetic-posterior`` (fit only) replaces ADVI by independent normal draws around the simulated
 truth (sd 0.05), everything else in the job unchanged (the PyMC model is still built): the memory of
