@@ -12,6 +12,7 @@ from bayesirt.models.information import (
     information_curves,
     item_bank,
     item_information,
+    mean_item_information,
     posterior_information,
     test_information,
 )
@@ -99,6 +100,40 @@ def test_posterior_information_averages_draws(guessing, common_slope):
     again = posterior_information(tree, theta, chunk=64)
     np.testing.assert_allclose(again["item_information"], ds["item_information"], rtol=1e-12)
     assert posterior_information(tree, theta, max_draws=4).attrs["draws"] == 4
+
+
+def test_posterior_information_blocks_bounded_in_cells(monkeypatch):
+    """With BLOCK_CELLS below one draw's item x theta cells, blocks of one draw give the same curves."""
+    import bayesirt.models.information as information  # the module, to lower its block size
+
+    tree = _tree(guessing=True)
+    theta = np.linspace(-2.0, 2.0, 7)
+    whole = posterior_information(tree, theta)
+    monkeypatch.setattr(information, "BLOCK_CELLS", 5)  # 4 items x 7 abilities per draw > 5: one draw per block
+    blocked = posterior_information(tree, theta)
+    np.testing.assert_allclose(blocked["item_information"], whole["item_information"], rtol=1e-12)
+    np.testing.assert_allclose(blocked["test_information_sd"], whole["test_information_sd"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mean_item_information_equals_the_full_array_mean(kind):
+    """The compiled average over draws and models against the (draw, item, model) array it replaces,
+    with abilities far enough out that some cells underflow to zero information."""
+    rng = np.random.default_rng(3)
+    a0, d0, c0, s0 = (np.broadcast_to(np.asarray(x, float), (3,)) for x in KINDS[kind])
+    draws = 6
+    theta = rng.normal(0, 2, (draws, 9))
+    theta[0, :3] = [-80.0, 80.0, -900.0]  # the last past the cap of |eta| at 700
+    jitter = rng.normal(0, 0.1, (draws, 3))
+    a = a0 * np.exp(jitter) if kind != "1pl" else np.full((draws, 1), 1.3)
+    d, c, s = d0 + jitter, c0 * np.exp(jitter / 4), s0 * np.exp(-jitter / 4)
+    oracle = item_information(theta, a, d, c, s).mean(axis=(0, 2))
+    np.testing.assert_allclose(mean_item_information(theta, a, d, c, s), oracle, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(mean_item_information(theta, a, d), item_information(theta, a, d).mean(axis=(0, 2)),
+                               rtol=1e-12, atol=0)
+    # one draw, one model: the closed form a^2 P (1 - P) of the 2PL by hand
+    p = expit(0.7 * 0.2 - 0.1)
+    np.testing.assert_allclose(mean_item_information([[0.2]], [[0.7]], [[-0.1]]), [0.49 * p * (1 - p)], rtol=1e-14)
 
 
 def test_posterior_information_by_item_group_from_constant_data():

@@ -8,9 +8,9 @@ import pandas as pd
 import xarray as xr
 from scipy.stats import rankdata
 
-from bayesirt.data.responses import MISSING, from_observed_data
+from bayesirt.data.responses import METADATA, MISSING, from_observed_data
 from bayesirt.errors import DataError
-from bayesirt.models.information import item_information
+from bayesirt.models.information import mean_item_information
 from bayesirt.models.logistic import ITEM_PARAMETERS, with_difficulty
 
 __all__ = ["item_table", "model_table", "posterior_ranks", "ahead_matrix", "is_sampled", "DEFAULT_CI"]
@@ -18,6 +18,8 @@ __all__ = ["item_table", "model_table", "posterior_ranks", "ahead_matrix", "is_s
 #: Default credible-interval probability of the tables (equal-tailed).
 DEFAULT_CI = 0.90
 _SAMPLE = ("chain", "draw")
+#: Cells of the observed responses counted at once by :func:`_margins` (a few MB of masks).
+_MARGIN_CELLS = 4_000_000
 
 
 def _interval_columns(ci: float) -> tuple[str, str, float, float]:
@@ -42,6 +44,33 @@ def _describe(da: xr.DataArray, ci: float, *, with_diagnostics: bool, stats=None
     return out
 
 
+def _margins(tree: xr.DataTree) -> dict[str, np.ndarray]:
+    """Observed and correct responses per item and per model (``item_n``, ``item_correct``,
+    ``model_n``, ``model_correct``) and the metadata (``item_group``, ``family``, ``owner``) of a
+    fit, counted from its observed_data a block of items at a time: no copy of the whole matrix
+    (:func:`from_observed_data` makes several, about 20 bytes a cell). A fit without the metadata
+    in constant_data (an earlier version's file) is read through :func:`from_observed_data`."""
+    constant = tree["constant_data"].to_dataset() if "constant_data" in tree.children else xr.Dataset()
+    if "observed_data" in tree.children and set(METADATA) <= set(constant):
+        y, meta = tree["observed_data"]["responses"].transpose("item", "model"), constant
+    else:
+        meta = from_observed_data(tree)
+        y = meta["responses"]
+    out = {name: meta[name].values for name in METADATA}
+    counts = {k: np.zeros(y.sizes[dim], dtype=np.int64) for k, dim in
+              (("item_n", "item"), ("item_correct", "item"), ("model_n", "model"), ("model_correct", "model"))}
+    step = max(1, _MARGIN_CELLS // max(1, y.sizes["model"]))
+    for start in range(0, y.sizes["item"], step):
+        block = y[start:start + step].values
+        observed = ~np.isnan(block) if block.dtype.kind == "f" else block != MISSING  # NaN, or -1 in int8 files
+        correct = block == 1
+        counts["item_n"][start:start + step] = observed.sum(axis=1)
+        counts["item_correct"][start:start + step] = correct.sum(axis=1)
+        counts["model_n"] += observed.sum(axis=0)
+        counts["model_correct"] += correct.sum(axis=0)
+    return out | counts
+
+
 def is_sampled(posterior: xr.Dataset) -> bool:
     """Whether R-hat and ESS mean anything: several chains of several draws."""
     return posterior.sizes["chain"] > 1 and posterior.sizes["draw"] >= 4
@@ -56,37 +85,34 @@ def item_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None 
     :func:`bayesirt.inference.diagnostics.element_diagnostics` of ``tree``, when already computed.
     """
     post = with_difficulty(tree["posterior"].to_dataset())
-    responses = from_observed_data(tree)
+    margins = _margins(tree)
     diag = is_sampled(post)
     n_items = post.sizes["item"]
-    frame = {"item_id": post["item"].values, "item_group": responses["item_group"].values}
+    frame = {"item_id": post["item"].values, "item_group": margins["item_group"]}
     for name in ITEM_PARAMETERS:
         if name not in post:
             continue
         described = _describe(post[name], ci, with_diagnostics=diag, stats=stats)
         for key, values in described.items():
             frame[f"{name}_{key}"] = np.broadcast_to(values, (n_items,))
-    y = responses["responses"].values
-    observed = y != MISSING
-    frame["n_observed"] = observed.sum(axis=1)
-    frame["proportion_correct"] = (y == 1).sum(axis=1) / frame["n_observed"]
+    frame["n_observed"] = margins["item_n"]
+    frame["proportion_correct"] = margins["item_correct"] / margins["item_n"]
     frame["information"] = _mean_information(post)
     return pd.DataFrame(frame)
 
 
 def _mean_information(post: xr.Dataset) -> np.ndarray:
-    """Posterior mean of each item's information averaged over the fitted models' abilities."""
-    stacked = post.stack(sample=_SAMPLE).transpose("sample", ...)
-    take = stacked.isel(sample=slice(None, None, max(1, stacked.sizes["sample"] // 200)))  # <= ~200 draws
+    """Posterior mean of each item's information averaged over the fitted models' abilities, from
+    <= ~200 evenly thinned draws (:func:`~bayesirt.models.information.mean_item_information`: no
+    draws x items x models array)."""
+    n_samples = post.sizes["chain"] * post.sizes["draw"]
+    keep = slice(None, None, max(1, n_samples // 200))
 
-    def arr(name, default):
-        return take[name].values if name in take else default
+    def draws(name, default):  # (sample, model) or (sample, item); (sample, 1) for a common slope
+        return post[name].transpose(*_SAMPLE, ...).values.reshape(n_samples, -1)[keep] if name in post else default
 
-    info = item_information(
-        arr("theta", 0.0), np.asarray(arr("discrimination", 1.0)).reshape(take.sizes["sample"], -1),
-        arr("intercept", 0.0), arr("guessing", 0.0), arr("slip", 0.0),
-    )
-    return info.mean(axis=(0, 2))
+    return mean_item_information(draws("theta", 0.0), draws("discrimination", 1.0), draws("intercept", 0.0),
+                                 draws("guessing", 0.0), draws("slip", 0.0))
 
 
 def posterior_ranks(theta: xr.DataArray) -> xr.DataArray:
@@ -109,19 +135,17 @@ def model_table(tree: xr.DataTree, *, ci: float = DEFAULT_CI, stats: dict | None
     described = _describe(theta, ci, with_diagnostics=is_sampled(post), stats=stats)
     ranks = posterior_ranks(theta)
     lo_name, hi_name, lo, hi = _interval_columns(ci)
-    responses = from_observed_data(tree)
-    y = responses["responses"].values
-    n_obs = (y != MISSING).sum(axis=0)
+    margins = _margins(tree)
     frame = pd.DataFrame({
         "model_id": post["model"].values,
-        "family": responses["family"].values,
-        "owner": responses["owner"].values,
+        "family": margins["family"],
+        "owner": margins["owner"],
         **{f"theta_{k}": v for k, v in described.items()},
         "rank_mean": ranks.mean(_SAMPLE).values,
         f"rank_{lo_name}": ranks.quantile(lo, _SAMPLE, method="lower").values.astype(int),
         f"rank_{hi_name}": ranks.quantile(hi, _SAMPLE, method="higher").values.astype(int),
-        "n_observed": n_obs,
-        "accuracy": (y == 1).sum(axis=0) / n_obs,
+        "n_observed": margins["model_n"],
+        "accuracy": margins["model_correct"] / margins["model_n"],
     })
     frame = frame.sort_values("theta_mean", ascending=False, kind="stable")
     draws = theta.stack(sample=_SAMPLE).transpose("sample", "model").values[:, frame.index.to_numpy()]

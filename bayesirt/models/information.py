@@ -7,23 +7,25 @@ at ability theta is (Lord 1980; Barton & Lord 1981 for the 4PL)
 
 which reduces to a^2 * P * (1 - P) for the 2PL (c = 0, u = 1). Test information is the sum over items.
 
-Three layers, as in ArviZ: array kernels (:func:`item_information`, :func:`test_information`),
-a labelled wrapper over item-parameter Datasets (:func:`information_curves`), and the
-posterior-averaged curves of a fitted DataTree (:func:`posterior_information`).
+Three layers, as in ArviZ: array kernels (:func:`item_information`, :func:`test_information`, and
+:func:`mean_item_information`, the average over draws and models in a compiled loop), a labelled
+wrapper over item-parameter Datasets (:func:`information_curves`), and the posterior-averaged
+curves of a fitted DataTree (:func:`posterior_information`).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 import xarray as xr
 from scipy.special import expit
 
 from bayesirt.errors import BayesIRTError
 
-__all__ = ["item_information", "test_information", "ItemBank", "item_bank", "information_curves",
-           "posterior_information", "THETA_GRID"]
+__all__ = ["item_information", "test_information", "mean_item_information", "ItemBank", "item_bank",
+           "information_curves", "posterior_information", "THETA_GRID"]
 
 #: Default abilities of information curves.
 THETA_GRID = np.linspace(-4.0, 4.0, 161)
@@ -31,6 +33,8 @@ THETA_GRID = np.linspace(-4.0, 4.0, 161)
 _TINY = 1e-300
 _PARAMS = ("discrimination", "intercept", "guessing", "slip")
 _SAMPLE = ("chain", "draw")
+#: Floats of one (draw, item, theta) block of :func:`posterior_information` (8 MB per temporary).
+BLOCK_CELLS = 1_000_000
 
 
 def item_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -> np.ndarray:
@@ -66,6 +70,77 @@ def test_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -
 
 
 test_information.__test__ = False  # a library function, not a pytest test
+
+
+#: exp(x) for x <= 0 as 2^n * exp(f), |f| <= log(2) / 2 (Cody-Waite, fdlibm's split of log 2), so the
+#: loop over models vectorizes (libm's scalar exp would not): twice as fast, relative error below 1e-14.
+_LOG2E = 1.4426950408889634
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+#: fast-math flags without "nnan"/"ninf", so a non-finite parameter stays visible
+_FASTMATH = {"arcp", "contract", "afn", "reassoc", "nsz"}
+
+
+@numba.njit(fastmath=_FASTMATH, inline="always")
+def _exp_reduced(f):
+    """exp(f) for |f| <= log(2) / 2: the degree-13 Taylor polynomial (truncation below 1e-17)."""
+    return 1.0 + f * (1.0 + f * (1 / 2 + f * (1 / 6 + f * (1 / 24 + f * (1 / 120 + f * (1 / 720 + f * (
+        1 / 5040 + f * (1 / 40320 + f * (1 / 362880 + f * (1 / 3628800 + f * (1 / 39916800 + f * (
+            1 / 479001600 + f * (1 / 6227020800)))))))))))))
+
+
+@numba.njit(fastmath=_FASTMATH, cache=True)
+def _information_sums(theta, a, d, c, s):
+    """Sum over draws k and models m of item j's information, for every j: the terms of
+    :func:`item_information` one cell at a time, with sigmoid(eta) and sigmoid(-eta) from
+    e = exp(-|eta|) (|eta| capped at 700, where the information has long underflowed to 0)."""
+    n_draws, n_models = theta.shape
+    out = np.zeros(a.shape[1])
+    e = np.empty(n_models)
+    bits = np.empty(n_models, dtype=np.int64)
+    power = bits.view(np.float64)  # 2^n, built from its exponent bits
+    for k in range(n_draws):
+        th = theta[k]
+        for j in range(a.shape[1]):
+            aj, dj, cj, uj = a[k, j], d[k, j], c[k, j], 1.0 - s[k, j]
+            scale = aj * aj * (uj - cj) ** 2
+            for m in range(n_models):
+                x = -min(abs(aj * th[m] + dj), 700.0)
+                n = np.floor(x * _LOG2E + 0.5)
+                e[m] = _exp_reduced((x - n * _LN2_HI) - n * _LN2_LO)
+                bits[m] = (np.int64(n) + 1023) << 52
+            total = 0.0
+            for m in range(n_models):
+                ex = e[m] * power[m]
+                big = 1.0 / (1.0 + ex)
+                small = ex * big
+                positive = aj * th[m] + dj >= 0
+                sig, sig_minus = (big, small) if positive else (small, big)
+                num = scale * (big * small) ** 2  # (P - c)(u - P) / (u - c)^2 = sig * sig_minus
+                if num > 0:
+                    total += num / ((cj + (uj - cj) * sig) * ((1.0 - uj) + (uj - cj) * sig_minus))
+            out[j] += total
+    return out
+
+
+def mean_item_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -> np.ndarray:
+    """Each item's information averaged over draws and models: ``item_information(theta, ...)
+    .mean(axis=(0, 2))`` (equal to rounding) without its (draw, item, model) array, so memory
+    stays O(draws x (items + models)); about 3 ns of CPU per cell.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n_draws, n_models)
+    discrimination, intercept, guessing, slip : array_like, shape (n_draws, n_items), (n_draws, 1) or scalar
+
+    Returns
+    -------
+    ndarray, shape (n_items,)
+    """
+    theta = np.asarray(theta, dtype=float)
+    params = [np.asarray(x, dtype=float) for x in (discrimination, intercept, guessing, slip)]
+    shape = np.broadcast_shapes(*(x.shape for x in params), (theta.shape[0], 1))
+    a, d, c, s = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in params)
+    return _information_sums(np.ascontiguousarray(theta), a, d, c, s) / theta.size
 
 
 class ItemBank(NamedTuple):
@@ -197,7 +272,8 @@ def posterior_information(tree: xr.DataTree, theta=None, *, max_draws: int | Non
     max_draws : int, optional
         Use this many draws, evenly thinned; default all.
     chunk : int, default 64
-        Draws per vectorized block (bounds memory to ``chunk * n_items * n_theta`` floats).
+        Most draws per vectorized block; fewer when ``chunk * n_items * n_theta`` exceeds
+        :data:`BLOCK_CELLS`, so a block's arrays stay a few MB whatever the number of items.
 
     Returns
     -------
@@ -220,8 +296,9 @@ def posterior_information(tree: xr.DataTree, theta=None, *, max_draws: int | Non
     th = _theta(theta)
     total = np.zeros((post.sizes["item"], th.size))
     tests = []
-    for start in range(0, keep.size, chunk):
-        part = [draws[k][start:start + chunk] if k in draws else 0.0 for k in _PARAMS]
+    step = max(1, min(chunk, BLOCK_CELLS // (post.sizes["item"] * th.size)))
+    for start in range(0, keep.size, step):
+        part = [draws[k][start:start + step] if k in draws else 0.0 for k in _PARAMS]
         info = item_information(th, *part)  # (chunk, item, theta)
         total += info.sum(axis=0)
         tests.append(info.sum(axis=1))
