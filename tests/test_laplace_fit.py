@@ -21,6 +21,7 @@ from bayesirt.data import make_responses, simulate_pl
 from bayesirt.errors import ConfigError
 from bayesirt.inference import fit
 from bayesirt.inference.laplace_kernel import find_mode
+from bayesirt.jobs.fit import run_fit_job
 from bayesirt.models.specs import load_spec
 
 PRIOR = np.array([1.0, 0.0, 0.5, 0.0, 2.0, 0.0])  # (sigma, mu) of theta, log a and d in models/2pl.toml
@@ -161,3 +162,12 @@ def test_unsupported_specs_are_refused_with_the_way_out():
         fit(ds, parse_spec(hierarchical, where="test"), method="laplace", progress=False)
     with pytest.raises(ConfigError, match="thin"):
         fit(make_responses(ds["responses"].values), "2pl", method="laplace", thin=2, progress=False)
+
+
+def test_laplace_fit_report_says_it_is_one_gaussian(tmp_path):
+    """The fit job's report and summary.json carry the Laplace caveat (diagnose), not NUTS checks."""
+    data, _ = simulate_pl("2pl", n_items=60, n_models=40, seed=5)
+    out = run_fit_job(data, tmp_path / "fit", method="laplace", draws=200, progress=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert any("one Gaussian approximation" in w for w in summary["warnings"])
+    assert "one Gaussian approximation" in (out / "report.md").read_text()

@@ -346,7 +346,9 @@ def to_observed_data(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
     group's coordinates are the same and ``az.summary`` can stack any of them.
     """
     y = ds["responses"]
-    observed = y.where(y != MISSING).astype(np.float32).reset_coords(drop=True)
+    values = y.values.astype(np.float32)  # 4 bytes a cell: no float64 copy of a leaderboard-size matrix
+    values[y.values == MISSING] = np.nan
+    observed = y.copy(data=values).reset_coords(drop=True)
     observed.attrs = {}
     constant = xr.Dataset({n: ds[n].reset_coords(drop=True) for n in METADATA if n in ds.coords})
     return observed.to_dataset(name="responses").assign_attrs(ds.attrs), constant

@@ -74,13 +74,17 @@ def diagnose(tree: xr.DataTree, stats: dict[str, xr.Dataset] | None = None) -> l
 
     NUTS fits are checked for R-hat, bulk/tail ESS, divergences, E-BFMI and tree-depth saturation;
     ADVI fits for reaching the iteration cap (and always reminded that ADVI under-disperses);
-    MAP fits are reminded that they carry no uncertainty. ``stats``: :func:`element_diagnostics`
-    of ``tree``, when already computed.
+    Laplace fits are reminded that they are one Gaussian, MAP fits that they carry no uncertainty.
+    ``stats``: :func:`element_diagnostics` of ``tree``, when already computed.
     """
     settings = json.loads(tree.attrs.get("bayesirt_settings", "{}"))
     method = settings.get("method", "nuts")
     if method == "map":
         return ["MAP gives a point estimate only: the tables show no posterior uncertainty (refit with --method nuts)."]
+    if method == "laplace":
+        return ["The Laplace fit is one Gaussian approximation of the posterior (2PL, priors fixed at the spec's "
+                "numbers): it cannot show skewed posteriors (items answered by few models, extreme items); confirm "
+                "close decisions with NUTS on a subset."]
     if method in ("advi", "fullrank_advi"):
         out = ["ADVI approximates the posterior and is known to under-disperse it: intervals are too narrow; "
                "confirm decisions with NUTS."]

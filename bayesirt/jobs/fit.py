@@ -98,11 +98,11 @@ def run_fit_job(
     items, models = item_table(tree, ci=ci, stats=stats), model_table(tree, ci=ci, stats=stats)
     stage(f"fit: writing {out}", enabled=progress)
     return _write_fit(tree, spec, responses, out, items, models, warnings, {}, ci=ci, float32=float32, force=force,
-                      pairs=pairs, reading=reading)
+                      pairs=pairs, reading=reading, stats=stats)
 
 
 def _write_fit(tree, spec, responses, out, items, models, warnings, extra, *, ci, float32, force, pairs,
-               reading) -> Path:
+               reading, stats=None) -> Path:
     """The files of a 1PL-4PL fit, whatever the method: the DataTree (``posterior.nc``, or
     ``map.nc`` for method "map"), items.csv, models.csv, summary.json (with ``fit_checks``),
     report.md and two figures. ``extra``: method-specific summary entries."""
@@ -136,7 +136,8 @@ def _write_fit(tree, spec, responses, out, items, models, warnings, extra, *, ci
         }
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(fit_report(tree, spec, responses, items, models, warnings, figures, ci=ci,
-                                                     checks=fit_checks_section(checks), caution=ranking_caution(checks)))
+                                                     checks=fit_checks_section(checks), caution=ranking_caution(checks),
+                                                     stats=stats))
     return Path(out)
 
 

@@ -40,7 +40,7 @@ def _interval(frame: pd.DataFrame, prefix: str) -> pd.Series:
     return frame.apply(lambda r: f"{r[f'{prefix}_mean']:.2f} [{r[lo]:.2f}, {r[hi]:.2f}]", axis=1)
 
 
-def _diagnostics_section(tree: xr.DataTree, warnings: list[str]) -> list[str]:
+def _diagnostics_section(tree: xr.DataTree, warnings: list[str], stats: dict | None) -> list[str]:
     settings = json.loads(tree.attrs["bayesirt_settings"])
     lines = ["## Diagnostics", ""]
     if settings["method"] == "map":
@@ -50,7 +50,7 @@ def _diagnostics_section(tree: xr.DataTree, warnings: list[str]) -> list[str]:
                   "There are no draws, so no R-hat, ESS or divergences.", ""]
         return lines + [f"- **Warning.** {w}" for w in warnings] + ([""] if warnings else [])
     if settings["method"] == "nuts":
-        table = convergence_table(tree)
+        table = convergence_table(tree, stats)
         stats = tree["sample_stats"].to_dataset()
         n_div = int(stats["diverging"].sum()) if "diverging" in stats else 0
         lines.append(
@@ -69,11 +69,12 @@ def _diagnostics_section(tree: xr.DataTree, warnings: list[str]) -> list[str]:
 def fit_report(
     tree: xr.DataTree, spec: IRTSpec, responses: xr.Dataset, items: pd.DataFrame, models: pd.DataFrame,
     warnings: list[str], figures: dict[str, str], *, ci: float, checks: list[str] = (),
-    caution: str = "",
+    caution: str = "", stats: dict | None = None,
 ) -> str:
     """Compose the report of one fit. ``figures`` maps captions to file names in the output folder;
     ``checks``: the lines of the fit-checks section, placed after the ranking; ``caution``: a
-    sentence opening the ranking section (what the fit checks say about it)."""
+    sentence opening the ranking section (what the fit checks say about it); ``stats``:
+    :func:`~bayesirt.inference.diagnostics.element_diagnostics` of ``tree``, when already computed."""
     settings = json.loads(tree.attrs["bayesirt_settings"])
     timings = json.loads(tree.attrs["bayesirt_timings"])
     y = responses["responses"].values
@@ -106,7 +107,7 @@ def fit_report(
                      "`_sd` columns are standard errors and the intervals Wald intervals (see Files).")
     lines.append("Timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in timings.items()) + ".")
     lines.append("")
-    lines += _diagnostics_section(tree, warnings)
+    lines += _diagnostics_section(tree, warnings, stats)
 
     ranked = models.head(MAX_RANKED_ROWS)
     is_map = settings["method"] == "map"
