@@ -31,7 +31,8 @@ from scipy.special import logsumexp
 
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import BayesIRTError
-from bayesirt.comparison.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
+from bayesirt.comparison.grid import Patterns, grid_log_marginal
+from bayesirt.comparison.marginal import GH_NODES, ItemDraws, pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
 from bayesirt.utils.parallel import parallel_map
 from bayesirt.utils.progress import progress_bar
@@ -84,14 +85,17 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
         Whose patterns to score. Default: the fit's own ``observed_data`` (for PSIS-LOO); K-fold
         passes the held-out models (same items).
     nodes, samples, seed
-        Quadrature: adaptive Gauss-Hermite nodes per dimension (default 21/11/7 for D = 1/2/3),
-        or importance samples (default 2,000 for D >= 4) drawn with ``seed``. See
-        :func:`bayesirt.comparison.marginal.quadrature_rule`.
+        One ability dimension, neither given (the default): a uniform grid shared by all models
+        (:func:`bayesirt.comparison.grid.grid_log_marginal`), with adaptive Gauss-Hermite (21 nodes)
+        for any model the grid does not resolve. Otherwise adaptive Gauss-Hermite nodes per
+        dimension (default 21/11/7 for D = 1/2/3), or importance samples (default 2,000 for
+        D >= 4) drawn with ``seed``. See :func:`bayesirt.comparison.marginal.quadrature_rule`.
 
     Returns
     -------
     xarray.DataArray
-        Dims (chain, draw, model), named ``model_marginal``.
+        Dims (chain, draw, model), named ``model_marginal``; attrs ``integration`` (the method)
+        and ``adaptive_fallback_evaluations`` (model x draw pairs the grid left to Gauss-Hermite).
     """
     post = tree["posterior"]
     if responses is None:
@@ -102,16 +106,29 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
                             "score models on the items the fit was calibrated on")
     observed = y != MISSING
     draws = _item_draws(tree)
-    rule = quadrature_rule(draws[0].loading.shape[1], nodes=nodes, samples=samples, seed=seed)
+    dims = draws[0].loading.shape[1]
+    rule = quadrature_rule(dims, nodes=nodes, samples=samples, seed=seed)
+    on_grid = dims == 1 and nodes is None and samples is None
+    patterns = Patterns.of((y == 1).astype(float), observed) if on_grid else None
     out = np.empty((len(draws), y.shape[0]))
     yf = (y == 1).astype(float)
+    fallback = 0
     with progress_bar(len(draws), "marginal likelihood", enabled=progress) as advance:
         for k, draw in enumerate(draws):
-            out[k] = pattern_log_marginal(yf, observed, draw, rule)
+            if on_grid:
+                out[k], unresolved = grid_log_marginal(patterns, draw)
+                if unresolved.any():
+                    out[k, unresolved] = pattern_log_marginal(yf[unresolved], observed[unresolved], draw, rule)
+                    fallback += int(unresolved.sum())
+            else:
+                out[k] = pattern_log_marginal(yf, observed, draw, rule)
             advance(1)
+    sampled = samples is not None or (nodes is None and dims not in GH_NODES)
+    method = "shared grid" if on_grid else ("importance sampling" if sampled else "adaptive Gauss-Hermite")
     return xr.DataArray(out.reshape(post.sizes["chain"], post.sizes["draw"], -1), dims=("chain", "draw", "model"),
                         coords={"chain": post["chain"].values, "draw": post["draw"].values,
-                                "model": responses["model"].values}, name="model_marginal")
+                                "model": responses["model"].values}, name="model_marginal",
+                        attrs={"integration": method, "adaptive_fallback_evaluations": fallback})
 
 
 def _relative_efficiency(tree: xr.DataTree) -> float:
