@@ -17,8 +17,8 @@ Per draw:
 
 1. A coarse pass (81 points over +/- 10 population SDs) locates each model's peak and its width
    (the parabola through the log integrand at the maximum and its neighbours).
-2. One fine grid spans every peak +/- ``GRID_REACH`` widths, with spacing ``GRID_SPACING`` of the
-   narrowest width (at most ``GRID_MAX_POINTS`` points); models sorted by peak are cut into bands,
+2. One fine grid spans every peak +/- ``GRID_REACH`` widths and every coarse point within
+   ``NEGLIGIBLE`` nats of a peak (plus one), with spacing ``GRID_SPACING`` of the narrowest width (at most ``GRID_MAX_POINTS`` points); models sorted by peak are cut into bands,
    each multiplied only against the columns it needs.
 3. The integral is the trapezoid sum on the fine grid (its ends are negligible), which is
    exponentially accurate for a smooth peak: for a Gaussian of SD w at spacing h the relative
@@ -38,14 +38,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp
 
 from bayesirt.comparison.marginal import ItemDraws, log_pq
 
 __all__ = ["Patterns", "grid_log_marginal", "GRID_SPACING", "GRID_REACH", "GRID_MAX_POINTS", "NEGLIGIBLE"]
 
 #: Fine-grid spacing, as a fraction of the narrowest integrand width (SD of its parabola).
-GRID_SPACING = 0.5
+GRID_SPACING = 0.75
 #: Widths either side of every model's peak covered by the fine grid.
 GRID_REACH = 10.0
 #: Most fine-grid points in one draw (memory: points x items floats, twice).
@@ -54,6 +54,7 @@ GRID_MAX_POINTS = 3000
 NEGLIGIBLE = 30.0
 _COARSE = np.linspace(-10.0, 10.0, 81)  # first pass, in population SDs around the population mean
 _BAND_SLACK = 64  # grid points a band may span beyond what its widest model needs
+_DIRECT_ETA = 700.0  # below this |eta| neither sigmoid(eta) nor sigmoid(-eta) underflows
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,13 @@ class _Grid:
     @classmethod
     def of(cls, theta: np.ndarray, draw: ItemDraws) -> _Grid:
         c, s = np.asarray(draw.guessing, dtype=float), np.asarray(draw.slip, dtype=float)
-        log_p, log_q = log_pq(np.outer(theta, draw.loading[:, 0]) + draw.intercept, c, s)
+        eta = np.outer(theta, draw.loading[:, 0]) + draw.intercept
         logistic = bool(np.all(c == 0) and np.all(s == 0))
+        if logistic or np.abs(eta).max() > _DIRECT_ETA:
+            log_p, log_q = log_pq(eta, c, s)
+        else:  # c + k sigmoid(eta) without underflow: a third of logaddexp's time, same values
+            scale = 1.0 - c - s
+            log_p, log_q = np.log(c + scale * expit(eta)), np.log(s + scale * expit(-eta))
         sd = float(np.sqrt(draw.covariance[0, 0]))
         return cls(theta, None if logistic else log_p - log_q, log_q,
                    stats.norm.logpdf(theta, loc=float(draw.mean[0]), scale=sd))
@@ -152,19 +158,24 @@ def grid_log_marginal(pat: Patterns, draw: ItemDraws) -> tuple[np.ndarray, np.nd
     log_coarse = _Grid.of(coarse, draw).log_integrand(pat, draw)
     j, vertex, width = _peaks(log_coarse, coarse[1] - coarse[0])
     mode = coarse[j] + vertex
-    good = np.isfinite(width)
+    # support: the coarse points within NEGLIGIBLE nats of the peak, one point more either side
+    # (wider than the peak's reach where a 3PL floor makes a long shoulder)
+    above = log_coarse >= log_coarse.max(axis=1, keepdims=True) - NEGLIGIBLE
+    first_c, last_c = np.argmax(above, axis=1) - 1, len(coarse) - np.argmax(above[:, ::-1], axis=1)
+    good = np.isfinite(width) & (first_c >= 0) & (last_c < len(coarse))
     values = np.full(len(width), np.nan)
     if not good.any():
         return values, ~good
     rows = np.flatnonzero(good)
-    lo = float(np.min(mode[rows] - GRID_REACH * width[rows]))
-    hi = float(np.max(mode[rows] + GRID_REACH * width[rows]))
+    low = np.minimum(coarse[np.clip(first_c, 0, None)], mode - GRID_REACH * width)
+    high = np.maximum(coarse[np.clip(last_c, None, len(coarse) - 1)], mode + GRID_REACH * width)
+    lo, hi = float(np.min(low[rows])), float(np.max(high[rows]))
     step = max(GRID_SPACING * float(np.min(width[rows])), (hi - lo) / (GRID_MAX_POINTS - 1))
     n_points = int(np.ceil((hi - lo) / step)) + 1
     fine = _Grid.of(lo + step * np.arange(n_points), draw)
     with np.errstate(invalid="ignore"):
-        first = np.clip(np.floor((mode - GRID_REACH * width - lo) / step), 0, n_points - 1).astype(int, copy=False)
-        last = np.clip(np.ceil((mode + GRID_REACH * width - lo) / step), 0, n_points - 1).astype(int, copy=False)
+        first = np.clip(np.floor((low - lo) / step), 0, n_points - 1).astype(int, copy=False)
+        last = np.clip(np.ceil((high - lo) / step), 0, n_points - 1).astype(int, copy=False)
     for band, cols in _bands(first, last, rows[np.argsort(mode[rows])]):
         log_f = fine.log_integrand(pat.rows(band), draw, cols)
         peak, _, fine_width = _peaks(log_f, step)

@@ -34,7 +34,7 @@ from bayesirt.errors import BayesIRTError
 from bayesirt.comparison.grid import Patterns, grid_log_marginal
 from bayesirt.comparison.marginal import GH_NODES, ItemDraws, pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
-from bayesirt.utils.parallel import parallel_map
+from bayesirt.utils.parallel import blas_threads, parallel_map
 from bayesirt.utils.progress import progress_bar
 from bayesirt.comparison.psis import psis_loo
 from bayesirt.models.specs import parse_spec
@@ -113,7 +113,9 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
     out = np.empty((len(draws), y.shape[0]))
     yf = (y == 1).astype(float)
     fallback = 0
-    with progress_bar(len(draws), "marginal likelihood", enabled=progress) as advance:
+    # one BLAS thread: the products are small, and extra threads only spin on a loaded machine
+    # (CPU per draw at 755 x 1,351, 3PL: 27 ms with one thread, 80 ms with two)
+    with progress_bar(len(draws), "marginal likelihood", enabled=progress) as advance, blas_threads(1):
         for k, draw in enumerate(draws):
             if on_grid:
                 out[k], unresolved = grid_log_marginal(patterns, draw)
