@@ -6,7 +6,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+import matplotlib.pyplot as plt
+
 from bayesirt.jobs.comparison import run_compare_job
+from bayesirt.report.compare import comparison_figure
 from bayesirt.cli.main import main
 from bayesirt.comparison.loo import (_item_draws, compare_table, kfold_models, loo_cells, loo_models,
                               marginal_log_likelihood)
@@ -110,8 +113,21 @@ def test_compare_table_refuses_different_units(fits, data):
         compare_table({"2pl": a, "rasch": b})
 
 
-def test_compare_job_and_cli(tmp_path, data):
-    out = run_compare_job(data, tmp_path / "cmp", specs=["rasch", "2pl"], kfold="never", **FIT)
+def test_compare_job_and_cli(tmp_path, data, capsys):
+    out = run_compare_job(data, tmp_path / "cmp", specs=["rasch", "2pl"], kfold="never", **(FIT | {"progress": True}))
+    lines = capsys.readouterr().err.splitlines()
+    stages = [line for line in lines if line.startswith("compare: ")]
+    assert stages[0] == "compare: spec 1 of 2: rasch - fitting (advi) to 80 models x 25 items"
+    assert any(line.startswith("compare: spec 1 of 2: rasch - fitted in ") and line.endswith(
+        "marginal likelihood of 80 held-out models") for line in stages)
+    table = pd.read_csv(out / "compare.csv", index_col="spec")
+    elpd_line = next(line for line in stages if line.startswith("compare: spec 2 of 2: 2pl - elpd "))
+    assert f"elpd {table.loc['2pl', 'elpd']:,.1f} (SE {table.loc['2pl', 'se']:,.1f})" in elpd_line
+    report = (out / "report.md").read_text()
+    settings = report.split("## Settings")[1]
+    assert "- method: advi" in settings and "- draws: 200" in settings
+    assert not any(f"- {key}:" in settings for key in ("sampler", "tune", "chains"))  # NUTS-only settings
+    assert "mean-field ADVI, which under-disperses" in report
     assert {"compare.csv", "compare.png", "elpd.nc", "summary.json", "report.md"} <= {p.name for p in out.iterdir()}
     table = pd.read_csv(out / "compare.csv", index_col="spec")
     assert set(table.index) == {"rasch", "2pl"}
@@ -128,3 +144,55 @@ def test_cli_refuses_bad_dimension_lists(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "lsat6", "--dims", "one,two", "--out", "x"])
     assert "comma-separated integers" in capsys.readouterr().err
+
+
+def _table(specs, elpd, se, diff, dse):
+    return pd.DataFrame({"rank": range(len(specs)), "elpd": elpd, "se": se, "elpd_diff": diff, "dse": dse},
+                        index=pd.Index(specs, name="spec"))
+
+
+def _plotted(table, unit="model"):
+    """Per spec, what the figure draws: (elpd, its error-bar half-width, elpd_diff, its half-width,
+    y position), read from the matplotlib artists, and the y tick labels with their positions."""
+    fig = comparison_figure(table, unit=unit)
+    left, right = fig.axes
+    out = {}
+    for ax, key in ((left, "elpd"), (right, "diff")):
+        (container,) = ax.containers
+        data_line, _, (bars,) = container.lines
+        xs, ys = data_line.get_xdata(), data_line.get_ydata()
+        for x, y, seg in zip(xs, ys, bars.get_segments()):
+            (x0, y0), (x1, y1) = seg
+            assert y0 == y1 == y and (x0 + x1) / 2 == pytest.approx(x)
+            out.setdefault(y, {})[key] = (x, (x1 - x0) / 2)
+    ticks = {label.get_text(): pos for label, pos in zip(left.get_yticklabels(), left.get_yticks())}
+    top = min(left.get_ylim())  # the axis is inverted: the smallest y is drawn at the top
+    legend_box = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
+    data_boxes = [ax.get_window_extent(fig.canvas.get_renderer()) for ax in fig.axes]
+    plt.close(fig)
+    return out, ticks, top, legend_box, data_boxes
+
+
+def test_figure_draws_the_tables_numbers_best_at_the_top():
+    """The issue's case: 3pl best, 2pl -3,952, rasch -13,645 (rows in any order)."""
+    table = _table(["3pl", "2pl", "rasch"], [-120_000.0, -123_952.0, -133_645.0], [310.0, 320.0, 350.0],
+                   [0.0, -3_952.0, -13_645.0], [0.0, 95.0, 160.0]).iloc[[2, 0, 1]]
+    points, ticks, top, legend_box, data_boxes = _plotted(table)
+    for spec, row in table.iterrows():
+        drawn = points[ticks[spec]]
+        assert drawn["elpd"] == pytest.approx((row["elpd"], row["se"]))
+        assert drawn["diff"] == pytest.approx((row["elpd_diff"], row["dse"]))
+    assert ticks["3pl"] < ticks["2pl"] < ticks["rasch"] and abs(ticks["3pl"] - top) < 1  # best at the top
+    assert points[ticks["rasch"]]["diff"][0] < points[ticks["2pl"]]["diff"][0] < 0  # the worst furthest left
+    assert all(legend_box.y1 <= box.y0 for box in data_boxes)  # the legend is below both panels
+
+
+def test_figure_of_a_compare_run_matches_its_csv(tmp_path, data):
+    out = run_compare_job(data, tmp_path / "cmp", specs=["rasch", "2pl"], kfold="never", **FIT)
+    table = pd.read_csv(out / "compare.csv", index_col="spec")
+    points, ticks, _, _, _ = _plotted(table)
+    assert set(ticks) == set(table.index)
+    for spec, row in table.iterrows():
+        drawn = points[ticks[spec]]
+        assert drawn["elpd"] == pytest.approx((row["elpd"], row["se"]), rel=1e-12)
+        assert drawn["diff"] == pytest.approx((row["elpd_diff"], row["dse"]), rel=1e-12, abs=1e-12)

@@ -4,6 +4,8 @@ compared by cross-validated elpd, in one output folder."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 
 import xarray as xr
@@ -11,6 +13,7 @@ import xarray as xr
 from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
 from bayesirt.data import load
 from bayesirt.data.io import DATA_HELP
+from bayesirt.data.responses import MISSING
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
@@ -21,6 +24,24 @@ from bayesirt.utils.outputs import check_output, staged_output, write_json, writ
 from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_compare_job"]
+
+
+#: Settings of ``fit`` that apply to one family of methods only (the others are listed for all).
+_NUTS_ONLY = ("sampler", "tune", "chains", "cores", "thin")
+_ADVI_ONLY = ("advi_iterations", "advi_tolerance", "advi_learning_rate", "advi_batch_size")
+
+
+def _stage(message: str, enabled: bool) -> None:
+    """One line per stage on stderr (kept in a log when output is not a terminal)."""
+    if enabled:
+        print(f"compare: {message}", file=sys.stderr, flush=True)
+
+
+def _fit_settings(fit_options: dict) -> dict:
+    """The fit settings that apply to the method used (NUTS's sampler and tuning are not ADVI's)."""
+    method = fit_options.get("method", "nuts")
+    drop = _ADVI_ONLY if method == "nuts" else _NUTS_ONLY
+    return {"method": method, **{k: v for k, v in fit_options.items() if k not in drop and k != "method"}}
 
 
 def _comparison_specs(specs, dims, mirt_spec) -> dict:
@@ -53,7 +74,8 @@ def run_compare_job(data, out, *,
                     kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold"),
                     rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
                                                   choices=("oblimin", "varimax")),
-                    workers: int | None = option(None, "worker processes for K-fold refits [one per core]", type=int),
+                    workers: int | None = option(None, "worker processes for K-fold refits; 1 runs them in this process "
+                                                       "[one per CPU core]", type=int),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
@@ -74,21 +96,37 @@ def run_compare_job(data, out, *,
     specs = _comparison_specs(specs, dims, mirt_spec)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
+    method = fit_options.get("method", "nuts")
     trees, results, notes = {}, {}, []
-    for label, spec in specs.items():
+    for n, (label, spec) in enumerate(specs.items(), start=1):
+        head = f"spec {n} of {len(specs)}: {label}"
+        _stage(f"{head} - fitting ({method}) to {responses.sizes['model']:,} models x {responses.sizes['item']:,} "
+               "items", progress)
+        start = time.perf_counter()
         trees[label] = fit(responses, spec, progress=progress, **fit_options)
+        _stage(f"{head} - fitted in {time.perf_counter() - start:.0f} s; " + (
+            f"marginal likelihood of {responses.sizes['model']:,} held-out models" if unit == "model" else
+            f"PSIS-LOO over {int((responses['responses'] != MISSING).sum()):,} responses"), progress)
+        start = time.perf_counter()
         results[label] = (loo_models if unit == "model" else loo_cells)(trees[label], progress=progress)
         bad = int((results[label].pareto_k > results[label].good_k).sum())
         notes.append(f"{label}: {bad} of {results[label].n_data_points} {unit}s with Pareto k > "
                      f"{results[label].good_k:.2f}")
+        _stage(f"{head} - elpd {results[label].elpd:,.1f} (SE {results[label].se:,.1f}), {bad} of "
+               f"{results[label].n_data_points:,} {unit}s with Pareto k > {results[label].good_k:.2f} "
+               f"({time.perf_counter() - start:.0f} s)", progress)
     flagged = {lab: float((r.pareto_k > r.good_k).mean()) for lab, r in results.items()}
     if unit == "model" and (kfold == "always" or (kfold == "auto" and max(flagged.values()) > kfold_trigger)):
         why = "on request" if kfold == "always" else (f"because Pareto k flagged more than {kfold_trigger:.0%} of "
                                                      f"the models (worst: {max(flagged.values()):.0%})")
         notes.append(f"elpd from exact {folds}-fold cross-validation by model {why}; same folds for every spec")
-        results = {lab: kfold_models(responses, specs[lab], folds=folds, seed=seed, full_fit=trees[lab],
-                                     workers=workers, scheduler=scheduler, progress=progress, **fit_options)
-                   for lab in specs}
+        for n, label in enumerate(specs, start=1):
+            _stage(f"exact {folds}-fold cross-validation by model {why} - spec {n} of {len(specs)}: {label}", progress)
+            start = time.perf_counter()
+            results[label] = kfold_models(responses, specs[label], folds=folds, seed=seed, full_fit=trees[label],
+                                          workers=workers, scheduler=scheduler, progress=progress, **fit_options)
+            _stage(f"spec {n} of {len(specs)}: {label} - {folds}-fold elpd {results[label].elpd:,.1f} "
+                   f"(SE {results[label].se:,.1f}) ({time.perf_counter() - start:.0f} s)", progress)
     table = compare_table(results)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "compare.csv")
@@ -101,7 +139,7 @@ def run_compare_job(data, out, *,
                 loadings[label] = f"loadings_{label}.csv"
                 loading_table(trees[label], rotation=rotation).to_csv(folder / loadings[label], index=False)
         settings = {"unit": unit, "kfold": kfold, "folds": folds, "kfold_trigger": kfold_trigger,
-                    "rotation": rotation, **fit_options}
+                    "rotation": rotation, **_fit_settings(fit_options)}
         summary = {"data": responses.attrs.get("name", ""), "specs": {lab: s.name for lab, s in specs.items()},
                    "table": json.loads(table.reset_index().to_json(orient="records")), "notes": notes,
                    "settings": settings,
@@ -109,5 +147,6 @@ def run_compare_job(data, out, *,
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(comparison_report(
             table, data_name=responses.attrs.get("name", "responses"), unit=unit, settings=settings, notes=notes,
-            figure=figure, loadings=loadings))
+            figure=figure, loadings=loadings, fit_method=method))
+    _stage(f"wrote {out}", progress)
     return Path(out)
