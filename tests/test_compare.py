@@ -91,6 +91,11 @@ def test_kfold_scores_every_model_once_and_is_reproducible(data):
     assert first.elpd_i.sizes["model"] == 80 and np.isfinite(first.elpd_i).all()
     assert first.elpd == pytest.approx(float(first.elpd_i.sum()))
     np.testing.assert_array_equal(first.elpd_i.values, kfold_models(data, "2pl", **kw).elpd_i.values)
+    # p = lpd(full fit) - elpd: from the full fit, or from a PSIS-LOO result's elpd + p (lpd), the same
+    full = fit(data, "2pl", **FIT)
+    psis = loo_models(full, progress=False)
+    from_fit = kfold_models(data, "2pl", full_fit=full, **kw)
+    assert from_fit.p == pytest.approx(kfold_models(data, "2pl", full_lpd=psis.elpd + psis.p, **kw).p, rel=1e-9)
     with pytest.raises(BayesIRTError, match="folds must be an integer between 2"):
         kfold_models(data, "2pl", folds=1)
 

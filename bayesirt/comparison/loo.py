@@ -206,14 +206,16 @@ def _kfold_task(task: dict) -> tuple[np.ndarray, int]:
 
 
 def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, full_fit: xr.DataTree | None = None,
-                 workers: int | None = None, scheduler: str | None = None, progress: bool = True,
-                 **fit_options) -> ELPDDataLOOKFold:
+                 full_lpd: float | None = None, workers: int | None = None, scheduler: str | None = None,
+                 progress: bool = True, **fit_options) -> ELPDDataLOOKFold:
     """Exact K-fold cross-validation by model (SAFE App. C).
 
     Models are split into ``folds`` groups by a permutation drawn from ``seed``. For each fold the
     spec is fitted to the other models (same ``fit_options`` as the full fit, e.g. method,
     draws) and every held-out model is scored by log mean_s p(y_m | phi_s), its ability
-    integrated out. ``p`` is lpd(full fit) - elpd when ``full_fit`` is given, else NaN.
+    integrated out. ``p`` is lpd(full fit) - elpd when ``full_lpd`` (sum over models of log mean_s
+    p(y_m | phi_s) under the full fit; a PSIS-LOO result's ``elpd + p``) or ``full_fit`` (to compute
+    it) is given, else NaN.
     """
     n_models = responses.sizes["model"]
     if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= n_models:
@@ -231,10 +233,12 @@ def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, 
         elpd[assignment == k] = values
     elpd_i = xr.DataArray(elpd, dims="model", coords={"model": responses["model"].values}, name="elpd_i")
     p = np.nan
-    if full_fit is not None:
+    if full_lpd is None and full_fit is not None:
         ll = marginal_log_likelihood(full_fit, progress=False)
         n = ll.sizes["chain"] * ll.sizes["draw"]
-        p = float((logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n)).sum() - elpd.sum())
+        full_lpd = float((logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n)).sum())
+    if full_lpd is not None:
+        p = float(full_lpd - elpd.sum())
     return ELPDDataLOOKFold(elpd=float(elpd.sum()), se=float(np.sqrt(n_models * elpd.var(ddof=1))), p=p,
                             n_samples=results[0][1], n_data_points=n_models, scale="log", warning=False, good_k=None,
                             elpd_i=elpd_i, n_folds=folds)

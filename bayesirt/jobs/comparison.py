@@ -123,8 +123,9 @@ def run_compare_job(data, out, *,
         for n, label in enumerate(specs, start=1):
             _stage(f"exact {folds}-fold cross-validation by model {why} - spec {n} of {len(specs)}: {label}", progress)
             start = time.perf_counter()
-            results[label] = kfold_models(responses, specs[label], folds=folds, seed=seed, full_fit=trees[label],
-                                          workers=workers, scheduler=scheduler, progress=progress, **fit_options)
+            results[label] = kfold_models(responses, specs[label], folds=folds, seed=seed,
+                                          full_lpd=results[label].elpd + results[label].p, workers=workers,
+                                          scheduler=scheduler, progress=progress, **fit_options)
             _stage(f"spec {n} of {len(specs)}: {label} - {folds}-fold elpd {results[label].elpd:,.1f} "
                    f"(SE {results[label].se:,.1f}) ({time.perf_counter() - start:.0f} s)", progress)
     table = compare_table(results)
