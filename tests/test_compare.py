@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 from bayesirt.jobs.comparison import run_compare_job
 from bayesirt.report.compare import comparison_figure
 from bayesirt.cli.main import main
-from bayesirt.comparison.loo import (_item_draws, compare_table, kfold_models, loo_cells, loo_models,
+from bayesirt.comparison.loo import (_item_draws, compare_table, kfold_models, kfold_specs, loo_cells, loo_models,
                               marginal_log_likelihood)
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.errors import BayesIRTError, SpecError
@@ -98,6 +98,11 @@ def test_kfold_scores_every_model_once_and_is_reproducible(data):
     assert from_fit.p == pytest.approx(kfold_models(data, "2pl", full_lpd=psis.elpd + psis.p, **kw).p, rel=1e-9)
     with pytest.raises(BayesIRTError, match="folds must be an integer between 2"):
         kfold_models(data, "2pl", folds=1)
+    # several specs in one pool of refits: the same folds and seeds, so the same numbers as one at a time
+    both = kfold_specs(data, {"rasch": "rasch", "2pl": "2pl"}, full_lpd={"2pl": psis.elpd + psis.p}, **kw)
+    np.testing.assert_array_equal(both["2pl"].elpd_i.values, first.elpd_i.values)
+    assert both["2pl"].p == pytest.approx(from_fit.p, rel=1e-9) and np.isnan(both["rasch"].p)
+    np.testing.assert_array_equal(both["rasch"].elpd_i.values, kfold_models(data, "rasch", **kw).elpd_i.values)
 
 
 def test_compare_table_columns_and_ranks(fits):
@@ -139,6 +144,15 @@ def test_compare_job_and_cli(tmp_path, data, capsys):
     pointwise = xr.open_dataset(out / "elpd.nc", engine="h5netcdf")
     assert pointwise["elpd_i"].dims == ("spec", "model")
     assert "PSIS-LOO" in (out / "report.md").read_text()
+    kfold_out = run_compare_job(data, tmp_path / "kf", specs=["rasch", "2pl"], kfold="always", folds=2, workers=1,
+                                **(FIT | {"progress": True}))
+    stages = [line for line in capsys.readouterr().err.splitlines() if line.startswith("compare: ")]
+    assert "compare: exact 2-fold cross-validation by model on request: 4 refits (2 specs x 2 folds), in this process" \
+        in stages
+    kf_table = pd.read_csv(kfold_out / "compare.csv", index_col="spec")
+    assert (kf_table["method"] == "loo_kfold").all()
+    assert any(line.startswith(f"compare: spec 2 of 2: 2pl - 2-fold elpd {kf_table.loc['2pl', 'elpd']:,.1f}")
+               for line in stages)
     with pytest.raises(SpecError, match="exactly one of --specs"):
         run_compare_job(data, tmp_path / "x", specs=["2pl"], dims=[1, 2])
     with pytest.raises(SpecError, match="at least two"):

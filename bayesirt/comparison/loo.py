@@ -39,7 +39,8 @@ from bayesirt.utils.progress import progress_bar
 from bayesirt.comparison.psis import psis_loo
 from bayesirt.models.specs import parse_spec
 
-__all__ = ["compare", "marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "compare_table", "elpd_dataset",
+__all__ = ["compare", "marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "kfold_specs", "compare_table",
+           "elpd_dataset",
            "UNITS", "KFOLD_MODES"]
 
 UNITS = ("model", "cell")
@@ -217,31 +218,45 @@ def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, 
     p(y_m | phi_s) under the full fit; a PSIS-LOO result's ``elpd + p``) or ``full_fit`` (to compute
     it) is given, else NaN.
     """
+    if full_lpd is None and full_fit is not None:
+        ll = marginal_log_likelihood(full_fit, progress=False)
+        n = ll.sizes["chain"] * ll.sizes["draw"]
+        full_lpd = float((logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n)).sum())
+    return kfold_specs(responses, {"spec": spec}, folds=folds, seed=seed, full_lpd={"spec": full_lpd},
+                       workers=workers, scheduler=scheduler, progress=progress, **fit_options)["spec"]
+
+
+def kfold_specs(responses: xr.Dataset, specs: dict, *, folds: int = 5, seed: int = 0,
+                full_lpd: dict[str, float | None] | None = None, workers: int | None = None,
+                scheduler: str | None = None, progress: bool = True, **fit_options) -> dict[str, ELPDDataLOOKFold]:
+    """:func:`kfold_models` for several specs on the same folds, every (spec, fold) refit in one
+    pool of workers (no idle worker between specs, one cluster start). Specs are refitted in the
+    order given: put the slowest first."""
     n_models = responses.sizes["model"]
     if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= n_models:
         raise BayesIRTError(f"folds must be an integer between 2 and the number of models ({n_models}); got {folds!r}")
     order = np.random.default_rng(seed).permutation(n_models)
     assignment = np.empty(n_models, dtype=int)
     assignment[order] = np.arange(n_models) % folds
-    tasks = [{"train": responses.isel(model=np.flatnonzero(assignment != k)),
-              "test": responses.isel(model=np.flatnonzero(assignment == k)),
-              "spec": spec, "seed": seed + k, "fit_options": fit_options} for k in range(folds)]
+    splits = [(responses.isel(model=np.flatnonzero(assignment != k)), responses.isel(model=np.flatnonzero(assignment == k)))
+              for k in range(folds)]
+    tasks = [{"train": train, "test": test, "spec": spec, "seed": seed + k, "fit_options": fit_options}
+             for spec in specs.values() for k, (train, test) in enumerate(splits)]
     results = parallel_map(_kfold_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
                            description=f"{folds}-fold refits")
-    elpd = np.empty(n_models)
-    for k, (values, _) in enumerate(results):
-        elpd[assignment == k] = values
-    elpd_i = xr.DataArray(elpd, dims="model", coords={"model": responses["model"].values}, name="elpd_i")
-    p = np.nan
-    if full_lpd is None and full_fit is not None:
-        ll = marginal_log_likelihood(full_fit, progress=False)
-        n = ll.sizes["chain"] * ll.sizes["draw"]
-        full_lpd = float((logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n)).sum())
-    if full_lpd is not None:
-        p = float(full_lpd - elpd.sum())
-    return ELPDDataLOOKFold(elpd=float(elpd.sum()), se=float(np.sqrt(n_models * elpd.var(ddof=1))), p=p,
-                            n_samples=results[0][1], n_data_points=n_models, scale="log", warning=False, good_k=None,
-                            elpd_i=elpd_i, n_folds=folds)
+    out = {}
+    for j, label in enumerate(specs):
+        elpd = np.empty(n_models)
+        for k, (values, _) in enumerate(results[j * folds:(j + 1) * folds]):
+            elpd[assignment == k] = values
+        lpd = (full_lpd or {}).get(label)
+        out[label] = ELPDDataLOOKFold(
+            elpd=float(elpd.sum()), se=float(np.sqrt(n_models * elpd.var(ddof=1))),
+            p=np.nan if lpd is None else float(lpd - elpd.sum()), n_samples=results[j * folds][1],
+            n_data_points=n_models, scale="log", warning=False, good_k=None,
+            elpd_i=xr.DataArray(elpd, dims="model", coords={"model": responses["model"].values}, name="elpd_i"),
+            n_folds=folds)
+    return out
 
 
 def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", progress: bool = True) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import xarray as xr
 
-from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
+from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_specs, loo_cells, loo_models
 from bayesirt.data import load
 from bayesirt.data.io import DATA_HELP
 from bayesirt.data.responses import MISSING
@@ -97,14 +97,15 @@ def run_compare_job(data, out, *,
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
     method = fit_options.get("method", "nuts")
-    trees, results, notes = {}, {}, []
+    trees, results, notes, fit_seconds = {}, {}, [], {}
     for n, (label, spec) in enumerate(specs.items(), start=1):
         head = f"spec {n} of {len(specs)}: {label}"
         _stage(f"{head} - fitting ({method}) to {responses.sizes['model']:,} models x {responses.sizes['item']:,} "
                "items", progress)
         start = time.perf_counter()
         trees[label] = fit(responses, spec, progress=progress, **fit_options)
-        _stage(f"{head} - fitted in {time.perf_counter() - start:.0f} s; " + (
+        fit_seconds[label] = time.perf_counter() - start
+        _stage(f"{head} - fitted in {fit_seconds[label]:.0f} s; " + (
             f"marginal likelihood of {responses.sizes['model']:,} held-out models" if unit == "model" else
             f"PSIS-LOO over {int((responses['responses'] != MISSING).sum()):,} responses"), progress)
         start = time.perf_counter()
@@ -120,14 +121,20 @@ def run_compare_job(data, out, *,
         why = "on request" if kfold == "always" else (f"because Pareto k flagged more than {kfold_trigger:.0%} of "
                                                      f"the models (worst: {max(flagged.values()):.0%})")
         notes.append(f"elpd from exact {folds}-fold cross-validation by model {why}; same folds for every spec")
-        for n, label in enumerate(specs, start=1):
-            _stage(f"exact {folds}-fold cross-validation by model {why} - spec {n} of {len(specs)}: {label}", progress)
-            start = time.perf_counter()
-            results[label] = kfold_models(responses, specs[label], folds=folds, seed=seed,
-                                          full_lpd=results[label].elpd + results[label].p, workers=workers,
-                                          scheduler=scheduler, progress=progress, **fit_options)
-            _stage(f"spec {n} of {len(specs)}: {label} - {folds}-fold elpd {results[label].elpd:,.1f} "
-                   f"(SE {results[label].se:,.1f}) ({time.perf_counter() - start:.0f} s)", progress)
+        slowest_first = sorted(specs, key=lambda lab: -fit_seconds[lab])
+        where = "in this process" if workers == 1 and scheduler is None else "in parallel workers"
+        _stage(f"exact {folds}-fold cross-validation by model {why}: {folds * len(specs)} refits ({len(specs)} specs "
+               f"x {folds} folds), {where}", progress)
+        start = time.perf_counter()
+        refits = kfold_specs(responses, {lab: specs[lab] for lab in slowest_first}, folds=folds, seed=seed,
+                             full_lpd={lab: r.elpd + r.p for lab, r in results.items()}, workers=workers,
+                             scheduler=scheduler, progress=progress,
+                             **{k: v for k, v in fit_options.items() if k != "seed"})  # fold k: seed + k
+        results = {lab: refits[lab] for lab in specs}
+        for n, (label, result) in enumerate(results.items(), start=1):
+            _stage(f"spec {n} of {len(specs)}: {label} - {folds}-fold elpd {result.elpd:,.1f} (SE {result.se:,.1f})",
+                   progress)
+        _stage(f"{folds}-fold cross-validation took {time.perf_counter() - start:.0f} s", progress)
     table = compare_table(results)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "compare.csv")
