@@ -6,7 +6,9 @@ Two units of prediction are offered:
   of cells so a 5,000 x 14,000 matrix never holds every draw x cell at once.
 - ``model``: one LLM's whole response pattern, the unit an evaluator predicts when a new LLM
   arrives. Its ability is integrated out, not plugged in: for every posterior draw of the item
-  parameters, :mod:`bayesirt.comparison.marginal` computes log p(y_m | phi_s), and PSIS is applied over draws
+  parameters, log p(y_m | phi_s) is computed (one ability dimension: on grids shared by all models,
+  :mod:`bayesirt.comparison.grid`; more: adaptive quadrature per model,
+  :mod:`bayesirt.comparison.marginal`), and PSIS is applied over draws
   (integrated importance sampling). Because abilities are conditionally independent given the
   item parameters and the population, these are exactly the importance ratios of the marginal
   posterior of phi. Summing a model's pointwise log-likelihoods with its own ability draws
@@ -14,8 +16,9 @@ Two units of prediction are offered:
 
 Exact K-fold cross-validation by model (calibrate on the training folds, score held-out models by
 the same marginal likelihood averaged over the training posterior) replaces PSIS when too many
-models have Pareto k above ArviZ's sample-size-dependent threshold, or on request. Folds are
-fitted in parallel through :func:`bayesirt.utils.parallel.parallel_map`.
+models have Pareto k above ArviZ's sample-size-dependent threshold, or on request. Folds (of
+every spec at once, :func:`kfold_specs`) are fitted in parallel through
+:func:`bayesirt.utils.parallel.parallel_map`.
 """
 
 from __future__ import annotations
