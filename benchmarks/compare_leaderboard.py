@@ -1,6 +1,6 @@
 """`bayesirt compare` at leaderboard size (issue 32): 755 models x 1,351 items x rasch, 2pl, 3pl.
 
-    .venv/bin/python benchmarks/compare_leaderboard.py [--data FILE] [--parts cli,stages,kfold]
+    .venv/bin/python benchmarks/compare_leaderboard.py [--data FILE] [--parts cli,stages[,kfold]]
 
 Data: ``--data``, a models-by-items response file (the issue's MMLU-Pro math matrix of 755
 fine-tuned 8B models, when you have it); by default a seeded simulated 3PL matrix of that shape
@@ -11,12 +11,13 @@ Parts (each appends to ``benchmarks/results/compare_leaderboard.{json,md}`` when
 1-minute load average before and after, since the machine is shared):
 
 - ``cli``: the command a user runs, ``bayesirt compare FILE --specs rasch,2pl,3pl --method advi``
-  (leave-one-model-out PSIS, K-fold off so the number is the PSIS path), in a child process: wall
-  time, peak memory (max RSS of the child) and its stage lines (stderr).
+  (default ``--kfold auto``: leave-one-model-out PSIS, then exact 5-fold by model if Pareto k flags
+  more than 5% of the models), in a child process: wall time, peak memory (max RSS of the child
+  and its workers) and its stage lines (stderr), which time each phase.
 - ``stages``: the same work piece by piece, per spec: ADVI fit, the marginal likelihood of every
   held-out model over the posterior draws (shared grid), PSIS; the old adaptive Gauss-Hermite
   path (21 nodes) timed on a few draws and its largest difference from the grid there.
-- ``kfold``: the K-fold fallback, ``--kfold always`` (exact 5-fold by model, two workers), in a child.
+- ``kfold`` (not by default): ``--kfold always``, for data where ``auto`` keeps PSIS.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, versions, write_results  # noqa: E402
@@ -67,23 +69,40 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def _tree_rss(pid: int) -> int:
+    """Resident memory of a process and all its descendants, in bytes (0 once it has ended)."""
+    try:
+        proc = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+    except psutil.Error:
+        return 0
+
+
 def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
     """One ``bayesirt compare`` in a child process: wall seconds, child max RSS, stage lines."""
     command = [sys.executable, "-m", "bayesirt", "compare", str(data), "--specs", ",".join(SPECS),
                "--method", "advi", "--out", str(out), "--force", *extra]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     load0, t0 = _load(), time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": str(ROOT)})
-    wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    stages = [line for line in re.split(r"[\r\n]", done.stderr) if line.startswith("compare: ")]
-    result = {"command": " ".join(["bayesirt", *command[3:]]), "returncode": done.returncode, "wall_s": round(wall, 1),
-              "max_rss_gb": round(rss / 2**20, 2) if rss > before else None, "load_1min_before": load0,
+    with tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                 env=os.environ | {"PYTHONPATH": str(ROOT)})
+        peak, loads = 0, []
+        while child.poll() is None:  # memory of the job and its K-fold workers together, every 2 s
+            peak = max(peak, _tree_rss(child.pid))
+            loads.append(_load())
+            time.sleep(2)
+        wall = time.perf_counter() - t0
+        err.seek(0)
+        stderr = err.read()
+    stages = [line for line in re.split(r"[\r\n]", stderr) if line.startswith("compare: ")]
+    result = {"command": " ".join(["bayesirt", *command[3:]]), "returncode": child.returncode, "wall_s": round(wall, 1),
+              "peak_rss_gb_job_and_workers": round(peak / 2**30, 2), "load_1min_before": load0,
+              "load_1min_mean_during": round(float(np.mean(loads)), 2) if loads else None,
               "load_1min_after": _load(), "stage_lines": stages}
-    if done.returncode == 0:
+    if child.returncode == 0:
         result["table"] = pd.read_csv(out / "compare.csv").round(2).to_dict(orient="records")
     else:
-        result["stderr_tail"] = done.stderr[-2000:]
+        result["stderr_tail"] = stderr[-2000:]
     return result
 
 
@@ -128,12 +147,13 @@ def markdown(result: dict) -> str:
              f"Data: {result['data']}", "",
              "Command: `.venv/bin/python benchmarks/compare_leaderboard.py` (load averages are the machine's "
              "1-minute load, 2 cores shared with other jobs).", ""]
-    for part, title in (("cli", "End to end, leave-one-model-out PSIS"), ("kfold", "End to end, K-fold fallback")):
+    for part, title in (("cli", "End to end, default (--kfold auto)"), ("kfold", "End to end, --kfold always")):
         if part in result:
             r = result[part]
             lines += [f"## {title}", "", f"`{r['command']}`", "",
-                      f"Wall {r['wall_s']} s, max RSS {r['max_rss_gb']} GB, load {r['load_1min_before']} -> "
-                      f"{r['load_1min_after']}, exit {r['returncode']}.", "", "```", *r["stage_lines"], "```", ""]
+                      f"Wall {r['wall_s']} s; peak memory {r['peak_rss_gb_job_and_workers']} GB (resident, job and "
+                      f"workers together, sampled every 2 s); 1-minute load {r['load_1min_before']} before, "
+                      f"{r['load_1min_mean_during']} mean during, {r['load_1min_after']} after; exit {r['returncode']}.", "", "```", *r["stage_lines"], "```", ""]
     if "stages" in result:
         s = result["stages"]
         lines += ["## Stages per spec", "", f"Load {s['load_1min_before']} -> {s['load_1min_after']}; max RSS "
@@ -152,7 +172,7 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="models-by-items file [a simulated 755 x 1,351 3PL matrix]")
-    parser.add_argument("--parts", default="cli,stages,kfold", help="comma-separated: cli, stages, kfold")
+    parser.add_argument("--parts", default="cli,stages", help="comma-separated: cli, stages, kfold")
     args = parser.parse_args()
     parts = args.parts.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,13 +182,13 @@ def main() -> None:
                   "versions": versions(["bayesirt", "pymc", "arviz", "numpy"]),
                   "data": str(args.data) if args.data else "simulated 3PL, 755 x 1,351, seed 32 (see the script)"}
         if "cli" in parts:
-            result["cli"] = run_cli(data, tmp / "psis", ["--kfold", "never"])
+            result["cli"] = run_cli(data, tmp / "default", [])
             write_results(OUT, result, markdown)
         if "stages" in parts:
             result["stages"] = stages(data)
             write_results(OUT, result, markdown)
         if "kfold" in parts:
-            result["kfold"] = run_cli(data, tmp / "kfold", ["--kfold", "always", "--workers", "2"])
+            result["kfold"] = run_cli(data, tmp / "kfold", ["--kfold", "always"])
             write_results(OUT, result, markdown)
     print(markdown(result))
 
