@@ -82,6 +82,7 @@ def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
     """One ``bayesirt compare`` in a child process: wall seconds, child max RSS, stage lines."""
     command = [sys.executable, "-m", "bayesirt", "compare", str(data), "--specs", ",".join(SPECS),
                "--method", "advi", "--out", str(out), "--force", *extra]
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     load0, t0 = _load(), time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True,
@@ -92,10 +93,12 @@ def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
             loads.append(_load())
             time.sleep(2)
         wall = time.perf_counter() - t0
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         err.seek(0)
         stderr = err.read()
     stages = [line for line in re.split(r"[\r\n]", stderr) if line.startswith("compare: ")]
     result = {"command": " ".join(["bayesirt", *command[3:]]), "returncode": child.returncode, "wall_s": round(wall, 1),
+              "cpu_s": round(usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime, 1),
               "peak_rss_gb_job_and_workers": round(peak / 2**30, 2), "load_1min_before": load0,
               "load_1min_mean_during": round(float(np.mean(loads)), 2) if loads else None,
               "load_1min_after": _load(), "stage_lines": stages}
@@ -151,7 +154,8 @@ def markdown(result: dict) -> str:
         if part in result:
             r = result[part]
             lines += [f"## {title}", "", f"`{r['command']}`", "",
-                      f"Wall {r['wall_s']} s; peak memory {r['peak_rss_gb_job_and_workers']} GB (resident, job and "
+                      f"Wall {r['wall_s']} s, CPU {r.get('cpu_s')} s (job and workers; on 2 idle cores the wall "
+                      f"time would be at least half of it); peak memory {r['peak_rss_gb_job_and_workers']} GB (resident, job and "
                       f"workers together, sampled every 2 s); 1-minute load {r['load_1min_before']} before, "
                       f"{r['load_1min_mean_during']} mean during, {r['load_1min_after']} after; exit {r['returncode']}.", "", "```", *r["stage_lines"], "```", ""]
     if "stages" in result:
