@@ -8,7 +8,7 @@ import xarray as xr
 
 import matplotlib.pyplot as plt
 
-from bayesirt.jobs.comparison import run_compare_job
+from bayesirt.jobs.comparison import _fit_settings, run_compare_job
 from bayesirt.report.compare import comparison_figure
 from bayesirt.cli.main import main
 from bayesirt.comparison.loo import (_item_draws, compare_table, kfold_models, kfold_specs, loo_cells, loo_models,
@@ -215,3 +215,11 @@ def test_figure_of_a_compare_run_matches_its_csv(tmp_path, data):
         drawn = points[ticks[spec]]
         assert drawn["elpd"] == pytest.approx((row["elpd"], row["se"]), rel=1e-12)
         assert drawn["diff"] == pytest.approx((row["elpd_diff"], row["dse"]), rel=1e-12, abs=1e-12)
+
+
+def test_report_settings_are_those_of_the_method_used():
+    advi = _fit_settings({"method": "advi", "draws": 300})
+    assert advi["draws"] == 300 and advi["advi_iterations"] == 50_000 and not {"sampler", "tune", "chains"} & set(advi)
+    nuts = _fit_settings({})
+    assert nuts["method"] == "nuts" and (nuts["sampler"], nuts["tune"], nuts["chains"]) == ("nutpie", 1000, 4)
+    assert not any(k.startswith("advi") for k in nuts)

@@ -19,7 +19,7 @@ from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
 from bayesirt.report.compare import comparison_report, plot_comparison
 from bayesirt.structure.loadings import loading_table
-from bayesirt.utils.options import comma_ints, comma_list, declare, option
+from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
 from bayesirt.utils.validation import check_choice, check_probability
 
@@ -38,10 +38,11 @@ def _stage(message: str, enabled: bool) -> None:
 
 
 def _fit_settings(fit_options: dict) -> dict:
-    """The fit settings that apply to the method used (NUTS's sampler and tuning are not ADVI's)."""
-    method = fit_options.get("method", "nuts")
-    drop = _ADVI_ONLY if method == "nuts" else _NUTS_ONLY
-    return {"method": method, **{k: v for k, v in fit_options.items() if k not in drop and k != "method"}}
+    """The fit settings that applied, given or default, for the method used only (NUTS's sampler,
+    tuning and chains are not ADVI's, nor ADVI's iterations NUTS's)."""
+    used = {name: opt.default for name, opt in options_of(fit).items()} | fit_options
+    drop = (_ADVI_ONLY if used["method"] == "nuts" else _NUTS_ONLY) + ("log_likelihood",)
+    return {k: ("not set (fit's default)" if v is None else v) for k, v in used.items() if k not in drop}
 
 
 def _comparison_specs(specs, dims, mirt_spec) -> dict:
