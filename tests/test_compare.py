@@ -184,6 +184,13 @@ def _plotted(table, unit="model"):
             (x0, y0), (x1, y1) = seg
             assert y0 == y1 == y and (x0 + x1) / 2 == pytest.approx(x)
             out.setdefault(y, {})[key] = (x, (x1 - x0) / 2)
+    fig.canvas.draw()
+    for ax in (left, right):  # each x tick label states its own position (no "-1, -1, -0" rounding)
+        positions = ax.get_xticks()
+        shown = [float(t.get_text().replace(",", "").replace("\u2212", "-")) for t in ax.get_xticklabels()]
+        step = np.diff(positions).min()
+        np.testing.assert_allclose(shown, positions, atol=step / 10)
+        assert len(set(shown)) == len(shown)
     ticks = {label.get_text(): pos for label, pos in zip(left.get_yticklabels(), left.get_yticks())}
     top = min(left.get_ylim())  # the axis is inverted: the smallest y is drawn at the top
     legend_box = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
@@ -204,6 +211,12 @@ def test_figure_draws_the_tables_numbers_best_at_the_top():
     assert ticks["3pl"] < ticks["2pl"] < ticks["rasch"] and abs(ticks["3pl"] - top) < 1  # best at the top
     assert points[ticks["rasch"]]["diff"][0] < points[ticks["2pl"]]["diff"][0] < 0  # the worst furthest left
     assert all(legend_box.y1 <= box.y0 for box in data_boxes)  # the legend is below both panels
+
+
+def test_figure_ticks_of_small_differences_are_labelled_with_decimals():
+    table = _table(["rasch", "2pl"], [-2472.5, -2473.05], [38.7, 38.9], [0.0, -0.55], [0.0, 0.6])
+    points, ticks, *_ = _plotted(table)
+    assert points[ticks["2pl"]]["diff"] == pytest.approx((-0.55, 0.6))
 
 
 def test_figure_of_a_compare_run_matches_its_csv(tmp_path, data):

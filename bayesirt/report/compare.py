@@ -44,7 +44,9 @@ def comparison_figure(table: pd.DataFrame, *, unit: str) -> Figure:
         ax.grid(axis="x", alpha=0.3)
         ax.margins(x=0.08)
         ax.xaxis.set_major_locator(MaxNLocator(5))
-        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+        step = float(np.diff(ax.get_xticks()).min())  # thousands separated, as many decimals as the step needs
+        decimals = max(0, int(np.ceil(-np.log10(step) - 1e-9))) if 0 < step < 1 else 0
+        ax.xaxis.set_major_formatter(StrMethodFormatter(f"{{x:,.{decimals}f}}"))
     fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return fig
 
