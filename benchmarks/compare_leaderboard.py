@@ -23,6 +23,7 @@ Parts (each appends to ``benchmarks/results/compare_leaderboard.{json,md}`` when
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -103,7 +104,8 @@ def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
               "load_1min_mean_during": round(float(np.mean(loads)), 2) if loads else None,
               "load_1min_after": _load(), "stage_lines": stages}
     if child.returncode == 0:
-        result["table"] = pd.read_csv(out / "compare.csv").round(2).to_dict(orient="records")
+        table = pd.read_csv(out / "compare.csv").round(2)
+        result["table"] = table.astype(object).where(table.notna(), None).to_dict(orient="records")  # NaN: null
     else:
         result["stderr_tail"] = stderr[-2000:]
     return result
@@ -177,12 +179,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="models-by-items file [a simulated 755 x 1,351 3PL matrix]")
     parser.add_argument("--parts", default="cli,stages", help="comma-separated: cli, stages, kfold")
+    parser.add_argument("--fresh", action="store_true", help="drop the results of parts not run now")
     args = parser.parse_args()
     parts = args.parts.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = args.data or simulated_csv(tmp)
-        result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+        previous = json.loads(OUT.read_text()) if OUT.exists() and not args.fresh else {}
+        result = {**previous, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
                   "versions": versions(["bayesirt", "pymc", "arviz", "numpy"]),
                   "data": str(args.data) if args.data else "simulated 3PL, 755 x 1,351, seed 32 (see the script)"}
         if "cli" in parts:
