@@ -152,12 +152,13 @@ def markdown(result: dict) -> str:
              f"Data: {result['data']}", "",
              "Command: `.venv/bin/python benchmarks/compare_leaderboard.py` (load averages are the machine's "
              "1-minute load, 2 cores shared with other jobs).", ""]
-    for part, title in (("cli", "End to end, default (--kfold auto)"), ("kfold", "End to end, --kfold always")):
+    for part, title in (("cli", "End to end, default (--kfold auto)"), ("cli_earlier_run", "Earlier run of the same"),
+                        ("kfold", "End to end, --kfold always")):
         if part in result:
             r = result[part]
             lines += [f"## {title}", "", f"`{r['command']}`", "",
-                      f"Wall {r['wall_s']} s, CPU {r.get('cpu_s')} s (job and workers; on 2 idle cores the wall "
-                      f"time would be at least half of it); peak memory {r['peak_rss_gb_job_and_workers']} GB (resident, job and "
+                      f"Wall {r['wall_s']} s, CPU {r.get('cpu_s', r.get('cpu_s_lower_bound_polled'))} s (job and "
+                      f"workers; on 2 idle cores the wall time would be at least half of it); peak memory {r['peak_rss_gb_job_and_workers']} GB (resident, job and "
                       f"workers together, sampled every 2 s); 1-minute load {r['load_1min_before']} before, "
                       f"{r['load_1min_mean_during']} mean during, {r['load_1min_after']} after; exit {r['returncode']}.", "", "```", *r["stage_lines"], "```", ""]
     if "stages" in result:
