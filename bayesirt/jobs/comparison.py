@@ -76,7 +76,7 @@ def run_compare_job(data, out, *,
                     rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
                                                   choices=("oblimin", "varimax")),
                     workers: int | None = option(None, "worker processes for K-fold refits; 1 runs them in this process "
-                                                       "[one per CPU core]", type=int),
+                                                       "[one per core]", type=int),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
