@@ -152,7 +152,8 @@ def markdown(result: dict) -> str:
              f"Data: {result['data']}", "",
              "Command: `.venv/bin/python benchmarks/compare_leaderboard.py` (load averages are the machine's "
              "1-minute load, 2 cores shared with other jobs).", ""]
-    for part, title in (("cli", "End to end, default (--kfold auto)"), ("cli_earlier_run", "Earlier run of the same"),
+    for part, title in (("cli", "End to end, default (--kfold auto)"), ("cli_second_run", "Second run of the same"),
+                        ("cli_earlier_run", "First run of the same"),
                         ("kfold", "End to end, --kfold always")):
         if part in result:
             r = result[part]
