@@ -32,7 +32,7 @@ from scipy.special import expit, log_expit, logsumexp
 
 from bayesirt.errors import BayesIRTError
 
-__all__ = ["ItemDraws", "pattern_log_marginal", "quadrature_rule", "GH_NODES", "IMPORTANCE_SAMPLES"]
+__all__ = ["ItemDraws", "log_pq", "pattern_log_marginal", "quadrature_rule", "GH_NODES", "IMPORTANCE_SAMPLES"]
 
 #: Adaptive Gauss-Hermite nodes per dimension, by number of dimensions.
 GH_NODES = {1: 21, 2: 11, 3: 7}
@@ -82,7 +82,8 @@ def quadrature_rule(dimensions: int, *, nodes: int | None = None, samples: int |
     return z, np.full(samples, -np.log(samples)), t.logpdf(z).reshape(samples)
 
 
-def _log_pq(eta: np.ndarray, c, s) -> tuple[np.ndarray, np.ndarray]:
+def log_pq(eta: np.ndarray, c, s) -> tuple[np.ndarray, np.ndarray]:
+    """log P(correct) and log P(incorrect) at linear predictors ``eta``, guessing ``c``, slip ``s``."""
     if np.all(np.asarray(c) == 0) and np.all(np.asarray(s) == 0):
         log_p = log_expit(eta)
         return log_p, log_p - eta  # log(1 - sigmoid(eta)) = log sigmoid(eta) - eta, exactly
@@ -150,9 +151,10 @@ def pattern_log_marginal(y: np.ndarray, observed: np.ndarray, draw: ItemDraws,
         mode, hess = _mode(yb, ob, draw, precision)
         chol = np.linalg.cholesky(np.linalg.inv(hess))  # (m, D, D)
         theta = mode[:, None, :] + np.einsum("mde,qe->mqd", chol, z)  # (m, Q, D)
-        log_p, log_q = _log_pq(theta @ a.T + d, c, s)  # (m, Q, I)
+        log_p, log_q = log_pq(theta @ a.T + d, c, s)  # (m, Q, I)
         loglik = (log_p @ np.where(ob, yb, 0.0)[:, :, None] + log_q @ np.where(ob, 1.0 - yb, 0.0)[:, :, None])[..., 0]
         log_prior = pop.logpdf(theta.reshape(-1, n_dims)).reshape(theta.shape[:2])
         log_det = np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
         out[sl] = logsumexp(loglik + log_prior + (log_w - log_g)[None, :], axis=1) + log_det
     return out
+

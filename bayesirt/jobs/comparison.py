@@ -4,23 +4,45 @@ compared by cross-validated elpd, in one output folder."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 
 import xarray as xr
 
-from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_models, loo_cells, loo_models
+from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_specs, loo_cells, loo_models
 from bayesirt.data import load
 from bayesirt.data.io import DATA_HELP
+from bayesirt.data.responses import MISSING
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
 from bayesirt.report.compare import comparison_report, plot_comparison
 from bayesirt.structure.loadings import loading_table
-from bayesirt.utils.options import comma_ints, comma_list, declare, option
+from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
 from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_compare_job"]
+
+
+#: Settings of ``fit`` that apply to one family of methods only (the others are listed for all).
+_NUTS_ONLY = ("sampler", "tune", "chains", "cores", "thin")
+_ADVI_ONLY = ("advi_iterations", "advi_tolerance", "advi_learning_rate", "advi_batch_size")
+
+
+def _stage(message: str, enabled: bool) -> None:
+    """One line per stage on stderr (kept in a log when output is not a terminal)."""
+    if enabled:
+        print(f"compare: {message}", file=sys.stderr, flush=True)
+
+
+def _fit_settings(fit_options: dict) -> dict:
+    """The fit settings that applied, given or default, for the method used only (NUTS's sampler,
+    tuning and chains are not ADVI's, nor ADVI's iterations NUTS's)."""
+    used = {name: opt.default for name, opt in options_of(fit).items()} | fit_options
+    drop = (_ADVI_ONLY if used["method"] == "nuts" else _NUTS_ONLY) + ("log_likelihood",)
+    return {k: ("not set (fit's default)" if v is None else v) for k, v in used.items() if k not in drop}
 
 
 def _comparison_specs(specs, dims, mirt_spec) -> dict:
@@ -53,7 +75,8 @@ def run_compare_job(data, out, *,
                     kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold"),
                     rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
                                                   choices=("oblimin", "varimax")),
-                    workers: int | None = option(None, "worker processes for K-fold refits [one per core]", type=int),
+                    workers: int | None = option(None, "worker processes for K-fold refits; 1 runs them in this process "
+                                                       "[one per core]", type=int),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
@@ -74,21 +97,45 @@ def run_compare_job(data, out, *,
     specs = _comparison_specs(specs, dims, mirt_spec)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
-    trees, results, notes = {}, {}, []
-    for label, spec in specs.items():
+    method = fit_options.get("method", "nuts")
+    trees, results, notes, fit_seconds = {}, {}, [], {}
+    for n, (label, spec) in enumerate(specs.items(), start=1):
+        head = f"spec {n} of {len(specs)}: {label}"
+        _stage(f"{head} - fitting ({method}) to {responses.sizes['model']:,} models x {responses.sizes['item']:,} "
+               "items", progress)
+        start = time.perf_counter()
         trees[label] = fit(responses, spec, progress=progress, **fit_options)
+        fit_seconds[label] = time.perf_counter() - start
+        _stage(f"{head} - fitted in {fit_seconds[label]:.0f} s; " + (
+            f"marginal likelihood of {responses.sizes['model']:,} held-out models" if unit == "model" else
+            f"PSIS-LOO over {int((responses['responses'] != MISSING).sum()):,} responses"), progress)
+        start = time.perf_counter()
         results[label] = (loo_models if unit == "model" else loo_cells)(trees[label], progress=progress)
         bad = int((results[label].pareto_k > results[label].good_k).sum())
         notes.append(f"{label}: {bad} of {results[label].n_data_points} {unit}s with Pareto k > "
                      f"{results[label].good_k:.2f}")
+        _stage(f"{head} - elpd {results[label].elpd:,.1f} (SE {results[label].se:,.1f}), {bad} of "
+               f"{results[label].n_data_points:,} {unit}s with Pareto k > {results[label].good_k:.2f} "
+               f"({time.perf_counter() - start:.0f} s)", progress)
     flagged = {lab: float((r.pareto_k > r.good_k).mean()) for lab, r in results.items()}
     if unit == "model" and (kfold == "always" or (kfold == "auto" and max(flagged.values()) > kfold_trigger)):
         why = "on request" if kfold == "always" else (f"because Pareto k flagged more than {kfold_trigger:.0%} of "
                                                      f"the models (worst: {max(flagged.values()):.0%})")
         notes.append(f"elpd from exact {folds}-fold cross-validation by model {why}; same folds for every spec")
-        results = {lab: kfold_models(responses, specs[lab], folds=folds, seed=seed, full_fit=trees[lab],
-                                     workers=workers, scheduler=scheduler, progress=progress, **fit_options)
-                   for lab in specs}
+        slowest_first = sorted(specs, key=lambda lab: -fit_seconds[lab])
+        where = "in this process" if workers == 1 and scheduler is None else "in parallel workers"
+        _stage(f"exact {folds}-fold cross-validation by model {why}: {folds * len(specs)} refits ({len(specs)} specs "
+               f"x {folds} folds), {where}", progress)
+        start = time.perf_counter()
+        refits = kfold_specs(responses, {lab: specs[lab] for lab in slowest_first}, folds=folds, seed=seed,
+                             full_lpd={lab: r.elpd + r.p for lab, r in results.items()}, workers=workers,
+                             scheduler=scheduler, progress=progress,
+                             **{k: v for k, v in fit_options.items() if k != "seed"})  # fold k: seed + k
+        results = {lab: refits[lab] for lab in specs}
+        for n, (label, result) in enumerate(results.items(), start=1):
+            _stage(f"spec {n} of {len(specs)}: {label} - {folds}-fold elpd {result.elpd:,.1f} (SE {result.se:,.1f})",
+                   progress)
+        _stage(f"{folds}-fold cross-validation took {time.perf_counter() - start:.0f} s", progress)
     table = compare_table(results)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "compare.csv")
@@ -101,7 +148,7 @@ def run_compare_job(data, out, *,
                 loadings[label] = f"loadings_{label}.csv"
                 loading_table(trees[label], rotation=rotation).to_csv(folder / loadings[label], index=False)
         settings = {"unit": unit, "kfold": kfold, "folds": folds, "kfold_trigger": kfold_trigger,
-                    "rotation": rotation, **fit_options}
+                    "rotation": rotation, **_fit_settings(fit_options)}
         summary = {"data": responses.attrs.get("name", ""), "specs": {lab: s.name for lab, s in specs.items()},
                    "table": json.loads(table.reset_index().to_json(orient="records")), "notes": notes,
                    "settings": settings,
@@ -109,5 +156,6 @@ def run_compare_job(data, out, *,
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(comparison_report(
             table, data_name=responses.attrs.get("name", "responses"), unit=unit, settings=settings, notes=notes,
-            figure=figure, loadings=loadings))
+            figure=figure, loadings=loadings, fit_method=method))
+    _stage(f"wrote {out}", progress)
     return Path(out)
