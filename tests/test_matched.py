@@ -193,7 +193,7 @@ def test_same_seed_same_numbers_whatever_the_blocks(bench, audit, controls, monk
 
 def test_section_reports_reversals_and_balance(controls):
     text = "\n".join(matched_section(controls))
-    assert "| pair set | near-tie pairs | low-DIF (%) | control median (%) | excess (pp) | p |" in text
+    assert "| pair set | eligible pairs | low-DIF (%) | control median (%) | excess (pp) | p |" in text
     assert "| primary |" in text and "| within |" in text and "Cronbach alpha" in text
 
 
