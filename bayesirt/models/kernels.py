@@ -87,8 +87,8 @@ def _row_kernel(u, v, w, z, y):
     vectorizing; relative error below 3e-14), which the compiler vectorizes; the residuals and the
     sums of the gradient (the row sums in column order, as written: no fast-math lets the compiler
     reorder them); the softplus as the log of products of ``_LOG_BLOCK`` factors (one log per 16
-    cells instead of one per cell). Same speed as with PyTensor's fast-math flags (0.96 against
-    0.97 ms at 1,000 x 300; without the explicit fused multiply-adds 1.29 ms).
+    cells instead of one per cell). Same speed as with PyTensor's fast-math flags (0.97 against
+    0.96 ms at 1,000 x 300, median CPU time; without the explicit fused multiply-adds 1.29 ms).
     """
     n_rows, n_cols = y.shape
     gu = np.zeros(n_rows)
