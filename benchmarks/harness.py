@@ -9,6 +9,8 @@ BENCHMARKS.md:
     nuts    nuts_2pl.py             nuts_2pl.json                                 naive PyMC 2PL + nutpie; + pm.NUTS
     stan    nuts_stan.py            nuts_stan.json                                Stan (PyStan 3, own venv): naive and
                                                                                   bayesirt's reparameterization
+    numpyro nuts_numpyro.py         nuts_numpyro.json                             NumPyro on CPU (own venv): bayesirt's
+                                                                                  reparameterization and the naive model
     advi    advi_pyirt.py           advi_pyirt.json                               py-irt
     mml     mml_mirt.py             mml_mirt.json                                 mirt (PyPI)
     cat     cat_catsim.py           cat_catsim.json                               catsim
@@ -109,6 +111,11 @@ COMPARISONS = (
                "Stan 2.39 via PyStan 3.14 (its own venv, benchmarks/.peer-venvs/stan): naive model and bayesirt's "
                "reparameterization; naive PyMC model + nutpie (control)",
                "bayesirt >= 3x Stan with the same reparameterization at 300 x 1,000 (wall incl. compile)"),
+    Comparison("numpyro", "nuts_numpyro.py", "nuts_numpyro",
+               "2PL posterior sampling, NUTS vs NumPyro on CPU (min bulk ESS per second)",
+               "NumPyro 0.22 / JAX 0.12 on CPU (its own venv, benchmarks/.peer-venvs/numpyro): bayesirt's "
+               "reparameterization and the naive model",
+               "bayesirt >= 2x NumPyro with the same reparameterization at 300 x 1,000 (wall incl. compile)"),
     Comparison("advi", "advi_pyirt.py", "advi_pyirt", "2PL ADVI vs py-irt", "py-irt",
                ">= 3x faster than py-irt at equal or better correlation with the truth"),
     Comparison("mml", "mml_mirt.py", "mml_mirt", "2PL / 3PL marginal ML (Bock-Aitkin EM)", "mirt (PyPI)",
@@ -131,6 +138,8 @@ ISSUE_TARGETS = (
     ("NUTS vs Stan", "bayesirt >= 3x Stan given bayesirt's own reparameterization in minimum bulk ESS per wall second, "
                      "compile included, at 300 models x 1,000 items (sampling-only ratio, the naive Stan model and "
                      "the nutpie control reported beside it)"),
+    ("NUTS vs NumPyro", "bayesirt >= 2x NumPyro (CPU defaults) given bayesirt's reparameterization in minimum bulk ESS "
+                        "per wall second, compile included, at 300 models x 1,000 items (issue 31)"),
     ("ADVI", "bayesirt >= 3x faster than py-irt at equal or better correlation with the truth"),
     ("MML", "bayesirt no slower than mirt"),
     ("CAT", "bayesirt no slower than catsim"),

@@ -344,13 +344,15 @@ def run_naive_nutpie(responses, truth, args) -> dict:
 
 def run_in_worker(key: str, models: int, items: int, args, workdir: Path) -> dict:
     """Run a row of this process's venv (bayesirt or naive + nutpie) in a subprocess, by default with empty
-    PyTensor and numba caches (a fresh ``compiledir`` and ``NUMBA_CACHE_DIR``), so its compile is timed
-    from scratch as Stan's is."""
+    PyTensor and numba caches (a fresh ``base_compiledir``, which holds PyTensor's numba cache, and
+    ``NUMBA_CACHE_DIR``), so its compile is timed from scratch as Stan's is."""
     out = Path(tempfile.mkdtemp(prefix=f"{key}_", dir=workdir))
     env = dict(os.environ)
     if not args.warm_cache:
-        flags = [f for f in env.get("PYTENSOR_FLAGS", "").split(",") if f and not f.startswith("compiledir=")]
-        env["PYTENSOR_FLAGS"] = ",".join([*flags, f"compiledir={out / 'pytensor'}"])
+        # base_compiledir, not only compiledir: PyTensor keeps its numba cache in base_compiledir/numba
+        flags = [f for f in env.get("PYTENSOR_FLAGS", "").split(",") if f and not f.startswith(("compiledir=",
+                                                                                             "base_compiledir="))]
+        env["PYTENSOR_FLAGS"] = ",".join([*flags, f"base_compiledir={out / 'pytensor'}"])
         env["NUMBA_CACHE_DIR"] = str(out / "numba")
     cmd = [sys.executable, __file__, "--worker", key, "--sizes", f"{models}x{items}", "--draws", str(args.draws),
            "--tune", str(args.tune), "--chains", str(args.chains), "--seed", str(args.seed), "--out", str(out / "row.json")]
@@ -361,7 +363,7 @@ def run_in_worker(key: str, models: int, items: int, args, workdir: Path) -> dic
     row = json.loads((out / "row.json").read_text())
     shutil.rmtree(out, ignore_errors=True)
     return row | {"caches": "warm (this user's PyTensor/numba caches)" if args.warm_cache else
-                  "cold (empty PyTensor compiledir and NUMBA_CACHE_DIR)"}
+                  "cold (empty PyTensor base_compiledir and NUMBA_CACHE_DIR)"}
 
 
 def worker(args) -> int:

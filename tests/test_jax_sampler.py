@@ -2,8 +2,10 @@
 on one small 2PL: the same DataTree layout, posterior means within Monte Carlo error of nutpie's, the
 same draws from the same seed; and, without JAX, the one-line install hint (those tests need no JAX)."""
 
+import importlib.util
 import json
 import sys
+from pathlib import Path
 
 import arviz as az
 import numpy as np
@@ -127,3 +129,40 @@ def test_cli_without_jax_prints_the_hint(no_jax, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"bayesirt: error: {_hint('fit', 'numpyro', 'jax')}\n" in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def nuts_gpu():
+    """benchmarks/nuts_gpu.py as a module (the scripts of benchmarks/ are no package)."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "nuts_gpu.py"
+    spec = importlib.util.spec_from_file_location("nuts_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_script_without_a_gpu_prints_one_line_and_exits_0(nuts_gpu, tmp_path, capsys):
+    if nuts_gpu.accelerators():
+        pytest.skip("a GPU is visible: the script would measure")
+    out = tmp_path / "gpu.json"
+    assert nuts_gpu.main(["--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("\n") == 1 and printed.startswith("nuts_gpu.py: ") and "Traceback" not in printed
+    assert not out.exists()
+
+
+def test_gpu_script_cpu_small_run(nuts_gpu, tmp_path):
+    """The GPU benchmark's own code on the CPU at 40 x 60: it runs, converges and recovers the simulated truth."""
+    pytest.importorskip("jax")
+    pytest.importorskip("numpyro")
+    out = tmp_path / "gpu.json"
+    assert nuts_gpu.main(["--cpu-small", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    run = result["run"]
+    assert result["config"]["models"] == 40 and result["config"]["items"] == 60 and result["devices"] == ["cpu"]
+    assert run["max_rhat"] < 1.05 and run["divergences"] == 0
+    assert run["min_bulk_ess"] > 50  # of 400 draws
+    assert run["ess_per_wall_s"] == pytest.approx(run["min_bulk_ess"] / run["wall_s"])
+    truth = run["corr_truth"]  # correlations of posterior means with the simulated values (40 models: a is noisy)
+    assert truth["theta"] > 0.9 and truth["difficulty"] > 0.75 and truth["discrimination"] > 0.5
+    assert out.with_suffix(".md").read_text().startswith("# NUTS on the JAX path")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pymc as pm
+import pytensor
 import xarray as xr
 
 from bayesirt.data.responses import to_observed_data, validate_responses
@@ -336,7 +337,11 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
         import nutpie
 
         t0 = time.perf_counter()
-        compiled = nutpie.compile_pymc_model(pm_model)
+        # IEEE arithmetic in the logp graph: with fast-math, LLVM rounds differently where nutpie inlines a freshly
+        # compiled graph than where it links one loaded from the cache, so a fit's first run on a machine gave other
+        # draws than later runs (tests/test_reproducibility.py). The likelihood kernel uses none either.
+        with pytensor.config.change_flags(numba__fastmath=False):
+            compiled = nutpie.compile_pymc_model(pm_model)
         timings["compile_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         tree = nutpie.sample(

@@ -1,0 +1,392 @@
+"""Side-by-side benchmark: bayesirt's NUTS 2PL vs NumPyro (CPU), same data, priors, chains and draws.
+
+One simulated, complete 2PL matrix (``bayesirt.data.simulate_pl("2pl", ...)``, default 300 models x
+1,000 items, seed 20261129), the priors of ``models/2pl.toml`` (theta ~ N(0, 1), a ~ LogNormal(0, 0.5),
+d ~ N(0, 2)), 2 chains x (500 tune + 500 draws) for every row, run back to back in one invocation:
+
+  * ``bayesirt cold``    -- ``fit(responses, "2pl", method="nuts")`` (nutpie + the fused numba kernel) in a
+                            subprocess with empty PyTensor and numba caches (compile timed from scratch,
+                            as JAX compiles on every run); ``benchmarks/nuts_stan.py``'s worker.
+  * ``bayesirt warm``    -- the same with this user's caches (a user's second fit of this shape).
+  * ``NumPyro reparam``  -- bayesirt's reparameterization written in NumPyro: theta = theta_mean +
+                            ZeroSumNormal deviation, theta_mean ~ N(0, 1 / sqrt(M)), d_centered ~ N(a *
+                            theta_mean, 2), logit a * deviation + d_centered (the ability shift moved into
+                            the intercepts, as ``bayesirt/models/logistic.py`` does).
+  * ``NumPyro naive``    -- theta ~ N(0, 1), logit a * theta + d: the model a user writes first.
+
+NumPyro runs at its CPU defaults (float32, diagonal mass matrix adapted in Stan-style windows, target
+accept 0.8, max tree depth 10, init "uniform(-2, 2)"), chains in parallel on 2 host devices
+(``numpyro.set_host_device_count``), in its own venv ``benchmarks/.peer-venvs/numpyro`` (git-ignored,
+created on first use with ``pip install`` of the pins in ``PEER_REQUIREMENTS``; ``--reinstall-peer``
+re-creates it), one subprocess per row. Its compile time is the XLA compile time JAX reports
+(``jax.monitoring``); wall = from the model's data in memory to the draws in NumPy, compile included.
+
+Reported per row: min bulk ESS over every element of theta, discrimination and intercept (ArviZ,
+computed here the same way for every row), wall s incl. compile, compile s, sampling s, ESS per wall
+second, max R-hat, divergences, mean leapfrog steps per kept draw, ESS per 1,000 gradients, gradient
+evaluations per sampling second (estimated as chains x kept draws x mean leapfrog steps x 2 / sampling
+s: the kept draws' trajectories stand for the tuning ones), and the CPU ms of one logp + gradient of
+each implementation at one point (one thread, median of ``--grad-evals``) -- the machine's limit for
+that implementation is 2 cores / that cost. Ratio: bayesirt cold ESS/s / NumPyro ESS/s (> 1: bayesirt
+better). The 1-minute load average is recorded before and after every row.
+
+Usage::
+
+    python benchmarks/nuts_numpyro.py                                   # 300x1000, 500 + 500, 2 chains
+    python benchmarks/nuts_numpyro.py --quick --out /tmp/nuts_numpyro_quick.json   # 50x100, 100 + 100
+    python benchmarks/nuts_numpyro.py --render                          # re-render the Markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # _common, nuts_stan
+
+from _common import (  # noqa: E402
+    benchmark_row, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, run_command as _run,
+    source_state, versions, write_results,
+)
+from nuts_stan import diagnostics, run_in_worker  # noqa: E402
+
+PEER_VENV = HERE / ".peer-venvs" / "numpyro"
+PEER_REQUIREMENTS = ("numpyro==0.22.0", "jax==0.12.0.1", "jaxlib==0.12.0.1", "numpy==2.5.5")
+PIP_TIMEOUT_S = 1800
+PACKAGES = ("bayesirt", "pymc", "pytensor", "nutpie", "numba", "arviz", "numpy")
+TARGET_RATIO = 2.0  # issue 31: NUTS >= 2x NumPyro with the same reparameterization at 300 x 1,000
+ROWS = {
+    "bayesirt_cold": "bayesirt fit (nutpie + fused kernel), empty caches",
+    "bayesirt_warm": "bayesirt fit, warm caches (a second fit of this shape)",
+    "numpyro_reparam": "NumPyro, bayesirt's reparameterization",
+    "numpyro_naive": "NumPyro, naive model",
+}
+
+# Run by the NumPyro venv's Python: argv = spec.json. Writes draws.npz and timings.json.
+PEER_RUNNER = r'''
+import json, sys, time
+spec = json.load(open(sys.argv[1]))
+import numpyro
+numpyro.set_host_device_count(spec["chains"])
+import jax, jax.monitoring, jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS
+from numpyro.infer.util import initialize_model
+
+compile_s = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **_: compile_s.append(secs) if event == "/jax/core/compile/backend_compile_duration" else None)
+
+def reparam(y):
+    n_items, n_models = y.shape
+    theta_mean = numpyro.sample("theta_mean", dist.Normal(0.0, 1.0 / np.sqrt(n_models)))
+    dev = numpyro.sample("theta_deviation", dist.ZeroSumNormal(1.0, event_shape=(n_models,)))
+    a = numpyro.sample("a", dist.LogNormal(0.0, 0.5).expand([n_items]))
+    d_c = numpyro.sample("d_centered", dist.Normal(a * theta_mean, 2.0))
+    numpyro.sample("y", dist.Bernoulli(logits=a[:, None] * dev[None, :] + d_c[:, None]), obs=y)
+
+def naive(y):
+    n_items, n_models = y.shape
+    theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([n_models]))
+    a = numpyro.sample("a", dist.LogNormal(0.0, 0.5).expand([n_items]))
+    d = numpyro.sample("d", dist.Normal(0.0, 2.0).expand([n_items]))
+    numpyro.sample("y", dist.Bernoulli(logits=a[:, None] * theta[None, :] + d[:, None]), obs=y)
+
+model = {"reparam": reparam, "naive": naive}[spec["kind"]]
+y_np = np.load(spec["data_path"])["y"]
+t0 = time.perf_counter()
+y = jnp.asarray(y_np, dtype=jnp.float32)
+mcmc = MCMC(NUTS(model), num_warmup=spec["tune"], num_samples=spec["draws"], num_chains=spec["chains"],
+            chain_method="parallel", progress_bar=False)
+mcmc.run(jax.random.PRNGKey(spec["seed"]), y, extra_fields=("num_steps", "diverging"))
+samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+wall_s = time.perf_counter() - t0
+run_compile_s = sum(compile_s)
+# one logp + gradient, jitted, at the initial point (CPU time of this thread; JAX may use more threads)
+init, potential, *_ = initialize_model(jax.random.PRNGKey(0), model, model_args=(y,))
+vg = jax.jit(jax.value_and_grad(potential))
+x = init.z
+jax.block_until_ready(vg(x))
+times = []
+for _ in range(spec["grad_evals"]):
+    c = time.process_time()
+    jax.block_until_ready(vg(x))
+    times.append(time.process_time() - c)
+np.savez(spec["out_path"], **samples, **{"stat_" + k: v for k, v in extra.items()})
+json.dump({"wall_s": wall_s, "compile_s": run_compile_s, "sample_s": wall_s - run_compile_s,
+           "grad_cpu_ms": 1e3 * float(np.median(times)), "x64": bool(jax.config.jax_enable_x64),
+           "dtype": str(y.dtype)}, open(spec["json_out"], "w"))
+'''
+
+
+def _peer_python() -> Path:
+    return PEER_VENV / "bin" / "python"
+
+
+def _peer_versions() -> dict | None:
+    py = _peer_python()
+    if not py.exists():
+        return None
+    code = ("import json, platform\nfrom importlib.metadata import version\nimport numpyro, jax\n"
+            "print(json.dumps({'python': platform.python_version(), **{p: version(p) for p in "
+            "('numpyro', 'jax', 'jaxlib', 'numpy')}}))")
+    p = _run([py, "-c", code], timeout=300)
+    return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
+
+
+def ensure_peer_venv(reinstall: bool = False) -> dict:
+    """Create (or reuse) the NumPyro venv: {"ok", "versions", "reason", "created", "path"}."""
+    info = {"path": str(PEER_VENV.relative_to(HERE.parent)), "created": False, "requirements": list(PEER_REQUIREMENTS)}
+    if reinstall and PEER_VENV.exists():
+        shutil.rmtree(PEER_VENV)
+    vers = _peer_versions()
+    if vers is not None:
+        return info | {"ok": True, "versions": vers}
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    if PEER_VENV.exists():
+        shutil.rmtree(PEER_VENV)  # a half-made venv from an interrupted run
+    PEER_VENV.parent.mkdir(parents=True, exist_ok=True)
+    p = _run([base, "-m", "venv", PEER_VENV], timeout=600)
+    if p.returncode != 0:
+        return info | {"ok": False, "reason": f"venv creation failed: {_short(p.stderr)}"}
+    print(f"    pip install {' '.join(PEER_REQUIREMENTS)} into {info['path']} ...", flush=True)
+    p = _run([_peer_python(), "-m", "pip", "install", "--disable-pip-version-check", "-q", *PEER_REQUIREMENTS],
+             timeout=PIP_TIMEOUT_S)
+    vers = _peer_versions()
+    if vers is None:
+        return info | {"ok": False, "created": True, "reason": f"pip install failed: {_short(p.stderr)}"}
+    return info | {"ok": True, "created": True, "versions": vers}
+
+
+def run_numpyro(kind: str, responses, truth, args, peer: dict, workdir: Path) -> dict:
+    """One NumPyro fit in the peer venv; its draws labelled like bayesirt's and diagnosed the same way."""
+    import xarray as xr
+
+    if not peer.get("ok"):
+        raise RuntimeError(f"peer failed to install: {peer.get('reason', '?')}")
+    wd = Path(tempfile.mkdtemp(prefix=f"numpyro_{kind}_", dir=workdir))
+    np.savez(wd / "data.npz", y=responses["responses"].values.astype(np.int8))
+    spec = {"kind": kind, "data_path": str(wd / "data.npz"), "seed": args.seed, "chains": args.chains,
+            "tune": args.tune, "draws": args.draws, "grad_evals": args.grad_evals,
+            "out_path": str(wd / "draws.npz"), "json_out": str(wd / "timings.json")}
+    (wd / "spec.json").write_text(json.dumps(spec))
+    (wd / "runner.py").write_text(PEER_RUNNER)
+    p = _run([_peer_python(), wd / "runner.py", wd / "spec.json"], cwd=wd, timeout=args.peer_timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"NumPyro run failed (rc {p.returncode}): {_short(p.stderr)}")
+    timings = json.loads((wd / "timings.json").read_text())
+    with np.load(wd / "draws.npz") as z:
+        draws = {k: z[k].astype(np.float64) for k in z.files}
+    shutil.rmtree(wd, ignore_errors=True)
+    if kind == "reparam":
+        theta = draws["theta_mean"][..., None] + draws["theta_deviation"]
+        intercept = draws["d_centered"] - draws["a"] * draws["theta_mean"][..., None]
+    else:
+        theta, intercept = draws["theta"], draws["d"]
+    coords = {"chain": np.arange(args.chains), "draw": np.arange(args.draws),
+              "item": responses["item"].values, "model": responses["model"].values}
+    post = xr.Dataset({"theta": (("chain", "draw", "model"), theta),
+                       "discrimination": (("chain", "draw", "item"), draws["a"]),
+                       "intercept": (("chain", "draw", "item"), intercept)}, coords=coords)
+    stats = xr.Dataset({"diverging": (("chain", "draw"), draws["stat_diverging"].astype(bool)),
+                        "n_steps": (("chain", "draw"), draws["stat_num_steps"])})
+    out = {k: timings[k] for k in ("wall_s", "compile_s", "sample_s", "grad_cpu_ms", "dtype")}
+    return out | diagnostics(post, stats, out, truth)
+
+
+def bayesirt_gradient_ms(responses, evals: int) -> float:
+    """CPU ms of one logp + gradient of the model ``fit`` samples (nutpie's function, as fit compiles it)."""
+    import nutpie
+    import pytensor
+
+    from bayesirt.models.logistic import build_logistic
+    from bayesirt.models.specs import load_spec
+
+    with pytensor.config.change_flags(numba__fastmath=False):
+        compiled = nutpie.compile_pymc_model(build_logistic(responses, load_spec("2pl"), fused_kernel=True))
+    x = np.random.default_rng(0).normal(0.0, 0.3, compiled.n_dim)
+    for _ in range(3):
+        compiled.logp_func(x)
+    times = []
+    for _ in range(evals):
+        c = time.thread_time()
+        compiled.logp_func(x)
+        times.append(time.thread_time() - c)
+    return 1e3 * float(np.median(times))
+
+
+def _grads_per_s(r: dict, chains: int, draws: int) -> float | None:
+    if not r.get("mean_leapfrog_steps") or not r.get("sample_s"):
+        return None
+    return chains * draws * r["mean_leapfrog_steps"] * 2 / r["sample_s"]
+
+
+def make_rows(result: dict) -> list[dict]:
+    cfg, runs = result["config"], result["runs"]
+    b = runs.get("bayesirt_cold", {})
+    b_ok = b.get("status") == "ok"
+    data_size = (f"{cfg['models']:,} models x {cfg['items']:,} items (simulated 2PL, complete, seed {cfg['seed']}); "
+                 f"{cfg['chains']} chains x ({cfg['tune']} tune + {cfg['draws']} draws)")
+    b_fig = (f"{b['ess_per_wall_s']:.3g} ESS/s wall incl. compile from empty caches: min bulk ESS "
+             f"{b['min_bulk_ess']:.0f} in {b['wall_s']:.1f} s ({b['compile_s']:.1f} compile)") if b_ok else "—"
+    pv = (result.get("peer_venv") or {}).get("versions") or {}
+    rows = []
+    for key in ("numpyro_reparam", "numpyro_naive"):
+        r = runs.get(key, {"status": "missing"})
+        ok = r.get("status") == "ok"
+        ratio = b["ess_per_wall_s"] / r["ess_per_wall_s"] if ok and b_ok else None
+        is_target = key == "numpyro_reparam" and (cfg["models"], cfg["items"]) == (300, 1000) and not cfg["quick"]
+        rows.append(benchmark_row(
+            task="2PL posterior sampling, NUTS vs NumPyro on CPU (min bulk ESS per second)", data_size=data_size,
+            bayesirt=b_fig, peer=f"NumPyro {pv.get('numpyro', '?')} / JAX {pv.get('jax', '?')}, CPU defaults "
+                                 f"(float32, diagonal mass matrix), {ROWS[key]} (own venv {PEER_VENV.name})",
+            peer_figure=(f"{r['ess_per_wall_s']:.3g} ESS/s wall incl. compile: min bulk ESS {r['min_bulk_ess']:.0f} in "
+                         f"{r['wall_s']:.1f} s ({r['compile_s']:.1f} compile)") if ok else "—",
+            ratio=ratio, ratio_meaning="bayesirt (empty caches) ESS/s / NumPyro ESS/s, wall incl. compile",
+            target=f"bayesirt >= {TARGET_RATIO:g}x NumPyro with the same reparameterization" if is_target else
+            "none for this row (ratio reported)",
+            target_met=None if not is_target or ratio is None else bool(ratio >= TARGET_RATIO),
+            quality="; ".join(f"{n}: max R-hat {x['max_rhat']:.3f}, {x['divergences']} divergences"
+                              for n, x in (("bayesirt", b), ("peer", r)) if x.get("status") == "ok") or "—",
+            status="ok" if ok and b_ok else str(r.get("error") or b.get("error") or r.get("status")),
+            command=result["command"], date=result["date"], machine_description=result["machine"]))
+    return rows
+
+
+def markdown(result: dict) -> str:
+    cfg, runs = result["config"], result["runs"]
+    b = runs.get("bayesirt_cold", {})
+    lines = ["# NUTS: bayesirt vs NumPyro (CPU), same 2PL data, priors and draws", "",
+             f"Command: `{result['command']}`  ",
+             f"Date: {result['date']}; machine: {result['machine']}; load average at start {result['loadavg_start']}, "
+             f"end {result['loadavg_end']}  ",
+             f"bayesirt source: {result['bayesirt_source'].get('head')} (uncommitted under bayesirt/: "
+             f"{len(result['bayesirt_source'].get('uncommitted') or [])})  ",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + "  ",
+             "NumPyro venv: " + ", ".join(f"{k} {v}" for k, v in (result["peer_venv"].get("versions") or {}).items()), "",
+             f"{cfg['models']:,} models x {cfg['items']:,} items, {cfg['chains']} chains x ({cfg['tune']} tune + "
+             f"{cfg['draws']} draws), seed {cfg['seed']}.", "",
+             "| run | min bulk ESS (theta / a / d) | wall s incl. compile | compile s | sampling s | ESS/s wall | "
+             "ratio (bayesirt cold / row) | leapfrog / draw | ESS per 1k grads | grads/s (est.) | 1 logp+grad CPU ms | "
+             "max R-hat | div. | load before -> after |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for key, label in ROWS.items():
+        r = runs.get(key, {"status": "missing"})
+        if r.get("status") != "ok":
+            lines.append(f"| {label} | {str(r.get('status')).upper()}: {r.get('error', '')} |" + " |" * 12)
+            continue
+        by = r["min_bulk_ess_by_var"]
+        ratio = b["ess_per_wall_s"] / r["ess_per_wall_s"] if b.get("status") == "ok" else None
+        load = r.get("loadavg_before_after", [["?"], ["?"]])
+        lines.append(
+            f"| {label} | {r['min_bulk_ess']:.0f} ({by['theta']:.0f} / {by['discrimination']:.0f} / "
+            f"{by['intercept']:.0f}) | {r['wall_s']:.1f} | {r['compile_s']:.1f} | {r['sample_s']:.1f} | "
+            f"{r['ess_per_wall_s']:.3g} | {_f(ratio, '{:.2f}x')} | {_f(r.get('mean_leapfrog_steps'))} | "
+            f"{_f(r.get('ess_per_1000_gradients'))} | {_f(_grads_per_s(r, cfg['chains'], cfg['draws']), '{:.0f}')} | "
+            f"{_f(r.get('grad_cpu_ms'), '{:.2f}')} | {r['max_rhat']:.3f} | {r['divergences']} | {load[0][0]} -> {load[1][0]} |")
+    lines += ["", "min bulk ESS: the smallest `arviz.ess(method='bulk')` over every element of theta, discrimination and "
+              "intercept. wall: bayesirt = the whole `fit` call (model build, numba compile, sampling) in a subprocess; "
+              "NumPyro = from the data in memory to the draws in NumPy (XLA compile included); no row counts the "
+              "interpreter's start-up and imports. compile s: bayesirt = build + nutpie compile; NumPyro = XLA compile "
+              "time reported by jax.monitoring. grads/s (est.): chains x kept draws x mean leapfrog steps per kept "
+              "draw x 2 (tuning assumed as long) / sampling s, both chains together; 1 logp+grad CPU ms: one "
+              "thread's CPU time of one evaluation at one point (bayesirt: nutpie's compiled function; NumPyro: "
+              "jax.jit(value_and_grad(potential)), process CPU time), so 2 cores allow at most 2000 / that per "
+              "second. load: 1-min load average (2 CPUs) before and after the row.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="300x1000", help="MODELSxITEMS (default 300x1000)")
+    p.add_argument("--quick", action="store_true", help="smoke test: 50x100, 100 tune + 100 draws")
+    p.add_argument("--draws", type=int, default=500)
+    p.add_argument("--tune", type=int, default=500)
+    p.add_argument("--chains", type=int, default=2)
+    p.add_argument("--seed", type=int, default=20261129, help="data seed and every sampler's seed")
+    p.add_argument("--skip", default="", help=f"comma-separated rows to skip: {', '.join(ROWS)}")
+    p.add_argument("--grad-evals", type=int, default=30, help="evaluations per logp + gradient timing")
+    p.add_argument("--peer-timeout", type=float, default=3 * 3600, help="seconds per NumPyro run")
+    p.add_argument("--reinstall-peer", action="store_true", help="delete and re-create the NumPyro venv first")
+    p.add_argument("--render", action="store_true", help="only re-render the Markdown from the existing --out JSON")
+    p.add_argument("--out", type=Path, default=HERE / "results" / "nuts_numpyro.json")
+    args = p.parse_args(argv)
+    if args.render:
+        result = json.loads(args.out.read_text())
+        result["benchmark_rows"] = make_rows(result)
+        write_results(args.out, result, markdown, echo=True)
+        return 0
+    if args.quick:
+        args.size, args.draws, args.tune = "50x100", 100, 100
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if skip - set(ROWS):
+        p.error(f"unknown rows in --skip: {', '.join(sorted(skip - set(ROWS)))}")
+    models, items = parse_size(args.size)
+
+    import pymc  # noqa: F401  (imported before anything is timed)
+
+    from bayesirt.data import simulate_pl
+
+    date, load_start = time.strftime("%Y-%m-%dT%H:%M:%S%z"), _load()
+    command = " ".join([".venv/bin/python", "benchmarks/nuts_numpyro.py", *(argv if argv is not None else sys.argv[1:])])
+    print("--- NumPyro venv ...", flush=True)
+    peer = ensure_peer_venv(args.reinstall_peer)
+    print(f"--- NumPyro venv: {'ok' if peer['ok'] else 'FAILED: ' + str(peer.get('reason'))} {peer.get('versions') or ''}",
+          flush=True)
+    responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=args.seed)
+    workdir = Path(tempfile.mkdtemp(prefix="nuts_numpyro_"))
+
+    def bayesirt_row(warm: bool):
+        def run():
+            args.warm_cache = warm
+            row = run_in_worker("bayesirt", models, items, args, workdir)
+            return row | {"grad_cpu_ms": bayesirt_gradient_ms(responses, args.grad_evals)} if warm else row
+        return run
+
+    runners = {"bayesirt_cold": bayesirt_row(False), "bayesirt_warm": bayesirt_row(True),
+               "numpyro_reparam": lambda: run_numpyro("reparam", responses, truth, args, peer, workdir),
+               "numpyro_naive": lambda: run_numpyro("naive", responses, truth, args, peer, workdir)}
+    runs = {}
+    try:
+        for key, label in ROWS.items():
+            if key in skip:
+                runs[key] = {"status": "skipped"}
+                continue
+            print(f"--- {label} ...", flush=True)
+            l0 = _load()
+            try:
+                r = {"status": "ok"} | runners[key]()
+            except Exception as e:  # noqa: BLE001 (a failing row is reported, never dropped)
+                traceback.print_exc()
+                r = {"status": "failed", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
+            r["loadavg_before_after"] = [l0, _load()]
+            print(f"--- {label}: { {k: v for k, v in r.items() if not isinstance(v, (dict, list))} }", flush=True)
+            runs[key] = r
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if runs.get("bayesirt_cold", {}).get("status") == "ok" and runs.get("bayesirt_warm", {}).get("grad_cpu_ms"):
+        runs["bayesirt_cold"]["grad_cpu_ms"] = runs["bayesirt_warm"]["grad_cpu_ms"]  # the same compiled function
+    result = {"command": command, "date": date, "machine": machine(), "versions": versions(PACKAGES),
+              "bayesirt_source": source_state(), "peer_venv": peer, "loadavg_start": load_start, "loadavg_end": _load(),
+              "config": {"models": models, "items": items, "draws": args.draws, "tune": args.tune,
+                         "chains": args.chains, "seed": args.seed, "quick": args.quick, "skip": sorted(skip)},
+              "runs": runs}
+    result["benchmark_rows"] = make_rows(result)
+    write_results(args.out, result, markdown, echo=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
