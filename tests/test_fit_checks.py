@@ -13,6 +13,8 @@ from scipy.stats import spearmanr
 from bayesirt.data import make_responses, simulate_pl
 from bayesirt.frequentist import fit_mml
 from bayesirt.jobs.fit import run_fit_job
+from bayesirt.safety import fit_checks as fit_checks_module
+from bayesirt.safety import personfit as personfit_module
 from bayesirt.safety.fit_checks import LZ_CUTOFF, fit_checks, item_fit, point_estimates
 from bayesirt.safety.personfit import lz_statistics
 
@@ -157,3 +159,22 @@ def test_fit_job_reports_the_planted_misfit(planted, tmp_path):
     assert all(f"| {m} |" in section for m in PLANTED) and f"| {AGAINST} |" in section
     assert "Spearman correlation of ability" in section and "Read with the fit checks below" in report
     assert report.index("## Model ranking") < report.index("## Fit checks")
+
+
+def test_blocks_of_items_and_models_give_the_one_pass_numbers(monkeypatch):
+    """item_fit (two passes over item blocks) and lz_statistics (model blocks) hold a block, not the
+    matrix, at leaderboard size; with blocks forced small they equal the one-pass numbers."""
+    ds, truth = simulate_pl("2pl", n_items=37, n_models=53, seed=11)
+    y = ds["responses"].values.copy()
+    y[np.random.default_rng(0).random(y.shape) < 0.2] = -1
+    est = {"theta": truth["theta"].values, "discrimination": truth["discrimination"].values,
+           "intercept": truth["intercept"].values, "guessing": np.zeros(37), "slip": np.zeros(37)}
+    whole_items = item_fit(y, est)
+    whole_lz = lz_statistics(y, est["theta"], est["discrimination"], est["intercept"])
+    monkeypatch.setattr(fit_checks_module, "BLOCK_CELLS", 4 * 53)  # blocks of 4 items, the last of 1
+    monkeypatch.setattr(personfit_module, "LZ_BLOCK_CELLS", 5 * 37)  # blocks of 5 models, the last of 3
+    blocked_items = item_fit(y, est)
+    blocked_lz = lz_statistics(y, est["theta"], est["discrimination"], est["intercept"])
+    np.testing.assert_allclose(blocked_items.to_numpy(float), whole_items.to_numpy(float), rtol=1e-12, atol=1e-15)
+    for name in ("l0", "expected", "variance", "lz", "lz_star"):
+        np.testing.assert_allclose(getattr(blocked_lz, name), getattr(whole_lz, name), rtol=1e-12, atol=1e-14)

@@ -7,7 +7,7 @@ import numpy as np
 from bayesirt.frequentist.mml_model import (ItemParameters, ResponsePatterns, log_probabilities, pattern_log_likelihood,
                                             probability_gradient)
 
-__all__ = ["EAP_POINTS", "eap_abilities", "map_abilities"]
+__all__ = ["EAP_POINTS", "MAP_BLOCK_CELLS", "eap_abilities", "map_abilities"]
 
 
 #: Points of the dense grid on which EAP abilities are integrated (see eap_abilities).
@@ -30,9 +30,26 @@ def eap_abilities(data: ResponsePatterns, par: ItemParameters, mu: float, sd: fl
     return eap, np.sqrt(np.maximum(weight @ nodes**2 - eap**2, 0.0))
 
 
+#: Cells (items x models) of one block of :func:`map_abilities`: its Fisher scoring holds a few float64
+#: arrays of a block's size (about 30 bytes a cell), so a block takes ~120 MB whatever the matrix.
+MAP_BLOCK_CELLS = 4_000_000
+
+
 def map_abilities(data: ResponsePatterns, par: ItemParameters, mu: float, sd: float, start: np.ndarray):
     """MAP abilities by Fisher scoring with step halving, vectorized over the models not yet
-    converged; SE = 1 / sqrt(test information + 1 / sd^2)."""
+    converged; SE = 1 / sqrt(test information + 1 / sd^2). Each model's iterations depend on its
+    own responses only, so blocks of models (:data:`MAP_BLOCK_CELLS`) give the numbers of one pass
+    (up to rounding), in memory bounded by the block."""
+    th, se = start.astype(float, copy=True), np.empty(start.size)
+    block = max(1, MAP_BLOCK_CELLS // max(1, data.y1.shape[0]))
+    for lo in range(0, start.size, block):
+        cols = slice(lo, lo + block)
+        th[cols], se[cols] = _map_block(data.y1[:, cols], data.y0[:, cols], par, mu, sd, th[cols])
+    return th, se
+
+
+def _map_block(y1_all, y0_all, par: ItemParameters, mu: float, sd: float, start: np.ndarray):
+    """:func:`map_abilities` of the models whose response counts are the columns of ``y1_all``, ``y0_all``."""
     def terms(th, y1, y0):
         p, q, dp = probability_gradient(par, th)
         dth = dp[:, :, 1] * par.a[:, None]
@@ -45,7 +62,7 @@ def map_abilities(data: ResponsePatterns, par: ItemParameters, mu: float, sd: fl
 
     th, act = start.copy(), np.arange(start.size)
     for _ in range(100):
-        y1, y0, x = data.y1[:, act], data.y0[:, act], th[act]
+        y1, y0, x = y1_all[:, act], y0_all[:, act], th[act]
         cur = logpost(x, y1, y0)
         grad, info = terms(x, y1, y0)
         step, t = np.clip(grad / info, -2, 2), np.ones_like(x)
@@ -59,4 +76,4 @@ def map_abilities(data: ResponsePatterns, par: ItemParameters, mu: float, sd: fl
         act = act[np.abs(t * step) > 1e-8]
         if act.size == 0:
             break
-    return th, 1 / np.sqrt(terms(th, data.y1, data.y0)[1])
+    return th, 1 / np.sqrt(terms(th, y1_all, y0_all)[1])

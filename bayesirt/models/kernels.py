@@ -34,7 +34,7 @@ from pytensor.graph.op import Op
 from numba import literal_unroll, types
 from numba.extending import intrinsic
 
-__all__ = ["LogisticLoglik", "logistic_loglik", "loglik_and_gradient"]
+__all__ = ["LogisticLoglik", "logistic_loglik", "loglik_and_gradient", "exp_taylor", "LOG2E", "LN2_HI", "LN2_LO"]
 
 # No fast-math flags: with them (PyTensor's set, "contract" and "reassoc" among them) LLVM may round
 # differently depending on where the kernel is inlined, and a fit compiled from scratch (its IR inlined
@@ -48,8 +48,8 @@ _LOW, _HIGH = -700.0, 36.0
 #: Logs per row: softplus summed as the log of products of this many factors 1 + exp(eta), each at
 #: most 1 + exp(36) = 4.3e15, so a product stays below 1e251.
 _LOG_BLOCK = 16
-_LOG2E = 1.4426950408889634
-_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # fdlibm's split of log(2)
+LOG2E = 1.4426950408889634
+LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # fdlibm's split of log(2)
 
 
 @intrinsic
@@ -69,7 +69,7 @@ _EXP_COEFFICIENTS = tuple(1.0 / math.factorial(j) for j in range(13, -1, -1))
 
 
 @numba.njit(inline="always")
-def _exp_taylor(f):
+def exp_taylor(f):
     """exp(f) for |f| <= log(2) / 2, degree-13 Taylor polynomial (truncation below 1e-17), by Horner's rule."""
     p = _EXP_COEFFICIENTS[0]
     for coefficient in literal_unroll(_EXP_COEFFICIENTS[1:]):
@@ -110,8 +110,8 @@ def _row_kernel(u, v, w, z, y):
             x = _fma(ur, vv[c], wr + zz[c])
             eta[c] = x
             clipped = min(max(x, _LOW), _HIGH)
-            k = np.floor(_fma(clipped, _LOG2E, 0.5))
-            e[c] = _exp_taylor(_fma(-k, _LN2_LO, _fma(-k, _LN2_HI, clipped)))
+            k = np.floor(_fma(clipped, LOG2E, 0.5))
+            e[c] = exp_taylor(_fma(-k, LN2_LO, _fma(-k, LN2_HI, clipped)))
             bits[c] = (np.int64(k) + 1023) << 52  # 2^k
         su = 0.0
         sw = 0.0

@@ -47,7 +47,7 @@ from scipy.stats import norm, rankdata, spearmanr
 from bayesirt.data.responses import MISSING
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics, misfit_spread
 
-__all__ = ["LZ_CUTOFF", "ITEM_MS_RANGE", "ITEM_RMSD", "point_estimates", "item_fit", "rank_disagreement",
+__all__ = ["LZ_CUTOFF", "ITEM_MS_RANGE", "ITEM_RMSD", "BLOCK_CELLS", "point_estimates", "item_fit", "rank_disagreement",
            "fit_checks"]
 
 #: Person fit: a model is named when l_z lies below this (the standard normal 1% point).
@@ -60,6 +60,8 @@ _NODES = 61
 _FPR = 0.1
 _PARAMS = (("discrimination", 1.0), ("intercept", 0.0), ("guessing", 0.0), ("slip", 0.0))
 _TINY = 1e-12
+#: Cells (items x models) of one block of :func:`item_fit`: a few float64 arrays of a block's size.
+BLOCK_CELLS = 4_000_000
 
 
 def point_estimates(posterior: xr.Dataset) -> dict[str, np.ndarray]:
@@ -84,19 +86,38 @@ def _curves(est: dict, theta: np.ndarray) -> np.ndarray:
 def item_fit(y: np.ndarray, est: dict, *, prior_mean: float = 0.0, prior_sd: float = 1.0) -> pd.DataFrame:
     """``rmsd`` of each item's characteristic curve (posterior pseudo-counts on a 61-node grid of
     ``Normal(prior_mean, prior_sd)``), ``infit`` and ``outfit`` mean squares at the point
-    abilities and ``n_observed``; rows in ``y``'s order (items x models, ``-1`` missing)."""
-    obs = (y != MISSING).astype(float)
-    hit = (y == 1).astype(float)
+    abilities and ``n_observed``; rows in ``y``'s order (items x models, ``-1`` missing).
+
+    Two passes over blocks of items (:data:`BLOCK_CELLS`): the models' grid log-likelihoods summed
+    over the blocks, then each block's statistics, so memory is bounded by a block, not the matrix."""
     x, w = hermegauss(_NODES)
     nodes = prior_mean + prior_sd * x
-    p_nodes = _curves(est, nodes)
-    loglik = hit.T @ np.log(p_nodes) + (obs - hit).T @ np.log1p(-p_nodes)  # (models, nodes)
+    step = max(1, BLOCK_CELLS // max(1, y.shape[1]))
+    blocks = [slice(lo, lo + step) for lo in range(0, y.shape[0], step)]
+    loglik = np.zeros((y.shape[1], _NODES))  # (models, nodes)
+    for rows in blocks:
+        obs, hit = (y[rows] != MISSING).astype(float), (y[rows] == 1).astype(float)
+        p_nodes = _curves(_rows(est, rows), nodes)
+        loglik += hit.T @ np.log(p_nodes) + (obs - hit).T @ np.log1p(-p_nodes)
     post = np.exp(log_softmax(loglik + np.log(w / w.sum()), axis=1))
+    return pd.concat([_item_block(y[rows], _rows(est, rows), est["theta"], nodes, post) for rows in blocks],
+                     ignore_index=True)
+
+
+def _rows(est: dict, rows: slice) -> dict:
+    """The item parameters of ``est`` for the items ``rows``."""
+    return {name: est[name][rows] for name, _ in _PARAMS}
+
+
+def _item_block(y, est, theta, nodes, post) -> pd.DataFrame:
+    """:func:`item_fit`'s statistics of the items (rows) of ``y``, given the models' grid posteriors ``post``."""
+    obs, hit = (y != MISSING).astype(float), (y == 1).astype(float)
+    p_nodes = _curves(est, nodes)
     weight = obs @ post  # N_ig
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = (hit @ post) / weight
         rmsd = np.sqrt(np.where(weight > 0, weight * (curve - p_nodes) ** 2, 0.0).sum(axis=1) / weight.sum(axis=1))
-    p = _curves(est, est["theta"])
+    p = _curves(est, theta)
     resid = np.where(obs > 0, hit - p, 0.0)
     n = obs.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
