@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.files import NA_TOKENS, check_text, printable, reading
+from bayesirt.data.files import NA_TOKENS, printable, read_string_table, reading
 from bayesirt.data.reading import shown_ids
 from bayesirt.errors import DataError
 
@@ -56,11 +56,8 @@ def _text(code: float) -> str:
 def read_key(path: str | os.PathLike[str]) -> dict[str, str]:
     """The answer key at ``path``: ``{item id: correct option}`` (options as in :func:`score_answers`)."""
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"no answer key at {p}; give a CSV with columns item_id,key (one row per item)")
+    table = read_string_table(p, f"no answer key at {p}; give a CSV with columns item_id,key (one row per item)")
     with reading(p):
-        check_text(p)
-        table = pd.read_csv(p, dtype=str, keep_default_na=False, encoding="utf-8-sig")
         found = [next((c for c in names if c in table.columns), None) for names in KEY_COLUMNS]
         if None in found:
             raise DataError(f"answer key {p} needs the columns item_id and key (has {list(table.columns)[:6]}); "

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from bayesirt.errors import DataError
 
 __all__ = ["TEXT_SUFFIXES", "NA_TOKENS", "NPZ_MAGIC", "reading", "parsing", "printable", "one_line", "existing",
-           "check_text", "np_load"]
+           "read_string_table", "check_text", "np_load"]
 
 
 TEXT_SUFFIXES = {".csv": ",", ".tsv": "\t", ".txt": None}
@@ -88,6 +89,16 @@ def existing(path: str | os.PathLike[str]) -> Path:
     if not (p := Path(path)).exists():
         raise DataError(f"no such file or folder: {p}; check the path")
     return p
+
+
+def read_string_table(path: Path, missing: str) -> pd.DataFrame:
+    """The text table at ``path`` with every cell a string ('' where empty); ``missing``: the
+    DataError message when there is no file at ``path``."""
+    if not path.is_file():
+        raise DataError(missing)
+    with reading(path):
+        check_text(path)
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
 
 
 def check_text(path: Path) -> None:

@@ -18,7 +18,7 @@ import xarray as xr
 
 from bayesirt.data.arrays import MATRIX_KEYS, read_npy
 from bayesirt.data.datasets import DATASETS, load_dataset
-from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, reading
+from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, read_string_table, reading
 from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
 from bayesirt.data.layout import ORIENTATIONS
 from bayesirt.data.long import has_long_header, read_long
@@ -131,11 +131,7 @@ def attach_metadata(responses: xr.Dataset, path: str | os.PathLike[str], dim: st
     """
     id_col, columns = _METADATA[dim]
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"no {dim} metadata file at {p}; give a CSV with column {id_col!r}")
-    with reading(p):
-        check_text(p)
-        table = pd.read_csv(p, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    table = read_string_table(p, f"no {dim} metadata file at {p}; give a CSV with column {id_col!r}")
     if id_col not in table.columns:
         raise DataError(f"{p}: missing column {id_col!r} (has {list(table.columns)}); add it")
     supplied = [c for c in columns if c in table.columns]

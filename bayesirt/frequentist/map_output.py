@@ -13,7 +13,6 @@ builds ``items.csv`` / ``models.csv`` with the columns of
 from __future__ import annotations
 
 import json
-from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 import pandas as pd
@@ -23,6 +22,7 @@ from scipy.stats import norm
 from bayesirt.data.responses import to_observed_data
 from bayesirt.frequentist.mml import MMLResult
 from bayesirt.inference.summaries import item_table, model_table
+from bayesirt.utils.outputs import package_versions
 
 __all__ = ["MAP_COLUMNS", "map_tree", "map_tables"]
 
@@ -44,16 +44,6 @@ MAP_COLUMNS = {
     "information": "Fisher information at the MAP item parameters averaged over the models' MAP abilities",
 }
 _VERSIONED = ("bayesirt", "numpy", "scipy", "xarray", "pandas")
-
-
-def _versions() -> dict:
-    out = {}
-    for pkg in _VERSIONED:
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def map_tree(result: MMLResult, responses: xr.Dataset, *, settings: dict, timings: dict) -> xr.DataTree:
@@ -87,7 +77,7 @@ def map_tree(result: MMLResult, responses: xr.Dataset, *, settings: dict, timing
     tree = xr.DataTree.from_dict(groups)
     tree.attrs = {**mml.attrs, "bayesirt_spec_name": spec.name, "bayesirt_spec_kind": spec.kind,
                   "bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings),
-                  "bayesirt_versions": json.dumps(_versions()),
+                  "bayesirt_versions": json.dumps(package_versions(_VERSIONED)),
                   "bayesirt_data_name": str(responses.attrs.get("name", "")),
                   "bayesirt_estimates": "posterior holds the marginal MAP estimates as one draw (not a posterior); "
                                         "items and abilities hold them with their standard errors"}

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from contextlib import contextmanager
 from importlib import import_module
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +35,7 @@ from bayesirt.models.logistic import build_logistic, log_likelihood_group
 from bayesirt.models.mirt import align_signs, build_mirt
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.options import declare, option
+from bayesirt.utils.outputs import package_versions
 from bayesirt.utils.validation import check_choice, check_int
 
 __all__ = ["fit", "sample_model"]
@@ -228,7 +227,7 @@ def fit(
         "bayesirt_settings": json.dumps(json.loads(tree.attrs["bayesirt_settings"])
                                         | ({"thin": thin} if thin > 1 else {})
                                         | ({"advi_batch_size": advi_batch_size} if advi_batch_size else {})),
-        "bayesirt_versions": json.dumps(_versions()),
+        "bayesirt_versions": json.dumps(package_versions(_PACKAGES)),
         "bayesirt_timings": json.dumps({k: round(v, 3) for k, v in timings.items()}),
         "bayesirt_data_name": str(responses.attrs.get("name", "")),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -407,13 +406,3 @@ def _map(pm_model, seed, progress, timings, tolerance=None) -> xr.DataTree:
     coords = {d: np.asarray(pm_model.coords[d]) for n in names for d in dims.get(n, ())
               if pm_model.coords.get(d) is not None}
     return xr.DataTree.from_dict({"posterior": xr.Dataset(data, coords={"chain": [0], "draw": [0], **coords})})
-
-
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in _PACKAGES:
-        try:
-            out[pkg] = version(pkg)
-        except Exception:  # noqa: BLE001 (a missing optional package is recorded, not fatal)
-            out[pkg] = "not installed"
-    return out

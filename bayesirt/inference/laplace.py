@@ -39,9 +39,7 @@ and every NUTS posterior mean lay inside the Laplace 90% interval.
 from __future__ import annotations
 
 import json
-import platform
 import time
-from importlib.metadata import version
 
 import numpy as np
 import xarray as xr
@@ -51,6 +49,7 @@ from bayesirt.errors import ConfigError, DataError
 from bayesirt.inference.laplace_kernel import find_mode, joint_draws
 from bayesirt.models.logistic import log_likelihood_group
 from bayesirt.models.specs import IRTSpec, MIRTSpec
+from bayesirt.utils.outputs import package_versions
 from bayesirt.utils.progress import progress_bar
 
 __all__ = ["laplace_fit", "laplace_prior", "MAX_MODELS"]
@@ -130,7 +129,7 @@ def laplace_fit(responses: xr.Dataset, spec: IRTSpec | MIRTSpec, *, draws: int, 
     result.attrs = {
         "bayesirt_spec_name": spec.name, "bayesirt_spec_kind": spec.kind, "bayesirt_spec_source": spec.source,
         "bayesirt_spec_text": spec.text, "bayesirt_settings": json.dumps(settings),
-        "bayesirt_versions": json.dumps(_versions()),
+        "bayesirt_versions": json.dumps(package_versions(_PACKAGES)),
         "bayesirt_timings": json.dumps({k: round(v, 3) for k, v in timings.items()}),
         "bayesirt_data_name": str(responses.attrs.get("name", "")),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -141,13 +140,3 @@ def laplace_fit(responses: xr.Dataset, spec: IRTSpec | MIRTSpec, *, draws: int, 
         "laplace_observed_cells": int((y != MISSING).sum()),
     }
     return result
-
-
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in _PACKAGES:
-        try:
-            out[pkg] = version(pkg)
-        except Exception:  # noqa: BLE001 (a missing optional package is recorded, not fatal)
-            out[pkg] = "not installed"
-    return out

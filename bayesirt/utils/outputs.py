@@ -12,12 +12,14 @@ import glob
 import json
 import math
 import os
+import platform
 import shutil
 import socket
 import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ import xarray as xr
 
 from bayesirt.errors import OutputError
 
-__all__ = ["staged_output", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
+__all__ = ["package_versions", "staged_output", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
            "write_json", "to_json", "COMPRESSION"]
 
 #: Encoding of every numeric variable of every NetCDF file bayesirt writes: zlib after the HDF5
@@ -225,3 +227,15 @@ def to_json(payload, *, indent: int | None = 2) -> str:
 def write_json(path: str | os.PathLike, payload) -> Path:
     """Write ``payload`` to ``path`` as indented JSON (:func:`to_json`), atomically."""
     return write_text_atomic(path, to_json(payload) + "\n")
+
+
+def package_versions(packages) -> dict[str, str]:
+    """``{"python": ..., package: version}`` for a fit's provenance (``bayesirt_versions``); a package
+    that is not installed is recorded as such."""
+    out = {"python": platform.python_version()}
+    for pkg in packages:
+        try:
+            out[pkg] = version(pkg)
+        except Exception:  # noqa: BLE001 (a missing optional package is recorded, not fatal)
+            out[pkg] = "not installed"
+    return out
