@@ -194,8 +194,7 @@ def test_map_figures_name_the_point_estimates_and_wald_intervals(lsat6_map):
     curves = item_curves_figure(tree, items, ci=0.9)
     labels = [t.get_text() for t in curves.axes[0].get_legend().get_texts()]
     assert "at the MAP estimates" in labels and not any("credible" in t for t in labels)
-    assert not curves.axes[0].collections or all(len(c.get_paths()) == 0 or "band" not in (c.get_label() or "")
-                                                 for c in curves.axes[0].collections)
+    assert not curves.axes[0].collections and not curves.axes[1].collections  # no band (fill_between) drawn
     forest = ability_forest_figure(models, ci=0.9, interval="Wald")
     assert "90% Wald intervals" in forest._suptitle.get_text()
     assert "credible" not in forest._suptitle.get_text()
