@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from bayesirt.data.responses import MISSING
@@ -207,7 +208,7 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
     compiled = nutpie.compiled_pyfunc.from_pyfunc(
         n_dim, lambda: logp, lambda seed1, seed2, chain: expand, [np.dtype("float64")] * len(names),
         [shapes[n] for n in names], names,
-        coords={"item": responses["item"].values, "model": responses["model"].values},
+        coords={"item": pd.Index(responses["item"].values), "model": pd.Index(responses["model"].values)},
         dims={n: dims[n] for n in names}, make_initial_point_fn=initial_point,
     )
     return DirectModel(compiled, names)
