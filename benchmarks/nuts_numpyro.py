@@ -1,7 +1,7 @@
 """Side-by-side benchmark: bayesirt's NUTS 2PL vs NumPyro (CPU), same data, priors, chains and draws.
 
-One simulated, complete 2PL matrix (``bayesirt.data.simulate_pl("2pl", ...)``, default 300 models x
-1,000 items, seed 20261129), the priors of ``models/2pl.toml`` (theta ~ N(0, 1), a ~ LogNormal(0, 0.5),
+One simulated, complete 2PL matrix per seed (``bayesirt.data.simulate_pl("2pl", ...)``, default 300
+models x 1,000 items, seeds 20261129, 20261130, 20261131: ``--seeds 3``), the priors of ``models/2pl.toml`` (theta ~ N(0, 1), a ~ LogNormal(0, 0.5),
 d ~ N(0, 2)), 2 chains x (500 tune + 500 draws) for every row, run back to back in one invocation:
 
   * ``bayesirt cold``    -- ``fit(responses, "2pl", method="nuts")`` (nutpie + the fused numba kernel) in a
@@ -27,12 +27,15 @@ second, max R-hat, divergences, mean leapfrog steps per kept draw, ESS per 1,000
 evaluations per sampling second (estimated as chains x kept draws x mean leapfrog steps x 2 / sampling
 s: the kept draws' trajectories stand for the tuning ones), and the CPU ms of one logp + gradient of
 each implementation at one point (one thread, median of ``--grad-evals``) -- the machine's limit for
-that implementation is 2 cores / that cost. Ratio: bayesirt cold ESS/s / NumPyro ESS/s (> 1: bayesirt
-better). The 1-minute load average is recorded before and after every row.
+that implementation is 2 cores / that cost. Every row runs once per seed (the seed draws the data and
+seeds the sampler); the min bulk ESS of one run varies by a factor up to 2 between seeds, so the
+summary pools them: ESS/s = (sum of min bulk ESS over seeds) / (sum of wall seconds), and the ratio is
+bayesirt cold's pooled ESS/s / the row's (> 1: bayesirt better), with each seed's own ratio beside it.
+The 1-minute load average is recorded before and after every run.
 
 Usage::
 
-    python benchmarks/nuts_numpyro.py                                   # 300x1000, 500 + 500, 2 chains
+    python benchmarks/nuts_numpyro.py                                   # 300x1000, 500 + 500, 2 chains, 3 seeds
     python benchmarks/nuts_numpyro.py --quick --out /tmp/nuts_numpyro_quick.json   # 50x100, 100 + 100
     python benchmarks/nuts_numpyro.py --render                          # re-render the Markdown
 """
@@ -237,10 +240,15 @@ def make_rows(result: dict) -> list[dict]:
     cfg, runs = result["config"], result["runs"]
     b = runs.get("bayesirt_cold", {})
     b_ok = b.get("status") == "ok"
-    data_size = (f"{cfg['models']:,} models x {cfg['items']:,} items (simulated 2PL, complete, seed {cfg['seed']}); "
-                 f"{cfg['chains']} chains x ({cfg['tune']} tune + {cfg['draws']} draws)")
-    b_fig = (f"{b['ess_per_wall_s']:.3g} ESS/s wall incl. compile from empty caches: min bulk ESS "
-             f"{b['min_bulk_ess']:.0f} in {b['wall_s']:.1f} s ({b['compile_s']:.1f} compile)") if b_ok else "—"
+    seeds = cfg.get("seeds", [cfg["seed"]])
+    data_size = (f"{cfg['models']:,} models x {cfg['items']:,} items (simulated 2PL, complete, seeds "
+                 f"{', '.join(map(str, seeds))}); {cfg['chains']} chains x ({cfg['tune']} tune + {cfg['draws']} draws)")
+
+    def figure(r, what):
+        return (f"{r['ess_per_wall_s']:.3g} ESS/s wall incl. compile{what}, pooled over {len(seeds)} seeds: min bulk "
+                f"ESS {r['min_bulk_ess']:.0f} in {r['wall_s']:.1f} s ({r['compile_s']:.1f} compile)")
+
+    b_fig = figure(b, " from empty caches") if b_ok else "—"
     pv = (result.get("peer_venv") or {}).get("versions") or {}
     rows = []
     for key in ("numpyro_reparam", "numpyro_naive"):
@@ -252,9 +260,10 @@ def make_rows(result: dict) -> list[dict]:
             task="2PL posterior sampling, NUTS vs NumPyro on CPU (min bulk ESS per second)", data_size=data_size,
             bayesirt=b_fig, peer=f"NumPyro {pv.get('numpyro', '?')} / JAX {pv.get('jax', '?')}, CPU defaults "
                                  f"(float32, diagonal mass matrix), {ROWS[key]} (own venv {PEER_VENV.name})",
-            peer_figure=(f"{r['ess_per_wall_s']:.3g} ESS/s wall incl. compile: min bulk ESS {r['min_bulk_ess']:.0f} in "
-                         f"{r['wall_s']:.1f} s ({r['compile_s']:.1f} compile)") if ok else "—",
-            ratio=ratio, ratio_meaning="bayesirt (empty caches) ESS/s / NumPyro ESS/s, wall incl. compile",
+            peer_figure=figure(r, "") if ok else "—",
+            ratio=ratio, ratio_meaning="bayesirt (empty caches) ESS/s / NumPyro ESS/s, wall incl. compile, each "
+                                       "pooled over the seeds (sum of min bulk ESS / sum of wall s); per seed: "
+                                       + ", ".join(f"{x:.2f}" for x in r.get("ratio_by_seed", []) if x is not None),
             target=f"bayesirt >= {TARGET_RATIO:g}x NumPyro with the same reparameterization" if is_target else
             "none for this row (ratio reported)",
             target_met=None if not is_target or ratio is None else bool(ratio >= TARGET_RATIO),
@@ -263,6 +272,60 @@ def make_rows(result: dict) -> list[dict]:
             status="ok" if ok and b_ok else str(r.get("error") or b.get("error") or r.get("status")),
             command=result["command"], date=result["date"], machine_description=result["machine"]))
     return rows
+
+
+def _table(runs: dict, b: dict, cfg: dict, seed) -> list[str]:
+    """Markdown table lines (header, rule, one line per row of ROWS) of ``runs`` against bayesirt cold ``b``."""
+    lines = ["| run | min bulk ESS (theta / a / d) | wall s incl. compile | compile s | sampling s | ESS/s wall | "
+             "ratio (bayesirt cold / row) | leapfrog / draw | ESS per 1k grads | grads/s (est.) | 1 logp+grad CPU ms | "
+             "max R-hat | div. | load before -> after |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for key, label in ROWS.items():
+        if key not in runs:
+            continue
+        r = runs[key]
+        if r.get("status") != "ok":
+            lines.append(f"| {label} | {str(r.get('status')).upper()}: {r.get('error', '')} |" + " |" * 12)
+            continue
+        by = r["min_bulk_ess_by_var"]
+        ratio = b["ess_per_wall_s"] / r["ess_per_wall_s"] if b.get("status") == "ok" else None
+        load = r.get("loadavg_before_after", [["?"], ["?"]]) if seed is not None else [["-"], ["-"]]
+        lines.append(
+            f"| {label} | {r['min_bulk_ess']:.0f} ({by['theta']:.0f} / {by['discrimination']:.0f} / "
+            f"{by['intercept']:.0f}) | {r['wall_s']:.1f} | {r['compile_s']:.1f} | {r['sample_s']:.1f} | "
+            f"{r['ess_per_wall_s']:.3g} | {_f(ratio, '{:.2f}x')} | {_f(r.get('mean_leapfrog_steps'))} | "
+            f"{_f(r.get('ess_per_1000_gradients'))} | {_f(_grads_per_s(r, cfg['chains'], cfg['draws']), '{:.0f}')} | "
+            f"{_f(r.get('grad_cpu_ms'), '{:.2f}')} | {r['max_rhat']:.3f} | {r['divergences']} | {load[0][0]} -> {load[1][0]} |")
+    return lines
+
+
+def pool(runs_by_seed: dict) -> dict:
+    """Each row's runs over the seeds as one row: sums of min bulk ESS (and of each variable's) and of wall
+    seconds, their ratio as ESS/s; means of compile, sampling, leapfrog steps and gradient cost; the
+    largest R-hat; total divergences; ESS per 1,000 gradients pooled; the ratio to bayesirt cold by seed."""
+    pooled = {}
+    for key in ROWS:
+        rows = [seed_runs[key] for seed_runs in runs_by_seed.values() if key in seed_runs]
+        if not rows:
+            continue
+        bad = [r for r in rows if r.get("status") != "ok"]
+        if bad:
+            pooled[key] = bad[0]
+            continue
+        ess, wall = sum(r["min_bulk_ess"] for r in rows), sum(r["wall_s"] for r in rows)
+        grads = sum(r["min_bulk_ess"] / r["ess_per_1000_gradients"] for r in rows if r.get("ess_per_1000_gradients"))
+        mean = lambda k: float(np.mean([r[k] for r in rows])) if all(r.get(k) is not None for r in rows) else None  # noqa: E731
+        pooled[key] = {
+            "status": "ok", "seeds": len(rows), "min_bulk_ess": ess, "wall_s": wall, "ess_per_wall_s": ess / wall,
+            "min_bulk_ess_by_var": {v: sum(r["min_bulk_ess_by_var"][v] for r in rows) for v in rows[0]["min_bulk_ess_by_var"]},
+            "compile_s": mean("compile_s"), "sample_s": mean("sample_s"), "mean_leapfrog_steps": mean("mean_leapfrog_steps"),
+            "grad_cpu_ms": mean("grad_cpu_ms"), "ess_per_1000_gradients": ess / grads if grads else None,
+            "max_rhat": max(r["max_rhat"] for r in rows), "divergences": sum(r["divergences"] for r in rows),
+            "ess_per_wall_s_by_seed": [r["ess_per_wall_s"] for r in rows],
+            "ratio_by_seed": [(s["bayesirt_cold"]["ess_per_wall_s"] / s[key]["ess_per_wall_s"])
+                              if s.get("bayesirt_cold", {}).get("status") == "ok" and s[key].get("status") == "ok" else None
+                              for s in runs_by_seed.values() if key in s]}
+    return pooled
 
 
 def markdown(result: dict) -> str:
@@ -277,25 +340,17 @@ def markdown(result: dict) -> str:
              "Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + "  ",
              "NumPyro venv: " + ", ".join(f"{k} {v}" for k, v in (result["peer_venv"].get("versions") or {}).items()), "",
              f"{cfg['models']:,} models x {cfg['items']:,} items, {cfg['chains']} chains x ({cfg['tune']} tune + "
-             f"{cfg['draws']} draws), seed {cfg['seed']}.", "",
-             "| run | min bulk ESS (theta / a / d) | wall s incl. compile | compile s | sampling s | ESS/s wall | "
-             "ratio (bayesirt cold / row) | leapfrog / draw | ESS per 1k grads | grads/s (est.) | 1 logp+grad CPU ms | "
-             "max R-hat | div. | load before -> after |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for key, label in ROWS.items():
-        r = runs.get(key, {"status": "missing"})
-        if r.get("status") != "ok":
-            lines.append(f"| {label} | {str(r.get('status')).upper()}: {r.get('error', '')} |" + " |" * 12)
-            continue
-        by = r["min_bulk_ess_by_var"]
-        ratio = b["ess_per_wall_s"] / r["ess_per_wall_s"] if b.get("status") == "ok" else None
-        load = r.get("loadavg_before_after", [["?"], ["?"]])
-        lines.append(
-            f"| {label} | {r['min_bulk_ess']:.0f} ({by['theta']:.0f} / {by['discrimination']:.0f} / "
-            f"{by['intercept']:.0f}) | {r['wall_s']:.1f} | {r['compile_s']:.1f} | {r['sample_s']:.1f} | "
-            f"{r['ess_per_wall_s']:.3g} | {_f(ratio, '{:.2f}x')} | {_f(r.get('mean_leapfrog_steps'))} | "
-            f"{_f(r.get('ess_per_1000_gradients'))} | {_f(_grads_per_s(r, cfg['chains'], cfg['draws']), '{:.0f}')} | "
-            f"{_f(r.get('grad_cpu_ms'), '{:.2f}')} | {r['max_rhat']:.3f} | {r['divergences']} | {load[0][0]} -> {load[1][0]} |")
+             f"{cfg['draws']} draws), seeds {', '.join(map(str, cfg.get('seeds', [cfg['seed']])))}.", "",
+             "Pooled over the seeds (sums of min bulk ESS and of wall seconds; other columns: means over seeds, "
+             "R-hat the largest, divergences the total):", "",
+             *_table(runs, b, cfg, seed=None), "",
+             "Each seed:", ""]
+    by_seed = result.get("runs_by_seed") or {str(cfg["seed"]): runs}
+    header, *seed_rows = _table({}, b, cfg, seed=None)
+    lines += [header.replace("| run |", "| seed | run |"), seed_rows[0].replace("|---|", "|---|---|", 1)]
+    for seed, seed_runs in by_seed.items():
+        lines += [row.replace("| ", f"| {seed} | ", 1) for row in _table(seed_runs, seed_runs.get("bayesirt_cold", {}),
+                                                                         cfg, seed=seed)[2:]]
     lines += ["", "min bulk ESS: the smallest `arviz.ess(method='bulk')` over every element of theta, discrimination and "
               "intercept. wall: bayesirt = the whole `fit` call (model build, numba compile, sampling) in a subprocess; "
               "NumPyro = from the data in memory to the draws in NumPy (XLA compile included); no row counts the "
@@ -315,7 +370,8 @@ def main(argv=None) -> int:
     p.add_argument("--draws", type=int, default=500)
     p.add_argument("--tune", type=int, default=500)
     p.add_argument("--chains", type=int, default=2)
-    p.add_argument("--seed", type=int, default=20261129, help="data seed and every sampler's seed")
+    p.add_argument("--seed", type=int, default=20261129, help="first seed: data seed and every sampler's seed")
+    p.add_argument("--seeds", type=int, default=3, help="runs per row, at seeds --seed, --seed + 1, ... (default 3)")
     p.add_argument("--skip", default="", help=f"comma-separated rows to skip: {', '.join(ROWS)}")
     p.add_argument("--grad-evals", type=int, default=30, help="evaluations per logp + gradient timing")
     p.add_argument("--peer-timeout", type=float, default=3 * 3600, help="seconds per NumPyro run")
@@ -345,8 +401,8 @@ def main(argv=None) -> int:
     peer = ensure_peer_venv(args.reinstall_peer)
     print(f"--- NumPyro venv: {'ok' if peer['ok'] else 'FAILED: ' + str(peer.get('reason'))} {peer.get('versions') or ''}",
           flush=True)
-    responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="nuts_numpyro_"))
+    first_seed, seeds = args.seed, [args.seed + i for i in range(args.seeds)]
 
     def bayesirt_row(warm: bool):
         def run():
@@ -358,31 +414,36 @@ def main(argv=None) -> int:
     runners = {"bayesirt_cold": bayesirt_row(False), "bayesirt_warm": bayesirt_row(True),
                "numpyro_reparam": lambda: run_numpyro("reparam", responses, truth, args, peer, workdir),
                "numpyro_naive": lambda: run_numpyro("naive", responses, truth, args, peer, workdir)}
-    runs = {}
+    runs_by_seed = {}
     try:
-        for key, label in ROWS.items():
-            if key in skip:
-                runs[key] = {"status": "skipped"}
-                continue
-            print(f"--- {label} ...", flush=True)
-            l0 = _load()
-            try:
-                r = {"status": "ok"} | runners[key]()
-            except Exception as e:  # noqa: BLE001 (a failing row is reported, never dropped)
-                traceback.print_exc()
-                r = {"status": "failed", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
-            r["loadavg_before_after"] = [l0, _load()]
-            print(f"--- {label}: { {k: v for k, v in r.items() if not isinstance(v, (dict, list))} }", flush=True)
-            runs[key] = r
+        for seed in seeds:
+            args.seed = seed
+            responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=seed)
+            runs = runs_by_seed[str(seed)] = {}
+            for key, label in ROWS.items():
+                if key in skip:
+                    continue
+                print(f"--- seed {seed}: {label} ...", flush=True)
+                l0 = _load()
+                try:
+                    r = {"status": "ok"} | runners[key]()
+                except Exception as e:  # noqa: BLE001 (a failing row is reported, never dropped)
+                    traceback.print_exc()
+                    r = {"status": "failed", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
+                r["loadavg_before_after"] = [l0, _load()]
+                print(f"--- seed {seed}: {label}: { {k: v for k, v in r.items() if not isinstance(v, (dict, list))} }",
+                      flush=True)
+                runs[key] = r
+            if runs.get("bayesirt_cold", {}).get("status") == "ok" and runs.get("bayesirt_warm", {}).get("grad_cpu_ms"):
+                runs["bayesirt_cold"]["grad_cpu_ms"] = runs["bayesirt_warm"]["grad_cpu_ms"]  # the same compiled function
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if runs.get("bayesirt_cold", {}).get("status") == "ok" and runs.get("bayesirt_warm", {}).get("grad_cpu_ms"):
-        runs["bayesirt_cold"]["grad_cpu_ms"] = runs["bayesirt_warm"]["grad_cpu_ms"]  # the same compiled function
     result = {"command": command, "date": date, "machine": machine(), "versions": versions(PACKAGES),
               "bayesirt_source": source_state(), "peer_venv": peer, "loadavg_start": load_start, "loadavg_end": _load(),
               "config": {"models": models, "items": items, "draws": args.draws, "tune": args.tune,
-                         "chains": args.chains, "seed": args.seed, "quick": args.quick, "skip": sorted(skip)},
-              "runs": runs}
+                         "chains": args.chains, "seed": first_seed, "seeds": seeds, "quick": args.quick,
+                         "skip": sorted(skip)},
+              "runs": pool(runs_by_seed), "runs_by_seed": runs_by_seed}
     result["benchmark_rows"] = make_rows(result)
     write_results(args.out, result, markdown, echo=True)
     return 0

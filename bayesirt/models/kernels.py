@@ -11,9 +11,10 @@ every PyTensor backend calls: nutpie's numba backend inlines it (``numba_funcify
 backend calls it from ``perform``. The graph it replaces (``fused_loglik`` in
 :mod:`bayesirt.models.logistic`, an elementwise softplus and its gradient over the dense matrix)
 makes several passes over the matrix and calls libm's scalar exp/log1p several times per cell;
-this kernel makes one pass, evaluates exp with a polynomial the compiler vectorizes and one log
-per 16 cells (see :func:`loglik_and_gradient`). One logp + gradient of bayesirt's 2PL at 1,000
-items x 300 models: about 1 ms of CPU instead of 7 (``benchmarks/nuts_stan.py --grad-only``). The
+this kernel makes one vectorized pass, evaluates exp with a polynomial and one log per column in
+all (see :func:`_row_kernel`). The kernel alone at 1,000 items x 300 models: 0.55 ms of CPU (median
+of 200 calls), against 1.14 ms for its previous one-log-per-16-cells form, whose division and sums
+did not vectorize, and about 7 ms for the graph (``benchmarks/nuts_stan.py --grad-only``). The
 PyTensor graph stays the oracle: ``tests/test_kernels.py`` compares value and gradient with it.
 
 Only first derivatives are defined (NUTS, ADVI and MAP need no more); asking for a second
@@ -40,16 +41,25 @@ __all__ = ["LogisticLoglik", "logistic_loglik", "loglik_and_gradient", "exp_tayl
 # differently depending on where the kernel is inlined, and a fit compiled from scratch (its IR inlined
 # into nutpie's logp function) gave other draws than the same fit loaded from the caches (object code).
 # Without them every compilation must round as written; the multiply-adds are explicit fused ones
-# (_fma), which is what "contract" bought (a third of the time), now in a fixed place.
+# (_fma), and the sums that must vectorize are written with eight independent accumulators, whose
+# order is fixed (what "reassoc" bought, now in a fixed place). error_model="numpy": numba's default
+# checks every division for a zero divisor, a branch that kept the cell loop from vectorizing.
 #: exp(eta) is evaluated at eta clipped to [_LOW, _HIGH]. Above _HIGH, softplus(eta) = log(1 + exp(_HIGH))
 #: + (eta - _HIGH) and sigmoid(eta) = 1 to double precision (exp(-36) = 2.3e-16); below _LOW both are
 #: below 1e-304. So an exploding trajectory cannot overflow, and 2^k below stays a normal number.
 _LOW, _HIGH = -700.0, 36.0
-#: Logs per row: softplus summed as the log of products of this many factors 1 + exp(eta), each at
-#: most 1 + exp(36) = 4.3e15, so a product stays below 1e251.
-_LOG_BLOCK = 16
+#: Rows between renormalizations of the per-column products of the factors 1 + exp(eta) (each at most
+#: 1 + exp(36) = 4.3e15, so 16 of them times a mantissa below 2 stay below 1e251).
+_RENORM_ROWS = 16
 LOG2E = 1.4426950408889634
 LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # fdlibm's split of log(2)
+_LN2 = 0.6931471805599453
+#: Round-to-integer shifter: fma(x, log2(e), _SHIFT) puts round(x * log2(e)) + 1023 in the low bits of
+#: the mantissa (1.5 * 2^52 plus the exponent bias), so 2^k is that float's bits shifted into the
+#: exponent field: no float-to-integer conversion, which AVX2 lacks for 64-bit integers.
+_SHIFT = 6755399441055744.0 + 1023.0
+_MANTISSA = (1 << 52) - 1
+_EXPONENT_ONE = 1023 << 52
 
 
 @intrinsic
@@ -62,6 +72,30 @@ def _fma(typingctx, x, y, z):
         return builder.fma(*args)
 
     return types.float64(types.float64, types.float64, types.float64), codegen
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The bits of a float64 as an int64 (a register move, not a conversion)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+
+    return types.int64(x), codegen
+
+
+@intrinsic
+def _float(typingctx, i):
+    """The float64 whose bits are the int64 ``i`` (the inverse of _bits)."""
+    if i != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(i), codegen
 
 
 #: 1 / j! for j = 13, 12, ..., 0: the Taylor coefficients of exp, highest first (Horner's order).
@@ -77,78 +111,117 @@ def exp_taylor(f):
     return p
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always")
+def _exp_clipped(x):
+    """exp(min(max(x, _LOW), _HIGH)) as 2^k * exp(f), k = round(x log2 e), f = x - k log 2 by Cody-Waite
+    reduction, exp(f) by :func:`exp_taylor` (relative error below 3e-14), 2^k built from bits: every
+    step vectorizes, where libm's scalar exp would not."""
+    clipped = min(max(x, _LOW), _HIGH)
+    shifted = _fma(clipped, LOG2E, _SHIFT)
+    k = shifted - _SHIFT
+    return exp_taylor(_fma(-k, LN2_LO, _fma(-k, LN2_HI, clipped))) * _float(_bits(shifted) << 52)
+
+
+@numba.njit(inline="always")
+def _dot_and_sum(res, v):
+    """(sum res * v, sum res) over float64 vectors, with eight accumulators in a fixed order."""
+    n = res.size
+    n8 = n - n % 8
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    t0 = t1 = t2 = t3 = t4 = t5 = t6 = t7 = 0.0
+    for c in range(0, n8, 8):
+        s0 = _fma(res[c], v[c], s0)
+        s1 = _fma(res[c + 1], v[c + 1], s1)
+        s2 = _fma(res[c + 2], v[c + 2], s2)
+        s3 = _fma(res[c + 3], v[c + 3], s3)
+        s4 = _fma(res[c + 4], v[c + 4], s4)
+        s5 = _fma(res[c + 5], v[c + 5], s5)
+        s6 = _fma(res[c + 6], v[c + 6], s6)
+        s7 = _fma(res[c + 7], v[c + 7], s7)
+        t0 += res[c]
+        t1 += res[c + 1]
+        t2 += res[c + 2]
+        t3 += res[c + 3]
+        t4 += res[c + 4]
+        t5 += res[c + 5]
+        t6 += res[c + 6]
+        t7 += res[c + 7]
+    dot = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    total = ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7))
+    for c in range(n8, n):
+        dot = _fma(res[c], v[c], dot)
+        total += res[c]
+    return dot, total
+
+
+@numba.njit(inline="always")
+def _renormalize(product, exponent):
+    """Move each product's binary exponent into ``exponent`` (exact: a power of two), leaving a mantissa in [1, 2)."""
+    for c in range(product.size):
+        bits = _bits(product[c])
+        exponent[c] += (bits >> 52) - 1023
+        product[c] = _float((bits & _MANTISSA) | _EXPONENT_ONE)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _row_kernel(u, v, w, z, y):
     """(log-likelihood, gradients with respect to u, v, w, z) for logits eta_rc = u_r * v_c + w_r + z_c
     over the observed cells of the int8 matrix ``y`` (rows r, columns c; negative = missing), in float64.
 
-    Row by row, in three loops over the columns: exp(eta) of the row as 2^k * exp(f) (Cody-Waite
-    reduction, the power of two built from its bits: libm's scalar exp would keep the loop from
-    vectorizing; relative error below 3e-14), which the compiler vectorizes; the residuals and the
-    sums of the gradient (the row sums in column order, as written: no fast-math lets the compiler
-    reorder them); the softplus as the log of products of ``_LOG_BLOCK`` factors (one log per 16
-    cells instead of one per cell). Same speed as with PyTensor's fast-math flags (0.97 against
-    0.96 ms at 1,000 x 300, median CPU time; without the explicit fused multiply-adds 1.29 ms).
+    One vectorized loop per row (exp(eta) by :func:`_exp_clipped`, the residual y - sigmoid(eta)); the
+    gradient's column sums and the log-likelihood's terms accumulate per column,
+    the row sums with eight accumulators (:func:`_dot_and_sum`); the softplus terms log(1 + exp(eta))
+    are summed as the logs of per-column products of the factors 1 + exp(eta), renormalized by their
+    binary exponent every ``_RENORM_ROWS`` rows, so one log per column in all (a log per cell or per
+    16 cells cost as much as the rest of the kernel).
     """
     n_rows, n_cols = y.shape
     gu = np.zeros(n_rows)
     gw = np.zeros(n_rows)
     gv = np.zeros(n_cols)
     gz = np.zeros(n_cols)
-    eta = np.empty(n_cols)
-    e = np.empty(n_cols)
-    factor = np.empty(n_cols)
-    bits = np.empty(n_cols, dtype=np.int64)
-    scale = bits.view(np.float64)
+    linear = np.zeros(n_cols)  # per column: sum of y * eta - (eta - min(eta, _HIGH)) over observed cells
+    product = np.ones(n_cols)
+    exponent = np.zeros(n_cols, dtype=np.int64)
+    res = np.empty(n_cols)
     vv = v.astype(np.float64)
     zz = z.astype(np.float64)
-    total = 0.0
     for r in range(n_rows):
         ur = np.float64(u[r])
         wr = np.float64(w[r])
+        yr = y[r]
         for c in range(n_cols):
             x = _fma(ur, vv[c], wr + zz[c])
-            eta[c] = x
-            clipped = min(max(x, _LOW), _HIGH)
-            k = np.floor(_fma(clipped, LOG2E, 0.5))
-            e[c] = exp_taylor(_fma(-k, LN2_LO, _fma(-k, LN2_HI, clipped)))
-            bits[c] = (np.int64(k) + 1023) << 52  # 2^k
-        su = 0.0
-        sw = 0.0
-        y_eta = 0.0
-        linear = 0.0  # softplus(eta) - softplus(min(eta, _HIGH)) on observed cells
-        for c in range(n_cols):
-            ec = e[c] * scale[c]
-            yrc = y[r, c]
-            observed = 1.0 if yrc >= 0 else 0.0
-            correct = 1.0 if yrc > 0 else 0.0
+            ec = _exp_clipped(x)
+            observed = yr[c] >= 0
+            correct = 1.0 if yr[c] > 0 else 0.0
             one_e = 1.0 + ec
-            factor[c] = one_e if yrc >= 0 else 1.0
-            res = observed * (correct - ec / one_e)  # y - sigmoid(eta) on observed cells
-            y_eta = _fma(correct, eta[c], y_eta)
-            linear = _fma(observed, eta[c] - min(eta[c], _HIGH), linear)
-            su = _fma(res, vv[c], su)
-            sw += res
-            gv[c] = _fma(res, ur, gv[c])
-            gz[c] += res
-        softplus = 0.0
-        for start in range(0, n_cols, _LOG_BLOCK):
-            product = 1.0
-            for c in range(start, min(start + _LOG_BLOCK, n_cols)):
-                product *= factor[c]
-            softplus += np.log(product)
-        total += y_eta - softplus - linear
-        gu[r] = su
-        gw[r] = sw
+            # every value computed, then selected: a call (the fma) inside a conditional branch kept
+            # the loop from vectorizing
+            residual = correct - ec / one_e
+            term = _fma(correct, x, min(x, _HIGH) - x)
+            residual = residual if observed else 0.0
+            res[c] = residual
+            product[c] *= one_e if observed else 1.0
+            linear[c] += term if observed else 0.0
+            gv[c] = _fma(residual, ur, gv[c])
+            gz[c] += residual
+        gu[r], gw[r] = _dot_and_sum(res, vv)
+        if r % _RENORM_ROWS == _RENORM_ROWS - 1:
+            _renormalize(product, exponent)
+    _renormalize(product, exponent)
+    total = 0.0
+    for c in range(n_cols):
+        total += linear[c] - (np.log(product[c]) + exponent[c] * _LN2)
     return total, gu, gv, gw, gz
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def loglik_and_gradient(a, t, d, y, by_model=False):
     """(log-likelihood, d/da, d/dt, d/dd) of the observed cells of ``y`` under eta = a_i * t_m + d_i,
-    computed in float64 and returned in the dtype of ``a``. ``y`` is the (item, model) int8 matrix
-    (negative = missing), or with ``by_model`` its transpose, (model, item), C-contiguous: the loops
-    then run along items, which vectorizes better when models are few (2,854 items x 22 models)."""
+    returned in the dtype of ``a``. ``y`` is the (item, model) int8 matrix (negative = missing), or
+    with ``by_model`` its transpose, (model, item), C-contiguous: the loops then run along items,
+    which vectorizes better when models are few (2,854 items x 22 models)."""
     if by_model:
         total, gt, ga, _, gd = _row_kernel(t, a, np.zeros(t.size), d, y)
     else:
@@ -209,8 +282,8 @@ class LogisticLoglik(Op):
 
 #: The kernel loops along models (rows = items) unless there are fewer models than this: then along
 #: items (rows = models), whose longer rows vectorize better. The kernel alone at 2,854 items x 22
-#: models: 0.26 ms by model, 0.30 ms by item; at 1,000 x 300 and 1,000 x 64 both ways cost the same
-#: (1.20 and 0.26 ms; median CPU time of 60 calls of ``loglik_and_gradient`` on random matrices).
+#: models: 0.14 ms by model, 0.17 ms by item; at 1,000 x 64 0.12 and 0.14 ms, at 1,000 x 300 0.52
+#: and 0.54 ms (median CPU time of 60 calls of ``loglik_and_gradient`` on random matrices).
 BY_MODEL_BELOW = 64
 
 
