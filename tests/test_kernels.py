@@ -124,10 +124,12 @@ def test_kernel_not_used_with_asymptotes_or_minibatches():
 @pytest.mark.parametrize(("method", "sampler", "expected"), [("nuts", "nutpie", True), ("nuts", "pymc", False),
                                                            ("advi", "nutpie", False)])
 def test_fit_asks_for_the_kernel_with_nutpie_only(monkeypatch, method, sampler, expected):
-    """fit builds the model with fused_kernel=True for NUTS with nutpie (its fits run in the fit tests)."""
+    """fit builds the model with fused_kernel=True for NUTS with nutpie (its fits run in the fit tests) when
+    the direct nutpie model (bayesirt.inference.nutpie_direct, which calls the kernel itself) does not apply."""
     import bayesirt.inference.fitting as fitting
 
     seen = {}
+    monkeypatch.setattr(fitting, "direct_eligible", lambda responses, spec: False)
 
     class Stop(Exception):
         pass

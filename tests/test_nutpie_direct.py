@@ -1,0 +1,184 @@
+"""The direct nutpie model (``bayesirt.inference.nutpie_direct``) against its oracle, PyMC's log density
+of ``build_logistic``'s model (the PyTensor graph, ``fused_kernel=False``): value and gradient at random
+unconstrained points for a 2PL, a common slope, a fixed slope and the difficulty parameterization, with
+and without missing cells, with few models (the kernel loops by model) and many; its start; and a fit by
+it against a fit by the PyMC path (same output structure, same posterior means within Monte Carlo error,
+the same draws for the same seed)."""
+
+import json
+
+import arviz as az
+import numpy as np
+import pytest
+
+import bayesirt.inference.fitting as fitting
+from bayesirt.data import simulate_pl
+from bayesirt.inference.nutpie_direct import direct_eligible, direct_model
+from bayesirt.models.kernels import BY_MODEL_BELOW
+from bayesirt.models.logistic import build_logistic
+from bayesirt.models.specs import load_spec, parse_spec
+
+_PRIORS = """
+[priors.theta]
+distribution = "normal"
+mu = 0.3
+sigma = 1.2
+
+[priors.discrimination]
+{discrimination}
+
+[priors.{location}]
+distribution = "normal"
+mu = {location_mu}
+sigma = 1.7
+"""
+#: Specs beyond the built-in 2pl, with hyperparameters away from 0 and 1 so that every constant counts.
+SPECS = {
+    "common slope (rasch)": "rasch",
+    "fixed slope": ("slope-intercept", 'structure = "fixed"\nvalue = 1.3', "intercept", -0.4),
+    "difficulty, item slopes": ("difficulty", 'distribution = "lognormal"\nmu = 0.2\nsigma = 0.6', "difficulty", 0.5),
+    "difficulty, common slope": ("difficulty", 'structure = "common"\ndistribution = "lognormal"\nmu = -0.1\n'
+                                               "sigma = 0.4", "difficulty", -0.2),
+}
+
+
+def _spec(name):
+    if name in ("2pl", "rasch"):
+        return load_spec(name)
+    if name in SPECS and isinstance(SPECS[name], str):
+        return load_spec(SPECS[name])
+    parameterization, discrimination, location, location_mu = SPECS[name]
+    text = f'name = "test"\nparameterization = "{parameterization}"\n' + _PRIORS.format(
+        discrimination=discrimination, location=location, location_mu=location_mu)
+    return parse_spec(text)
+
+
+def _responses(n_items, n_models, missing, seed=0):
+    responses, _ = simulate_pl("2pl", n_items=n_items, n_models=n_models, seed=seed, missing=missing)
+    return responses
+
+
+def _pymc_point(pm_model, x):
+    """PyMC's value variables (in the model's order, the direct model's too) from the flat vector ``x``."""
+    start, point = pm_model.initial_point(), {}
+    k = 0
+    for var in pm_model.value_vars:
+        shape = start[var.name].shape
+        size = int(np.prod(shape))
+        point[var.name] = x[k:k + size].reshape(shape)
+        k += size
+    assert k == x.size
+    return point
+
+
+@pytest.mark.parametrize("name", ["2pl", *SPECS])
+@pytest.mark.parametrize(("n_models", "missing"), [(9, 0.0), (9, 0.15), (BY_MODEL_BELOW + 6, 0.0),
+                                                   (BY_MODEL_BELOW + 6, 0.15)])
+def test_log_density_and_gradient_equal_pymcs(name, n_models, missing):
+    spec, responses = _spec(name), _responses(23, n_models, missing, seed=n_models)
+    assert direct_eligible(responses, spec)
+    model = direct_model(responses, spec)
+    pm_model = build_logistic(responses, spec)  # the PyTensor graph, not the kernel
+    logp, dlogp = pm_model.compile_logp(jacobian=True), pm_model.compile_dlogp(jacobian=True)
+    f = model.compiled._make_logp_func()
+    rng = np.random.default_rng(n_models + int(100 * missing))
+    for scale in (0.3, 1.0, 2.0):
+        x = rng.normal(0.0, scale, model.compiled.n_dim)
+        value, grad = f(x)
+        point = _pymc_point(pm_model, x)
+        assert isinstance(value, float) and grad.dtype == np.float64 and grad.flags.c_contiguous
+        np.testing.assert_allclose(value, logp(point), rtol=1e-9)
+        np.testing.assert_allclose(grad, dlogp(point), rtol=1e-9, atol=1e-9 * np.abs(grad).max())
+
+
+@pytest.mark.parametrize("name", ["2pl", "difficulty, common slope", "fixed slope"])
+def test_start_is_pymcs_support_point_plus_jitter(name):
+    """The start: PyMC's support point in the unconstrained space (that of the location at the jittered
+    start of theta_mean and the slope) plus U(-1, 1) jitter; the same seed gives the same start."""
+    spec, responses = _spec(name), _responses(11, 7, 0.0)
+    model, pm_model = direct_model(responses, spec), build_logistic(responses, spec)
+    support = _pymc_point(pm_model, np.concatenate([np.ravel(v) for v in pm_model.initial_point().values()]))
+    make = model.compiled._make_initial_points
+    x = make(5)
+    np.testing.assert_array_equal(x, make(5))
+    assert not np.array_equal(x, make(6))
+    start = _pymc_point(pm_model, x)
+    names = list(start)
+    for var in names[:-1]:  # theta_mean, the zero-sum coordinates, the log slope
+        assert np.all(np.abs(start[var] - support[var]) <= 1.0), var
+    # the location's support point at this start (PyMC evaluates it at the parents' jittered values)
+    theta_mean = float(start["theta_mean"])
+    a = np.exp(start["discrimination_log__"]) if "discrimination_log__" in start else spec.discrimination_value
+    mu = spec.priors[spec.location].params["mu"]
+    centre = mu - theta_mean if spec.location == "difficulty" else mu + a * theta_mean
+    assert np.all(np.abs(start[names[-1]] - centre) <= 1.0)
+    assert np.std(start[names[-1]] - centre) > 0.1  # jittered
+
+
+def test_eligibility():
+    """Asymptotes, hyperpriors, a half-normal slope and a sparse matrix keep the PyMC path."""
+    dense, sparse = _responses(10, 8, 0.0), _responses(10, 8, 0.5)
+    assert direct_eligible(dense, load_spec("2pl")) and direct_eligible(dense, load_spec("rasch"))
+    assert not direct_eligible(sparse, load_spec("2pl"))
+    for name in ("3pl", "4pl", "2pl-hierarchical", "mirt"):
+        assert not direct_eligible(dense, load_spec(name))
+    halfnormal = parse_spec('name = "h"\n' + _PRIORS.format(
+        discrimination='distribution = "halfnormal"\nsigma = 1.0', location="intercept", location_mu=0.0))
+    assert not direct_eligible(dense, halfnormal)
+
+
+def _fit(responses, spec, *, pymc_path=False, monkeypatch=None, **kwargs):
+    if pymc_path:  # the private way to the PyMC path: nothing is eligible for the direct model
+        monkeypatch.setattr(fitting, "direct_eligible", lambda responses, spec: False)
+    try:
+        return fitting.fit(responses, spec, method="nuts", progress=False, **kwargs)
+    finally:
+        if pymc_path:
+            monkeypatch.undo()
+
+
+@pytest.mark.parametrize("name", ["2pl", "common slope (rasch)", "fixed slope", "difficulty, item slopes"])
+def test_fit_has_the_structure_of_the_pymc_paths(name, monkeypatch):
+    spec, responses = _spec(name), _responses(40, 20, 0.0)
+    direct = _fit(responses, spec, draws=30, tune=30, chains=2, seed=4)
+    pymc = _fit(responses, spec, pymc_path=True, monkeypatch=monkeypatch, draws=30, tune=30, chains=2, seed=4)
+    assert json.loads(direct.attrs["bayesirt_settings"])["nutpie_model"] == "direct"
+    assert json.loads(pymc.attrs["bayesirt_settings"])["nutpie_model"] == "pymc"
+    settings = [json.loads(t.attrs["bayesirt_settings"]) for t in (direct, pymc)]
+    assert settings[0]["nutpie"] == settings[1]["nutpie"] == fitting.NUTPIE_SETTINGS
+    assert set(json.loads(direct.attrs["bayesirt_timings"])) == set(json.loads(pymc.attrs["bayesirt_timings"]))
+    assert set(direct.children) == set(pymc.children)
+    for group in direct.children:
+        got, want = direct[group].to_dataset(), pymc[group].to_dataset()
+        assert set(got.data_vars) == set(want.data_vars), group
+        assert dict(got.sizes) == dict(want.sizes), group
+        assert set(got.coords) == set(want.coords), group
+        for coord in got.coords:
+            np.testing.assert_array_equal(got[coord].values, want[coord].values)
+        for var in got.data_vars:
+            assert (got[var].dims, got[var].dtype) == (want[var].dims, want[var].dtype), (group, var)
+    expected = ["theta", "discrimination", "intercept"] + ["difficulty"] * (spec.location == "difficulty")
+    assert list(direct.posterior.data_vars) == expected
+    if spec.discrimination_structure == "fixed":
+        assert np.all(direct.posterior["discrimination"].values == spec.discrimination_value)
+
+
+def test_posterior_means_agree_with_the_pymc_path(monkeypatch):
+    """A simulated 60-item x 40-model 2PL: the direct model's posterior means equal the PyMC path's within
+    Monte Carlo error (|difference| < 4 combined MCSEs of the mean, ESS-based, for all but 2 of the 160
+    parameters), and the same seed gives the same draws, bit for bit."""
+    responses, _ = simulate_pl("2pl", n_items=60, n_models=40, seed=11)
+    settings = {"draws": 400, "tune": 400, "chains": 2, "seed": 12}
+    direct = _fit(responses, "2pl", **settings)
+    again = _fit(responses, "2pl", **settings)
+    pymc = _fit(responses, "2pl", pymc_path=True, monkeypatch=monkeypatch, **settings)
+    z = []
+    for var in ("theta", "discrimination", "intercept"):
+        np.testing.assert_array_equal(direct.posterior[var].values, again.posterior[var].values)
+        means = [t.posterior[var].mean(("chain", "draw")).values for t in (direct, pymc)]
+        se = [az.mcse(t.posterior.to_dataset()[[var]])[var].values for t in (direct, pymc)]
+        z.append(np.abs(means[0] - means[1]) / np.sqrt(se[0] ** 2 + se[1] ** 2))
+    z = np.concatenate(z)
+    assert z.size == 160 and np.sum(z >= 4.0) <= 2, np.sort(z)[-5:]
+    assert np.median(z) < 1.5  # a shifted posterior would move most means, not a few
+    np.testing.assert_array_equal(direct.sample_stats["step_size"].values, again.sample_stats["step_size"].values)
