@@ -143,3 +143,12 @@ def test_fit_asks_for_the_kernel_with_nutpie_only(monkeypatch, method, sampler, 
     with pytest.raises(Stop):
         fitting.fit(responses, "2pl", method=method, sampler=sampler)
     assert seen["fused_kernel"] is expected
+
+
+def test_kernel_releases_the_gil():
+    """The direct nutpie model (inference.nutpie_direct) calls the kernel from nutpie's chain threads: without
+    nogil the chains take turns (71 s instead of 46 s for a 300 x 1,000 fit with 2 chains)."""
+    from bayesirt.models import kernels
+
+    assert loglik_and_gradient.targetoptions.get("nogil") is True
+    assert kernels._row_kernel.targetoptions.get("nogil") is True
