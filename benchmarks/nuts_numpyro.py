@@ -4,7 +4,8 @@ One simulated, complete 2PL matrix per seed (``bayesirt.data.simulate_pl("2pl", 
 models x 1,000 items, seeds 20261129, 20261130, 20261131: ``--seeds 3``), the priors of ``models/2pl.toml`` (theta ~ N(0, 1), a ~ LogNormal(0, 0.5),
 d ~ N(0, 2)), 2 chains x (500 tune + 500 draws) for every row, run back to back in one invocation:
 
-  * ``bayesirt cold``    -- ``fit(responses, "2pl", method="nuts")`` (nutpie + the fused numba kernel) in a
+  * ``bayesirt cold``    -- ``fit(responses, "2pl", method="nuts")`` (nutpie on the direct numba model of
+                            ``bayesirt/inference/nutpie_direct.py`` around the fused kernel) in a
                             subprocess with empty PyTensor and numba caches (compile timed from scratch,
                             as JAX compiles on every run); ``benchmarks/nuts_stan.py``'s worker.
   * ``bayesirt warm``    -- the same with this user's caches (a user's second fit of this shape).
@@ -69,7 +70,7 @@ PIP_TIMEOUT_S = 1800
 PACKAGES = ("bayesirt", "pymc", "pytensor", "nutpie", "numba", "arviz", "numpy")
 TARGET_RATIO = 2.0  # issue 31: NUTS >= 2x NumPyro with the same reparameterization at 300 x 1,000
 ROWS = {
-    "bayesirt_cold": "bayesirt fit (nutpie + fused kernel), empty caches",
+    "bayesirt_cold": "bayesirt fit (nutpie + direct numba model + fused kernel), empty caches",
     "bayesirt_warm": "bayesirt fit, warm caches (a second fit of this shape)",
     "numpyro_reparam": "NumPyro, bayesirt's reparameterization",
     "numpyro_naive": "NumPyro, naive model",
@@ -210,22 +211,18 @@ def run_numpyro(kind: str, responses, truth, args, peer: dict, workdir: Path) ->
 
 
 def bayesirt_gradient_ms(responses, evals: int) -> float:
-    """CPU ms of one logp + gradient of the model ``fit`` samples (nutpie's function, as fit compiles it)."""
-    import nutpie
-    import pytensor
-
-    from bayesirt.models.logistic import build_logistic
+    """CPU ms of one logp + gradient of the model ``fit`` samples (the direct nutpie model's function)."""
+    from bayesirt.inference.nutpie_direct import direct_model
     from bayesirt.models.specs import load_spec
 
-    with pytensor.config.change_flags(numba__fastmath=False):
-        compiled = nutpie.compile_pymc_model(build_logistic(responses, load_spec("2pl"), fused_kernel=True))
-    x = np.random.default_rng(0).normal(0.0, 0.3, compiled.n_dim)
+    model = direct_model(responses, load_spec("2pl"))
+    x = np.random.default_rng(0).normal(0.0, 0.3, model.compiled.n_dim)
     for _ in range(3):
-        compiled.logp_func(x)
+        model.logp(x)
     times = []
     for _ in range(evals):
         c = time.thread_time()
-        compiled.logp_func(x)
+        model.logp(x)
         times.append(time.thread_time() - c)
     return 1e3 * float(np.median(times))
 
@@ -357,7 +354,7 @@ def markdown(result: dict) -> str:
               "interpreter's start-up and imports. compile s: bayesirt = build + nutpie compile; NumPyro = XLA compile "
               "time reported by jax.monitoring. grads/s (est.): chains x kept draws x mean leapfrog steps per kept "
               "draw x 2 (tuning assumed as long) / sampling s, both chains together; 1 logp+grad CPU ms: one "
-              "thread's CPU time of one evaluation at one point (bayesirt: nutpie's compiled function; NumPyro: "
+              "thread's CPU time of one evaluation at one point (bayesirt: the direct model's logp function, the one nutpie calls; NumPyro: "
               "jax.jit(value_and_grad(potential)), process CPU time), so 2 cores allow at most 2000 / that per "
               "second. load: 1-min load average (2 CPUs) before and after the row.", ""]
     return "\n".join(lines)

@@ -80,7 +80,7 @@ def test_log_density_and_gradient_equal_pymcs(name, n_models, missing):
     model = direct_model(responses, spec)
     pm_model = build_logistic(responses, spec)  # the PyTensor graph, not the kernel
     logp, dlogp = pm_model.compile_logp(jacobian=True), pm_model.compile_dlogp(jacobian=True)
-    f = model.compiled._make_logp_func()
+    f = model.logp
     rng = np.random.default_rng(n_models + int(100 * missing))
     for scale in (0.3, 1.0, 2.0):
         x = rng.normal(0.0, scale, model.compiled.n_dim)
@@ -98,7 +98,7 @@ def test_start_is_pymcs_support_point_plus_jitter(name):
     spec, responses = _spec(name), _responses(11, 7, 0.0)
     model, pm_model = direct_model(responses, spec), build_logistic(responses, spec)
     support = _pymc_point(pm_model, np.concatenate([np.ravel(v) for v in pm_model.initial_point().values()]))
-    make = model.compiled._make_initial_points
+    make = model.initial_point
     x = make(5)
     np.testing.assert_array_equal(x, make(5))
     assert not np.array_equal(x, make(6))

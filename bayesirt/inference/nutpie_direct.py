@@ -31,6 +31,7 @@ shapes, dims and dtypes of the PyMC path.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
@@ -66,11 +67,15 @@ def direct_eligible(responses: xr.Dataset, spec) -> bool:
 
 @dataclass(frozen=True)
 class DirectModel:
-    """A nutpie model of a 1PL/2PL posterior (``compiled``, for ``nutpie.sample``) and the variables
-    its draws are expanded to (``reported_variables``, as ``build_logistic``'s model lists them)."""
+    """A nutpie model of a 1PL/2PL posterior (``compiled``, for ``nutpie.sample``), the variables its
+    draws are expanded to (``reported_variables``, as ``build_logistic``'s model lists them), and the
+    functions nutpie calls: ``logp(x)`` -> (log density, gradient) at an unconstrained point, and
+    ``initial_point(seed)``."""
 
     compiled: object
     reported_variables: list[str]
+    logp: Callable[[np.ndarray], tuple[float, np.ndarray]]
+    initial_point: Callable[[int], np.ndarray]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -221,4 +226,4 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
         coords={"item": pd.Index(responses["item"].values), "model": pd.Index(responses["model"].values)},
         dims={n: dims[n] for n in names}, make_initial_point_fn=initial_point,
     )
-    return DirectModel(compiled, names)
+    return DirectModel(compiled, names, logp, initial_point)
