@@ -1,8 +1,8 @@
 """Side-by-side benchmark: bayesirt's NUTS 2PL vs NumPyro (CPU), same data, priors, chains and draws.
 
 One simulated, complete 2PL matrix per seed (``bayesirt.data.simulate_pl("2pl", ...)``, default 300
-models x 1,000 items, seeds 20261129, 20261130, 20261131: ``--seeds 3``), the priors of ``models/2pl.toml`` (theta ~ N(0, 1), a ~ LogNormal(0, 0.5),
-d ~ N(0, 2)), 2 chains x (500 tune + 500 draws) for every row, run back to back in one invocation:
+models x 1,000 items, seeds 20261129, 20261130, 20261131: ``--seeds 3``), the priors of
+``models/2pl.toml`` (theta ~ N(0, 1), a ~ LogNormal(0, 0.5), d ~ N(0, 2)), 2 chains x (500 tune + 500 draws) for every row, run back to back in one invocation:
 
   * ``bayesirt cold``    -- ``fit(responses, "2pl", method="nuts")`` (nutpie on the direct numba model of
                             ``bayesirt/inference/nutpie_direct.py`` around the fused kernel) in a

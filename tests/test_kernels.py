@@ -42,7 +42,7 @@ def _responses(rng, n_items, n_models, missing=0.0):
 
 @pytest.mark.parametrize("mode", ["NUMBA", "FAST_COMPILE"])  # FAST_COMPILE runs the Op's perform
 @pytest.mark.parametrize("missing", [0.0, 0.3])
-@pytest.mark.parametrize("shape", [(7, 5), (40, 33), (3, 70)])  # fewer and more rows than a renormalization (16), columns below and above 8 accumulators
+@pytest.mark.parametrize("shape", [(7, 5), (40, 33), (3, 70)])  # rows below/above a renormalization (16)
 @pytest.mark.parametrize("by_model", [False, True])
 def test_value_and_gradient_match_the_pytensor_graph(mode, missing, shape, by_model):
     rng = np.random.default_rng(sum(shape) + int(10 * missing))
