@@ -194,7 +194,9 @@ def fit(
     nutpie_nuts = method == "nuts" and sampler == "nutpie"
     # NUTS with nutpie on a 1PL/2PL: the posterior's log density and gradient written in numba
     # (inference.nutpie_direct), compiled once per machine, instead of PyTensor's graph compiled by nutpie
-    # (11.5 s from empty caches, 4.2 s warm at 300 x 1,000); the same density (tests/test_nutpie_direct.py)
+    # (2.4 s against 11.5 s from empty caches, 0.2 s against 4.2 s warm at 300 x 1,000; benchmarks/nuts_numpyro.py);
+    # the same density (tests/test_nutpie_direct.py). Through nutpie's Python calls each gradient costs tens of
+    # microseconds more, which on small matrices with long runs can outweigh the compile saved.
     direct = nutpie_nuts and direct_eligible(responses, spec)
     if direct:
         build_s = time.perf_counter() - t0
@@ -203,8 +205,9 @@ def fit(
         if spec.kind == "mirt":
             pm_model = build_mirt(responses, spec)
         else:
-            # NUTS with nutpie evaluates the 1PL/2PL likelihood and its gradient with the fused kernel
-            # (bayesirt.models.kernels): one evaluation at 1,000 x 300 costs about a sixth of the graph's
+            # NUTS with nutpie on a dense 1PL/2PL the direct model does not cover (hyperpriors) evaluates
+            # the likelihood and its gradient with the fused kernel (bayesirt.models.kernels): one evaluation at
+            # 1,000 x 300 costs about a twelfth of the graph's
             pm_model = build_logistic(responses, spec, batch_size=advi_batch_size, fused_kernel=nutpie_nuts)
         build_s = time.perf_counter() - t0
         tree = sample_model(pm_model, method=method, sampler=sampler, draws=draws, tune=tune, chains=chains,
