@@ -74,28 +74,21 @@ def _fma(typingctx, x, y, z):
     return types.float64(types.float64, types.float64, types.float64), codegen
 
 
-@intrinsic
-def _bits(typingctx, x):
-    """The bits of a float64 as an int64 (a register move, not a conversion)."""
-    if x != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-    return types.int64(x), codegen
+#: The integer type with a float type's bits, and back (for :func:`_reinterpret`).
+_SAME_BITS = {types.float64: types.int64, types.int64: types.float64}
 
 
 @intrinsic
-def _float(typingctx, i):
-    """The float64 whose bits are the int64 ``i`` (the inverse of _bits)."""
-    if i != types.int64:
+def _reinterpret(typingctx, x):
+    """The bits of a float64 as an int64, or of an int64 as a float64 (a register move, not a conversion)."""
+    target = _SAME_BITS.get(x)
+    if target is None:
         return None
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
+        return builder.bitcast(args[0], context.get_value_type(target))
 
-    return types.float64(i), codegen
+    return target(x), codegen
 
 
 #: 1 / j! for j = 13, 12, ..., 0: the Taylor coefficients of exp, highest first (Horner's order).
@@ -119,7 +112,7 @@ def _exp_clipped(x):
     clipped = min(max(x, _LOW), _HIGH)
     shifted = _fma(clipped, LOG2E, _SHIFT)
     k = shifted - _SHIFT
-    return exp_taylor(_fma(-k, LN2_LO, _fma(-k, LN2_HI, clipped))) * _float(_bits(shifted) << 52)
+    return exp_taylor(_fma(-k, LN2_LO, _fma(-k, LN2_HI, clipped))) * _reinterpret(_reinterpret(shifted) << 52)
 
 
 @numba.njit(inline="always")
@@ -158,9 +151,9 @@ def _dot_and_sum(res, v):
 def _renormalize(product, exponent):
     """Move each product's binary exponent into ``exponent`` (exact: a power of two), leaving a mantissa in [1, 2)."""
     for c in range(product.size):
-        bits = _bits(product[c])
+        bits = _reinterpret(product[c])
         exponent[c] += (bits >> 52) - 1023
-        product[c] = _float((bits & _MANTISSA) | _EXPONENT_ONE)
+        product[c] = _reinterpret((bits & _MANTISSA) | _EXPONENT_ONE)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
