@@ -118,3 +118,86 @@ def source_state() -> dict:
         h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     out["bayesirt_py_sha256"] = h.hexdigest()[:16]
     return out
+
+
+def peer_python(venv) -> "Path":
+    """The Python of a peer venv (``benchmarks/.peer-venvs/<name>``)."""
+    from pathlib import Path
+
+    return Path(venv) / "bin" / "python"
+
+
+def peer_versions(venv, code: str) -> dict | None:
+    """Run ``code`` (which prints a JSON object as its last line) with the venv's Python: that object, or
+    None when the venv is missing or the code fails (e.g. the peer does not import there)."""
+    import json
+
+    py = peer_python(venv)
+    if not py.exists():
+        return None
+    try:
+        p = run_command([py, "-c", code], timeout=300)
+    except Exception:  # noqa: BLE001 (a broken venv is reported as missing)
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
+
+
+def ensure_peer_venv(venv, versions, attempts, *, base_python=None, reinstall: bool = False,
+                     timeout: float = 1800) -> dict:
+    """Create (or reuse) a peer's venv: {"ok", "versions", "reason", "created", "path", "log", "seconds"}.
+
+    ``versions()`` returns the peer's versions from inside the venv, or None when the peer does not
+    import there (see :func:`peer_versions`): a venv where it imports is reused. Otherwise the venv
+    is made anew with ``base_python`` (default: this interpreter's base; a callable is asked only then,
+    given the log, and may return None when no suitable interpreter exists), and each package list of
+    ``attempts`` is pip-installed in turn until one installs. A failure is reported in the result,
+    never raised, so that a benchmark still writes its own rows."""
+    import shutil
+    import sys
+    import time
+    import traceback
+    from pathlib import Path
+
+    t0 = time.perf_counter()
+    venv, log = Path(venv), []
+    root = Path(__file__).resolve().parent.parent
+    info = {"path": str(venv.relative_to(root) if venv.is_relative_to(root) else venv), "created": False, "log": log,
+            "requirements": [list(a) for a in attempts]}
+
+    def done(**result):
+        return info | result | {"seconds": time.perf_counter() - t0}
+
+    if reinstall and venv.exists():
+        shutil.rmtree(venv)
+    found = versions()
+    if found is not None:
+        log.append("reused the existing venv")
+        return done(ok=True, versions=found)
+    try:
+        base = base_python(log) if callable(base_python) else base_python
+        base = base or (None if callable(base_python) else getattr(sys, "_base_executable", None) or sys.executable)
+        if base is None:
+            return done(ok=False, reason="no suitable Python to make the venv with (see the log)")
+        if venv.exists():
+            shutil.rmtree(venv)  # a half-made venv from an interrupted run
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        p = run_command([base, "-m", "venv", venv], timeout=600)
+        if p.returncode != 0:
+            return done(ok=False, reason=f"venv creation failed: {last_line(p.stderr, 160)}")
+        info["created"], info["base_python"] = True, str(base)
+        for packages in attempts:
+            print(f"    pip install {' '.join(packages)} into {info['path']} ...", flush=True)
+            p = run_command([peer_python(venv), "-m", "pip", "install", "--disable-pip-version-check", "-q", *packages],
+                            timeout=timeout)
+            log.append(f"pip install {' '.join(packages)}: rc={p.returncode} "
+                       f"{last_line(p.stderr, 160) if p.returncode else ''}".strip())
+            if p.returncode == 0:
+                break
+        found = versions()
+        if found is None:
+            reason = last_line(p.stderr, 160) if p.returncode else "the peer does not import after installing"
+            return done(ok=False, reason=f"pip install failed: {reason}")
+        return done(ok=True, versions=found)
+    except Exception as e:  # noqa: BLE001 (never drop the peer: report why)
+        traceback.print_exc()
+        return done(ok=False, reason=f"{type(e).__name__}: {str(e)[:150]}")

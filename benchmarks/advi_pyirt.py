@@ -81,8 +81,8 @@ from pathlib import Path
 import numpy as np
 
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
-    benchmark_row, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, run_command as _run,
-    source_state, versions, write_results,
+    benchmark_row, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size,
+    peer_python, peer_versions, run_command as _run, source_state, versions, write_results,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -131,70 +131,22 @@ def find_python311(log: list) -> str | None:
     return None
 
 
-def _peer_python() -> Path:
-    return PEER_VENV / "bin" / "python"
+#: Run in the py-irt venv: the versions it holds and torch's thread count, printed as JSON.
+PEER_VERSIONS_CODE = ("import json, platform, py_irt, torch\nfrom importlib.metadata import version\n"
+                      "out = {'python': platform.python_version()}\n"
+                      f"for p in {PEER_PACKAGES!r}:\n    out[p] = version(p)\n"
+                      "out['torch_num_threads'] = torch.get_num_threads()\nprint(json.dumps(out))")
 
 
-def _peer_versions() -> dict | None:
-    """Versions inside the peer venv, or None when py-irt does not import there."""
-    py = _peer_python()
-    if not py.exists():
-        return None
-    code = ("import json, platform, py_irt, torch\nfrom importlib.metadata import version\n"
-            "out = {'python': platform.python_version()}\n"
-            f"for p in {PEER_PACKAGES!r}:\n    out[p] = version(p)\n"
-            "out['torch_num_threads'] = torch.get_num_threads()\nprint(json.dumps(out))")
-    try:
-        p = _run([py, "-c", code], timeout=300)
-    except Exception:  # noqa: BLE001
-        return None
-    if p.returncode != 0:
-        return None
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def ensure_peer_venv(reinstall: bool = False) -> dict:
-    """Create (or reuse) the py-irt venv. Returns {"ok", "versions", "log", "reason", "created", "seconds"}."""
-    t0 = time.perf_counter()
-    log: list = []
-    shown = PEER_VENV.relative_to(HERE.parent) if PEER_VENV.is_relative_to(HERE.parent) else PEER_VENV
-    info = {"path": str(shown), "created": False, "log": log}
-    if reinstall and PEER_VENV.exists():
-        shutil.rmtree(PEER_VENV)
-    vers = _peer_versions()
-    if vers is not None:
-        log.append("reused the existing venv")
-        return info | {"ok": True, "versions": vers, "seconds": time.perf_counter() - t0}
-    try:
-        python = find_python311(log)
-        if python is None:
-            return info | {"ok": False, "reason": "no working Python 3.11 found", "seconds": time.perf_counter() - t0}
-        if PEER_VENV.exists():
-            shutil.rmtree(PEER_VENV)  # a half-made venv from an interrupted run
-        PEER_VENV.parent.mkdir(parents=True, exist_ok=True)
-        p = _run([python, "-m", "venv", PEER_VENV], timeout=600)
-        if p.returncode != 0:
-            return info | {"ok": False, "reason": f"venv creation failed: {_short(p.stderr, 160)}",
-                           "seconds": time.perf_counter() - t0}
-        info["created"], info["base_python"] = True, python
-        pip = [_peer_python(), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-        attempts = [[f"torch=={PEER_TORCH}", "py-irt"], ["torch", "py-irt"]]
-        for pkgs in attempts:
-            print(f"    pip install {' '.join(pkgs)} into {info['path']} ...", flush=True)
-            p = _run([*pip, *pkgs], timeout=PIP_TIMEOUT_S)
-            log.append(f"pip install {' '.join(pkgs)}: rc={p.returncode} {_short(p.stderr, 160) if p.returncode else ''}".strip())
-            if p.returncode == 0:
-                break
-        vers = _peer_versions()
-        if vers is None:
-            reason = _short(p.stderr, 160) if p.returncode else "py_irt does not import after installing"
-            return info | {"ok": False, "reason": f"pip install failed: {reason}", "seconds": time.perf_counter() - t0}
-        if not vers.get("torch", "").startswith(PEER_TORCH):
-            log.append(f"torch {PEER_TORCH} could not be installed; using torch {vers.get('torch')}")
-        return info | {"ok": True, "versions": vers, "seconds": time.perf_counter() - t0}
-    except Exception as e:  # noqa: BLE001 (never drop the peer: report why)
-        traceback.print_exc()
-        return info | {"ok": False, "reason": f"{type(e).__name__}: {str(e)[:150]}", "seconds": time.perf_counter() - t0}
+def ensure_pyirt_venv(reinstall: bool = False) -> dict:
+    """Create (or reuse) the py-irt venv with a Python 3.11 (py-irt's pins need it): the pinned torch
+    first, any torch if that fails (see ``_common.ensure_peer_venv``)."""
+    info = ensure_peer_venv(PEER_VENV, lambda: peer_versions(PEER_VENV, PEER_VERSIONS_CODE),
+                            [[f"torch=={PEER_TORCH}", "py-irt"], ["torch", "py-irt"]], base_python=find_python311,
+                            reinstall=reinstall, timeout=PIP_TIMEOUT_S)
+    if info["ok"] and not info["versions"].get("torch", "").startswith(PEER_TORCH):
+        info["log"].append(f"torch {PEER_TORCH} could not be installed; using torch {info['versions'].get('torch')}")
+    return info
 
 
 # The program run by the peer venv's Python. It only calls py-irt's public API (IrtConfig,
@@ -276,7 +228,7 @@ def run_pyirt(responses, truth, args, workdir: Path, peer: dict) -> dict:
     (workdir / "runner.py").write_text(PEER_RUNNER)
     t0 = time.perf_counter()
     try:
-        p = _run([_peer_python(), workdir / "runner.py", workdir / "spec.json"], timeout=PEER_FIT_TIMEOUT_S)
+        p = _run([peer_python(PEER_VENV), workdir / "runner.py", workdir / "spec.json"], timeout=PEER_FIT_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise PeerFailure(f"py-irt did not finish within {PEER_FIT_TIMEOUT_S} s") from None
     subprocess_s = time.perf_counter() - t0
@@ -737,7 +689,7 @@ def main(argv=None) -> int:
                         "benchmarks/advi_pyirt.py", *(argv if argv is not None else sys.argv[1:])])
 
     print("--- py-irt venv ...", flush=True)
-    peer = ensure_peer_venv(args.reinstall_peer)
+    peer = ensure_pyirt_venv(args.reinstall_peer)
     print(f"--- py-irt venv: {'ok' if peer['ok'] else 'FAILED: ' + peer.get('reason', '?')} "
           f"({peer['seconds']:.0f} s) {peer.get('versions') or ''}", flush=True)
     pv = peer.get("versions") or {}

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -59,8 +58,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # _common, nuts_stan
 
 from _common import (  # noqa: E402
-    benchmark_row, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, run_command as _run,
-    source_state, versions, write_results,
+    benchmark_row, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, peer_python,
+    peer_versions, run_command as _run, source_state, versions, write_results,
 )
 from nuts_stan import diagnostics, run_in_worker  # noqa: E402
 
@@ -135,43 +134,16 @@ json.dump({"wall_s": wall_s, "compile_s": run_compile_s, "sample_s": wall_s - ru
 '''
 
 
-def _peer_python() -> Path:
-    return PEER_VENV / "bin" / "python"
+#: Run in the NumPyro venv: the versions it holds (printed as JSON).
+PEER_VERSIONS_CODE = ("import json, platform\nfrom importlib.metadata import version\nimport numpyro, jax\n"
+                      "print(json.dumps({'python': platform.python_version(), **{p: version(p) for p in "
+                      "('numpyro', 'jax', 'jaxlib', 'numpy')}}))")
 
 
-def _peer_versions() -> dict | None:
-    py = _peer_python()
-    if not py.exists():
-        return None
-    code = ("import json, platform\nfrom importlib.metadata import version\nimport numpyro, jax\n"
-            "print(json.dumps({'python': platform.python_version(), **{p: version(p) for p in "
-            "('numpyro', 'jax', 'jaxlib', 'numpy')}}))")
-    p = _run([py, "-c", code], timeout=300)
-    return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
-
-
-def ensure_peer_venv(reinstall: bool = False) -> dict:
-    """Create (or reuse) the NumPyro venv: {"ok", "versions", "reason", "created", "path"}."""
-    info = {"path": str(PEER_VENV.relative_to(HERE.parent)), "created": False, "requirements": list(PEER_REQUIREMENTS)}
-    if reinstall and PEER_VENV.exists():
-        shutil.rmtree(PEER_VENV)
-    vers = _peer_versions()
-    if vers is not None:
-        return info | {"ok": True, "versions": vers}
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    if PEER_VENV.exists():
-        shutil.rmtree(PEER_VENV)  # a half-made venv from an interrupted run
-    PEER_VENV.parent.mkdir(parents=True, exist_ok=True)
-    p = _run([base, "-m", "venv", PEER_VENV], timeout=600)
-    if p.returncode != 0:
-        return info | {"ok": False, "reason": f"venv creation failed: {_short(p.stderr)}"}
-    print(f"    pip install {' '.join(PEER_REQUIREMENTS)} into {info['path']} ...", flush=True)
-    p = _run([_peer_python(), "-m", "pip", "install", "--disable-pip-version-check", "-q", *PEER_REQUIREMENTS],
-             timeout=PIP_TIMEOUT_S)
-    vers = _peer_versions()
-    if vers is None:
-        return info | {"ok": False, "created": True, "reason": f"pip install failed: {_short(p.stderr)}"}
-    return info | {"ok": True, "created": True, "versions": vers}
+def ensure_numpyro_venv(reinstall: bool = False) -> dict:
+    """Create (or reuse) the NumPyro venv (see ``_common.ensure_peer_venv``)."""
+    return ensure_peer_venv(PEER_VENV, lambda: peer_versions(PEER_VENV, PEER_VERSIONS_CODE), [PEER_REQUIREMENTS],
+                            reinstall=reinstall, timeout=PIP_TIMEOUT_S)
 
 
 def run_numpyro(kind: str, responses, truth, args, peer: dict, workdir: Path) -> dict:
@@ -187,7 +159,7 @@ def run_numpyro(kind: str, responses, truth, args, peer: dict, workdir: Path) ->
             "out_path": str(wd / "draws.npz"), "json_out": str(wd / "timings.json")}
     (wd / "spec.json").write_text(json.dumps(spec))
     (wd / "runner.py").write_text(PEER_RUNNER)
-    p = _run([_peer_python(), wd / "runner.py", wd / "spec.json"], cwd=wd, timeout=args.peer_timeout)
+    p = _run([peer_python(PEER_VENV), wd / "runner.py", wd / "spec.json"], cwd=wd, timeout=args.peer_timeout)
     if p.returncode != 0:
         raise RuntimeError(f"NumPyro run failed (rc {p.returncode}): {_short(p.stderr)}")
     timings = json.loads((wd / "timings.json").read_text())
@@ -395,7 +367,7 @@ def main(argv=None) -> int:
     date, load_start = time.strftime("%Y-%m-%dT%H:%M:%S%z"), _load()
     command = " ".join([".venv/bin/python", "benchmarks/nuts_numpyro.py", *(argv if argv is not None else sys.argv[1:])])
     print("--- NumPyro venv ...", flush=True)
-    peer = ensure_peer_venv(args.reinstall_peer)
+    peer = ensure_numpyro_venv(args.reinstall_peer)
     print(f"--- NumPyro venv: {'ok' if peer['ok'] else 'FAILED: ' + str(peer.get('reason'))} {peer.get('versions') or ''}",
           flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="nuts_numpyro_"))

@@ -77,8 +77,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # _common, nuts_2pl
 
 from _common import (  # noqa: E402
-    benchmark_row, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, run_command as _run,
-    source_state, versions, write_results,
+    benchmark_row, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size,
+    peer_python, peer_versions, run_command as _run, source_state, versions, write_results,
 )
 
 PEER_VENV = HERE / ".peer-venvs" / "stan"
@@ -112,28 +112,20 @@ def _cpu() -> float:
 
 
 # ---------------------------------------------------------------------------------- the Stan venv
-def _peer_python() -> Path:
-    return PEER_VENV / "bin" / "python"
+#: Run in the Stan venv: the versions it holds (Stan's own from httpstan's headers), printed as JSON.
+PEER_VERSIONS_CODE = ("import json, os, platform, re, httpstan, stan\nfrom importlib.metadata import version\n"
+                      "out = {'python': platform.python_version()}\n"
+                      f"for p in {PEER_PACKAGES!r}:\n    out[p] = version(p)\n"
+                      "h = open(os.path.join(os.path.dirname(httpstan.__file__), 'include', 'stan', 'version.hpp')).read()\n"
+                      "out['stan'] = '.'.join(re.search(r'define STAN_' + k + r' (\\d+)', h).group(1) for k in ('MAJOR', 'MINOR', 'PATCH'))\n"
+                      "print(json.dumps(out))")
 
 
-def _peer_versions() -> dict | None:
-    """Versions inside the Stan venv (Stan's own from httpstan's headers), or None when stan does not import."""
-    py = _peer_python()
-    if not py.exists():
+def _stan_versions() -> dict | None:
+    """Versions inside the Stan venv and the C++ compiler's, or None when stan does not import there."""
+    out = peer_versions(PEER_VENV, PEER_VERSIONS_CODE)
+    if out is None:
         return None
-    code = ("import json, os, platform, re, httpstan, stan\nfrom importlib.metadata import version\n"
-            "out = {'python': platform.python_version()}\n"
-            f"for p in {PEER_PACKAGES!r}:\n    out[p] = version(p)\n"
-            "h = open(os.path.join(os.path.dirname(httpstan.__file__), 'include', 'stan', 'version.hpp')).read()\n"
-            "out['stan'] = '.'.join(re.search(r'define STAN_' + k + r' (\\d+)', h).group(1) for k in ('MAJOR', 'MINOR', 'PATCH'))\n"
-            "print(json.dumps(out))")
-    try:
-        p = _run([py, "-c", code], timeout=300)
-    except Exception:  # noqa: BLE001
-        return None
-    if p.returncode != 0:
-        return None
-    out = json.loads(p.stdout.strip().splitlines()[-1])
     try:
         cxx = _run([os.environ.get("CXX", "g++"), "--version"], timeout=60).stdout.splitlines()
         out["c++ compiler"] = cxx[0] if cxx else "?"
@@ -142,39 +134,9 @@ def _peer_versions() -> dict | None:
     return out
 
 
-def ensure_peer_venv(reinstall: bool = False) -> dict:
-    """Create (or reuse) the Stan venv. Returns {"ok", "versions", "log", "reason", "created", "seconds", "path"}."""
-    t0 = time.perf_counter()
-    log: list = []
-    info = {"path": str(PEER_VENV.relative_to(HERE.parent)), "created": False, "log": log,
-            "requirements": list(PEER_REQUIREMENTS)}
-    if reinstall and PEER_VENV.exists():
-        shutil.rmtree(PEER_VENV)
-    vers = _peer_versions()
-    if vers is not None:
-        log.append("reused the existing venv")
-        return info | {"ok": True, "versions": vers, "seconds": time.perf_counter() - t0}
-    try:
-        base = getattr(sys, "_base_executable", None) or sys.executable
-        if PEER_VENV.exists():
-            shutil.rmtree(PEER_VENV)  # a half-made venv from an interrupted run
-        PEER_VENV.parent.mkdir(parents=True, exist_ok=True)
-        p = _run([base, "-m", "venv", PEER_VENV], timeout=600)
-        if p.returncode != 0:
-            return info | {"ok": False, "reason": f"venv creation failed: {_short(p.stderr)}", "seconds": time.perf_counter() - t0}
-        info["created"], info["base_python"] = True, base
-        print(f"    pip install {' '.join(PEER_REQUIREMENTS)} into {info['path']} ...", flush=True)
-        p = _run([_peer_python(), "-m", "pip", "install", "--disable-pip-version-check", "-q", *PEER_REQUIREMENTS],
-                 timeout=PIP_TIMEOUT_S)
-        log.append(f"pip install {' '.join(PEER_REQUIREMENTS)}: rc={p.returncode} {_short(p.stderr) if p.returncode else ''}".strip())
-        vers = _peer_versions()
-        if vers is None:
-            reason = _short(p.stderr) if p.returncode else "stan does not import after installing"
-            return info | {"ok": False, "reason": f"pip install failed: {reason}", "seconds": time.perf_counter() - t0}
-        return info | {"ok": True, "versions": vers, "seconds": time.perf_counter() - t0}
-    except Exception as e:  # noqa: BLE001 (never drop the peer: report why)
-        traceback.print_exc()
-        return info | {"ok": False, "reason": f"{type(e).__name__}: {str(e)[:150]}", "seconds": time.perf_counter() - t0}
+def ensure_stan_venv(reinstall: bool = False) -> dict:
+    """Create (or reuse) the Stan venv (see ``_common.ensure_peer_venv``)."""
+    return ensure_peer_venv(PEER_VENV, _stan_versions, [PEER_REQUIREMENTS], reinstall=reinstall, timeout=PIP_TIMEOUT_S)
 
 
 # The program run by the Stan venv's Python: PyStan's public API only (stan.build, Model.sample).
@@ -255,7 +217,7 @@ def run_stan(kind: str, responses, truth, args, peer, workdir: Path) -> dict:
     cache = workdir / "httpstan-cache" if args.reuse_stan_build else wd / "cache"
     env["XDG_CACHE_HOME"] = str(cache)  # a fresh httpstan cache: the compile is timed, no cached fit is reused
     t_proc, c_proc = time.perf_counter(), _cpu()
-    p = _run([_peer_python(), wd / "runner.py", wd / "spec.json"], env=env, cwd=wd, timeout=args.stan_timeout)
+    p = _run([peer_python(PEER_VENV), wd / "runner.py", wd / "spec.json"], env=env, cwd=wd, timeout=args.stan_timeout)
     process_s, process_cpu_s = time.perf_counter() - t_proc, _cpu() - c_proc  # the runner and its chain processes
     (wd / "stderr.txt").write_text(p.stderr)
     if p.returncode != 0:
@@ -675,7 +637,7 @@ def main(argv=None) -> int:
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     command = " ".join([".venv/bin/python", "benchmarks/nuts_stan.py", *(argv if argv is not None else sys.argv[1:])])
     print("--- Stan venv ...", flush=True)
-    peer = ensure_peer_venv(args.reinstall_peer) if not {"stan_reparam", "stan_naive"} <= skip else {"ok": False, "reason": "skipped"}
+    peer = ensure_stan_venv(args.reinstall_peer) if not {"stan_reparam", "stan_naive"} <= skip else {"ok": False, "reason": "skipped"}
     print(f"--- Stan venv: {'ok' if peer['ok'] else 'FAILED: ' + str(peer.get('reason'))} {peer.get('versions') or ''}", flush=True)
     source = source_state()
     workdir = Path(tempfile.mkdtemp(prefix="nuts_stan_"))
