@@ -75,7 +75,8 @@ def test_fit_returns_labelled_datatree(sim2pl, nuts2pl):
     assert "[priors.discrimination]" in nuts2pl.attrs["bayesirt_spec_text"]
     settings = json.loads(nuts2pl.attrs["bayesirt_settings"])
     assert settings == {"method": "nuts", "seed": 1, "sampler": "nutpie", "draws": 500, "tune": 500, "chains": 2,
-                        "nutpie": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120}, "nutpie_model": "direct"}
+                        "nutpie": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "step_size_jitter": 0.0},
+                        "nutpie_model": "direct"}
     assert {"pymc", "arviz", "nutpie"} <= set(json.loads(nuts2pl.attrs["bayesirt_versions"]))
     assert json.loads(nuts2pl.attrs["bayesirt_timings"])["sample_s"] > 0
 

@@ -23,7 +23,7 @@ import xarray as xr
 from scipy.special import expit
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.models.kernels import LN2_HI, LN2_LO, LOG2E, exp_taylor
+from bayesirt.models.kernels import exp_clipped
 
 __all__ = ["item_information", "test_information", "mean_item_information", "ItemBank", "item_bank",
            "information_curves", "posterior_information", "THETA_GRID"]
@@ -87,21 +87,16 @@ def _information_sums(theta, a, d, c, s):
     n_draws, n_models = theta.shape
     out = np.zeros(a.shape[1])
     e = np.empty(n_models)
-    bits = np.empty(n_models, dtype=np.int64)
-    power = bits.view(np.float64)  # 2^n, built from its exponent bits
     for k in range(n_draws):
         th = theta[k]
         for j in range(a.shape[1]):
             aj, dj, cj, uj = a[k, j], d[k, j], c[k, j], 1.0 - s[k, j]
             scale = aj * aj * (uj - cj) ** 2
             for m in range(n_models):
-                x = -min(abs(aj * th[m] + dj), 700.0)
-                n = np.floor(x * LOG2E + 0.5)
-                e[m] = exp_taylor((x - n * LN2_HI) - n * LN2_LO)
-                bits[m] = (np.int64(n) + 1023) << 52
+                e[m] = exp_clipped(-abs(aj * th[m] + dj))
             total = 0.0
             for m in range(n_models):
-                ex = e[m] * power[m]
+                ex = e[m]
                 big = 1.0 / (1.0 + ex)
                 small = ex * big
                 positive = aj * th[m] + dj >= 0
