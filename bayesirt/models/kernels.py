@@ -12,8 +12,9 @@ backend calls it from ``perform``. The graph it replaces (``fused_loglik`` in
 :mod:`bayesirt.models.logistic`, an elementwise softplus and its gradient over the dense matrix)
 makes several passes over the matrix and calls libm's scalar exp/log1p several times per cell;
 this kernel makes one vectorized pass, evaluates exp with a polynomial and one log per column in
-all (see :func:`_row_kernel`). The kernel alone at 1,000 items x 300 models: 0.54-0.56 ms of CPU, median
-of 200 calls (``benchmarks/likelihood_kernel.py``). Its previous one-log-per-16-cells form, whose
+all (see :func:`_row_kernel`). The kernel alone at 1,000 items x 300 models: 0.41-0.43 ms of CPU, median
+of 200 calls (``benchmarks/likelihood_kernel.py``; 0.53-0.56 ms with exp by a degree-13 polynomial and
+no table). Its previous one-log-per-16-cells form, whose
 division and sums did not vectorize, took 1.01 ms per logp + gradient (``benchmarks/results/
 nuts_numpyro.json`` at 64d7b67), the graph about 7 ms (``benchmarks/nuts_stan.py --grad-only``). The
 PyTensor graph stays the oracle: ``tests/test_kernels.py`` compares value and gradient with it.
@@ -281,8 +282,8 @@ class LogisticLoglik(Op):
 
 #: The kernel loops along models (rows = items) unless there are fewer models than this: then along
 #: items (rows = models), whose longer rows vectorize better. The kernel alone at 2,854 items x 22
-#: models: 0.14 ms by model, 0.16 ms by item; at 1,000 x 64 0.13 and 0.14 ms; at 1,000 x 300 both ways
-#: cost the same, 0.53-0.57 ms (``benchmarks/likelihood_kernel.py``, median CPU time of 200 calls; two runs).
+#: models: 0.11 ms by model, 0.12 ms by item; at 1,000 x 64 0.11 and 0.10 ms; at 1,000 x 300 both ways
+#: cost about the same, 0.41-0.43 ms (``benchmarks/likelihood_kernel.py``, median CPU time of 200 calls).
 BY_MODEL_BELOW = 64
 
 
