@@ -5,6 +5,7 @@ and without missing cells, with few models (the kernel loops by model) and many;
 it against a fit by the PyMC path (same output structure, same posterior means within Monte Carlo error,
 the same draws for the same seed)."""
 
+import ctypes
 import json
 
 import arviz as az
@@ -89,6 +90,27 @@ def test_log_density_and_gradient_equal_pymcs(name, n_models, missing):
         assert isinstance(value, float) and grad.dtype == np.float64 and grad.flags.c_contiguous
         np.testing.assert_allclose(value, logp(point), rtol=1e-9)
         np.testing.assert_allclose(grad, dlogp(point), rtol=1e-9, atol=1e-9 * np.abs(grad).max())
+
+
+def test_callback_reports_wrong_dimension_and_non_finite_points():
+    """The logp callback nutpie calls returns nutpie's codes: a point of the wrong length is refused
+    (-1, raised by ``logp``), and a slope that overflows to infinity gives a non-finite result (3 or 4),
+    which nutpie treats as a divergence, instead of a number."""
+    model = direct_model(_responses(23, 9, 0.0, seed=1), _spec("2pl"))
+    n_dim = model.compiled.n_dim
+    with pytest.raises(ValueError, match=f"a point of {n_dim + 1} coordinates for a model of {n_dim}"):
+        model.logp(np.zeros(n_dim + 1))
+    logp_callback = model.compiled.compiled_logp_func.ctypes
+    x, gradient, value = np.zeros(n_dim), np.empty(n_dim), np.empty(1)
+    double = ctypes.POINTER(ctypes.c_double)
+
+    def code(point):
+        return logp_callback(n_dim, *(v.ctypes.data_as(double) for v in (point, gradient, value)),
+                             model.compiled.user_data.ctypes.data)
+
+    assert code(x) == 0 and np.isfinite(value[0])
+    x[9] = 800.0  # the first item's log slope: the slope overflows
+    assert code(x) in (3, 4) and not (np.isfinite(value[0]) and np.isfinite(gradient).all())
 
 
 @pytest.mark.parametrize("name", ["2pl", "difficulty, common slope", "fixed slope"])

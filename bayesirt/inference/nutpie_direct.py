@@ -3,12 +3,21 @@
 ``nutpie.compile_pymc_model`` compiles PyTensor's graph of the model of
 :func:`bayesirt.models.logistic.build_logistic` into two numba functions, about 180 numba
 compilations that take 11.5 s at 300 models x 1,000 items with empty caches and 4.2 s with warm ones
-(sampling then takes 12-30 s). :func:`direct_model` hands nutpie the same posterior through its
-public ``nutpie.compiled_pyfunc.from_pyfunc``: the log density and its gradient in the same
-unconstrained coordinates, as two small ``@numba.njit(cache=True, nogil=True)`` functions around the
-likelihood kernel :func:`bayesirt.models.kernels.loglik_and_gradient`. They are compiled once per
-machine (numba's on-disk cache) and release the GIL, so nutpie's chains, which are threads of this
-process, evaluate them in parallel.
+(sampling then takes 12-30 s). :func:`direct_model` hands nutpie the same posterior, the log density
+and its gradient in the same unconstrained coordinates, as C callbacks (numba ``cfunc``) around
+numba functions that are compiled once per machine (numba's on-disk cache): the likelihood kernel
+:func:`bayesirt.models.kernels.loglik_and_gradient`, :func:`_parameters` and :func:`_log_posterior`.
+nutpie's chains, threads of this process, call the callbacks without Python or its GIL. Through
+nutpie's Python-callback route (``nutpie.compiled_pyfunc.from_pyfunc``) the same functions gave 3,713
+gradients a second with 2 chains at 300 x 1,000 where two threads calling them directly gave about
+4,500 (``benchmarks/results/nuts_numpyro.md`` at afeeb2d). The callbacks go through nutpie's model
+class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API: pyproject.toml
+keeps nutpie below 0.17), given our callbacks and data; ``tests/test_nutpie_direct.py`` samples
+through it.
+
+The logp callback, which composes those functions, is compiled in each process (about half a second)
+and not cached: numba's cache checks only the file a function is defined in, so a cached callback
+would keep calling an edited kernel's old code.
 
 The unconstrained point is, in order (PyMC's order of the free variables and its transforms):
 
@@ -30,6 +39,8 @@ shapes, dims and dtypes of the PyMC path.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +49,8 @@ import numba
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numba import types
+from numba.extending import intrinsic
 
 from bayesirt.data.responses import MISSING
 from bayesirt.models.kernels import BY_MODEL_BELOW, loglik_and_gradient
@@ -165,10 +178,107 @@ def _log_posterior(x, a, deviation, loglik, grad_a, grad_t, grad_d, n_models, n_
     return logp, grad
 
 
+#: The model's numbers, a float64 header in front of the response matrix in one buffer, which the C
+#: callbacks receive as nutpie's user-data pointer: these header slots, then the 7 prior parameters
+#: of :func:`_log_posterior` (slots 9-15), then the int8 matrix (rows x cols: items x models, or its
+#: transpose with ``by_model``), C order.
+_N_MODELS, _N_ITEMS, _N_SLOPES, _SLOPE, _DIFFICULTY, _BY_MODEL, _ROWS, _COLS, _REPORT_SLOPE = range(9)
+_HYPER = slice(9, 16)
+_HEADER = 16
+
+
+@numba.njit(cache=True, nogil=True)
+def _expand(x, head, out):
+    """Write the reported variables at ``x`` into ``out``, flat, in order: theta, discrimination (per item
+    or one value), intercept, and difficulty when the location prior is on it."""
+    n_models, n_items, n_slopes = np.int64(head[_N_MODELS]), np.int64(head[_N_ITEMS]), np.int64(head[_N_SLOPES])
+    difficulty = head[_DIFFICULTY] != 0.0
+    a, deviation, _ = _parameters(x, n_models, n_items, n_slopes, head[_SLOPE], difficulty)
+    theta_mean, start = x[0], n_models + n_slopes
+    for m in range(n_models):
+        out[m] = theta_mean + deviation[m]
+    k = n_models
+    n_reported = np.int64(head[_REPORT_SLOPE])
+    for i in range(n_reported):
+        out[k + i] = a[i]
+    k += n_reported
+    for i in range(n_items):
+        centred = x[start + i]
+        if difficulty:
+            out[k + i] = -a[i] * (centred + theta_mean)
+            out[k + n_items + i] = centred + theta_mean
+        else:
+            out[k + i] = centred - a[i] * theta_mean
+
+
+@intrinsic
+def _byte_offset(typingctx, pointer, offset):
+    """``pointer`` + ``offset`` bytes (a void pointer)."""
+    if pointer != types.voidptr or not isinstance(offset, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [context.cast(builder, args[1], signature.args[1], types.int64)])
+
+    return types.voidptr(types.voidptr, offset), codegen
+
+
+@numba.njit(inline="always")
+def _buffer(data):
+    """(header, response matrix) of the buffer at ``data``."""
+    head = numba.carray(data, (_HEADER,), np.float64)
+    y = numba.carray(_byte_offset(data, 8 * _HEADER), (np.int64(head[_ROWS]), np.int64(head[_COLS])), np.int8)
+    return head, y
+
+
+def _logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
+    """nutpie's logp callback: the log posterior density and its gradient at the unconstrained point
+    ``x``. Returns 0, or nutpie's own codes (those of ``nutpie.compile_pymc``'s callback): -1 wrong
+    dimension, 3 a non-finite gradient, 4 a non-finite density."""
+    head, y = _buffer(data)
+    n_models, n_items, n_slopes = np.int64(head[_N_MODELS]), np.int64(head[_N_ITEMS]), np.int64(head[_N_SLOPES])
+    if n_dim != n_models + n_slopes + n_items:
+        return -1
+    x, difficulty = numba.carray(x_pointer, (n_dim,)), head[_DIFFICULTY] != 0.0
+    a, deviation, intercept = _parameters(x, n_models, n_items, n_slopes, head[_SLOPE], difficulty)
+    total, grad_a, grad_t, grad_d = loglik_and_gradient(a, deviation, intercept, y, head[_BY_MODEL] != 0.0)
+    logp, gradient = _log_posterior(x, a, deviation, total, grad_a, grad_t, grad_d, n_models, n_items, n_slopes,
+                                    difficulty, head[_HYPER])
+    out = numba.carray(gradient_pointer, (n_dim,))
+    finite = True
+    for k in range(n_dim):
+        out[k] = gradient[k]
+        finite &= np.isfinite(gradient[k])
+    numba.carray(logp_pointer, (1,))[0] = logp
+    if not finite:
+        return 3
+    if not np.isfinite(logp):
+        return 4
+    return 0
+
+
+def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
+    """nutpie's expand callback: the reported variables of one draw."""
+    head, _ = _buffer(data)
+    _expand(numba.carray(x_pointer, (n_dim,)), head, numba.carray(out_pointer, (n_expanded,)))
+    return 0
+
+
+@functools.cache
+def _callbacks():
+    """The two C callbacks, compiled on first use in this process (the expand callback, whose numba
+    functions are all in this file, loaded from numba's cache)."""
+    double = types.CPointer(types.float64)
+    logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr))(_logp_callback)
+    expand = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),
+                         cache=True)(_expand_callback)
+    return logp, expand
+
+
 def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
-    """The nutpie model of ``spec``'s posterior on ``responses`` (check :func:`direct_eligible` first),
-    its numba functions compiled or loaded from the cache by one evaluation at the initial point."""
-    import nutpie.compiled_pyfunc  # here, not at the top: importing nutpie is slow and only NUTS needs it
+    """The nutpie model of ``spec``'s posterior on ``responses`` (check :func:`direct_eligible` first);
+    its callbacks are compiled on first use in this process."""
+    from nutpie.compile_pymc import CompiledPyMCModel  # here, not at the top: importing nutpie is slow
 
     y_item_model = responses["responses"].values
     n_items, n_models = y_item_model.shape
@@ -179,27 +289,28 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
     slope = float(spec.discrimination_value) if structure == "fixed" else 1.0
     theta, location = spec.priors["theta"].params, spec.priors[spec.location].params
     disc = spec.priors["discrimination"].params if structure != "fixed" else {"mu": 0.0, "sigma": 1.0}
-    # sigma of theta_mean computed as build_logistic does
-    hyper = np.array([theta["mu"], float(theta["sigma"] / np.sqrt(n_models)), theta["sigma"], disc["mu"],
-                      disc["sigma"], location["mu"], location["sigma"]], dtype=np.float64)
     n_dim = n_models + n_slopes + n_items
 
-    def logp(x, **_):
-        a, deviation, intercept = _parameters(x, n_models, n_items, n_slopes, slope, difficulty)
-        total, grad_a, grad_t, grad_d = loglik_and_gradient(a, deviation, intercept, y, by_model)
-        return _log_posterior(x, a, deviation, total, grad_a, grad_t, grad_d, n_models, n_items, n_slopes,
-                              difficulty, hyper)
+    buffer = np.zeros(8 * _HEADER + y.size, dtype=np.uint8)
+    head = buffer[:8 * _HEADER].view(np.float64)
+    head[:9] = (n_models, n_items, n_slopes, slope, difficulty, by_model, *y.shape,
+                n_items if structure == "item" else 1)
+    # sigma of theta_mean computed as build_logistic does
+    head[_HYPER] = (theta["mu"], float(theta["sigma"] / np.sqrt(n_models)), theta["sigma"], disc["mu"],
+                    disc["sigma"], location["mu"], location["sigma"])
+    buffer[8 * _HEADER:] = y.reshape(-1).view(np.uint8)
+    logp_callback, expand_callback = _callbacks()
 
-    def expand(x, **_):
-        a, deviation, _ = _parameters(x, n_models, n_items, n_slopes, slope, difficulty)
-        theta_mean, centred = x[0], x[n_models + n_slopes:]
-        out = {"theta": theta_mean + deviation, "discrimination": a if structure == "item" else np.asarray(a[0])}
-        if difficulty:
-            b = centred + theta_mean
-            out |= {"intercept": -a * b, "difficulty": b}
-        else:
-            out["intercept"] = centred - a * theta_mean
-        return out
+    def logp(x):
+        """(log density, gradient) at ``x`` from the callback nutpie calls."""
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        value, gradient = np.empty(1), np.empty(n_dim)
+        double = ctypes.POINTER(ctypes.c_double)
+        code = logp_callback.ctypes(x.size, *(v.ctypes.data_as(double) for v in (x, gradient, value)),
+                                    buffer.ctypes.data)
+        if code < 0:
+            raise ValueError(f"a point of {x.size} coordinates for a model of {n_dim}")
+        return float(value[0]), gradient
 
     def initial_point(seed):
         """PyMC's default start as nutpie uses it: the support point of every variable in the unconstrained
@@ -219,11 +330,13 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
               "intercept": (n_items,), "difficulty": (n_items,)}
     dims = {"theta": ("model",), "discrimination": ("item",) if structure == "item" else (),
             "intercept": ("item",), "difficulty": ("item",)}
-    logp(initial_point(0))  # compiles the numba functions, or loads them from the cache
-    compiled = nutpie.compiled_pyfunc.from_pyfunc(
-        n_dim, lambda: logp, lambda seed1, seed2, chain: expand, [np.dtype("float64")] * len(names),
-        [shapes[n] for n in names], names,
-        coords={"item": pd.Index(responses["item"].values), "model": pd.Index(responses["model"].values)},
-        dims={n: dims[n] for n in names}, make_initial_point_fn=initial_point,
+    compiled = CompiledPyMCModel(
+        dims={n: dims[n] for n in names},
+        compiled_logp_func=logp_callback, compiled_expand_func=expand_callback, initial_point_func=initial_point,
+        shared_data={}, shared_var_keys={}, user_data=buffer,
+        n_expanded=sum(int(np.prod(shapes[n])) for n in names),
+        shape_info=(names, [None] * len(names), [shapes[n] for n in names]), logp_func=None, expand_func=None,
+        _n_dim=n_dim, _shapes={n: shapes[n] for n in names},
+        _coords={"item": pd.Index(responses["item"].values), "model": pd.Index(responses["model"].values)},
     )
     return DirectModel(compiled, names, logp, initial_point)
