@@ -14,6 +14,7 @@ import pytest
 
 import bayesirt.inference.fitting as fitting
 from bayesirt.data import simulate_pl
+from bayesirt.inference import nutpie_direct
 from bayesirt.inference.nutpie_direct import direct_eligible, direct_model
 from bayesirt.models.kernels import BY_MODEL_BELOW
 from bayesirt.models.logistic import build_logistic
@@ -111,6 +112,16 @@ def test_callback_reports_wrong_dimension_and_non_finite_points():
     assert code(x) == 0 and np.isfinite(value[0])
     x[9] = 800.0  # the first item's log slope: the slope overflows
     assert code(x) in (3, 4) and not (np.isfinite(value[0]) and np.isfinite(gradient).all())
+
+
+def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
+    """The logp callback inlines the kernel of another file, which numba's cache does not check: it is
+    loaded from the cache while the digest of both files compiled into the cache matches today's, and
+    compiled afresh (not loaded) when it does not, as after an edit to kernels.py alone."""
+    nutpie_direct._callbacks.__wrapped__()  # compiled, or loaded, and cached
+    assert nutpie_direct._callbacks.__wrapped__()[0].cache_hits == 1
+    monkeypatch.setattr(nutpie_direct, "_SOURCES", nutpie_direct._SOURCES + 1)  # as if a file had changed
+    assert nutpie_direct._callbacks.__wrapped__()[0].cache_hits == 0
 
 
 @pytest.mark.parametrize("name", ["2pl", "difficulty, common slope", "fixed slope"])

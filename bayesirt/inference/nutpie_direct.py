@@ -15,9 +15,8 @@ class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API
 keeps nutpie below 0.17), given our callbacks and data; ``tests/test_nutpie_direct.py`` samples
 through it.
 
-The logp callback, which composes those functions, is compiled in each process (about half a second)
-and not cached: numba's cache checks only the file a function is defined in, so a cached callback
-would keep calling an edited kernel's old code.
+Both callbacks are cached by numba; the logp callback only while the kernel's file is unchanged
+since (numba's cache checks a function's own file only: see :func:`_callbacks`).
 
 The unconstrained point is, in order (PyMC's order of the free variables and its transforms):
 
@@ -41,9 +40,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -53,6 +54,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from bayesirt.data.responses import MISSING
+from bayesirt.models import kernels
 from bayesirt.models.kernels import BY_MODEL_BELOW, loglik_and_gradient
 from bayesirt.models.logistic import DENSE_FROM
 from bayesirt.models.specs import IRTSpec
@@ -91,7 +93,7 @@ class DirectModel:
     initial_point: Callable[[int], np.ndarray]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(inline="always")
 def _parameters(x, n_models, n_items, n_slopes, slope, difficulty):
     """(a per item, ability deviation per model, the likelihood's intercept per item) at the
     unconstrained point ``x``; the deviation is PyMC's ``ZeroSumTransform.extend_axis``, written as it
@@ -119,7 +121,7 @@ def _parameters(x, n_models, n_items, n_slopes, slope, difficulty):
     return a, deviation, intercept
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(inline="always")
 def _log_posterior(x, a, deviation, loglik, grad_a, grad_t, grad_d, n_models, n_items, n_slopes, difficulty, hyper):
     """(log posterior density, its gradient) at ``x`` from the likelihood and its gradient with respect to
     (a, deviation, intercept) at :func:`_parameters`' values; ``hyper`` holds the prior parameters (theta
@@ -187,7 +189,7 @@ _HYPER = slice(9, 16)
 _HEADER = 16
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(inline="always")
 def _expand(x, head, out):
     """Write the reported variables at ``x`` into ``out``, flat, in order: theta, discrimination (per item
     or one value), intercept, and difficulty when the location prior is on it."""
@@ -264,12 +266,36 @@ def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
     return 0
 
 
+def _sources_digest() -> int:
+    """A 56-bit digest of the source of this module and of the kernel's."""
+    digest = hashlib.sha256()
+    for path in (__file__, kernels.__file__):
+        digest.update(Path(path).read_bytes())
+    return int.from_bytes(digest.digest()[:7], "little")
+
+
+#: Frozen into the compiled :func:`_compiled_sources` (numba compiles a global as a constant).
+_SOURCES = _sources_digest()
+
+
+@numba.njit(cache=True)
+def _compiled_sources():
+    """:data:`_SOURCES` as it was when numba compiled this file's cached functions."""
+    return _SOURCES
+
+
 @functools.cache
 def _callbacks():
-    """The two C callbacks, compiled on first use in this process (the expand callback, whose numba
-    functions are all in this file, loaded from numba's cache)."""
+    """The two C callbacks, compiled on first use in this process or loaded from numba's cache.
+
+    numba checks a cached function against its own file only, so the logp callback, which inlines
+    the kernel of ``kernels.py``, is taken from the cache only while :func:`_compiled_sources` (cached
+    with it) gives today's digest of both files; after an edit to the kernel alone it is compiled
+    afresh in each process (about a second) until this file changes too."""
     double = types.CPointer(types.float64)
-    logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr))(_logp_callback)
+    fresh = _compiled_sources() == _SOURCES
+    logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr),
+                       cache=fresh)(_logp_callback)
     expand = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),
                          cache=True)(_expand_callback)
     return logp, expand
@@ -320,7 +346,7 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
         x[0] = theta["mu"] + rng.uniform(-1.0, 1.0)
         x[1:n_models] = rng.uniform(-1.0, 1.0, n_models - 1)
         x[n_models:n_models + n_slopes] = disc["mu"] + 0.5 * disc["sigma"] ** 2 + rng.uniform(-1.0, 1.0, n_slopes)
-        a, _, _ = _parameters(x, n_models, n_items, n_slopes, slope, False)
+        a = np.exp(x[n_models:n_models + n_slopes]) if n_slopes else np.full(n_items, slope)
         support = location["mu"] - x[0] if difficulty else location["mu"] + a * x[0]
         x[n_models + n_slopes:] = support + rng.uniform(-1.0, 1.0, n_items)
         return x

@@ -216,7 +216,7 @@ def _row_kernel(u, v, w, z, y):
     return total, gu, gv, gw, gz
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def loglik_and_gradient(a, t, d, y, by_model=False):
     """(log-likelihood, d/da, d/dt, d/dd) of the observed cells of ``y`` under eta = a_i * t_m + d_i,
     returned in the dtype of ``a``. ``y`` is the (item, model) int8 matrix (negative = missing), or
