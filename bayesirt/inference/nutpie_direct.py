@@ -4,10 +4,10 @@
 :func:`bayesirt.models.logistic.build_logistic` into two numba functions, about 180 numba
 compilations that take 11.5 s at 300 models x 1,000 items with empty caches and 4.2 s with warm ones
 (sampling then takes 12-30 s). :func:`direct_model` hands nutpie the same posterior, the log density
-and its gradient in the same unconstrained coordinates, as C callbacks (numba ``cfunc``) around
-numba functions that are compiled once per machine (numba's on-disk cache): the likelihood kernel
-:func:`bayesirt.models.kernels.loglik_and_gradient`, :func:`_parameters` and :func:`_log_posterior`.
-nutpie's chains, threads of this process, call the callbacks without Python or its GIL. Through
+and its gradient in the same unconstrained coordinates, as a C callback (a numba ``cfunc``) made of
+:func:`_parameters`, the likelihood kernel :func:`bayesirt.models.kernels.loglik_and_gradient` and
+:func:`_log_posterior`, and the draws' reported variables as a second one (:func:`_expand`). nutpie's
+chains, threads of this process, call the callbacks without Python or its GIL. Through
 nutpie's Python-callback route (``nutpie.compiled_pyfunc.from_pyfunc``) the same functions gave 3,713
 gradients a second with 2 chains at 300 x 1,000 where two threads calling them directly gave about
 4,500 (``benchmarks/results/nuts_numpyro.md`` at afeeb2d). The callbacks go through nutpie's model
@@ -15,8 +15,9 @@ class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API
 keeps nutpie below 0.17), given our callbacks and data; ``tests/test_nutpie_direct.py`` samples
 through it.
 
-Both callbacks are cached by numba; the logp callback only while the kernel's file is unchanged
-since (numba's cache checks a function's own file only: see :func:`_callbacks`).
+Both callbacks are compiled once per machine (numba's on-disk cache; about 3 s from empty caches at
+300 x 1,000, 0.2 s from warm ones), the logp callback only while the kernel's file is as it was when
+the callback was cached (numba's cache checks a function's own file only: see :func:`_callbacks`).
 
 The unconstrained point is, in order (PyMC's order of the free variables and its transforms):
 
