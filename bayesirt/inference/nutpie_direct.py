@@ -7,10 +7,10 @@ compilations that take 11.5 s at 300 models x 1,000 items with empty caches and 
 and its gradient in the same unconstrained coordinates, as a C callback (a numba ``cfunc``) made of
 :func:`_parameters`, the likelihood kernel :func:`bayesirt.models.kernels.loglik_and_gradient` and
 :func:`_log_posterior`, and the draws' reported variables as a second one (:func:`_expand`). nutpie's
-chains, threads of this process, call the callbacks without Python or its GIL. Through
-nutpie's Python-callback route (``nutpie.compiled_pyfunc.from_pyfunc``) the same functions gave 3,713
-gradients a second with 2 chains at 300 x 1,000 where two threads calling them directly gave about
-4,500 (``benchmarks/results/nuts_numpyro.md`` at afeeb2d). The callbacks go through nutpie's model
+chains, threads of this process, call the callbacks without Python or its GIL: at 300 x 1,000 with 2
+chains, 4,023 gradient evaluations a second against 3,713 through nutpie's Python-callback route
+(``nutpie.compiled_pyfunc.from_pyfunc``) with the same kernel (``benchmarks/nuts_numpyro.py``, runs at
+bb9b694 and afeeb2d). The callbacks go through nutpie's model
 class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API: pyproject.toml
 keeps nutpie below 0.17), given our callbacks and data; ``tests/test_nutpie_direct.py`` samples
 through it.
