@@ -117,11 +117,17 @@ def test_callback_reports_wrong_dimension_and_non_finite_points():
 def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
     """The logp callback inlines the kernel of another file, which numba's cache does not check: it is
     loaded from the cache while the digest of both files compiled into the cache matches today's, and
-    compiled afresh (not loaded) when it does not, as after an edit to kernels.py alone."""
-    nutpie_direct._callbacks.__wrapped__()  # compiled, or loaded, and cached
-    assert nutpie_direct._callbacks.__wrapped__()[0].cache_hits == 1
+    compiled afresh (not loaded) when it does not, as after an edit to kernels.py alone; then cached
+    again, with the new digest."""
+    make = nutpie_direct._callbacks.__wrapped__
+    make()  # compiled, or loaded, and cached
+    assert make()[0].cache_hits == 1
     monkeypatch.setattr(nutpie_direct, "_SOURCES", nutpie_direct._SOURCES + 1)  # as if a file had changed
-    assert nutpie_direct._callbacks.__wrapped__()[0].cache_hits == 0
+    assert make()[0].cache_hits == 0
+    assert make()[0].cache_hits == 1
+    monkeypatch.undo()  # the cache holds the changed digest: the next call compiles and caches again
+    assert make()[0].cache_hits == 0
+    assert make()[0].cache_hits == 1
 
 
 @pytest.mark.parametrize("name", ["2pl", "difficulty, common slope", "fixed slope"])

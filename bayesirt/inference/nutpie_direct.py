@@ -291,12 +291,16 @@ def _callbacks():
 
     numba checks a cached function against its own file only, so the logp callback, which inlines
     the kernel of ``kernels.py``, is taken from the cache only while :func:`_compiled_sources` (cached
-    with it) gives today's digest of both files; after an edit to the kernel alone it is compiled
-    afresh in each process (about a second) until this file changes too."""
+    with it) gives today's digest of both files. Otherwise, as after an edit to the kernel alone, both
+    are dropped from the cache and compiled afresh (and cached again)."""
+    from numba.core.caching import FunctionCache
+
     double = types.CPointer(types.float64)
-    fresh = _compiled_sources() == _SOURCES
+    if _compiled_sources() != _SOURCES:
+        FunctionCache(_logp_callback).flush()
+        _compiled_sources.recompile()
     logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr),
-                       cache=fresh)(_logp_callback)
+                       cache=True)(_logp_callback)
     expand = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),
                          cache=True)(_expand_callback)
     return logp, expand

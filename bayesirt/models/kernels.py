@@ -12,7 +12,7 @@ backend calls it from ``perform``. The graph it replaces (``fused_loglik`` in
 :mod:`bayesirt.models.logistic`, an elementwise softplus and its gradient over the dense matrix)
 makes several passes over the matrix and calls libm's scalar exp/log1p several times per cell;
 this kernel makes one vectorized pass, evaluates exp with a polynomial and one log per column in
-all (see :func:`_row_kernel`). The kernel alone at 1,000 items x 300 models: 0.41-0.43 ms of CPU, median
+all (see :func:`_row_kernel`). The kernel alone at 1,000 items x 300 models: 0.39-0.42 ms of CPU, median
 of 200 calls (``benchmarks/likelihood_kernel.py``; 0.53-0.56 ms with exp by a degree-13 polynomial and
 no table). Its previous one-log-per-16-cells form, whose
 division and sums did not vectorize, took 1.01 ms per logp + gradient (``benchmarks/results/
@@ -176,8 +176,10 @@ def _row_kernel(u, v, offset, y, row_offset):
     binary exponent every ``_RENORM_ROWS`` rows, so one log per column in all (a log per cell or per
     16 cells cost as much as the rest of the kernel). ``row_offset`` is the same for every row, so LLVM
     compiles the cell loop once per value of it, and with a row offset the loop skips the column sums
-    of the offset's gradient: 9% faster at 1,000 items x 300 models than adding both offsets
-    (``benchmarks/likelihood_kernel.py``).
+    of the offset's gradient. Against the earlier form, which added both offsets to every cell and
+    summed both gradients, with bit-identical results: 0.405 against 0.444 ms at 1,000 items x 300
+    models by item rows, 0.39 against 0.43 by model rows (alternating calls in one process, a comparison
+    that was not kept; ``benchmarks/likelihood_kernel.py`` gives 0.39-0.42 ms now).
     """
     n_rows, n_cols = y.shape
     gu = np.zeros(n_rows)
@@ -287,8 +289,8 @@ class LogisticLoglik(Op):
 
 #: The kernel loops along models (rows = items) unless there are fewer models than this: then along
 #: items (rows = models), whose longer rows vectorize better. The kernel alone at 2,854 items x 22
-#: models: 0.11 ms by model, 0.12 ms by item; at 1,000 x 64 0.11 and 0.10 ms; at 1,000 x 300 both ways
-#: cost about the same, 0.41-0.43 ms (``benchmarks/likelihood_kernel.py``, median CPU time of 200 calls).
+#: models: 0.107 ms by model, 0.105 ms by item; at 1,000 x 64 0.096 and 0.088 ms; at 1,000 x 300 0.42 and
+#: 0.39 ms (``benchmarks/likelihood_kernel.py``, median CPU time of 200 calls; about 10% run to run).
 BY_MODEL_BELOW = 64
 
 
