@@ -15,7 +15,7 @@ class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API
 keeps nutpie below 0.17), given our callbacks and data; ``tests/test_nutpie_direct.py`` samples
 through it.
 
-Both callbacks are compiled once per machine (numba's on-disk cache; about 3 s from empty caches at
+Both callbacks are compiled once per machine (numba's on-disk cache; about 4 s from empty caches at
 300 x 1,000, 0.2 s from warm ones), the logp callback only while the kernel's file is as it was when
 the callback was cached (numba's cache checks a function's own file only: see :func:`_callbacks`).
 
