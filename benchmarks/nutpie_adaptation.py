@@ -21,7 +21,8 @@ import sys
 import time
 
 SETTINGS = {
-    "cur": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120},  # fit's NUTPIE_SETTINGS
+    # fit's NUTPIE_SETTINGS until 0e39bbc, which added "step_size_jitter": 0.0 (results/nutpie_adaptation.md)
+    "cur": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120},
     "ta85": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "target_accept": 0.85},
     "ta9": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "target_accept": 0.9},
     "sw200": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 200},

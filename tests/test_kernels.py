@@ -146,8 +146,8 @@ def test_fit_asks_for_the_kernel_with_nutpie_only(monkeypatch, method, sampler, 
 
 
 def test_kernel_releases_the_gil():
-    """The direct nutpie model (inference.nutpie_direct) calls the kernel from nutpie's chain threads: without
-    nogil the chains take turns (71 s instead of 46 s for a 300 x 1,000 fit with 2 chains)."""
+    """Python threads that call the kernel (``loglik_and_gradient``, or the Op's ``perform``) run it in
+    parallel: it holds no GIL. (nutpie's chains call it from a C callback, without Python.)"""
     from bayesirt.models import kernels
 
     assert loglik_and_gradient.targetoptions.get("nogil") is True

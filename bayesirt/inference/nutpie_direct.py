@@ -191,12 +191,20 @@ _HEADER = 16
 
 
 @numba.njit(inline="always")
+def _at(x, head):
+    """(n_models, n_items, n_slopes, difficulty, a, deviation, intercept): the sizes of the model in
+    ``head`` and :func:`_parameters` at the unconstrained point ``x``."""
+    n_models, n_items, n_slopes = np.int64(head[_N_MODELS]), np.int64(head[_N_ITEMS]), np.int64(head[_N_SLOPES])
+    difficulty = head[_DIFFICULTY] != 0.0
+    a, deviation, intercept = _parameters(x, n_models, n_items, n_slopes, head[_SLOPE], difficulty)
+    return n_models, n_items, n_slopes, difficulty, a, deviation, intercept
+
+
+@numba.njit(inline="always")
 def _expand(x, head, out):
     """Write the reported variables at ``x`` into ``out``, flat, in order: theta, discrimination (per item
     or one value), intercept, and difficulty when the location prior is on it."""
-    n_models, n_items, n_slopes = np.int64(head[_N_MODELS]), np.int64(head[_N_ITEMS]), np.int64(head[_N_SLOPES])
-    difficulty = head[_DIFFICULTY] != 0.0
-    a, deviation, _ = _parameters(x, n_models, n_items, n_slopes, head[_SLOPE], difficulty)
+    n_models, n_items, n_slopes, difficulty, a, deviation, _ = _at(x, head)
     theta_mean, start = x[0], n_models + n_slopes
     for m in range(n_models):
         out[m] = theta_mean + deviation[m]
@@ -239,11 +247,10 @@ def _logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
     ``x``. Returns 0, or nutpie's own codes (those of ``nutpie.compile_pymc``'s callback): -1 wrong
     dimension, 3 a non-finite gradient, 4 a non-finite density."""
     head, y = _buffer(data)
-    n_models, n_items, n_slopes = np.int64(head[_N_MODELS]), np.int64(head[_N_ITEMS]), np.int64(head[_N_SLOPES])
-    if n_dim != n_models + n_slopes + n_items:
+    if n_dim != np.int64(head[_N_MODELS]) + np.int64(head[_N_SLOPES]) + np.int64(head[_N_ITEMS]):
         return -1
-    x, difficulty = numba.carray(x_pointer, (n_dim,)), head[_DIFFICULTY] != 0.0
-    a, deviation, intercept = _parameters(x, n_models, n_items, n_slopes, head[_SLOPE], difficulty)
+    x = numba.carray(x_pointer, (n_dim,))
+    n_models, n_items, n_slopes, difficulty, a, deviation, intercept = _at(x, head)
     total, grad_a, grad_t, grad_d = loglik_and_gradient(a, deviation, intercept, y, head[_BY_MODEL] != 0.0)
     logp, gradient = _log_posterior(x, a, deviation, total, grad_a, grad_t, grad_d, n_models, n_items, n_slopes,
                                     difficulty, head[_HYPER])

@@ -80,8 +80,8 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         compiled Op that returns its value and gradient in one pass
         (:class:`bayesirt.models.kernels.LogisticLoglik`) instead of the PyTensor graph of
         :func:`fused_loglik` (the same values to rounding; ``tests/test_kernels.py``). ``fit`` sets it
-        for NUTS with nutpie, where one logp + gradient at 1,000 x 300 costs about a twelfth (0.55
-        against 6.6 ms of CPU; ``benchmarks/likelihood_kernel.py``, ``benchmarks/results/nuts_stan.md``).
+        for NUTS with nutpie, where one logp + gradient at 1,000 x 300 costs about a twelfth (0.51
+        against 6.35 ms of CPU; ``benchmarks/results/nuts_stan.md`` at ad3dc67).
         Ignored otherwise.
 
     Returns
