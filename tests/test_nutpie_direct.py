@@ -6,6 +6,7 @@ it against a fit by the PyMC path (same output structure, same posterior means w
 the same draws for the same seed)."""
 
 import ctypes
+import functools
 import json
 
 import arviz as az
@@ -119,7 +120,7 @@ def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
     loaded from the cache while the digest of both files compiled into the cache matches today's, and
     compiled afresh (not loaded) when it does not, as after an edit to kernels.py alone; then cached
     again, with the new digest."""
-    make = nutpie_direct._callbacks.__wrapped__
+    make = functools.partial(nutpie_direct._callbacks.__wrapped__, False)
     make()  # compiled, or loaded, and cached
     assert make()[0].cache_hits == 1
     monkeypatch.setattr(nutpie_direct, "_SOURCES", nutpie_direct._SOURCES + 1)  # as if a file had changed
