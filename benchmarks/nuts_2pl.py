@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, fmt as _f, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, fmt as _f, source_state, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 AXES_NUTS = ("theta", "discrimination", "intercept")  # the free parameters: ESS / R-hat over these
 AXES_TRUTH = ("theta", "discrimination", "difficulty")  # compared with the truth / NUTS reference
@@ -391,6 +391,8 @@ def markdown(result: dict) -> str:
         f"{result['machine']['platform']}, {result['machine']['cpu_count']} CPUs; {result['date']}. "
         f"Total wall time {result['total_wall_s']:.0f} s.",
         "",
+        *([f"bayesirt source: {src.get('head')} (uncommitted under bayesirt/: {len(src.get('uncommitted') or [])})", ""]
+          if (src := result.get("bayesirt_source")) else []),
         "## NUTS",
         "",
         "| run | compile s | sample s | sample CPU s | CPU s / draw | min bulk ESS (theta / a / d) | ESS/s "
@@ -543,6 +545,7 @@ def main(argv=None) -> int:
     from bayesirt.data import simulate_pl
 
     t_start = time.perf_counter()
+    source = source_state()
     responses, truth = simulate_pl("2pl", n_items=args.items, n_models=args.models, seed=args.seed)
     print(f"data: {args.items} items x {args.models} models, mean response {float((responses['responses'].values == 1).mean()):.3f}",
           flush=True)
@@ -622,6 +625,7 @@ def main(argv=None) -> int:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "processor": platform.processor()},
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": _versions(),
+        "bayesirt_source": source,
         "nuts": nuts,
         "gradient": gradient,
         "headline_ratio": headline,
