@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, source_state, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "catsim", "numpy", "scipy")
 SEED = 20261130
@@ -216,7 +216,7 @@ def main() -> None:
         return
     if args.quick:
         args.items, args.examinees, args.budgets = 200, 100, "25"
-    load, start = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
+    load, start, source = [round(x, 2) for x in os.getloadavg()], time.perf_counter(), source_state()
     rows = run(args.items, args.examinees, [int(k) for k in args.budgets.split(",")])
     result = {
         "config": {"items": args.items, "examinees": args.examinees, "budgets": [int(k) for k in args.budgets.split(",")],
@@ -225,6 +225,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "processor": platform.processor()},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": versions(PACKAGES),
+        "bayesirt_source": source,
         "loadavg_start": load,
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "total_wall_s": time.perf_counter() - start,

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, source_state, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "factor-analyzer", "numpy", "scipy", "scikit-learn", "threadpoolctl")
 SEED = 20261130
@@ -337,6 +337,7 @@ def main(argv=None) -> int:
         args.repeats = min(args.repeats, 2)
 
     t_start = time.perf_counter()
+    source = source_state()
     cases = {}
     for i, case in enumerate(args.cases):
         try:
@@ -350,6 +351,7 @@ def main(argv=None) -> int:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "processor": platform.processor()},
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": versions(PACKAGES),
+        "bayesirt_source": source,
         "cases": cases,
         "total_wall_s": time.perf_counter() - t_start,
     }

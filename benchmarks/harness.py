@@ -372,7 +372,8 @@ def source_of(result: dict | None, path: Path) -> str:
     """Which bayesirt source a results JSON measured: the HEAD its run recorded (with the count of
     files under bayesirt/ that differed from it), else the commit that committed the JSON (the run
     did not record its HEAD), else that the JSON is not committed."""
-    src = (result or {}).get("bayesirt_source") or {}
+    src = (result or {}).get("bayesirt_source") or (result or {}).get("source")
+    src = src if isinstance(src, dict) else {}
     head = src.get("head") or (result or {}).get("bayesirt_head")
     if head:
         dirty = len(src.get("uncommitted") or [])

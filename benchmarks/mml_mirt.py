@@ -59,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import benchmark_row, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import benchmark_row, source_state, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 PACKAGES = ("bayesirt", "mirt", "numpy", "scipy", "xarray", "threadpoolctl")
 PUBLISHED_LSAT7 = -2658.805  # LSAT7 2PL marginal log-likelihood (e.g. R mirt / ltm)
@@ -777,6 +777,7 @@ def main(argv=None) -> int:
         args.items, args.models, args.repeats, args.repeats_small = 20, 1000, 1, 3
 
     t_start = time.perf_counter()
+    source = source_state()
     load_start = [round(x, 2) for x in os.getloadavg()]
     threads_before = _nthreads()
     cases = {}
@@ -794,6 +795,7 @@ def main(argv=None) -> int:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "processor": platform.processor()},
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": _versions(),
+        "bayesirt_source": source,
         "blas_main_process": _blas_info(),
         "env_RAYON_NUM_THREADS": os.environ.get("RAYON_NUM_THREADS"),
         "process_threads_at_start": threads_before,

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import benchmark_row, machine, versions, write_results  # noqa: E402
+from _common import benchmark_row, machine, source_state, versions, write_results  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 SEED = 20261130
@@ -236,7 +236,8 @@ def main(argv=None) -> int:
         return 0
     out = args.out or RESULTS / ("scale_advi_quick.json" if args.quick else "scale_advi.json")
     result = {"quick": args.quick, "machine": machine(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-              "versions": versions(["bayesirt", "pymc", "pytensor", "numpy"]), "load_start": os.getloadavg(),
+              "versions": versions(["bayesirt", "pymc", "pytensor", "numpy"]), "bayesirt_source": source_state(),
+              "load_start": os.getloadavg(),
               "draws": args.draws, "command": "benchmarks/scale_advi.py " + " ".join(argv or sys.argv[1:]),
               "cases": []}
 
