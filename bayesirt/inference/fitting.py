@@ -194,7 +194,7 @@ def fit(
     nutpie_nuts = method == "nuts" and sampler == "nutpie"
     # NUTS with nutpie on a 1PL/2PL: the posterior's log density and gradient written in numba
     # (inference.nutpie_direct), compiled once per machine and called by nutpie as a C callback, instead of
-    # PyTensor's graph compiled by nutpie (4.0 s against 11.5 s from empty caches, 0.2 s against 4.2 s warm at
+    # PyTensor's graph compiled by nutpie (2.5 s against 11.5 s from empty caches, 0.1 s against 4.2 s warm at
     # 300 x 1,000; benchmarks/nuts_numpyro.py); the same density (tests/test_nutpie_direct.py)
     direct = nutpie_nuts and direct_eligible(responses, spec)
     if direct:

@@ -15,9 +15,10 @@ class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API
 keeps nutpie below 0.17), given our callbacks and data; ``tests/test_nutpie_direct.py`` samples
 through it.
 
-Both callbacks are compiled once per machine (numba's on-disk cache; about 4 s from empty caches at
-300 x 1,000, 0.2 s from warm ones), the logp callback only while the kernel's file is as it was when
-the callback was cached (numba's cache checks a function's own file only: see :func:`_callbacks`).
+Both callbacks are compiled once per machine (numba's on-disk cache; 2.5 s from empty caches at
+300 x 1,000, 0.1 s from warm ones: ``benchmarks/nuts_numpyro.py`` at beed78e), the logp callback once per
+matrix layout (:func:`_logp_callback_for`) and only while the kernel's file is as it was when the callback
+was cached (numba's cache checks a function's own file only: see :func:`_callbacks`).
 
 The unconstrained point is, in order (PyMC's order of the free variables and its transforms):
 
@@ -41,11 +42,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -59,6 +58,7 @@ from bayesirt.models import kernels
 from bayesirt.models.kernels import BY_MODEL_BELOW, loglik_and_gradient
 from bayesirt.models.logistic import DENSE_FROM
 from bayesirt.models.specs import IRTSpec
+from bayesirt.utils.numba_cache import drop_stale, sources_digest
 
 __all__ = ["DirectModel", "direct_eligible", "direct_model"]
 
@@ -281,16 +281,8 @@ def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
     return 0
 
 
-def _sources_digest() -> int:
-    """A 56-bit digest of the source of this module and of the kernel's."""
-    digest = hashlib.sha256()
-    for path in (__file__, kernels.__file__):
-        digest.update(Path(path).read_bytes())
-    return int.from_bytes(digest.digest()[:7], "little")
-
-
-#: Frozen into the compiled :func:`_compiled_sources` (numba compiles a global as a constant).
-_SOURCES = _sources_digest()
+#: The digest of this module's source and the kernel's, frozen into the cached :func:`_compiled_sources`.
+_SOURCES = sources_digest(__file__, kernels.__file__)
 
 
 @numba.njit(cache=True)
@@ -306,15 +298,12 @@ def _callbacks(by_model: bool):
 
     numba checks a cached function against its own file only, so the logp callback, which inlines
     the kernel of ``kernels.py``, is taken from the cache only while :func:`_compiled_sources` (cached
-    with it) gives today's digest of both files. Otherwise, as after an edit to the kernel alone, both
-    are dropped from the cache (both layouts': one cache index) and compiled afresh (and cached again)."""
-    from numba.core.caching import FunctionCache
-
+    with it) gives today's digest of both files. Otherwise, as after an edit to the kernel alone, it is
+    dropped from the cache (both layouts': one cache index) and compiled afresh (and cached again):
+    :func:`bayesirt.utils.numba_cache.drop_stale`."""
     double = types.CPointer(types.float64)
     logp_callback = _logp_callback_for(by_model)
-    if _compiled_sources() != _SOURCES:
-        FunctionCache(logp_callback).flush()
-        _compiled_sources.recompile()
+    drop_stale(_compiled_sources, _SOURCES, logp_callback)
     logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr),
                        cache=True)(logp_callback)
     expand = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import functools
+
 import numba
 import numpy as np
 import xarray as xr
 from scipy.special import expit
 
 from bayesirt.errors import BayesIRTError
+from bayesirt.models import kernels
 from bayesirt.models.kernels import exp_clipped
+from bayesirt.utils.numba_cache import drop_stale, sources_digest
 
 __all__ = ["item_information", "test_information", "mean_item_information", "ItemBank", "item_bank",
            "information_curves", "posterior_information", "THETA_GRID"]
@@ -74,9 +78,18 @@ test_information.__test__ = False  # a library function, not a pytest test
 
 
 #: fast-math flags without "nnan"/"ninf", so a non-finite parameter stays visible. exp(x) for x <= 0 is
-#: 2^n * exp(f), |f| <= log(2) / 2 (Cody-Waite, the likelihood kernel's reduction and polynomial), so the
-#: loop over models vectorizes (libm's scalar exp would not): twice as fast, relative error below 1e-14.
+#: the likelihood kernel's :func:`~bayesirt.models.kernels.exp_clipped` (a table of 2^(j/32) and a
+#: polynomial), so the loop over models vectorizes (libm's scalar exp would not).
 _FASTMATH = {"arcp", "contract", "afn", "reassoc", "nsz"}
+#: The digest of this module's source and the kernel's (whose exp_clipped the cached sums compile in),
+#: frozen into the cached :func:`_compiled_sources`.
+_SOURCES = sources_digest(__file__, kernels.__file__)
+
+
+@numba.njit(cache=True)
+def _compiled_sources():
+    """:data:`_SOURCES` as it was when numba compiled this file's cached functions."""
+    return _SOURCES
 
 
 @numba.njit(fastmath=_FASTMATH, cache=True)
@@ -108,6 +121,14 @@ def _information_sums(theta, a, d, c, s):
     return out
 
 
+@functools.cache
+def _fresh_information_sums():
+    """:func:`_information_sums`, its cached build dropped first if ``kernels.py`` changed since it was cached
+    (numba checks a cached function against its own file only)."""
+    drop_stale(_compiled_sources, _SOURCES, _information_sums)
+    return _information_sums
+
+
 def mean_item_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -> np.ndarray:
     """Each item's information averaged over draws and models: ``item_information(theta, ...)
     .mean(axis=(0, 2))`` (equal to rounding) without its (draw, item, model) array, so memory
@@ -126,7 +147,7 @@ def mean_item_information(theta, discrimination, intercept, guessing=0.0, slip=0
     params = [np.asarray(x, dtype=float) for x in (discrimination, intercept, guessing, slip)]
     shape = np.broadcast_shapes(*(x.shape for x in params), (theta.shape[0], 1))
     a, d, c, s = (np.ascontiguousarray(np.broadcast_to(x, shape)) for x in params)
-    return _information_sums(np.ascontiguousarray(theta), a, d, c, s) / theta.size
+    return _fresh_information_sums()(np.ascontiguousarray(theta), a, d, c, s) / theta.size
 
 
 class ItemBank(NamedTuple):
