@@ -12,9 +12,10 @@ backend calls it from ``perform``. The graph it replaces (``fused_loglik`` in
 :mod:`bayesirt.models.logistic`, an elementwise softplus and its gradient over the dense matrix)
 makes several passes over the matrix and calls libm's scalar exp/log1p several times per cell;
 this kernel makes one vectorized pass, evaluates exp with a polynomial and one log per column in
-all (see :func:`_row_kernel`). The kernel alone at 1,000 items x 300 models: 0.39-0.42 ms of CPU, median
-of 200 calls (``benchmarks/likelihood_kernel.py``; 0.53-0.56 ms with exp by a degree-13 polynomial and
-no table). Its previous one-log-per-16-cells form, whose
+all (see :func:`_row_kernel`), in 512-bit vectors where the CPU has them. The kernel alone at 1,000 items
+x 300 models: 0.335-0.370 ms of CPU, median of 200 calls (``benchmarks/likelihood_kernel.py``; 0.39-0.42 ms
+in 256-bit vectors, 0.53-0.56 ms with exp by a degree-13 polynomial and no table). Its previous
+one-log-per-16-cells form, whose
 division and sums did not vectorize, took 1.01 ms per logp + gradient (``benchmarks/results/
 nuts_numpyro.json`` at 64d7b67), the graph about 7 ms (``benchmarks/nuts_stan.py --grad-only``). The
 PyTensor graph stays the oracle: ``tests/test_kernels.py`` compares value and gradient with it.
@@ -190,12 +191,14 @@ def _row_kernel(u, v, offset, y, row_offset):
     the row sums with eight accumulators (:func:`_dot_and_sum`); the softplus terms log(1 + exp(eta))
     are summed as the logs of per-column products of the factors 1 + exp(eta), renormalized by their
     binary exponent every ``_RENORM_ROWS`` rows, so one log per column in all (a log per cell or per
-    16 cells cost as much as the rest of the kernel). ``row_offset`` is the same for every row, so LLVM
-    compiles the cell loop once per value of it, and with a row offset the loop skips the column sums
-    of the offset's gradient. Against the earlier form, which added both offsets to every cell and
-    summed both gradients, with bit-identical results: 0.405 against 0.444 ms at 1,000 items x 300
-    models by item rows, 0.39 against 0.43 by model rows (alternating calls in one process, a comparison
-    that was not kept; ``benchmarks/likelihood_kernel.py`` gives 0.39-0.42 ms now).
+    16 cells cost as much as the rest of the kernel). :func:`loglik_and_gradient` passes ``row_offset``
+    as a constant, so numba compiles the kernel once per value of it (with a run-time flag the loop ran
+    2-16% slower), and with a row offset the loop skips the column sums of the offset's gradient.
+    Against the earlier form, which added both offsets to every cell and summed both gradients, with
+    bit-identical results: 0.405 against 0.444 ms at 1,000 items x 300 models by item rows, 0.39 against
+    0.43 by model rows (alternating calls in one process, a comparison that was not kept). The loop runs
+    in 512-bit vectors where the CPU has them (:func:`_prefer_512_bit_vectors`): 0.335-0.370 against
+    0.39-0.42 ms (``benchmarks/likelihood_kernel.py``), bit-identical.
     """
     _prefer_512_bit_vectors()
     n_rows, n_cols = y.shape
@@ -306,8 +309,9 @@ class LogisticLoglik(Op):
 
 #: The kernel loops along models (rows = items) unless there are fewer models than this: then along
 #: items (rows = models), whose longer rows vectorize better. The kernel alone at 2,854 items x 22
-#: models: 0.107 ms by model, 0.105 ms by item; at 1,000 x 64 0.096 and 0.088 ms; at 1,000 x 300 0.42 and
-#: 0.39 ms (``benchmarks/likelihood_kernel.py``, median CPU time of 200 calls; about 10% run to run).
+#: models: 0.094-0.096 ms by model, 0.197-0.199 ms by item; at 1,000 x 64 0.080-0.082 and 0.080-0.112 ms;
+#: at 1,000 x 300 0.350-0.361 and 0.335-0.370 ms (``benchmarks/likelihood_kernel.py``, median CPU time of
+#: 200 calls, two runs; about 10% run to run).
 BY_MODEL_BELOW = 64
 
 
