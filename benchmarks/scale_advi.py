@@ -85,7 +85,10 @@ def run_case(name: str, n_models: int, n_items: int, missing: float, batch_size:
                                         seed=SEED, progress=False))
     timings = json.loads(tree.attrs["bayesirt_timings"])
     post = tree["posterior"]
-    r = {k: float(np.corrcoef(post[k].mean(("chain", "draw")).values, truth[k])[0, 1]) for k in truth}
+    # the 2PL reports slope and intercept; the difficulty -intercept / slope per draw
+    estimates = {"theta": post["theta"], "discrimination": post["discrimination"],
+                 "difficulty": -post["intercept"] / post["discrimination"]}
+    r = {k: float(np.corrcoef(estimates[k].mean(("chain", "draw")).values, truth[k])[0, 1]) for k in truth}
     n_obs = int((responses["responses"].values != -1).sum())
     return {
         "case": name, "n_models": n_models, "n_items": n_items, "missing": missing, "n_observed": n_obs,
@@ -166,14 +169,16 @@ def _run_worker(name: str, args) -> dict:
 def benchmark_rows(result: dict) -> list[dict]:
     rows = []
     for case in result["cases"]:
-        size = f"{case.get('n_models', '?'):,} models x {case.get('n_items', '?'):,} items"
         if "failed" in case:
+            n_models, n_items, _ = (QUICK if result["quick"] else CASES)[case["case"]]
+            size = f"{n_models:,} models x {n_items:,} items"
             rows.append(benchmark_row(task=f"2PL minibatch ADVI at scale ({case['case']})", data_size=size,
                                       bayesirt="failed", peer="none (scale target, no peer)", peer_figure="—",
                                       ratio=None, ratio_meaning="—", target="completes within 24 GB",
                                       target_met=False, quality="—", status=f"failed: {case['failed']}",
                                       command=result["command"], date=result["date"]))
             continue
+        size = f"{case['n_models']:,} models x {case['n_items']:,} items"
         fit_s = case["stages"]["fit"]["wall_s"]
         r = case["r_truth"]
         rows.append(benchmark_row(
