@@ -15,9 +15,8 @@ curves of a fitted DataTree (:func:`posterior_information`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import functools
+from typing import NamedTuple
 
 import numba
 import numpy as np
