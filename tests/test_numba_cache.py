@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numba
+import numpy as np
 from numba.core.caching import FunctionCache
 
 from bayesirt.models import information
@@ -57,14 +58,22 @@ def test_stale_builds_are_dropped_and_the_new_digest_cached(monkeypatch):
     assert not drop_stale(_compiled_digest, today, _guarded)
 
 
-def test_information_sums_are_guarded(monkeypatch):
-    """The information sums inline the kernel's exp, from another file: they are dropped from the cache
-    when the digest of both files differs from the cached one."""
-    calls = []
-    monkeypatch.setattr(information, "drop_stale", lambda *args: calls.append(args) or False)
+def test_information_sums_are_dropped_when_the_kernel_file_changes(monkeypatch):
+    """The information sums inline the kernel's exp, from another file: their cached build stays while the
+    digest of both files matches the cached one, and is dropped when it does not (as after an edit to
+    kernels.py alone); the check runs once a process. The real digest is cached again at the end."""
+    information.mean_item_information(np.zeros((2, 3)), np.ones((2, 4)), np.zeros((2, 4)))
+    assert _is_cached(information._information_sums)
     information._fresh_information_sums.cache_clear()
     assert information._fresh_information_sums() is information._information_sums
-    assert calls == [(information._compiled_sources, information._SOURCES, information._information_sums)]
-    information._fresh_information_sums()
-    assert len(calls) == 1
+    assert _is_cached(information._information_sums)
     information._fresh_information_sums.cache_clear()
+    monkeypatch.setattr(information, "_SOURCES", information._SOURCES + 1)  # as if kernels.py had changed
+    information._fresh_information_sums()
+    assert not _is_cached(information._information_sums)
+    monkeypatch.undo()
+    information._fresh_information_sums()  # checked once a process: the patched digest is not seen again
+    assert information._compiled_sources() == information._SOURCES + 1
+    information._fresh_information_sums.cache_clear()
+    information._fresh_information_sums()
+    assert information._compiled_sources() == information._SOURCES

@@ -193,7 +193,7 @@ def _row_kernel(u, v, offset, y, row_offset):
     binary exponent every ``_RENORM_ROWS`` rows, so one log per column in all (a log per cell or per
     16 cells cost as much as the rest of the kernel). :func:`loglik_and_gradient` passes ``row_offset``
     as a constant, so numba compiles the kernel once per value of it (with a run-time flag the loop ran
-    2-16% slower), and with a row offset the loop skips the column sums of the offset's gradient.
+    2-16% slower in alternating calls in one process, a comparison that was not kept), and with a row offset the loop skips the column sums of the offset's gradient.
     Against the earlier form, which added both offsets to every cell and summed both gradients, with
     bit-identical results: 0.405 against 0.444 ms at 1,000 items x 300 models by item rows, 0.39 against
     0.43 by model rows (alternating calls in one process, a comparison that was not kept). The loop runs
