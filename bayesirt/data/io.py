@@ -20,53 +20,16 @@ from bayesirt.data.arrays import MATRIX_KEYS, read_npy
 from bayesirt.data.datasets import DATASETS, load_dataset
 from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, read_string_table, reading
 from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
-from bayesirt.data.layout import ORIENTATIONS
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
+from bayesirt.data.read_options import DATA_HELP, READ_OPTIONS
 from bayesirt.data.reading import warn_dropped
 from bayesirt.data.responses import validate_responses
 from bayesirt.data.wide import read_wide_csv
 from bayesirt.errors import DataError, OutputError
-from bayesirt.utils.options import Option, names_or_assignments, option_table
 from bayesirt.utils.outputs import write_netcdf
 
 __all__ = ["load", "save_responses", "attach_metadata", "DATA_HELP", "READ_OPTIONS"]
-
-DATA_HELP = ("a data file (wide/long CSV, Parquet, NPY, NPZ, NT folder, .nc), evaluation-harness output (lm-eval "
-             "--log_samples folder, Inspect AI .eval/.json logs, HELM runs) or an embedded dataset name")
-"""What a DATA argument may be (command-line help)."""
-
-#: How :func:`load` reads a source: the options it passes to the reader (and ``drop_empty``). The
-#: command line offers them on every command that reads DATA; analysis files in their ``[read]`` table.
-READ_OPTIONS = option_table(
-    metric=Option(None, "lm-eval metric field or Inspect scorer, for every task (NAME) or one task (TASK=NAME); "
-                        "repeatable [the first listed]", type=object, parse=names_or_assignments, repeat=True,
-                  metavar="[TASK=]NAME"),
-    stat=Option(None, "HELM per-instance stat, for every run group (NAME) or one (GROUP=NAME); repeatable "
-                      "[exact_match]", type=object, parse=names_or_assignments, repeat=True, metavar="[GROUP=]NAME"),
-    filter=Option(None, "lm-eval filter, for tasks logged under several (e.g. strict-match), for every task or one "
-                        "(TASK=NAME); repeatable", type=object, parse=names_or_assignments, repeat=True,
-                  metavar="[TASK=]NAME"),
-    aggregate=Option(None, "rule for repeated responses of one model to one item (epochs, reruns) [refuse repeats]",
-                     type=str, choices=("mean", "majority", "first", "last")),
-    binarize=Option(None, "score >= T counts as correct (partial credit, and the mean of repeats) [refuse partial "
-                          "credit]", type=float, metavar="T"),
-    on_damaged=Option("error", "output that looks like harness output but cannot be read completely (0-byte or cut "
-                               "files, a HELM run without per_instance_stats.json, lm-eval without --log_samples, an "
-                               "unfinished Inspect log): refuse it, naming it, or skip it with a warning naming it",
-                      choices=("error", "skip")),
-    read_unfinished=Option(False, "Inspect: read the scored samples of logs whose status is not success (killed, "
-                                  "error, cancelled)"),
-    drop_empty=Option(True, "refuse models or items without responses instead of dropping them (they are listed)",
-                      flag="--keep-empty"),
-    orientation=Option("auto", "layout of a matrix file (wide CSV, NPY, NPZ, NT folder): one row per model "
-                               "(models-rows) or per item (items-rows); auto detects it from headers and ids and "
-                               "warns when it has to guess", choices=ORIENTATIONS),
-    key=Option(None, "answer key, a CSV with columns item_id,key: the cells are multiple-choice answers (0-4 or A-E), "
-                     "scored 1 where equal to the item's key, 0 otherwise, missing stays missing [none: cells are "
-                     "0/1]", type=str, metavar="KEY.csv"),
-)
-
 
 _SUPPORTED = ("evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), "
               ".csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npy (a matrix), .npz (arrays "

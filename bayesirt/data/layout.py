@@ -12,14 +12,11 @@ from typing import Any, NamedTuple
 
 import xarray as xr
 
+from bayesirt.data.read_options import ORIENTATIONS
 from bayesirt.errors import DataError
 
 __all__ = ["ORIENTATIONS", "Layout", "OrientationWarning", "check_orientation", "warn_layout", "record_layout"]
 
-
-ORIENTATIONS = ("auto", "models-rows", "items-rows")
-"""``auto``: detect (and warn when it is a guess); ``models-rows``: one row per model (respondent), one
-column per item; ``items-rows``: one row per item, one column per model."""
 
 # the spelling of the Python API before the --orientation flag (kept for scripts and the dataset registry)
 _EARLIER = {"models_by_items": "models-rows", "items_by_models": "items-rows"}

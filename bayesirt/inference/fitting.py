@@ -20,24 +20,22 @@ import time
 from contextlib import contextmanager
 from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pymc as pm
-import pytensor
-import xarray as xr
 
-from bayesirt.data.responses import to_observed_data, validate_responses
 from bayesirt.errors import ConfigError
-from bayesirt.inference.advi import ANNEAL_RATES, run_advi
-from bayesirt.inference.laplace import laplace_fit
 from bayesirt.inference.methods import METHODS, MODEL_METHODS, SAMPLERS
-from bayesirt.inference.nutpie_direct import DirectModel, direct_eligible, direct_model
-from bayesirt.models.logistic import build_logistic, log_likelihood_group
-from bayesirt.models.mirt import align_signs, build_mirt
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.outputs import package_versions
 from bayesirt.utils.validation import check_choice, check_int
+
+if TYPE_CHECKING:  # annotations only: PyMC, PyTensor and xarray load when a model is fitted, not with --help
+    import pymc as pm
+    import xarray as xr
+
+    from bayesirt.inference.nutpie_direct import DirectModel
 
 __all__ = ["fit", "sample_model"]
 
@@ -180,6 +178,15 @@ def fit(
                             f"method={method!r}. Leave thin at 1, or ask ADVI for fewer draws.")
     if not isinstance(spec, (IRTSpec, MIRTSpec)):
         spec = load_spec(spec)
+    # import time: xarray, PyMC and the kernels load when a model is fitted, not when the CLI lists fit's options
+    import xarray as xr
+
+    from bayesirt.data.responses import to_observed_data, validate_responses
+    from bayesirt.inference.laplace import laplace_fit
+    from bayesirt.inference.nutpie_direct import direct_eligible
+    from bayesirt.models.logistic import build_logistic, log_likelihood_group
+    from bayesirt.models.mirt import align_signs, build_mirt
+
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
     if advi_batch_size is not None:
@@ -304,6 +311,10 @@ def sample_model(
     if map_tolerance is not None and not (isinstance(map_tolerance, float) and 0 < map_tolerance < 1):
         raise ConfigError(f"The 'map_tolerance' parameter of sample_model must be a float in (0, 1). "
                             f"Got {map_tolerance!r} instead.")
+    import xarray as xr  # import time, as in fit
+
+    from bayesirt.inference.advi import ANNEAL_RATES, run_advi  # import time: ADVI loads PyMC
+
     timings: dict = {}
     settings: dict = {"method": method, "seed": seed}
     attrs: dict = {}
@@ -357,6 +368,9 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
     """NUTS by nutpie on :func:`~bayesirt.inference.nutpie_direct.direct_model`: the tree
     :func:`sample_model` would return, and the model (its ``reported_variables``)."""
     import nutpie  # noqa: F401  (imported before the timer, as in _nuts; here, not at the top: the import is slow)
+    import xarray as xr  # import time, as in fit
+
+    from bayesirt.inference.nutpie_direct import direct_model  # import time: the numba kernel compiles on import
 
     timings: dict = {}
     t0 = time.perf_counter()
@@ -384,6 +398,9 @@ def _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, n
 
 
 def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
+    import pymc as pm  # import time: PyMC loads when a model is sampled, not with the CLI's --help
+    import pytensor
+
     cores = min(chains, cores or os.cpu_count() or 1)
     if sampler == "nutpie":
         import nutpie
@@ -439,6 +456,9 @@ def _xla_compile_seconds():
 
 
 def _map(pm_model, seed, progress, timings, tolerance=None) -> xr.DataTree:
+    import pymc as pm  # import time, as in _nuts
+    import xarray as xr
+
     options = {} if tolerance is None else {"options": {"gtol": tolerance, "ftol": _MAP_FTOL}}
     t0 = time.perf_counter()
     point = pm.find_MAP(

@@ -14,7 +14,7 @@ from bayesirt.audit.result import AuditConfig
 from bayesirt.audit.robustness import add_diagnostics
 from bayesirt.data import attach_metadata, load
 from bayesirt.data.families import derive_family
-from bayesirt.data.io import DATA_HELP
+from bayesirt.data.read_options import DATA_HELP
 from bayesirt.report.audit_files import write_audit
 from bayesirt.report.content import common_models_report, content_report
 from bayesirt.utils.options import comma_list, declare, option

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.io import DATA_HELP, load
+from bayesirt.data.io import load
+from bayesirt.data.read_options import DATA_HELP
 from bayesirt.errors import DataError, recorded_warnings
 from bayesirt.report.bank import write_scores, write_selection
 from bayesirt.safety.bank import read_bank

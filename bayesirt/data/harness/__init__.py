@@ -24,6 +24,7 @@ from bayesirt.data.harness.records import (
     build_dataset,
     check_on_damaged,
 )
+from bayesirt.data.read_options import READING_OPTIONS
 from bayesirt.errors import DataError
 
 __all__ = [
@@ -50,10 +51,6 @@ FORMATS = {
     "helm": "a HELM run folder (run_spec.json + per_instance_stats.json) or a folder of runs",
 }
 """Formats :func:`read_harness` detects, with what each looks like on disk (folders are searched recursively)."""
-
-READING_OPTIONS = ("metric", "stat", "filter", "aggregate", "binarize", "on_damaged", "read_unfinished")
-"""Keyword options of :func:`read_harness` (beside ``drop_empty``)."""
-
 
 def detect_format(path: str | os.PathLike[str]) -> str | None:
     """The harness format of a file or folder tree (a key of :data:`FORMATS`), or None.
