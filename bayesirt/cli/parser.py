@@ -119,7 +119,7 @@ def _add_job(sub, command: str) -> None:
     for opt in cli_options(job).values():
         add_option(p, opt)
     if "data" in positional_of(job):
-        from bayesirt.data.read_options import READ_OPTIONS  # import time: `bayesirt --help` does not load the data layer
+        from bayesirt.data.settings import READ_OPTIONS  # import time: `bayesirt --help` does not load the data layer
 
         group = p.add_argument_group(READ_GROUP)
         for opt in READ_OPTIONS.values():

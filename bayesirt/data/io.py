@@ -22,9 +22,9 @@ from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, read_string_
 from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
 from bayesirt.data.long import has_long_header, read_long
 from bayesirt.data.nt import read_nt_dir, read_nt_npz
-from bayesirt.data.read_options import DATA_HELP, READ_OPTIONS
 from bayesirt.data.reading import warn_dropped
 from bayesirt.data.responses import validate_responses
+from bayesirt.data.settings import DATA_HELP, READ_OPTIONS
 from bayesirt.data.wide import read_wide_csv
 from bayesirt.errors import DataError, OutputError
 from bayesirt.utils.outputs import write_netcdf

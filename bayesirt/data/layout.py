@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import xarray as xr
 
-from bayesirt.data.read_options import ORIENTATIONS
+from bayesirt.data.settings import ORIENTATIONS
 from bayesirt.errors import DataError
 
 __all__ = ["ORIENTATIONS", "Layout", "OrientationWarning", "check_orientation", "warn_layout", "record_layout"]

@@ -12,7 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data.io import load
-from bayesirt.data.read_options import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import DataError, recorded_warnings
 from bayesirt.report.bank import write_scores, write_selection
 from bayesirt.safety.bank import read_bank

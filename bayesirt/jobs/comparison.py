@@ -12,7 +12,7 @@ import xarray as xr
 
 from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_specs, loo_cells, loo_models
 from bayesirt.data import load
-from bayesirt.data.read_options import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit

@@ -9,7 +9,7 @@ from pathlib import Path
 from warnings import warn
 from typing import TYPE_CHECKING
 
-from bayesirt.data.read_options import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError, recorded_warnings
 from bayesirt.inference.fitting import fit
 from bayesirt.inference.methods import DEFAULT_CI, METHODS

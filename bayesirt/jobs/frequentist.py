@@ -11,7 +11,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.data.read_options import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.data.reading import reading_record
 from bayesirt.errors import recorded_warnings
 from bayesirt.frequentist import (

@@ -10,7 +10,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.data.read_options import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import BayesIRTError, ConfigError, DataError, recorded_warnings
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import information_curves, posterior_information

@@ -8,7 +8,7 @@ from pathlib import Path
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.data.read_options import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError
 from bayesirt.inference.diagnostics import diagnose
 from bayesirt.inference.fitting import fit

@@ -24,7 +24,7 @@ from bayesirt.data.harness.records import (
     build_dataset,
     check_on_damaged,
 )
-from bayesirt.data.read_options import READING_OPTIONS
+from bayesirt.data.settings import READING_OPTIONS
 from bayesirt.errors import DataError
 
 __all__ = [

@@ -1,12 +1,13 @@
-"""What the command line and analysis files may say about reading DATA: the help of a DATA argument
-and the declared reading options of :func:`bayesirt.data.load`, kept apart from the readers (NumPy,
-pandas, xarray) so that building the command-line parser does not import them."""
+"""What the options of the data layer and above declare about data: the help of a DATA argument, the
+reading options of :func:`bayesirt.data.load`, and the population rules of
+:func:`~bayesirt.data.populations.audit_population`. Kept apart from the readers (NumPy, pandas,
+xarray) so that building the command-line parser does not import them."""
 
 from __future__ import annotations
 
 from bayesirt.utils.options import Option, names_or_assignments, option_table
 
-__all__ = ["DATA_HELP", "READ_OPTIONS", "ORIENTATIONS", "READING_OPTIONS"]
+__all__ = ["DATA_HELP", "READ_OPTIONS", "ORIENTATIONS", "READING_OPTIONS", "POPULATION_SEED", "REPRESENTATIVE_RULES"]
 
 ORIENTATIONS = ("auto", "models-rows", "items-rows")
 """``auto``: detect (and warn when it is a guess); ``models-rows``: one row per model (respondent), one
@@ -49,3 +50,11 @@ READ_OPTIONS = option_table(
                      "scored 1 where equal to the item's key, 0 otherwise, missing stays missing [none: cells are "
                      "0/1]", type=str, metavar="KEY.csv"),
 )
+
+POPULATION_SEED = 20240521
+"""Frozen population-selection seed (NT App. C.1): default ``seed`` of
+:func:`~bayesirt.data.populations.audit_population`, from which the owner-cap draw, the owner
+tie-break keys and the split's cost-tie draws derive."""
+#: How the target model of each owner and family is chosen (NT D.2): the checkpoint closest to the
+#: median accuracy, or the smallest model id.
+REPRESENTATIVE_RULES = ("median", "lexicographic")
