@@ -180,12 +180,11 @@ def fit(
         spec = load_spec(spec)
     # import time: xarray, PyMC and the kernels load when a model is fitted, not when the CLI lists fit's options
     import xarray as xr
-
-    from bayesirt.data.responses import to_observed_data, validate_responses
-    from bayesirt.inference.laplace import laplace_fit
-    from bayesirt.inference.nutpie_direct import direct_eligible
-    from bayesirt.models.logistic import build_logistic, log_likelihood_group
-    from bayesirt.models.mirt import align_signs, build_mirt
+    from bayesirt.data.responses import to_observed_data, validate_responses  # import time, as above
+    from bayesirt.inference.laplace import laplace_fit  # import time, as above
+    from bayesirt.inference.nutpie_direct import direct_eligible  # import time, as above
+    from bayesirt.models.logistic import build_logistic, log_likelihood_group  # import time, as above
+    from bayesirt.models.mirt import align_signs, build_mirt  # import time, as above
 
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
