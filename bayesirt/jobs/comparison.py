@@ -8,17 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-import xarray as xr
-
-from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_specs, loo_cells, loo_models
-from bayesirt.data import load
+from bayesirt.comparison.settings import KFOLD_MODES, UNITS
 from bayesirt.data.settings import DATA_HELP
-from bayesirt.data.responses import MISSING
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
-from bayesirt.report.compare import comparison_report, plot_comparison
-from bayesirt.structure.loadings import loading_table
 from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
 from bayesirt.utils.validation import check_choice, check_probability
@@ -95,6 +89,16 @@ def run_compare_job(data, out, *,
     check_choice(kfold, KFOLD_MODES, name="kfold", caller="run_compare_job")
     check_probability(kfold_trigger, name="kfold_trigger", caller="run_compare_job", closed=True)
     specs = _comparison_specs(specs, dims, mirt_spec)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.comparison.loo import (  # import time, as above
+        compare_table, elpd_dataset, kfold_specs, loo_cells, loo_models,
+    )
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.data.responses import MISSING  # import time, as above
+    from bayesirt.report.compare import comparison_report, plot_comparison  # import time, as above
+    from bayesirt.structure.loadings import loading_table  # import time, as above
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
     method = fit_options.get("method", "nuts")
