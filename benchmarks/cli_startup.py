@@ -15,6 +15,7 @@ cases are measured on a baseline commit (default: 68783a7, main when issue 41 wa
 Usage::
 
     .venv/bin/python benchmarks/cli_startup.py                     # every case, and the baseline
+    .venv/bin/python benchmarks/cli_startup.py --baseline-runs 1   # the committed results (baseline: 1 run each)
     .venv/bin/python benchmarks/cli_startup.py --quick             # 4 cases, 2 runs: a smoke test
 """
 
@@ -131,7 +132,8 @@ def markdown(result: dict) -> str:
              f"CPU seconds (user + system) of `python -m bayesirt ARGS`, median of {result['runs']} runs, each in a "
              f"process of its own; target < {TARGET_S} CPU-s. Imports: the libraries of this list that the case "
              f"imported ({', '.join(LIBRARIES)}), from one more run with `-X importtime`."
-             + (f" Before: the same cases on bayesirt {base}." if base else ""), "",
+             + (f" Before: the same cases on bayesirt {base}, median of {result['baseline'].get('runs', result['runs'])} "
+                f"run(s)." if base else ""), "",
              "| case | CPU-s | wall s | exit | imports | " + ("before CPU-s | before imports | " if base else "") + "met |",
              "|---|---:|---:|---|---|" + ("---:|---|" if base else "") + "---|"]
     for label, row in after.items():
@@ -149,6 +151,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=None, help="runs per case [5; 2 with --quick]")
     parser.add_argument("--baseline", default=BASELINE, help=f"commit measured the same way, or none [{BASELINE}]")
+    parser.add_argument("--baseline-runs", type=int, default=None, help="runs per case of the baseline [--runs]")
     parser.add_argument("--quick", action="store_true", help="the four headline cases only, a smoke test")
     parser.add_argument("--out", default=None, help="results JSON [results/cli_startup(_quick).json]")
     args = parser.parse_args()
@@ -165,7 +168,9 @@ def main() -> None:
         if args.baseline.lower() != "none":
             print(f"bayesirt {args.baseline} (baseline):", flush=True)
             source = baseline_source(args.baseline, Path(tmp) / "baseline")
-            result["baseline"] = {"commit": args.baseline, "cases": measure(source, runs, todo, Path(tmp))}
+            base_runs = args.baseline_runs or runs
+            result["baseline"] = {"commit": args.baseline, "runs": base_runs,
+                                  "cases": measure(source, base_runs, todo, Path(tmp))}
     result["load"] = load + [loadavg()[0]]
     result["benchmark_rows"] = rows(result)
     write_results(out, result, markdown, echo=True)
