@@ -65,7 +65,7 @@ class AuditConfig:
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
     scale) carried through anchors and reversals, and through the diagnostics
     (:mod:`bayesirt.audit.bayes.diagnostics`: within-family specificity always, the curves with
-    ``sensitivity``, and, in :func:`bayesirt.audit.run_audit_job`, the signatures and the
+    ``sensitivity``, and, in :func:`bayesirt.jobs.audit.run_audit_job`, the signatures and the
     discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``), and the
     near-tie leaderboard (:mod:`bayesirt.audit.bayes.near_ties`): each eligible pair's posterior
     probability that the higher-scoring model has the higher expected accuracy (the paired model of
@@ -190,7 +190,7 @@ class FoldResult:
 
 @dataclass
 class AuditResult:
-    """Everything the primary audit computed (written by :func:`bayesirt.audit.output.write_audit`)."""
+    """Everything the primary audit computed (written by :func:`bayesirt.report.audit_files.write_audit`)."""
 
     config: AuditConfig
     population: pd.DataFrame
