@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parents[1] / "bayesirt"
 #: Layer of each top-level part of the package; a module may import only its own layer or lower ones.
 LAYERS = {"errors": 0, "utils": 0, "data": 1, "models": 2, "inference": 3, "workflow": 4, "comparison": 4,
           "frequentist": 4, "structure": 4, "audit": 4, "safety": 4, "report": 5, "jobs": 6, "cli": 7, "__main__": 8}
+#: Layer of each subpackage of ``audit``: the ability adjustments, the deterministic near-tie engine, its
+#: diagnostics, the Bayesian layer; the pipelines at the audit's top level (``primary``, ``robustness``,
+#: ``output``, ...) are above all four.
+AUDIT_LAYERS = {"adjustment": 0, "engine": 1, "diagnostics": 2, "bayes": 3}
 MAX_LINES = 500
 REASON = "longer than 500 lines because"
 
@@ -115,11 +119,41 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def _upward(edges, layer) -> list[str]:
+    """Every import of a module of a higher ``layer`` (a function of the module name, None outside it)."""
+    return [f"{m} (layer {layer(m)}) imports {t} (layer {layer(t)}) at line {line}"
+            for m, found in edges.items() for t, _, line in found
+            if layer(m) is not None and layer(t) is not None and layer(t) > layer(m)]
+
+
 def test_lower_layers_never_import_higher_ones():
-    upward = [f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)}) at line {line}"
-              for m, edges in EDGES.items() for t, _, line in edges
-              if _layer(m) is not None and _layer(t) is not None and _layer(t) > _layer(m)]
-    assert upward == []
+    assert _upward(EDGES, _layer) == []
+
+
+def _audit_layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[:2] != ["bayesirt", "audit"] or len(parts) < 3:
+        return None
+    return AUDIT_LAYERS.get(parts[2], len(AUDIT_LAYERS))
+
+
+def test_audit_layers_never_import_higher_ones():
+    """The deterministic engine never imports the diagnostics or the Bayesian layer, the diagnostics
+    never import the Bayesian layer, and no subpackage imports the pipelines above them."""
+    assert _audit_layer("bayesirt.audit.engine.dif") == 1 and _audit_layer("bayesirt.audit.primary") == 4
+    assert _upward(EDGES, _audit_layer) == []
+
+
+def test_every_audit_subpackage_has_a_layer():
+    audit = ROOT / "audit"
+    assert {p.name for p in audit.iterdir() if (p / "__init__.py").is_file()} == set(AUDIT_LAYERS)
+
+
+def test_upward_finder_finds_an_upward_import():
+    edges = {"bayesirt.audit.engine.anchors": [("bayesirt.audit.bayes.posterior", None, 7)],
+             "bayesirt.audit.bayes.posterior": [("bayesirt.audit.engine.dif", None, 3)]}
+    assert _upward(edges, _audit_layer) == [
+        "bayesirt.audit.engine.anchors (layer 1) imports bayesirt.audit.bayes.posterior (layer 3) at line 7"]
 
 
 def test_no_module_imports_another_modules_private_names():

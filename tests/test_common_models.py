@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesirt.audit.common_models import audit_records, exact_common_shifts
-from bayesirt.jobs.audit import run_common_models_job
+from bayesirt.audit.diagnostics.common_models import audit_records, exact_common_shifts
 from bayesirt.errors import DataError
+from bayesirt.jobs.audit import run_common_models_job
 
 
 def _records(shifts, families, owners, ids=None):

@@ -8,14 +8,14 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from bayesirt.audit.anchors import anchor_weights, blueprint_cells, select_anchors
-from bayesirt.audit.bayes import (fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap,
+from bayesirt.audit.bayes.posterior import (fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap,
                                   stacked_draws)
-from bayesirt.audit.dif import fit_family_dif
+from bayesirt.audit.engine.anchors import anchor_weights, blueprint_cells, select_anchors
+from bayesirt.audit.engine.dif import fit_family_dif
+from bayesirt.audit.engine.ranking import near_tie_pairs, pair_reversals, reversal_counts, weighted_scores
+from bayesirt.audit.engine.resampling import matched_random_weights
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.audit.ranking import near_tie_pairs, pair_reversals, reversal_counts, weighted_scores
-from bayesirt.audit.resampling import matched_random_weights
 
 FAMILIES = ["gemma", "llama", "qwen"]
 

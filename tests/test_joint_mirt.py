@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from bayesirt.errors import ConfigError, DataError
-from bayesirt.audit import joint_mirt
-from bayesirt.audit.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
+from bayesirt.audit.adjustment import joint_mirt
+from bayesirt.audit.adjustment.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
                                              select_dimension_direct)
-from bayesirt.audit.spectral import select_dimension
+from bayesirt.audit.adjustment.spectral import select_dimension
+from bayesirt.errors import ConfigError, DataError
 
 
 def _simulate(n_items, n_models, *, seed, missing=0.0, intercept_sd=1.5):

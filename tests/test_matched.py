@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit import matched
-from bayesirt.audit.matched import DIAGNOSTICS, balance_diagnostics, corrected_item_total, discrimination_matched_controls, discrimination_strata
-from bayesirt.report.audit_sections import matched_section
+from bayesirt.audit.diagnostics import matched
+from bayesirt.audit.diagnostics.matched import DIAGNOSTICS, balance_diagnostics, corrected_item_total, discrimination_matched_controls, discrimination_strata
+from bayesirt.audit.engine.ranking import pooled_rate, reversal_counts, weighted_scores
+from bayesirt.audit.engine.resampling import matched_random_weights, randomization_summary
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.report.audit_sections import matched_section
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.audit.ranking import pooled_rate, reversal_counts, weighted_scores
-from bayesirt.audit.resampling import matched_random_weights, randomization_summary
 
 REPLICATES = 40
 SEED = 5

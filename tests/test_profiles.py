@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.profiles import PROFILE_CALIPERS, capability_profiles, paired_mixture_weights, profile_matching, profile_pairs, random_pairs
-from bayesirt.report.audit_sections import profiles_section
+from bayesirt.audit.adjustment.spectral import MAX_OFFSET, spectral_loadings, working_responses
+from bayesirt.audit.diagnostics.profiles import PROFILE_CALIPERS, capability_profiles, paired_mixture_weights, profile_matching, profile_pairs, random_pairs
+from bayesirt.audit.engine.ranking import pooled_rate, reversal_counts, weighted_scores
+from bayesirt.audit.engine.resampling import randomization_summary
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.report.audit_sections import profiles_section
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.audit.ranking import pooled_rate, reversal_counts, weighted_scores
-from bayesirt.audit.resampling import randomization_summary
-from bayesirt.audit.spectral import MAX_OFFSET, spectral_loadings, working_responses
 
 REPLICATES = 60
 SEED = 11

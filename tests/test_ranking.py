@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesirt.audit import ranking
-from bayesirt.errors import ConfigError, DataError
-from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
+from bayesirt.audit.engine import ranking
+from bayesirt.audit.engine.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
                               weighted_scores)
+from bayesirt.errors import ConfigError, DataError
 
 # Six models scored on 200 items (scores are k / 200). By hand, with epsilon = 0.01:
 #   cross pairs (different owner and family, 0 < gap <= .01): (0,1) (0,5) (1,2) (2,3) (2,5)

@@ -7,13 +7,13 @@ import pytest
 import xarray as xr
 from scipy.stats import binomtest, spearmanr
 
-from bayesirt.audit.anchors import blueprint_cells, select_anchors
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.replication import cell_permutations, group_contributions, item_group_attribution, score_contributions, signature_replication, signature_test, top_share_mask, within_cell_centre
-from bayesirt.report.audit_sections import replication_section
+from bayesirt.audit.diagnostics.replication import cell_permutations, group_contributions, item_group_attribution, score_contributions, signature_replication, signature_test, top_share_mask, within_cell_centre
+from bayesirt.audit.engine.anchors import blueprint_cells, select_anchors
+from bayesirt.audit.engine.ranking import weighted_scores
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import ConfigError, DataError
-from bayesirt.audit.ranking import weighted_scores
+from bayesirt.report.audit_sections import replication_section
 
 SMALL = AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9)
 R = 99

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesirt.audit import resampling
+from bayesirt.audit.engine import resampling
+from bayesirt.audit.engine.bootstrap import bootstrap_units, composition_bootstrap, owner_bootstrap, recomposed_scores
+from bayesirt.audit.engine.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
+                              weighted_scores)
+from bayesirt.audit.engine.resampling import (TargetFold, control_blocks, matched_random_controls, matched_random_weights,
+                                 randomization_summary)
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
-                              weighted_scores)
-from bayesirt.audit.bootstrap import bootstrap_units, composition_bootstrap, owner_bootstrap, recomposed_scores
-from bayesirt.audit.resampling import (TargetFold, control_blocks, matched_random_controls, matched_random_weights,
-                                 randomization_summary)
 
 CELL = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3])  # n_c = 4, 3, 5, 2
 ANCHORS = np.zeros(CELL.size)

@@ -219,7 +219,7 @@ def make_responses(
         One label per item (a string applies to all). Default ``"all"``.
     family, owner : sequence or str, optional
         One label per model. Default: derived from the model ids by
-        :func:`~bayesirt.data.populations.derive_family` / ``derive_owner``.
+        :func:`~bayesirt.data.families.derive_family` / ``derive_owner``.
     name, source : str, optional
         Stored as Dataset attrs (``source`` = where the data was read from).
     drop_empty : bool

@@ -173,7 +173,7 @@ def read_wide_csv(
     b. it is ``item``, ``item_id``, ``items`` or ``question``: it holds item ids, rows are items;
     c. the first column is unnamed (empty header): it holds row ids (orientation still open);
     d. otherwise, if any other column header matches a model family
-       (:func:`~bayesirt.data.populations.derive_family` is not ``"other"``) or contains ``/``,
+       (:func:`~bayesirt.data.families.derive_family` is not ``"other"``) or contains ``/``,
        columns are models and rows are items; when the rows are labelled too (rule c), only if the
        share of such headers is at least the share of such row ids (an item header like
        ``philosophy.12`` can match a family name by accident);

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import xarray as xr
 
-from bayesirt.audit.bayes_diagnostics import add_posterior_diagnostics
-from bayesirt.audit.common_models import audit_records, exact_common_shifts, select_families
-from bayesirt.audit.content import content_audit, read_labels
+from bayesirt.audit.bayes.diagnostics import add_posterior_diagnostics
+from bayesirt.audit.diagnostics.common_models import audit_records, exact_common_shifts, select_families
+from bayesirt.audit.diagnostics.content import content_audit, read_labels
+from bayesirt.audit.engine.result import AuditConfig
 from bayesirt.audit.primary import run_audit
-from bayesirt.audit.result import AuditConfig
 from bayesirt.audit.robustness import add_diagnostics
 from bayesirt.data import attach_metadata, load
 from bayesirt.data.families import derive_family
@@ -75,7 +75,7 @@ def run_audit_job(data, out, *,
     capability-profile matching
     (:func:`bayesirt.audit.robustness.add_diagnostics`). With the Bayesian layer (``config.bayes``)
     the signatures and the matched controls also get their posterior counterparts
-    (:func:`bayesirt.audit.bayes_diagnostics.add_posterior_diagnostics`).
+    (:func:`bayesirt.audit.bayes.diagnostics.add_posterior_diagnostics`).
     """
     check_output(out, force=force)
     responses = data if isinstance(data, xr.Dataset) else load(data)

@@ -25,7 +25,7 @@ a proven global optimum.
   against each model's mean loss.
 - Item-only fit: theta fixed, b and a fitted with their eq. 12 penalties from a given start.
 - Dimension selection (:func:`select_dimension_direct`): the owner and item splits of
-  :func:`bayesirt.audit.spectral.select_dimension` (the same seed gives the same splits); for each K a
+  :func:`bayesirt.audit.adjustment.spectral.select_dimension` (the same seed gives the same splits); for each K a
   joint fit on every item x the inner-training models, coordinate-only fits of the held-out
   models on the calibration items, and the held-out mean Bernoulli log loss of
   b_i + a_i . theta_m (unclipped) on the evaluation items; one-SE rule as in the spectral
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, logit
 
-from bayesirt.audit.spectral import K_GRID, MAX_OFFSET, DimensionSelection, nested_split, working_responses
+from bayesirt.audit.adjustment.spectral import K_GRID, MAX_OFFSET, DimensionSelection, nested_split, working_responses
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.utils.validation import check_int, parameter_error
@@ -316,7 +316,7 @@ def select_dimension_direct(y: np.ndarray, observed: np.ndarray, owner: np.ndarr
     item_group : ndarray (item,)
     seed : int
         Seeds the owner and item splits (the same splits as
-        :func:`bayesirt.audit.spectral.select_dimension` with this seed) and the random starts.
+        :func:`bayesirt.audit.adjustment.spectral.select_dimension` with this seed) and the random starts.
     grid : tuple of int
         Candidate K (default NT's ``K_GRID``), limited to K <= min(items, training models).
     max_k : int, optional
@@ -359,7 +359,7 @@ def select_dimension_direct(y: np.ndarray, observed: np.ndarray, owner: np.ndarr
 def direct_offsets(y: np.ndarray, observed: np.ndarray, fit_items: np.ndarray, k: int, *,
                    seed: int, threads: int | None = 1) -> tuple[np.ndarray, int]:
     """Capability offsets clip(a_i . theta_m, -6, 6) (item, model) of the direct MIRT (NT B.1),
-    with the rank used; the drop-in for :func:`bayesirt.audit.spectral.spectral_offsets` in a
+    with the rank used; the drop-in for :func:`bayesirt.audit.adjustment.spectral.spectral_offsets` in a
     purification round.
 
     Parameters

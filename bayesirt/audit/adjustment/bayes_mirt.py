@@ -6,7 +6,7 @@ N(0, 1.5^2), intercepts N(0, 2^2), theta ~ N(0, I)) fitted by mean-field ADVI to
 selection rows S, instead of NT's spectral working model (C.2) or the direct penalized joint MIRT
 (B.1). The posterior-mean abilities (centred) are the coordinates; every item's loading is then
 fitted with those coordinates fixed, exactly as the direct adjustment does
-(:func:`bayesirt.audit.joint_mirt.fit_item_parameters`), and the offsets are clipped to
+(:func:`bayesirt.audit.adjustment.joint_mirt.fit_item_parameters`), and the offsets are clipped to
 +/-6 like the others. The dimension K is chosen by the spectral nested one-SE rule (C.3): a PyMC
 fit per candidate K would multiply the cost by the size of the K grid.
 """
@@ -18,10 +18,10 @@ import warnings
 import numpy as np
 from scipy.special import logit
 
+from bayesirt.audit.adjustment.joint_mirt import fit_item_parameters
+from bayesirt.audit.adjustment.spectral import MAX_OFFSET, working_responses
 from bayesirt.data.responses import MISSING, make_responses
-from bayesirt.audit.joint_mirt import fit_item_parameters
 from bayesirt.inference.fitting import fit
-from bayesirt.audit.spectral import MAX_OFFSET, working_responses
 from bayesirt.models.specs import load_spec
 
 __all__ = ["bayes_mirt_offsets", "ADVI_DRAWS"]
@@ -34,8 +34,8 @@ def bayes_mirt_offsets(y: np.ndarray, observed: np.ndarray, fit_items: np.ndarra
                        threads: int | None = 1) -> tuple[np.ndarray, int]:
     """Capability offsets clip(a_i . theta_m, -6, 6) (item, model) from the PyMC MIRT, and the rank.
 
-    Same contract as :func:`bayesirt.audit.spectral.spectral_offsets` and
-    :func:`bayesirt.audit.joint_mirt.direct_offsets`: ``fit_items`` (indices or mask) are
+    Same contract as :func:`bayesirt.audit.adjustment.spectral.spectral_offsets` and
+    :func:`bayesirt.audit.adjustment.joint_mirt.direct_offsets`: ``fit_items`` (indices or mask) are
     the rows whose fit gives the coordinates; ``k`` is lowered to what those rows identify.
     """
     y, observed = np.asarray(y, dtype=np.float64), np.asarray(observed, dtype=bool)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.anchors import purify
-from bayesirt.audit.ranking import near_tie_pairs
-from bayesirt.audit.bootstrap import composition_bootstrap
-from bayesirt.audit.resampling import matched_random_controls
+from bayesirt.audit.engine.anchors import purify
+from bayesirt.audit.engine.bootstrap import composition_bootstrap
+from bayesirt.audit.engine.ranking import near_tie_pairs
+from bayesirt.audit.engine.resampling import matched_random_controls
 
 __all__ = ["THRESHOLDS", "FRACTIONS", "fraction_purifications", "gap_and_fraction_sensitivity"]
 
@@ -27,7 +27,7 @@ FRACTIONS = (0.3, 0.5, 0.7)
 
 def fraction_purifications(folds, audit_halves: list[dict], *, alpha: float, fractions=FRACTIONS) -> dict:
     """Each anchor fraction's anchors per fold: ``{fraction: [Purification per fold]}``, the primary
-    run's at ``alpha`` and otherwise rebuilt by :func:`bayesirt.audit.anchors.purify` with the fold's K
+    run's at ``alpha`` and otherwise rebuilt by :func:`bayesirt.audit.engine.anchors.purify` with the fold's K
     frozen (``audit_halves`` as in :func:`gap_and_fraction_sensitivity`)."""
     return {fraction: [fold.purification if np.isclose(fraction, alpha) else
                        purify(**audit_halves[h], k=fold.selection.k, alpha=fraction) for h, fold in enumerate(folds)]
@@ -49,9 +49,9 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
     folds : list of FoldResult
         The primary run's folds (their K, anchors and target tables).
     fold_inputs : list of dict
-        The primary run's :class:`bayesirt.audit.resampling.TargetFold` mappings.
+        The primary run's :class:`bayesirt.audit.engine.resampling.TargetFold` mappings.
     audit_halves : list of dict
-        Per fold, the keyword arguments of :func:`bayesirt.audit.anchors.purify` for its audit half
+        Per fold, the keyword arguments of :func:`bayesirt.audit.engine.anchors.purify` for its audit half
         (``y``, ``observed``, ``family``, ``n_families``, ``item_group``, ``seed``).
     alpha, epsilon : float
         The primary anchor fraction and near-tie band.
@@ -63,10 +63,10 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
         ``{"controls": ..., "bootstrap": ...}``: the primary run's seeds.
     thresholds, fractions : sequence of float
     workers, scheduler, progress
-        As :func:`bayesirt.audit.resampling.matched_random_controls`.
+        As :func:`bayesirt.audit.engine.resampling.matched_random_controls`.
     purifications : dict, optional
         :func:`fraction_purifications` of these folds and fractions, when the caller needs the
-        rebuilt anchors too (the posterior curves of :mod:`bayesirt.audit.bayes_diagnostics`);
+        rebuilt anchors too (the posterior curves of :mod:`bayesirt.audit.bayes.diagnostics`);
         computed here when omitted.
 
     Returns
@@ -76,7 +76,7 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
         ``random_lower``, ``random_upper``, ``excess_pp``, ``p_value``, ``bootstrap_lower``,
         ``bootstrap_upper``, ``bootstrap_mean`` and the band diagnostics ``bootstrap_in_band_share``,
         ``bootstrap_rate_in_band``, ``bootstrap_rate_out_band`` (``in_band_share``, ... of
-        :func:`bayesirt.audit.bootstrap.composition_bootstrap`, each pair set's band its threshold);
+        :func:`bayesirt.audit.engine.bootstrap.composition_bootstrap`, each pair set's band its threshold);
         ``anchors`` (alpha, fold).
     """
     extra = [{_label(e): near_tie_pairs(f.target["full"].to_numpy(), f.target["owner"].to_numpy(),

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification
-from bayesirt.audit.spectral import DimensionSelection
+from bayesirt.audit.adjustment.spectral import DimensionSelection
+from bayesirt.audit.engine.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification
 from bayesirt.data.populations import POPULATION_SEED, REPRESENTATIVE_RULES
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.utils.options import comma_ints, comma_list, declare, none_or_text, option
@@ -33,8 +33,8 @@ QUICK_MAX_K = 32
 QUICK_CONTROLS = 199
 
 
-#: Random controls per posterior draw and fold: the per-draw null of :func:`bayesirt.audit.bayes.propagate_posterior`
-#: and the discrimination-matched controls of :mod:`bayesirt.audit.bayes_diagnostics`. 100: scoring them was
+#: Random controls per posterior draw and fold: the per-draw null of :func:`bayesirt.audit.bayes.posterior.propagate_posterior`
+#: and the discrimination-matched controls of :mod:`bayesirt.audit.bayes.diagnostics`. 100: scoring them was
 #: 61% of a --bayes audit's time at 200 (py-spy, 2,400 models x 1,267 items); against 1,000 per draw, 200 moved
 #: each draw's excess by about 0.1 pp and 50 by about 0.2 pp, with a posterior SD of the excess of 1.2-1.4 pp.
 BAYES_CONTROLS = 100
@@ -55,26 +55,26 @@ class AuditConfig:
     ``owner_bootstrap = 0`` skips that bootstrap. ``adjustment`` is the ability adjustment:
     NT's spectral working model, "direct-mirt", the direct penalized joint MIRT of NT B.1
     (K selected by the same nested one-SE rule on its own held-out loss), or "bayes-mirt", the
-    PyMC MIRT posterior means fitted by ADVI (:mod:`bayesirt.audit.bayes_mirt`; K by the spectral
+    PyMC MIRT posterior means fitted by ADVI (:mod:`bayesirt.audit.adjustment.bayes_mirt`; K by the spectral
     rule).
-    ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes`): the residual-DIF posterior of
+    ``bayes`` adds the Bayesian layer (:mod:`bayesirt.audit.bayes.posterior`): the residual-DIF posterior of
     each audit half given its offsets (``bayes_method``: "laplace", per item, the default;
     "advi", "fullrank_advi" or "nuts"), or the
     owner-clustered Bayesian bootstrap that refits offsets, DIF and purification per draw with K
-    fixed ("bootstrap", :mod:`bayesirt.audit.bayes_bootstrap`; ``bayes_prior`` unused); ``bayes_draws`` draws;
+    fixed ("bootstrap", :mod:`bayesirt.audit.bayes.bootstrap`; ``bayes_prior`` unused); ``bayes_draws`` draws;
     ``bayes_prior``: "ridge", NT's lambda = 1 as an N(0, 1) prior, or "hierarchical", a learned
     scale) carried through anchors and reversals, and through the diagnostics
-    (:mod:`bayesirt.audit.bayes_diagnostics`: within-family specificity always, the curves with
-    ``sensitivity``, and, in :func:`bayesirt.audit.run_audit_job`, the signatures and the
+    (:mod:`bayesirt.audit.bayes.diagnostics`: within-family specificity always, the curves with
+    ``sensitivity``, and, in :func:`bayesirt.jobs.audit.run_audit_job`, the signatures and the
     discrimination-matched controls, ``bayes_controls`` per draw, at most ``controls``), and the
-    near-tie leaderboard (:mod:`bayesirt.audit.near_ties`): each eligible pair's posterior
+    near-tie leaderboard (:mod:`bayesirt.audit.bayes.near_ties`): each eligible pair's posterior
     probability that the higher-scoring model has the higher expected accuracy (the paired model of
-    :mod:`bayesirt.audit.paired`, which decides the categories), and, for reference,
+    :mod:`bayesirt.audit.bayes.paired`, which decides the categories), and, for reference,
     ``prob_theta_a_ahead`` from ``bayes_ability_spec`` (a built-in spec name or a 1PL-4PL spec file;
     default 2PL) fitted to the full benchmark on every retained model by ``bayes_method`` (full-rank
     ADVI there becomes mean-field ADVI) (``bayes_ability_spec=None`` skips the leaderboard).
     ``sensitivity`` adds the score-gap threshold and anchor-fraction curves
-    (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
+    (:mod:`bayesirt.audit.diagnostics.sensitivity`, NT B.4-B.5).
     """
 
     owner_cap: int = option(5, "checkpoints kept per owner and family")
@@ -183,14 +183,14 @@ class FoldResult:
     target_index: np.ndarray  # positions of the target models in the Dataset
     posterior: xr.Dataset | None = None  # the Bayesian layer's per-draw chain (config.bayes)
     # its stacked draws: family_effect (draw, item, family), easiness (draw, item); in memory only, read by
-    # bayesirt.audit.bayes_diagnostics (not written: (draw, item, family) is large on big item banks)
+    # bayesirt.audit.bayes.diagnostics (not written: (draw, item, family) is large on big item banks)
     draws: xr.Dataset | None = None
     schedule_gap: dict | None = None  # NT's five Newton cycles against the converged optimum
 
 
 @dataclass
 class AuditResult:
-    """Everything the primary audit computed (written by :func:`bayesirt.audit.output.write_audit`)."""
+    """Everything the primary audit computed (written by :func:`bayesirt.report.audit_files.write_audit`)."""
 
     config: AuditConfig
     population: pd.DataFrame
@@ -205,7 +205,7 @@ class AuditResult:
     matched: xr.Dataset | None = None  # set by bayesirt.audit.robustness
     perturbations: pd.DataFrame | None = None  # set by bayesirt.audit.robustness
     profiles: xr.Dataset | None = None  # set by bayesirt.audit.robustness
-    near_ties: pd.DataFrame | None = None  # the near-tie leaderboard (bayes; bayesirt.audit.near_ties)
+    near_ties: pd.DataFrame | None = None  # the near-tie leaderboard (bayes; bayesirt.audit.bayes.near_ties)
     abilities: xr.DataTree | None = None  # its ability fit, in memory only (not written to audit.nc)
     warnings: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Shared pieces of the posterior diagnostics (:mod:`bayesirt.audit.bayes_diagnostics`): posterior
+"""Shared pieces of the posterior diagnostics (:mod:`bayesirt.audit.bayes.diagnostics`): posterior
 summaries of per-draw statistics, draws moved between point estimates, per-draw reversal counts."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.bayes import INTERVAL
-from bayesirt.audit.ranking import reversal_counts
-from bayesirt.audit.result import BAYES_CONTROLS
+from bayesirt.audit.bayes.posterior import INTERVAL
+from bayesirt.audit.engine.ranking import reversal_counts
+from bayesirt.audit.engine.result import BAYES_CONTROLS
 from bayesirt.errors import DataError
 
 __all__ = ["POSTERIOR_CONTROLS", "QUANTILES", "DRAW_BLOCK", "describe", "shifted_draws", "draw_counts", "chain_counts",
@@ -26,7 +26,7 @@ POSTERIOR_CONTROLS = BAYES_CONTROLS
 _TAIL = (1 - INTERVAL) / 2
 
 
-#: Posterior quantiles reported (the coordinates of :func:`bayesirt.audit.bayes.pool_folds`).
+#: Posterior quantiles reported (the coordinates of :func:`bayesirt.audit.bayes.posterior.pool_folds`).
 QUANTILES = [_TAIL, 0.5, 1 - _TAIL]
 
 
@@ -66,7 +66,7 @@ def shifted_draws(draws: xr.Dataset, reference, target) -> tuple[np.ndarray, np.
     ----------
     draws : xarray.Dataset
         ``family_effect`` (draw, item, family) and ``easiness`` (draw, item): a fold's
-        :attr:`~bayesirt.audit.result.FoldResult.draws`.
+        :attr:`~bayesirt.audit.engine.result.FoldResult.draws`.
     reference, target : DIFFit
         The fit the posterior is centred on (the purification's ``selection_fit``) and the one the
         diagnostic reads.

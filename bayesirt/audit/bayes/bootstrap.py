@@ -1,7 +1,7 @@
 """Posterior draws of the residual DIF that carry the capability adjustment's uncertainty too: the
 Bayesian bootstrap of an audit half (``bayes_method="bootstrap"``).
 
-The default Bayesian layer (:func:`bayesirt.audit.bayes.fit_family_dif_posterior`) holds the
+The default Bayesian layer (:func:`bayesirt.audit.bayes.posterior.fit_family_dif_posterior`) holds the
 spectral offsets, K and the first purification rounds at their deterministic values, so its
 posterior describes the DIF estimate alone. Here every draw s re-runs the whole estimator of the
 anchors on a reweighted audit half, with K fixed at the fold's selected value:
@@ -10,7 +10,7 @@ anchors on a reweighted audit half, with K fixed at the fold's selected value:
     Newton schedule (weighted deviance) -> cells and anchors, three purification rounds
     -> the last round's (delta^(s), b^(s)),
 
-which :func:`bayesirt.audit.bayes.propagate_posterior` then carries through anchors, reversals and
+which :func:`bayesirt.audit.bayes.posterior.propagate_posterior` then carries through anchors, reversals and
 the per-draw null exactly as it does draws of the ADVI posterior.
 
 The weights are Rubin's (1981) Bayesian bootstrap, clustered by owner: owner g gets
@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayesirt.audit.anchors import ANCHOR_FRACTION, purification_rounds
+from bayesirt.audit.engine.anchors import ANCHOR_FRACTION, purification_rounds
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import parallel_map
 from bayesirt.utils.validation import check_int
@@ -102,12 +102,12 @@ def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, ow
     progress : bool, default False
     return_info : bool, default False
         Also return a dict with ``newton_capped`` (draw,): the inner Newton solves of each draw's
-        last-round DIF fit that stopped at their step cap (:attr:`bayesirt.audit.dif.DIFFit.newton_capped`).
+        last-round DIF fit that stopped at their step cap (:attr:`bayesirt.audit.engine.dif.DIFFit.newton_capped`).
 
     Returns
     -------
     (family_effect, easiness) : ndarray (draw, item, family), ndarray (draw, item)
-        The inputs of :func:`bayesirt.audit.bayes.propagate_posterior` (and the dict, with
+        The inputs of :func:`bayesirt.audit.bayes.posterior.propagate_posterior` (and the dict, with
         ``return_info``).
     """
     check_int(draws, name="draws", caller="bootstrap_draws", low=1)

@@ -1,14 +1,14 @@
 """Owner-disjoint replication of item-family signatures and item-group attribution (NT 4.4, 5.3, D.3).
 
 Discovery D is outer fold 0's audit half and validation V fold 1's: their final DIF fits
-(:attr:`bayesirt.audit.anchors.Purification.final_fit`) are independent because the halves share no owner.
+(:attr:`bayesirt.audit.engine.anchors.Purification.final_fit`) are independent because the halves share no owner.
 
 Signature replication (eq. 62-68). Common cells ``blueprint_cells(item_group, (b_D + b_V) / 2)``;
 delta centred within cell per family and half (eq. 64); ``rho_f`` the Spearman correlation of the
 centred effects (average ranks for ties, as :func:`scipy.stats.spearmanr`) and the median over
 families; in every cell of n_c items the top ``k_c = max(1, round(top_share n_c))`` items by
 ``D_i = max_f delta_if - min_f delta_if`` of each half (NumPy rounding, halves to even, and ties
-by item index: the rule of :func:`bayesirt.audit.anchors.select_anchors` turned upside down); overlap
+by item index: the rule of :func:`bayesirt.audit.engine.anchors.select_anchors` turned upside down); overlap
 precision O (eq. 66); advantaged-family agreement A on H_D & H_V with the argmax of the uncentred
 delta (eq. 67; ties to the first family in sorted order; NaN when the overlap is empty). The null
 permutes the complete validation signature (its delta row, hence D and argmax) among the items of
@@ -27,7 +27,7 @@ sets never share a group (ties in first-appearance order), are checked for the s
 in validation; share and one-sided exact binomial p (p0 = 1/2) per family and pooled.
 
 Group contributions (eq. 71-72). With every cell observed, C_sf is eq. 71. With missing cells the
-scores are :func:`bayesirt.audit.ranking.weighted_scores` (renormalized over observed items), and C_sf
+scores are :func:`bayesirt.audit.engine.ranking.weighted_scores` (renormalized over observed items), and C_sf
 is defined as the group's part of the score difference,
 ``100 mean_m [sum_{i in s} w_i Y o / sum_i w_i o - sum_{i in s} Y o / sum_i o]``, which reduces
 to eq. 71 on complete data and keeps eq. 72 exact (to rounding) in both cases. A target model
@@ -43,8 +43,8 @@ import pandas as pd
 import xarray as xr
 from scipy.stats import binomtest, rankdata
 
-from bayesirt.audit.anchors import blueprint_cells
-from bayesirt.audit.result import AuditResult, check_audit
+from bayesirt.audit.engine.anchors import blueprint_cells
+from bayesirt.audit.engine.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 from bayesirt.utils.validation import check_int, check_number
@@ -357,7 +357,7 @@ def _sign_checks(first: np.ndarray, second: np.ndarray, eligible: np.ndarray, gr
 
 
 def _groups(responses: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """Item groups in first-appearance order (as :func:`bayesirt.audit.anchors.blueprint_cells`) and each item's index."""
+    """Item groups in first-appearance order (as :func:`bayesirt.audit.engine.anchors.blueprint_cells`) and each item's index."""
     labels = responses["item_group"].values.astype(str)
     index, groups = pd.factorize(labels)
     return np.asarray(groups, dtype=str), index

@@ -5,7 +5,7 @@ differ, or because different models of the family were evaluated on each. Holdin
 fixed removes the second reason: only models scored (as target representatives) in both audits,
 under the same family, enter; each family's left shift, right shift and their difference are
 means over exactly those models, with 95% intervals from the owner bootstrap (NT D.1 eq. 57-58;
-:func:`bayesirt.audit.bootstrap.owner_bootstrap`), all three on the same owner draws. Because the
+:func:`bayesirt.audit.engine.bootstrap.owner_bootstrap`), all three on the same owner draws. Because the
 models are the same, the difference of the two means is the mean of the per-model differences.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesirt.audit.bootstrap import owner_bootstrap
+from bayesirt.audit.engine.bootstrap import owner_bootstrap
 from bayesirt.data.families import AMBIGUOUS, OTHER, derive_family
 from bayesirt.errors import DataError
 

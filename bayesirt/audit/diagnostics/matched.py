@@ -5,20 +5,20 @@ Per outer fold, the frozen blueprint cells of the audit half are refined by the 
 discrimination proxy ``g_i`` (eq. 42, the SD over audit-half models of the final capability
 offsets): within each cell of ``n_c`` items, items ordered by ``g_i`` (ties by item index) are cut
 into ``min(4, n_c)`` nonempty near-equal strata (eq. 43, the cutting rule of
-:func:`bayesirt.audit.anchors.blueprint_cells`). A control replicate samples without replacement, in
+:func:`bayesirt.audit.engine.anchors.blueprint_cells`). A control replicate samples without replacement, in
 every stratum, as many items as the low-DIF anchors hold there, and gives each its cell's weight
-``n_c / k_c`` (:func:`bayesirt.audit.resampling.matched_random_weights` with ``strata``). Only the audit
+``n_c / k_c`` (:func:`bayesirt.audit.engine.resampling.matched_random_weights` with ``strata``). Only the audit
 half chooses the controls; the target half scores them, as in the primary controls, and gives the
 held-out balance diagnostics (eq. 44-50): weighted mean corrected item-total correlation (CITC),
 SEM, weighted Cronbach's alpha and the weighted mean ``g_i``.
 
-Random streams are those of :func:`bayesirt.audit.resampling.matched_random_controls`: replicate ``r``
+Random streams are those of :func:`bayesirt.audit.engine.resampling.matched_random_controls`: replicate ``r``
 of fold ``h`` uses child ``r`` of ``SeedSequence(spawn_seeds(seed, 2)[h])``, so the numbers depend
 on ``(seed, h, r)`` only, not on workers or blocks.
 
 Where NT is silent:
 
-- Missing target cells are handled as in :func:`bayesirt.audit.ranking.weighted_scores`: the weighted
+- Missing target cells are handled as in :func:`bayesirt.audit.engine.ranking.weighted_scores`: the weighted
   total of eq. 48 is renormalized over the model's observed items, ``S_m = (sum_i w_i) x`` its
   weighted score; ``s_i^2`` and ``r_i`` use the target models that answered item ``i``, with the
   rest score ``sum_{j != i} Y_jm`` renormalized likewise over the other items the model answered.
@@ -41,15 +41,15 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.anchors import blueprint_cells
-from bayesirt.audit.result import AuditResult, check_audit
+from bayesirt.audit.engine.anchors import blueprint_cells
+from bayesirt.audit.engine.ranking import prepared_responses, prepared_scores
+from bayesirt.audit.engine.resampling import (CONTROL_BLOCK, TargetFold, add_randomization_summaries, check_integer,
+                                 fold_statistics, pack_folds, replicate_dataset, control_blocks,
+                                 matched_random_weights)
+from bayesirt.audit.engine.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
-from bayesirt.audit.ranking import prepared_responses, prepared_scores
-from bayesirt.audit.resampling import (CONTROL_BLOCK, TargetFold, add_randomization_summaries, check_integer,
-                                 fold_statistics, pack_folds, replicate_dataset, control_blocks,
-                                 matched_random_weights)
 
 __all__ = ["discrimination_matched_controls", "discrimination_strata", "corrected_item_total", "balance_diagnostics",
            "DISCRIMINATION_STRATA", "DIAGNOSTICS", "subtest_balance", "item_statistics", "target_folds"]
@@ -103,7 +103,7 @@ def _centred(values, mask) -> tuple[np.ndarray, np.ndarray]:
 
 
 def item_statistics(yobs, obs) -> _Items:
-    """``r_i`` and ``s_i^2`` of prepared responses (:func:`bayesirt.audit.ranking.prepared_responses`)."""
+    """``r_i`` and ``s_i^2`` of prepared responses (:func:`bayesirt.audit.engine.ranking.prepared_responses`)."""
     items, models = yobs.shape
     if models < 2:
         raise DataError(f"the balance diagnostics need at least 2 target models; got {models}")
@@ -186,8 +186,8 @@ def balance_diagnostics(y, w, g, *, observed=None) -> np.ndarray:
 
 
 def target_folds(result: AuditResult, responses) -> list[TargetFold]:
-    """The folds' target halves as :class:`~bayesirt.audit.resampling.TargetFold` (after
-    :func:`~bayesirt.audit.result.check_audit`)."""
+    """The folds' target halves as :class:`~bayesirt.audit.engine.resampling.TargetFold` (after
+    :func:`~bayesirt.audit.engine.result.check_audit`)."""
     values = responses["responses"].transpose("item", "model").values
     observed = values != MISSING
     y = np.where(observed, values, 0).astype(np.int8)
@@ -231,13 +231,13 @@ def discrimination_matched_controls(result: AuditResult, responses: xr.Dataset, 
         uniform keys (within finer strata); use another seed for independent controls.
     workers, scheduler, progress
         Passed to :func:`bayesirt.utils.parallel.parallel_map` (blocks of
-        :data:`bayesirt.audit.resampling.CONTROL_BLOCK` replicates); the numbers do not depend on them.
+        :data:`bayesirt.audit.engine.resampling.CONTROL_BLOCK` replicates); the numbers do not depend on them.
 
     Returns
     -------
     xarray.Dataset
         Dims ``pair_set`` (``"primary"``, ``"within"``), ``fold``, ``replicate``, ``diagnostic``
-        (:data:`DIAGNOSTICS`), ``item``. As :func:`bayesirt.audit.resampling.matched_random_controls`:
+        (:data:`DIAGNOSTICS`), ``item``. As :func:`bayesirt.audit.engine.resampling.matched_random_controls`:
         ``rate`` (eq. 36), ``eligible``, ``reversed``, ``tau_b``, ``mean_tau_b``, the ``observed_*``
         low-DIF values and the summary ``median``, ``lower``, ``upper``, ``excess_pp``, ``p_value``,
         ``min_resolvable_p``, ``undefined`` per pair set. Balance: ``balance`` (diagnostic, fold,

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
-from bayesirt.audit.dif import DIFFit, fit_family_dif
-from bayesirt.audit.joint_mirt import direct_offsets
-from bayesirt.audit.spectral import spectral_offsets, working_responses
+from bayesirt.audit.adjustment.bayes_mirt import bayes_mirt_offsets
+from bayesirt.audit.adjustment.joint_mirt import direct_offsets
+from bayesirt.audit.adjustment.spectral import spectral_offsets, working_responses
+from bayesirt.audit.engine.dif import DIFFit, fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.utils.validation import check_number
 
@@ -34,7 +34,7 @@ __all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION
 
 ADJUSTMENTS = ("spectral", "direct-mirt", "bayes-mirt")
 """Ability adjustments: NT's spectral working model (C.2), direct penalized joint MIRT (B.1), or the
-PyMC MIRT posterior (:mod:`bayesirt.audit.bayes_mirt`)."""
+PyMC MIRT posterior (:mod:`bayesirt.audit.adjustment.bayes_mirt`)."""
 ANCHOR_FRACTION = 0.5
 PURIFICATION_ROUNDS = 3
 EASINESS_STRATA = 4
@@ -43,9 +43,9 @@ EASINESS_STRATA = 4
 def capability_offsets(y: np.ndarray, observed: np.ndarray, rows: np.ndarray, k: int, *, seed: int,
                        adjustment: str = "spectral", weights: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Capability offsets (item, model) learned from the item ``rows`` (bool mask), and the rank
-    used: :func:`bayesirt.audit.spectral.spectral_offsets`,
-    :func:`bayesirt.audit.joint_mirt.direct_offsets` or
-    :func:`bayesirt.audit.bayes_mirt.bayes_mirt_offsets`. Model ``weights`` (the Bayesian
+    used: :func:`bayesirt.audit.adjustment.spectral.spectral_offsets`,
+    :func:`bayesirt.audit.adjustment.joint_mirt.direct_offsets` or
+    :func:`bayesirt.audit.adjustment.bayes_mirt.bayes_mirt_offsets`. Model ``weights`` (the Bayesian
     bootstrap) are taken by the spectral adjustment only."""
     if weights is not None and adjustment != "spectral":
         raise DataError(f"model weights (the Bayesian bootstrap) need the spectral adjustment, not {adjustment!r}; "
@@ -194,7 +194,7 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
     seed : int
         Seeds the randomized SVDs.
     dif_options : dict, optional
-        Passed to :func:`bayesirt.audit.dif.fit_family_dif` (schedule overrides).
+        Passed to :func:`bayesirt.audit.engine.dif.fit_family_dif` (schedule overrides).
     adjustment : {"spectral", "direct-mirt", "bayes-mirt"}
         How each round's capability offsets are learned (:func:`capability_offsets`).
 

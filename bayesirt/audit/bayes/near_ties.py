@@ -7,7 +7,7 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   the 90% interval of that accuracy gap in percentage points, from the paired model of the two
   models' responses on the items both answered in the target half (a Dirichlet-multinomial of the
   discordant cells within each item group, the groups as fixed strata at the benchmark's sizes;
-  :mod:`bayesirt.audit.paired`). It conditions on the pair's own responses only (no IRT model, no
+  :mod:`bayesirt.audit.bayes.paired`). It conditions on the pair's own responses only (no IRT model, no
   other model). ``n10`` / ``n01``: the discordant items (a right and b wrong, the reverse);
   ``mcnemar_p``: the exact two-sided McNemar p of those counts.
 * ``prob_theta_a_ahead``: the former IRT comparison, kept for reference and never used for a
@@ -18,7 +18,7 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   leaderboard counts them equally, so it can order a pair differently from accuracy.
 * ``prob_reversal``: the posterior probability (over the residual-DIF draws) that the low-DIF
   recomposition strictly reverses the pair (``reversal_probability`` of
-  :func:`bayesirt.audit.bayes.propagate_posterior`); ``random_reversal_rate``: the share of the
+  :func:`bayesirt.audit.bayes.posterior.propagate_posterior`); ``random_reversal_rate``: the share of the
   draws' blueprint-matched random subtests of the same length that reverse it (the same draws'
   controls); ``excess_reversal`` = prob_reversal - random_reversal_rate, with ``excess_lower`` /
   ``excess_upper`` its 90% Monte Carlo interval (mean of e_s = 1{draw s reverses} - (draw s's
@@ -32,7 +32,7 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   Like the audit-level test, rejecting it says the anchors differ from random subsets, which DIF
   or an anchor set tilted toward discriminating items (NT B.2) can cause.
   It is conservative. All of these condition on the spectral working model
-  (:data:`bayesirt.audit.bayes.CONDITIONAL`).
+  (:data:`bayesirt.audit.bayes.posterior.CONDITIONAL`).
 
 A pair is listed when it is eligible in the deterministic audit (tied under neither the full nor
 the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table has exactly
@@ -57,9 +57,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.paired import discordant_counts, paired_accuracy
-from bayesirt.audit.ranking import pair_reversals
-from bayesirt.audit.result import AuditResult
+from bayesirt.audit.bayes.paired import discordant_counts, paired_accuracy
+from bayesirt.audit.engine.ranking import pair_reversals
+from bayesirt.audit.engine.result import AuditResult
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 from bayesirt.frequentist.mml import fit_mml
@@ -227,9 +227,9 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
         The whole response matrix (1 right) and its observed mask; each fold's target models are
         its columns ``target_index``.
     item_group : array_like (item,)
-        The strata of the paired accuracy model (:mod:`bayesirt.audit.paired`).
+        The strata of the paired accuracy model (:mod:`bayesirt.audit.bayes.paired`).
     seed : int, default 0
-        Seed of the paired model's Monte Carlo draws (:func:`bayesirt.audit.paired.paired_accuracy`).
+        Seed of the paired model's Monte Carlo draws (:func:`bayesirt.audit.bayes.paired.paired_accuracy`).
 
     Rows are in leaderboard order within each fold: model a's full score, then model b's,
     descending.

@@ -1,6 +1,6 @@
 """Matched-random references of the near-tie audit: blueprint-matched random subtests (NT 3.4 and
 C.6, eq. 10-11 and 35-36), the fold packing, counting and summaries that every resampling
-reference shares (the bootstraps live in :mod:`bayesirt.audit.bootstrap`).
+reference shares (the bootstraps live in :mod:`bayesirt.audit.engine.bootstrap`).
 
 Every function takes the folds' target halves as :class:`TargetFold` objects (or mappings with
 the same keys) whose near-tie pair sets were frozen from the observed full scores.
@@ -26,10 +26,10 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
+from bayesirt.audit.engine.ranking import (GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
+                              pooled_rate, reversal_counts)
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
-from bayesirt.audit.ranking import (GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
-                              pooled_rate, reversal_counts)
 
 __all__ = ["TargetFold", "control_blocks", "matched_random_weights", "randomization_summary",
            "matched_random_controls", "PRIMARY", "CONTROL_BLOCK",
@@ -55,7 +55,7 @@ class TargetFold:
     anchor_weights : array_like, shape (item,)
         Low-DIF weights: ``n_c / k_c`` on the ``k_c`` anchors of cell ``c``, 0 elsewhere (NT eq. 6).
     pairs : tuple (i, j) of int arrays
-        The frozen primary near-tie pairs (:func:`bayesirt.audit.ranking.near_tie_pairs` on ``full``).
+        The frozen primary near-tie pairs (:func:`bayesirt.audit.engine.ranking.near_tie_pairs` on ``full``).
     observed : array_like of bool, shape (item, model), optional
         False marks a missing cell; default all observed.
     full : array_like, shape (model,), optional
@@ -176,7 +176,7 @@ def matched_random_weights(cell, anchor_weights, replicates: int, seed: int, *, 
         Index of the first replicate.
     strata : array_like of int, shape (item,), optional
         Refined strata nested in the cells (every stratum inside one cell), e.g. the discrimination
-        strata of :func:`bayesirt.audit.matched.discrimination_strata`. Default: the cells.
+        strata of :func:`bayesirt.audit.diagnostics.matched.discrimination_strata`. Default: the cells.
 
     Returns
     -------

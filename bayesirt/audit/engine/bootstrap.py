@@ -1,11 +1,11 @@
 """Bootstrap references of the near-tie audit: the composition bootstrap over item units (NT C.7,
 eq. 37-38) and the owner bootstrap of family score shifts (NT D.1, eq. 57-58).
 
-Folds are :class:`bayesirt.audit.resampling.TargetFold` objects (or mappings with their keys) whose
+Folds are :class:`bayesirt.audit.engine.resampling.TargetFold` objects (or mappings with their keys) whose
 near-tie pair sets were frozen from the observed full scores. Each bootstrap draws all its
 multiplicities from one ``numpy.random.default_rng(seed)`` before any work is split, so results do
 not depend on the number of workers. Undefined replicates are handled as in
-:mod:`bayesirt.audit.resampling`.
+:mod:`bayesirt.audit.engine.resampling`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import pandas as pd
 import xarray as xr
 from scipy import sparse
 
-from bayesirt.errors import DataError
-from bayesirt.utils.validation import check_number
-from bayesirt.utils.parallel import parallel_map
-from bayesirt.audit.ranking import GAP_TOLERANCE, TIE_TOLERANCE, prepared_responses
-from bayesirt.audit.resampling import (check_integer, fold_statistics, pack_folds, percentile_range,
+from bayesirt.audit.engine.ranking import GAP_TOLERANCE, TIE_TOLERANCE, prepared_responses
+from bayesirt.audit.engine.resampling import (check_integer, fold_statistics, pack_folds, percentile_range,
                                  replicate_dataset, control_blocks)
+from bayesirt.errors import DataError
+from bayesirt.utils.parallel import parallel_map
+from bayesirt.utils.validation import check_number
 
 __all__ = ["bootstrap_units", "recomposed_scores", "composition_bootstrap", "owner_bootstrap", "BOOTSTRAP_BLOCK",
            "MIN_GROUP_UNITS", "CLUSTERS"]
@@ -86,7 +86,7 @@ def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarra
 
     Parameters
     ----------
-    y, observed : as in :func:`bayesirt.audit.ranking.weighted_scores`
+    y, observed : as in :func:`bayesirt.audit.engine.ranking.weighted_scores`
     w : array_like, shape (item,)
         Item weights (``np.ones(item)`` for full scores, the anchor weights for anchor scores).
     unit : array_like of int, shape (item,)
@@ -96,7 +96,7 @@ def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarra
     Returns
     -------
     ndarray of float64, shape (replicate, model); NaN where a model keeps no weighted observed item.
-    With all multiplicities 1 these are :func:`~bayesirt.audit.ranking.weighted_scores`.
+    With all multiplicities 1 these are :func:`~bayesirt.audit.engine.ranking.weighted_scores`.
     """
     yobs, obs = prepared_responses(y, observed, "recomposed_scores")
     w, unit, n = np.asarray(w, dtype=np.float64), np.asarray(unit), np.asarray(multiplicities)
@@ -110,7 +110,7 @@ def recomposed_scores(y, w, unit, multiplicities, *, observed=None) -> np.ndarra
 def _in_band(pair_sets, bands, full, anchor) -> tuple[np.ndarray, np.ndarray]:
     """Eligible and reversed counts (set, replicate) among the pairs whose recomposed full gap stays
     within their set's band (the same eligibility and reversal rule as
-    :func:`bayesirt.audit.ranking.reversal_counts`); pairs are taken in chunks to bound memory."""
+    :func:`bayesirt.audit.engine.ranking.reversal_counts`); pairs are taken in chunks to bound memory."""
     eligible, reversed_ = np.zeros((len(pair_sets), full.shape[0]), np.int64), np.zeros((len(pair_sets), full.shape[0]),
                                                                                      np.int64)
     full_t, anchor_t = np.ascontiguousarray(full.T), np.ascontiguousarray(anchor.T)
@@ -252,7 +252,7 @@ def owner_bootstrap(shift, family, owner, *, percentile_shift=None, replicates: 
     percentile_shift : array_like, shape (record,), optional
         Percentile-rank shift of every record, bootstrapped on the same owner draws:
         ``percentile_ranks(anchor) - percentile_ranks(full)``
-        (:func:`bayesirt.audit.ranking.percentile_ranks`, ranks among all representatives passed, under
+        (:func:`bayesirt.audit.engine.ranking.percentile_ranks`, ranks among all representatives passed, under
         each scoring; percentile points).
     replicates : int, default 2000
     seed : int, default 0

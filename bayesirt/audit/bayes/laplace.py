@@ -13,7 +13,7 @@ With hundreds of models per family the item posteriors are close to Gaussian.
 - Coordinates: delta = Q z with Q (F x F-1) an orthonormal basis of the zero-sum subspace; the
   prior is then z ~ N(0, sd^2 I) (ZeroSumNormal's density on the subspace).
 - Mode: joint Newton steps on (b, z) for all items at once (batched F x F solves), started from
-  NT's five-cycle estimate (:func:`bayesirt.audit.dif.fit_family_dif`), until the largest step is
+  NT's five-cycle estimate (:func:`bayesirt.audit.engine.dif.fit_family_dif`), until the largest step is
   below :data:`NEWTON_TOLERANCE`. It is the ridge optimum that NT's schedule approaches
   (``tests/test_bayes_laplace.py`` checks it against the converged alternating scheme).
 - Hessian: with s_if = sum_{m in f} w_im p_im (1 - p_im), H_bb = sum_f s_if, H_b,delta_f = s_if,
@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import null_space
 
-from bayesirt.audit.dif import fit_family_dif
+from bayesirt.audit.engine.dif import fit_family_dif
 from bayesirt.errors import DataError
 from bayesirt.utils.validation import check_int
 

@@ -12,14 +12,14 @@ random-pairing reference pairs at random within cells. The target half enters on
 
 Control ``r`` keeps either endpoint of every pair with probability 1/2 and every unmatched low-DIF
 item, each with its cell's weight ``n_c / k_c``; near-tie counts are pooled over folds per
-replicate and compared with the low-DIF rate by :func:`bayesirt.audit.resampling.randomization_summary`.
+replicate and compared with the low-DIF rate by :func:`bayesirt.audit.engine.resampling.randomization_summary`.
 The all-swapped subtest moves every matched low-DIF item to its partner; ``Delta_swap`` (low-DIF
 minus all-swapped rate) is referred to ``Delta_r = T(z_r) - T(1 - z_r)``, control ``r`` minus its
 complementary endpoint configuration (low-DIF and all-swapped are one such pair), two-sided:
 ``(1 + #{|Delta_r| >= |Delta_swap|}) / (R + 1)``.
 
 Random streams. Replicate ``r`` of fold ``h`` draws one uniform key per item from
-``SeedSequence(spawn_seeds(seed, 2)[h], spawn_key=(r,))`` (as :mod:`bayesirt.audit.resampling`); a
+``SeedSequence(spawn_seeds(seed, 2)[h], spawn_key=(r,))`` (as :mod:`bayesirt.audit.engine.resampling`); a
 matched low-DIF item is swapped when its key is below 1/2. Every scenario uses the same keys
 (common random numbers). Fold ``h``'s random pairing uses ``spawn_seeds(seed, 4)[2 + h]``. Numbers
 depend on ``(seed, h, r)`` only, not on workers or blocks.
@@ -44,14 +44,14 @@ import xarray as xr
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
-from bayesirt.audit.matched import target_folds
-from bayesirt.audit.result import AuditResult, check_audit
+from bayesirt.audit.adjustment.spectral import spectral_loadings, working_responses
+from bayesirt.audit.diagnostics.matched import target_folds
+from bayesirt.audit.engine.ranking import prepared_scores, pooled_rate, reversal_counts
+from bayesirt.audit.engine.resampling import CONTROL_BLOCK, check_integer, pack_folds, control_blocks, randomization_summary
+from bayesirt.audit.engine.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
-from bayesirt.audit.ranking import prepared_scores, pooled_rate, reversal_counts
-from bayesirt.audit.resampling import CONTROL_BLOCK, check_integer, pack_folds, control_blocks, randomization_summary
-from bayesirt.audit.spectral import spectral_loadings, working_responses
 
 __all__ = ["profile_matching", "capability_profiles", "profile_pairs", "random_pairs", "paired_mixture_weights",
            "PROFILE_CALIPERS", "RANDOM"]
@@ -241,7 +241,7 @@ def _scenarios(calipers) -> tuple[list[str], np.ndarray]:
 
 
 def _audit_halves(result: AuditResult, responses: xr.Dataset) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Audit-half (y, observed) per fold (after :func:`~bayesirt.audit.result.check_audit`)."""
+    """Audit-half (y, observed) per fold (after :func:`~bayesirt.audit.engine.result.check_audit`)."""
     values = responses["responses"].transpose("item", "model").values
     pop = result.population
     halves = []
@@ -306,7 +306,7 @@ def profile_matching(result: AuditResult, responses: xr.Dataset, *, calipers=PRO
         ``gap_*`` (mean, median, max); ``pooled_coverage`` (scenario). Controls: ``eligible``,
         ``reversed``, ``complement_eligible``, ``complement_reversed`` (scenario, fold, replicate),
         ``rate``, ``complement_rate``, ``delta`` (scenario, replicate); low-DIF ``observed_eligible``,
-        ``observed_reversed`` (fold), ``observed_rate``; :func:`~bayesirt.audit.resampling.randomization_summary`
+        ``observed_reversed`` (fold), ``observed_rate``; :func:`~bayesirt.audit.engine.resampling.randomization_summary`
         of ``rate`` per scenario (``median``, ``lower``, ``upper``, ``excess_pp``, ``p_value``,
         ``min_resolvable_p``, ``undefined``); all-swapped ``swap_eligible``, ``swap_reversed``
         (scenario, fold), ``swap_rate``, ``delta_swap_pp``, two-sided ``p_swap`` and

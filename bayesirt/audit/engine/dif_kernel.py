@@ -1,6 +1,6 @@
-"""The compiled inner loops of the family-DIF Newton scheme (:mod:`bayesirt.audit.dif`).
+"""The compiled inner loops of the family-DIF Newton scheme (:mod:`bayesirt.audit.engine.dif`).
 
-Every Newton step of :func:`bayesirt.audit.dif.fit_family_dif` needs, per item i and family f,
+Every Newton step of :func:`bayesirt.audit.engine.dif.fit_family_dif` needs, per item i and family f,
 the sums over the item's observed models m of family f of
 
     w_im q_im   and   w_im q_im^2,   q_im = 1 / (E_im u_i,f(m) + 1),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.resampling import PRIMARY, randomization_summary
+from bayesirt.audit.engine.resampling import PRIMARY, randomization_summary
 
 __all__ = ["WITHIN", "within_family_specificity"]
 
@@ -26,7 +26,7 @@ def within_family_specificity(controls: xr.Dataset) -> dict:
     Parameters
     ----------
     controls : xarray.Dataset
-        :func:`bayesirt.audit.resampling.matched_random_controls` run with the primary (cross-family)
+        :func:`bayesirt.audit.engine.resampling.matched_random_controls` run with the primary (cross-family)
         pairs and a ``"within"`` extra pair set.
 
     Returns

@@ -18,7 +18,7 @@ maximum-likelihood MIRT calibration.
   items of logit(p_i) + clip(F_i theta_m / s_i, -6, 6). K* is the smallest K whose mean loss is
   within one standard error (sd over held-out models / sqrt(count)) of the best (one-SE rule),
   over the grid {1, 2, 4, ..., 256} limited to K <= min(items, training models).
-- Model weights (the Bayesian bootstrap, :mod:`bayesirt.audit.bayes_bootstrap`): frequency weights
+- Model weights (the Bayesian bootstrap, :mod:`bayesirt.audit.bayes.bootstrap`): frequency weights
   w_m enter p_i as weighted counts and the decomposition as the weighted rank-K least-squares fit,
   the SVD of X W^(1/2): coordinates Theta_m = V_m / sqrt(w_m), loadings L = X W^(1/2) V, so
   L Theta_m is model m's column of the weighted reconstruction (integer weights: the fit with

@@ -1,13 +1,13 @@
 """Posterior counterparts of the audit's diagnostics: within-family specificity (NT B.3),
 discrimination-matched controls (B.2), score-gap thresholds and anchor fractions (B.4-B.5) and
 item-signature replication (D.3), each recomputed once per draw of the Bayesian layer
-(:mod:`bayesirt.audit.bayes`) instead of once at the point anchors.
+(:mod:`bayesirt.audit.bayes.posterior`) instead of once at the point anchors.
 
 What a draw carries. Draw ``s`` of outer fold ``h`` is a draw ``(delta^(s), b^(s))`` of the
-residual-DIF posterior of its audit half; :func:`~bayesirt.audit.bayes.propagate_posterior` turned
+residual-DIF posterior of its audit half; :func:`~bayesirt.audit.bayes.posterior.propagate_posterior` turned
 it into blueprint cells, anchors ``S^(s)``, restoring weights and target-half anchor scores. Draw
 ``s`` of fold 0 and draw ``s`` of fold 1 form joint draw ``s`` (the halves' posteriors are
-independent), exactly as :func:`~bayesirt.audit.bayes.pool_folds` pairs them. As in the Bayesian
+independent), exactly as :func:`~bayesirt.audit.bayes.posterior.pool_folds` pairs them. As in the Bayesian
 layer, the offsets, K, the near-tie pairs, the full scores and the spectral discrimination proxy
 ``g_i`` stay frozen: the posteriors describe the uncertainty of the residual-DIF estimate.
 
@@ -16,7 +16,7 @@ layer, the offsets, K, the near-tie pairs, the full scores and the spectral disc
   matched-random within median, the cross-minus-within gap ``G^(s)`` and the specificity
   ``G^(s) - median_r G_r``. The controls are the deterministic run's (cell-matched, eq. 35): their
   per-cell counts ``k_c = max(1, round(alpha n_c))`` depend only on the item-group sizes, never on
-  the draw, and :func:`~bayesirt.audit.bayes.pool_folds` compares the primary rate with the same
+  the draw, and :func:`~bayesirt.audit.bayes.posterior.pool_folds` compares the primary rate with the same
   frozen controls, so the cross rate here is its ``low_dif_reversal_rate``.
 - :func:`posterior_matched_controls` (B.2, eq. 42-50): controls re-drawn for every draw, matched to
   ``S^(s)``. The discrimination strata are cut inside the draw's cells (``b^(s)``) and every
@@ -70,8 +70,8 @@ the simulated test benchmark). The
 posteriors say how much each diagnostic depends on the uncertain DIF estimate; the deterministic
 values stay the confirmatory statistics.
 
-Summaries (:func:`describe`): posterior mean, the :data:`~bayesirt.audit.bayes.INTERVAL`
-equal-tailed quantiles (the coordinates of :func:`~bayesirt.audit.bayes.pool_folds`) and the
+Summaries (:func:`describe`): posterior mean, the :data:`~bayesirt.audit.bayes.posterior.INTERVAL`
+equal-tailed quantiles (the coordinates of :func:`~bayesirt.audit.bayes.posterior.pool_folds`) and the
 posterior probability of a positive value, over the draws where the statistic is defined (NaN
 draws -- no eligible pair, no overlap -- are left out and counted in ``*_undefined``).
 """
@@ -85,10 +85,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.anchors import blueprint_cells
-from bayesirt.audit.bayes import INTERVAL, propagate_posterior
-from bayesirt.audit.bayes_matched import posterior_matched_controls
-from bayesirt.audit.posterior_draws import (
+from bayesirt.audit.bayes.matched import posterior_matched_controls
+from bayesirt.audit.bayes.posterior import INTERVAL, propagate_posterior
+from bayesirt.audit.bayes.posterior_draws import (
     POSTERIOR_CONTROLS,
     chain_counts,
     check_chains,
@@ -96,12 +95,13 @@ from bayesirt.audit.posterior_draws import (
     draw_counts,
     shifted_draws,
 )
-from bayesirt.audit.ranking import near_tie_pairs, pooled_rate, reversal_counts
-from bayesirt.audit.replication import STATISTICS, TOP_SHARE, signature_statistics
-from bayesirt.audit.resampling import PRIMARY, randomization_summary
-from bayesirt.audit.result import AuditResult, check_audit
-from bayesirt.audit.sensitivity import THRESHOLDS
-from bayesirt.audit.specificity import WITHIN, within_family_specificity
+from bayesirt.audit.diagnostics.replication import STATISTICS, TOP_SHARE, signature_statistics
+from bayesirt.audit.diagnostics.sensitivity import THRESHOLDS
+from bayesirt.audit.diagnostics.specificity import WITHIN, within_family_specificity
+from bayesirt.audit.engine.anchors import blueprint_cells
+from bayesirt.audit.engine.ranking import near_tie_pairs, pooled_rate, reversal_counts
+from bayesirt.audit.engine.resampling import PRIMARY, randomization_summary
+from bayesirt.audit.engine.result import AuditResult, check_audit
 from bayesirt.errors import DataError
 from bayesirt.utils.validation import check_number
 
@@ -115,13 +115,13 @@ def posterior_specificity(chains: Sequence[xr.Dataset], within_pairs: Sequence, 
     Parameters
     ----------
     chains : sequence of xarray.Dataset
-        :func:`~bayesirt.audit.bayes.propagate_posterior` of every fold (its ``anchor_score``,
+        :func:`~bayesirt.audit.bayes.posterior.propagate_posterior` of every fold (its ``anchor_score``,
         ``full_score``, ``n_eligible``, ``n_reversed``); draw ``s`` of the folds is joint draw ``s``.
     within_pairs : sequence of (i, j)
         Each fold's frozen same-family, different-owner near ties (``FoldResult.within_pairs``).
     controls : xarray.Dataset
         The deterministic matched-random controls with a ``"within"`` pair set
-        (``AuditResult.controls``); frozen, as in :func:`~bayesirt.audit.bayes.pool_folds`.
+        (``AuditResult.controls``); frozen, as in :func:`~bayesirt.audit.bayes.posterior.pool_folds`.
 
     Returns
     -------
@@ -170,7 +170,7 @@ def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observ
     folds : sequence of FoldResult
         With the Bayesian layer (``posterior`` and ``draws``).
     purifications : mapping
-        :func:`bayesirt.audit.sensitivity.fraction_purifications` of these folds.
+        :func:`bayesirt.audit.diagnostics.sensitivity.fraction_purifications` of these folds.
     y, observed : ndarray (item, model)
         The whole response matrix and its observed mask (target columns at ``target_index``).
     item_group : array_like (item,)
@@ -184,7 +184,7 @@ def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observ
     list of xarray.DataArray
         Per fold, ``anchor_score`` (alpha, draw, model). At another fraction the draws are moved to
         that purification's ``selection_fit`` (:func:`shifted_draws`) and re-run through cells,
-        anchors at that fraction and weights (:func:`~bayesirt.audit.bayes.propagate_posterior`).
+        anchors at that fraction and weights (:func:`~bayesirt.audit.bayes.posterior.propagate_posterior`).
     """
     fractions = list(purifications) if fractions is None else list(fractions)
     out = []
@@ -221,7 +221,7 @@ def posterior_sensitivity(scores: Sequence[xr.DataArray], targets: Sequence[pd.D
     targets : sequence of pandas.DataFrame
         Per fold, the target table (``full``, ``owner``, ``family`` per model, in ``scores``' model
         order): the pairs of every threshold are frozen from it, as in the deterministic curve.
-    epsilons : sequence of float, default :data:`bayesirt.audit.sensitivity.THRESHOLDS`
+    epsilons : sequence of float, default :data:`bayesirt.audit.diagnostics.sensitivity.THRESHOLDS`
         Near-tie bands (fractions of the full score; 0.01 = 1 pp).
     sensitivity : xarray.Dataset, optional
         The deterministic curve (``AuditResult.sensitivity``): gives the excess (over its frozen
@@ -286,13 +286,13 @@ def posterior_signatures(delta_d, delta_v, easiness_d, easiness_v, item_group, *
     families : sequence, optional
         Labels of the ``family`` coordinate.
     deterministic : xarray.Dataset, optional
-        :func:`~bayesirt.audit.replication.signature_replication` output: its ``observed`` and
+        :func:`~bayesirt.audit.diagnostics.replication.signature_replication` output: its ``observed`` and
         permutation ``p_value`` (deterministic; not recomputed per draw) are copied alongside.
 
     Returns
     -------
     xarray.Dataset
-        ``value`` (draw, statistic: :data:`~bayesirt.audit.replication.STATISTICS`), ``rho``
+        ``value`` (draw, statistic: :data:`~bayesirt.audit.diagnostics.replication.STATISTICS`), ``rho``
         (draw, family), the :func:`describe` summaries of ``value``, and ``deterministic_value``,
         ``p_value`` (statistic) when ``deterministic`` is given.
     """
@@ -322,7 +322,7 @@ def posterior_signatures(delta_d, delta_v, easiness_d, easiness_v, item_group, *
 
 def signature_draws(result: AuditResult) -> tuple[np.ndarray, ...]:
     """``(delta_d, delta_v, easiness_d, easiness_v)``: each half's draws moved to its final refit on
-    ``S(3)`` (the fit :func:`~bayesirt.audit.replication.signature_replication` reads;
+    ``S(3)`` (the fit :func:`~bayesirt.audit.diagnostics.replication.signature_replication` reads;
     :func:`shifted_draws`). Discovery = fold 0's audit half, validation = fold 1's."""
     if any(f.draws is None for f in result.folds):
         raise DataError("signature_draws needs an audit run with bayes=True (its folds' posterior draws)")

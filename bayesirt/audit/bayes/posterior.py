@@ -25,12 +25,12 @@ issue 29). Per pair, ``random_reversal_rate`` is the share of the draws' control
 pair: the baseline of its ``reversal_probability``. The offsets, the near-tie pairs
 and the full scores stay frozen: the posterior describes uncertainty from the DIF estimate given
 the spectral adjustment, not from K selection, the offsets or the population, unless the draws
-come from the Bayesian bootstrap (:mod:`bayesirt.audit.bayes_bootstrap`), which refits the
+come from the Bayesian bootstrap (:mod:`bayesirt.audit.bayes.bootstrap`), which refits the
 offsets too.
 
 The same per-draw anchors are carried through the audit's diagnostics (specificity, matched
 controls, threshold and fraction curves, signature replication) by
-:mod:`bayesirt.audit.bayes_diagnostics`.
+:mod:`bayesirt.audit.bayes.diagnostics`.
 
 :func:`fit_family_dif_posterior` fits one fold (ADVI by default, NUTS or MAP on request);
 :func:`schedule_gap` measures how far NT's five-cycle Newton schedule stops from the optimum that
@@ -46,13 +46,13 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.anchors import anchor_weights, blueprint_cells, select_anchors
-from bayesirt.audit.dif import DIF_CYCLES, fit_family_dif
+from bayesirt.audit.engine.anchors import anchor_weights, blueprint_cells, select_anchors
+from bayesirt.audit.engine.dif import DIF_CYCLES, fit_family_dif
+from bayesirt.audit.engine.ranking import pair_reversals, pooled_rate, weighted_scores
+from bayesirt.audit.engine.resampling import matched_random_weights
 from bayesirt.errors import DataError
 from bayesirt.inference.fitting import sample_model
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.audit.ranking import pair_reversals, pooled_rate, weighted_scores
-from bayesirt.audit.resampling import matched_random_weights
 
 __all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds",
            "MAP_TOLERANCE", "REFERENCE_CYCLES", "REFERENCE_TOLERANCE", "INTERVAL", "CONDITIONAL"]
@@ -120,7 +120,7 @@ def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, m
 def schedule_gap(y, observed, offsets, family, n_families: int, *, cycles: int = DIF_CYCLES) -> dict:
     """How far NT's Newton schedule (App. C.4) stops from the converged ridge optimum.
 
-    Runs :func:`bayesirt.audit.dif.fit_family_dif` with the schedule (default NT's five cycles) and with
+    Runs :func:`bayesirt.audit.engine.dif.fit_family_dif` with the schedule (default NT's five cycles) and with
     :data:`REFERENCE_CYCLES` cycles at tolerance :data:`REFERENCE_TOLERANCE` (the optimum the
     posterior mode reproduces).
 
@@ -176,12 +176,12 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
     full : array_like, shape (model,)
         The target half's frozen full-benchmark scores.
     pairs : tuple (i, j) of int arrays
-        The frozen near-tie pairs (:func:`bayesirt.audit.ranking.near_tie_pairs`).
+        The frozen near-tie pairs (:func:`bayesirt.audit.engine.ranking.near_tie_pairs`).
     item_ids, model_ids : sequence, optional
         Labels of the ``item`` and ``model`` coordinates. Default: 0, 1, ...
     controls : int, default 0
         Blueprint-matched random subtests per draw, drawn from the draw's own cells with its k_c
-        (:func:`bayesirt.audit.resampling.matched_random_weights`); replicate r uses the same
+        (:func:`bayesirt.audit.engine.resampling.matched_random_weights`); replicate r uses the same
         random keys in every draw.
     seed : int, default 0
         Seed of the controls' keys.

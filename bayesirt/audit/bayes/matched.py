@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.anchors import anchor_weights, blueprint_cells
-from bayesirt.audit.bayes import INTERVAL
-from bayesirt.audit.matched import DIAGNOSTICS, discrimination_strata, item_statistics, subtest_balance, target_folds
-from bayesirt.audit.posterior_draws import DRAW_BLOCK, POSTERIOR_CONTROLS, chain_counts, check_chains, describe, draw_counts
-from bayesirt.audit.ranking import pooled_rate, prepared_scores, reversal_counts
-from bayesirt.audit.resampling import check_integer, matched_random_weights, pack_folds, randomization_summary
-from bayesirt.audit.result import AuditResult, check_audit
+from bayesirt.audit.bayes.posterior import INTERVAL
+from bayesirt.audit.bayes.posterior_draws import DRAW_BLOCK, POSTERIOR_CONTROLS, chain_counts, check_chains, describe, draw_counts
+from bayesirt.audit.diagnostics.matched import DIAGNOSTICS, discrimination_strata, item_statistics, subtest_balance, target_folds
+from bayesirt.audit.engine.anchors import anchor_weights, blueprint_cells
+from bayesirt.audit.engine.ranking import pooled_rate, prepared_scores, reversal_counts
+from bayesirt.audit.engine.resampling import check_integer, matched_random_weights, pack_folds, randomization_summary
+from bayesirt.audit.engine.result import AuditResult, check_audit
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import blas_threads, parallel_map, spawn_seeds
 
@@ -58,7 +58,7 @@ def posterior_matched_controls(result: AuditResult, responses: xr.Dataset, *,
     replicates : int, default :data:`POSTERIOR_CONTROLS`
         Controls per draw and fold.
     seed : int, default 0
-        The controls' streams (:func:`~bayesirt.audit.matched.discrimination_matched_controls`'s
+        The controls' streams (:func:`~bayesirt.audit.diagnostics.matched.discrimination_matched_controls`'s
         seed reproduces its first ``replicates`` controls when a draw equals the point estimate).
     workers, scheduler, progress
         :func:`bayesirt.utils.parallel.parallel_map` over blocks of draws; the numbers do not depend on them.
@@ -71,7 +71,7 @@ def posterior_matched_controls(result: AuditResult, responses: xr.Dataset, *,
     -------
     xarray.Dataset
         Dims ``draw``, ``pair_set`` (``"primary"``, ``"within"``), ``diagnostic``
-        (:data:`bayesirt.audit.matched.DIAGNOSTICS`): ``low_dif_rate`` and ``control_median``
+        (:data:`bayesirt.audit.diagnostics.matched.DIAGNOSTICS`): ``low_dif_rate`` and ``control_median``
         (draw, pair_set), ``excess_pp`` = 100 (T^(s) - median_r T_r^(s)); balance
         ``observed_mean_balance`` and ``control_median_balance`` (draw, diagnostic) and the NT
         Table 5 columns ``g_ratio``, ``citc_ratio``, ``sem_ratio``, ``abs_delta_alpha`` (draw);

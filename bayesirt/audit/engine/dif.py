@@ -20,7 +20,7 @@ Missing cells contribute nothing. D_i = max_f delta_if - min_f delta_if (eq. 5).
 
 Optional model ``weights`` w_m >= 0 are frequency weights: every model's deviance is multiplied
 by w_m (integer weights give the fit of the data with model m repeated w_m times). The Bayesian
-bootstrap of the audit half (:mod:`bayesirt.audit.bayes_bootstrap`) uses them.
+bootstrap of the audit half (:mod:`bayesirt.audit.bayes.bootstrap`) uses them.
 
 NT's five cycles need not reach the penalized optimum; ``cycles`` and ``tolerance`` can be raised
 to run the same scheme to convergence (the Bayesian layer's check uses that).
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logit
 
-from bayesirt.audit.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
+from bayesirt.audit.engine.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
 
 __all__ = ["DIF_PENALTY", "DIF_CYCLES", "NEWTON_ITERATIONS", "NEWTON_TOLERANCE", "MAX_STEP", "DIFFit",
            "fit_family_dif"]
@@ -126,7 +126,7 @@ def fit_family_dif(y: np.ndarray, observed: np.ndarray, offsets: np.ndarray, fam
     # Within one Newton solve the linear predictor is base + v (v: the parameter being solved),
     # so sigmoid(base + v) = 1 / (1 + exp(-base) exp(-v)): exp(-base) is computed once per solve
     # (negative_exp, base clipped to +-700 so that it stays finite) and a step costs a product and
-    # a reciprocal per cell, summed by family in one compiled pass (bayesirt.audit.dif_kernel).
+    # a reciprocal per cell, summed by family in one compiled pass (bayesirt.audit.engine.dif_kernel).
     offsets = np.ascontiguousarray(offsets, dtype=np.float64)
     weight = NO_WEIGHTS if complete else np.ascontiguousarray(w)
     family = np.ascontiguousarray(family, dtype=np.intp)
