@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesirt.data.harness import Record, build_dataset, detect_format, is_harness, read_harness
+from bayesirt.data.harness import HarnessWarning, Record, build_dataset, detect_format, is_harness, read_harness
 from bayesirt.data.harness.helm import read_helm
 from bayesirt.data.harness.inspect_logs import read_inspect
 from bayesirt.data.harness.lm_eval import read_lm_eval
@@ -200,9 +200,14 @@ def test_lm_eval_model_name_fallbacks(tmp_path):
         "pretrained": "org/from-dict", "dtype": "bfloat16"}}})
     write_lm_run(tmp_path, "org__bare", tasks, results={"model_name": None, "config": {"model": "hf"}})
     write_lm_run(tmp_path, "no_results", tasks, results=False)
-    ds = read_lm_eval(tmp_path)
+    # a folder without its results JSON is refused (its model is unknown), naming the folder and what is missing
+    with pytest.raises(DataError, match=r"no_results: samples files but no results_<date_id>\.json: the run's model "
+                                        r"name \(and owner\) is unknown"):
+        read_lm_eval(tmp_path)
+    with pytest.warns(HarnessWarning, match=r"skipped .*no_results"):
+        ds = read_lm_eval(tmp_path, on_damaged="skip")
     # folders in name order; no model_name -> model_args (string or dict) -> folder name
-    assert list(ds["model"].values) == ["no_results", "org__bare", "org/from-dict", "org/str"]
+    assert list(ds["model"].values) == ["org__bare", "org/from-dict", "org/str"]
 
 
 def test_lm_eval_results_json_output_path_variant(tmp_path):

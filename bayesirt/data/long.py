@@ -16,7 +16,11 @@ from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, 
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["read_long", "has_long_header"]
+__all__ = ["read_long", "has_long_header", "is_long_columns", "LONG_COLUMNS"]
+
+LONG_COLUMNS = ("model", "item", "correct")
+"""The columns that make a table long (one row per model and item); :func:`read_long` also reads the
+optional ``item_group`` (per item), ``family`` and ``owner`` (per model)."""
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -138,13 +142,20 @@ def read_long(
         return ds if key is None else record_key(ds, key)
 
 
+def is_long_columns(columns: Any) -> bool:
+    """The rule for long format, the same for a text header and a Parquet schema: the columns include
+    ``model``, ``item`` and ``correct``; others (the optional ``item_group``, ``family``, ``owner``, or
+    any other) are read or ignored as :func:`read_long` says."""
+    return set(LONG_COLUMNS) <= {str(c).strip().strip('"').lower() for c in columns}
+
+
 def has_long_header(path: Path, kwargs: dict[str, Any]) -> bool:
-    """True if a text file should be read as long format."""
-    if {"model", "item", "correct"} & set(kwargs):
+    """True if a text file should be read as long format (column options given, or :func:`is_long_columns`
+    of its header)."""
+    if set(LONG_COLUMNS) & set(kwargs):
         return True
     check_text(path)
     with open(path, encoding="utf-8-sig", newline="") as fh:
         first = fh.readline()
     sep = TEXT_SUFFIXES.get(path.suffix.lower()) or ("\t" if "\t" in first else ",")
-    cells = [c.strip().strip('"').lower() for c in first.rstrip("\r\n").split(sep)]
-    return len(cells) == 3 and set(cells) == {"model", "item", "correct"}
+    return is_long_columns(first.rstrip("\r\n").split(sep))

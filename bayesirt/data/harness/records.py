@@ -139,6 +139,9 @@ class Reading:
         self.errored: dict[str, list[str]] = {}
         self.runs = 0
         self.notes: list[str] = []
+        self.remarks: list[str] = []  # what was read in a way the user should know (in the summary line)
+        self.unversioned = "unknown"  # the version record when the output names none
+        self.perturbed: dict[str, int] = {}  # records not read because they are perturbed, by perturbation
 
     def damaged(self, path: Path | str, reason: str) -> None:
         if self.on_damaged == "error":
@@ -173,10 +176,11 @@ class Reading:
                    f"{', ...' if len(tasks) > 6 else ''}), {ds.sizes['item']} items; {len(self.read)} file(s) read"
                    + (f", {len(self.skipped)} skipped" if self.skipped else "")
                    + (f", {len(self.superseded)} superseded" if self.superseded else "")
-                   + (f", {sum(map(len, self.errored.values()))} errored sample(s)" if self.errored else ""))
+                   + (f", {sum(map(len, self.errored.values()))} errored sample(s)" if self.errored else "")
+                   + "".join(f"; {r}" for r in self.remarks))
         record = {
             "harness": self.harness,
-            "harness_version": self.version or "unknown",
+            "harness_version": self.version or self.unversioned,
             "paths": self.paths,
             "on_damaged": self.on_damaged,
             "files_read": self.read,
@@ -192,6 +196,7 @@ class Reading:
             "n_models": int(ds.sizes["model"]),
             "n_items": int(ds.sizes["item"]),
             "warnings": self.notes,
+            "remarks": self.remarks,
             "summary": summary,
         }
         ds.attrs.update(provenance=json.dumps(record), harness_summary=summary)
