@@ -520,9 +520,11 @@ def test_cli_reading_options_reach_the_reader(tmp_path, capsys):
     assert main(["mml", str(data), "--filter", "none", "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
 
 
-def test_empty_models_are_dropped_and_listed_unless_kept(tmp_path, capsys):
+def test_empty_models_are_dropped_and_listed_unless_refused(tmp_path, capsys):
     from bayesirt.cli.main import main
-    from bayesirt.data import load
+    from bayesirt.data import load, read_wide_csv
+    from bayesirt.data.io import DeprecatedSpellingWarning
+    from bayesirt.data.reading import DroppedWarning
 
     rng = np.random.default_rng(1)
     table = "model," + ",".join(f"q{i}" for i in range(8)) + "\n"
@@ -537,5 +539,15 @@ def test_empty_models_are_dropped_and_listed_unless_kept(tmp_path, capsys):
     with pytest.raises(DataError, match="'org/silent' has no observed responses"):
         load(path, drop_empty=False)
     assert main(["mml", str(path), "--out", str(tmp_path / "mml"), "--no-progress"]) == 0
-    assert main(["mml", str(path), "--keep-empty", "--out", str(tmp_path / "kept"), "--no-progress"]) == 2
-    assert "org/silent" in capsys.readouterr().err
+    # one default everywhere: the reader behind load() drops (and names) what load() drops
+    with pytest.warns(DroppedWarning, match=r"board\.csv: dropped 1 model\(s\) without any observed response "
+                                            r"\(org/silent\)"):
+        assert read_wide_csv(path)["model"].values.tolist() == ds["model"].values.tolist()
+    assert main(["mml", str(path), "--refuse-empty", "--out", str(tmp_path / "refused"), "--no-progress"]) == 2
+    assert "'org/silent' has no observed responses" in capsys.readouterr().err
+    # the old spelling, which never kept anything, refuses too, with a warning naming the new one
+    with pytest.warns(DeprecatedSpellingWarning, match=r"--keep-empty .* is deprecated: it never kept .*say "
+                                                       r"--refuse-empty"):
+        assert main(["mml", str(path), "--keep-empty", "--out", str(tmp_path / "kept"), "--no-progress"]) == 2
+    assert "'org/silent' has no observed responses" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists() and not (tmp_path / "kept").exists()

@@ -11,13 +11,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.answer_key import record_key, score_answers
+from bayesirt.data.answer_key import KEY, record_key, score_answers
 from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, parsing, reading
+from bayesirt.data.reading import warn_dropped
+from bayesirt.data.registry import BINARIZE, Reader
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
 __all__ = ["read_long", "has_long_header", "is_long_columns", "LONG_COLUMNS"]
 
+_PARQUET = (".parquet", ".pq")
 LONG_COLUMNS = ("model", "item", "correct")
 """The columns that make a table long (one row per model and item); :func:`read_long` also reads the
 optional ``item_group`` (per item), ``family`` and ``owner`` (per model)."""
@@ -25,7 +28,7 @@ optional ``item_group`` (per item), ``family`` and ``owner`` (per model)."""
 
 def _read_table(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
+    if suffix in _PARQUET:
         import pyarrow.parquet as pq
 
         with parsing(path):  # pyarrow raises many exception types on a corrupt file
@@ -67,7 +70,7 @@ def read_long(
     model: str = "model",
     item: str = "item",
     correct: str = "correct",
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     binarize: float | None = None,
     key: str | os.PathLike[str] | None = None,
 ) -> xr.Dataset:
@@ -139,6 +142,7 @@ def read_long(
         ids = {"item_id": items.to_numpy(), "model_id": models.to_numpy()}
         ds = make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty,
                             binarize=binarize)
+        warn_dropped(ds)
         return ds if key is None else record_key(ds, key)
 
 
@@ -159,3 +163,19 @@ def has_long_header(path: Path, kwargs: dict[str, Any]) -> bool:
         first = fh.readline()
     sep = TEXT_SUFFIXES.get(path.suffix.lower()) or ("\t" if "\t" in first else ",")
     return is_long_columns(first.rstrip("\r\n").split(sep))
+
+
+def _is_long(path: Path, options: Any) -> bool:
+    """Parquet, or a text table with the long header (or column options given)."""
+    suffix = path.suffix.lower()
+    if not path.is_file() or suffix not in (*_PARQUET, *TEXT_SUFFIXES):
+        return False
+    if suffix in _PARQUET:
+        return True
+    with reading(path):
+        return has_long_header(path, options)
+
+
+READERS = (Reader("long table", ".csv/.tsv/.txt with columns model, item, correct (long), .parquet/.pq (long)",
+                  _is_long, read_long, (KEY, BINARIZE), LONG_COLUMNS, order=50),)
+"""Long tables: asked before the wide table, which takes any other text table."""

@@ -201,7 +201,8 @@ def _check_observed(y: np.ndarray, ids: np.ndarray, axis: int, noun: str) -> Non
         others = f" (and {empty.size - 1} other {noun}s)" if empty.size > 1 else ""
         raise DataError(
             f"{noun} {str(ids[empty[0]])!r}{others} has no observed responses; "
-            "drop it from the data, or let it be dropped (drop_empty=True; on the command line, leave out --keep-empty)"
+            "drop it from the data, or let it be dropped (drop_empty=True, the default of every reader; on the command "
+            "line, leave out --refuse-empty)"
         )
 
 

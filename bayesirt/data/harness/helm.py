@@ -31,7 +31,9 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import one_line, printable
-from bayesirt.data.harness.layout import discover
+from bayesirt.data.harness.layout import Found, Harness, discover
+from bayesirt.data.registry import reading_option
+from bayesirt.utils.options import names_or_assignments
 from bayesirt.data.harness.records import (
     Reading,
     DamagedFile,
@@ -52,6 +54,26 @@ _FILES = ("run_spec.json", "per_instance_stats.json")
 _MODEL_ARGS = ("model", "model_deployment")
 # crfm-helm writes no version into its run folders (run_spec.json, per_instance_stats.json, stats.json, ...)
 _UNVERSIONED = "not recorded (HELM writes no version into its run folders)"
+
+
+STAT = reading_option(
+    "stat", None, "HELM per-instance stat, for every run group (NAME) or one (GROUP=NAME); repeatable [exact_match]",
+    type=object, parse=names_or_assignments, repeat=True, metavar="[GROUP=]NAME")
+"""The reading option only HELM runs take."""
+
+
+def _find(folder: Path, files: list[str]) -> list[Found]:
+    """A HELM run folder (``run_spec.json``, ``per_instance_stats.json``), damaged without the latter (HELM
+    writes it last); it holds nothing else to read."""
+    names = set(files)
+    if not any(f in names for f in _FILES):
+        return []
+    damage = None
+    if "per_instance_stats.json" not in names:
+        damage = "HELM run folder without per_instance_stats.json (the run stopped before its last write)"
+    elif "run_spec.json" not in names:
+        damage = "HELM run folder without run_spec.json"
+    return [Found("helm", folder, damage, leaf=True)]
 
 
 def is_helm_run(path: str | os.PathLike[str]) -> bool:
@@ -177,7 +199,7 @@ def read_helm(
     stat: str | Sequence[str] | dict[str, str] | None = None,
     aggregate: str | None = None,
     binarize: float | None = None,
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     on_damaged: str = "error",
 ) -> xr.Dataset:
     """Read HELM runs of several models into one response Dataset.
@@ -275,3 +297,7 @@ def read_helm(
         repeat_hint=" (several train_trial_index values)",
     )
     return reading.finish(ds, aggregate=aggregate, threshold=threshold)
+
+
+HARNESS = Harness("helm", "a HELM run folder (run_spec.json + per_instance_stats.json) or a folder of runs",
+                  "HELM runs", _find, read_helm, (STAT,))

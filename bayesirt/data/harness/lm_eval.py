@@ -38,10 +38,11 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import printable
-from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, discover
+from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, Found, Harness, discover
 from bayesirt.data.harness.records import (
-    Reading,
+    METRIC,
     DamagedFile,
+    Reading,
     Record,
     as_paths,
     build_dataset,
@@ -51,6 +52,8 @@ from bayesirt.data.harness.records import (
     per_task,
     read_json,
 )
+from bayesirt.data.registry import reading_option
+from bayesirt.utils.options import names_or_assignments
 from bayesirt.errors import DataError
 
 __all__ = ["read_lm_eval", "is_lm_eval_dir", "model_folders"]
@@ -61,8 +64,22 @@ _NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")
 _LAYOUT = "OUT/<model>/samples_<task>_<timestamp>.jsonl, written by lm_eval --log_samples --output_path OUT"
 # the only metric of every record of an ``lm_eval --predict_only`` run (lm-eval's "bypass" metric scores nothing)
 _BYPASS = "bypass"
+_NO_SAMPLES = "an lm-eval results file but no samples_<task>_<date_id>.jsonl: lm-eval was run without --log_samples"
 _NO_RESULTS = ("samples files but no results_<date_id>.json: the run's model name (and owner) is unknown; restore the "
                "results JSON lm-eval wrote beside them (a model id made from the folder name would misname the model)")
+
+
+FILTER = reading_option(
+    "filter", None, "lm-eval filter, for tasks logged under several (e.g. strict-match), for every task or one "
+    "(TASK=NAME); repeatable", type=object, parse=names_or_assignments, repeat=True, metavar="[TASK=]NAME")
+"""The reading option only lm-eval output takes."""
+
+
+def _find(folder: Path, files: list[str]) -> list[Found]:
+    """A model folder of ``lm_eval --output_path``: samples files, or a results file without them (damaged)."""
+    samples = [f for f in files if SAMPLES.match(f)]
+    results = [f for f in files if RESULTS.match(f) and not SAMPLES.match(f) and f.startswith("results_")]
+    return [Found("lm-eval", folder, None if samples else _NO_SAMPLES)] if samples or results else []
 
 
 def model_folders(path: str | os.PathLike[str]) -> list[Path]:
@@ -261,7 +278,7 @@ def read_lm_eval(
     filter: str | Sequence[str] | dict[str, str] | None = None,  # noqa: A002 - the lm-eval field name
     aggregate: str | None = None,
     binarize: float | None = None,
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     on_damaged: str = "error",
 ) -> xr.Dataset:
     """Read lm-eval ``--log_samples`` output into a response Dataset.
@@ -397,3 +414,7 @@ def read_lm_eval(
         repeat_hint=" (the same doc_id twice in one samples file)",
     )
     return reading.finish(ds, aggregate=aggregate, threshold=threshold)
+
+
+HARNESS = Harness("lm-eval", "an lm-eval --output_path folder (OUT/<model>/samples_<task>_<timestamp>.jsonl) or one "
+                  "model folder", "lm-eval output", _find, read_lm_eval, (METRIC, FILTER))
