@@ -26,7 +26,8 @@ from typing import Any
 
 from bayesirt.utils.options import Option, option_table
 
-__all__ = ["Reader", "has_suffix", "reading_option", "readers", "reader_for", "union_of_options", "DROP_EMPTY", "BINARIZE"]
+__all__ = ["Reader", "has_suffix", "reading_option", "readers", "reader_for", "union_of_options", "modules_defining",
+           "DROP_EMPTY", "BINARIZE"]
 
 
 def reading_option(name: str, default: Any, help: str, **declaration: Any) -> Option:

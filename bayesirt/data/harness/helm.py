@@ -32,8 +32,6 @@ import xarray as xr
 
 from bayesirt.data.files import one_line, printable
 from bayesirt.data.harness.layout import Found, Harness, discover
-from bayesirt.data.registry import reading_option
-from bayesirt.utils.options import names_or_assignments
 from bayesirt.data.harness.records import (
     Reading,
     DamagedFile,
@@ -46,7 +44,9 @@ from bayesirt.data.harness.records import (
     per_task,
     read_json,
 )
+from bayesirt.data.registry import reading_option
 from bayesirt.errors import DataError
+from bayesirt.utils.options import names_or_assignments
 
 __all__ = ["read_helm", "is_helm_run", "is_helm_dir", "run_folders"]
 

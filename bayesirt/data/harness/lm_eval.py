@@ -53,8 +53,8 @@ from bayesirt.data.harness.records import (
     read_json,
 )
 from bayesirt.data.registry import reading_option
-from bayesirt.utils.options import names_or_assignments
 from bayesirt.errors import DataError
+from bayesirt.utils.options import names_or_assignments
 
 __all__ = ["read_lm_eval", "is_lm_eval_dir", "model_folders"]
 
