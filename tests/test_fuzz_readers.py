@@ -1028,9 +1028,11 @@ def _parquet(df: pd.DataFrame | pa.Table) -> bytes:
 
 def _lm(lines_a: bytes, lines_b: bytes | None = None, results: bytes | None = None) -> dict[str, bytes]:
     files = {f"out/org__a/samples_arc_easy_{TS1}.jsonl": lines_a,
-             f"out/org__b/samples_arc_easy_{TS1}.jsonl": _lm_valid_lines("org__b") if lines_b is None else lines_b}
-    if results is not None:
-        files[f"out/org__a/results_{TS1}.json"] = results
+             f"out/org__b/samples_arc_easy_{TS1}.jsonl": _lm_valid_lines("org__b") if lines_b is None else lines_b,
+             # lm-eval writes a results JSON beside the samples (without one the folder is refused: its model is
+             # unknown); a minimal one, so the damage under test is what is reached
+             f"out/org__a/results_{TS1}.json": b'{"model_name": "org/a"}' if results is None else results,
+             f"out/org__b/results_{TS1}.json": b'{"model_name": "org/b"}'}
     return files
 
 

@@ -39,10 +39,12 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data.files import existing, one_line, printable
+from bayesirt.data.registry import BINARIZE, reading_option
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
+from bayesirt.utils.options import names_or_assignments
 
-__all__ = ["AGGREGATES", "ON_DAMAGED", "DamagedFile", "HarnessWarning", "Reading", "Record", "build_dataset",
+__all__ = ["AGGREGATES", "ON_DAMAGED", "AGGREGATE", "METRIC", "SHARED_OPTIONS", "DamagedFile", "HarnessWarning", "Reading", "Record", "build_dataset",
            "check_options", "as_paths", "read_json", "json_problem", "per_task", "check_on_damaged"]
 
 AGGREGATES = ("mean", "majority", "first", "last")
@@ -50,6 +52,20 @@ AGGREGATES = ("mean", "majority", "first", "last")
 
 ON_DAMAGED = ("error", "skip")
 """What to do with harness output that cannot be read completely: refuse it, or skip it with a warning."""
+
+AGGREGATE = reading_option(
+    "aggregate", None, "rule for repeated responses of one model to one item (epochs, reruns) [refuse repeats]",
+    type=str, choices=AGGREGATES)
+ON_DAMAGED_OPTION = reading_option(
+    "on_damaged", "error", "output that looks like harness output but cannot be read completely (0-byte or cut files, a "
+    "HELM run without per_instance_stats.json, lm-eval without --log_samples or its results JSON, an unfinished "
+    "Inspect log): refuse it, naming it, or skip it with a warning naming it", choices=ON_DAMAGED)
+SHARED_OPTIONS = (AGGREGATE, BINARIZE, ON_DAMAGED_OPTION)
+"""The reading options every harness reader takes (beside ``drop_empty``)."""
+METRIC = reading_option(
+    "metric", None, "lm-eval metric field or Inspect scorer, for every task (NAME) or one task (TASK=NAME); "
+    "repeatable [the first listed]", type=object, parse=names_or_assignments, repeat=True, metavar="[TASK=]NAME")
+"""The score option of lm-eval output and Inspect logs."""
 
 _AGG_FLAG = "--aggregate {mean,majority,first,last}"
 _SKIP_HINT = "pass --on-damaged skip (on_damaged='skip') to read the rest without it"
@@ -139,6 +155,9 @@ class Reading:
         self.errored: dict[str, list[str]] = {}
         self.runs = 0
         self.notes: list[str] = []
+        self.remarks: list[str] = []  # what was read in a way the user should know (in the summary line)
+        self.unversioned = "unknown"  # the version record when the output names none
+        self.perturbed: dict[str, int] = {}  # records not read because they are perturbed, by perturbation
 
     def damaged(self, path: Path | str, reason: str) -> None:
         if self.on_damaged == "error":
@@ -173,10 +192,11 @@ class Reading:
                    f"{', ...' if len(tasks) > 6 else ''}), {ds.sizes['item']} items; {len(self.read)} file(s) read"
                    + (f", {len(self.skipped)} skipped" if self.skipped else "")
                    + (f", {len(self.superseded)} superseded" if self.superseded else "")
-                   + (f", {sum(map(len, self.errored.values()))} errored sample(s)" if self.errored else ""))
+                   + (f", {sum(map(len, self.errored.values()))} errored sample(s)" if self.errored else "")
+                   + "".join(f"; {r}" for r in self.remarks))
         record = {
             "harness": self.harness,
-            "harness_version": self.version or "unknown",
+            "harness_version": self.version or self.unversioned,
             "paths": self.paths,
             "on_damaged": self.on_damaged,
             "files_read": self.read,
@@ -192,6 +212,7 @@ class Reading:
             "n_models": int(ds.sizes["model"]),
             "n_items": int(ds.sizes["item"]),
             "warnings": self.notes,
+            "remarks": self.remarks,
             "summary": summary,
         }
         ds.attrs.update(provenance=json.dumps(record), harness_summary=summary)
@@ -292,7 +313,7 @@ def build_dataset(
     binarize: float | None = None,
     name: str | None = None,
     source: str | None = None,
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     attrs: dict[str, Any] | None = None,
     repeat_hint: str = "",
     missing: Sequence[tuple[str, str, str]] = (),
