@@ -10,7 +10,8 @@ from bayesirt.utils.lazy import attach
 
 if TYPE_CHECKING:
     from bayesirt.models.specs import BUILTIN_DIR, IRTSpec, MIRTSpec, Prior, builtin_specs, load_spec, parse_spec
-    from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood, response_probability
+    from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
+    from bayesirt.models.response import response_probability
     from bayesirt.models.mirt import align_signs, build_mirt
     from bayesirt.models.family_dif import build_family_dif
     from bayesirt.models.information import item_information, test_information
