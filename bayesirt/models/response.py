@@ -105,13 +105,13 @@ def log_probabilities(eta, c=0.0, s=0.0) -> tuple[np.ndarray, np.ndarray]:
     p, q, _, _ = curves(eta, c, s)
     log_p, log_q = np.log(p), np.log(q)
     tail = (p <= TINY) | (q <= TINY)
-    if tail.any():
-        e, cc, ss = (np.broadcast_to(x, tail.shape)[tail] for x in (eta, c, s))
-        log_k = np.log(1 - cc - ss)
+    if np.any(tail):  # rare, so the exact forms (a logaddexp per cell) are formed only then, and kept in the tail
+        log_k = np.log(1 - c - s)
         with np.errstate(divide="ignore"):  # log 0 = -inf is logaddexp's neutral element
-            log_p[tail] = np.logaddexp(np.log(cc), log_k + log_expit(e))
-            log_q[tail] = np.logaddexp(np.log(ss), log_k + log_expit(-e))
-    return log_p, log_q
+            log_p = np.where(tail, np.logaddexp(np.log(c), log_k + log_expit(eta)), log_p)
+            log_q = np.where(tail, np.logaddexp(np.log(s), log_k + log_expit(-eta)), log_q)
+    # P can round to one ulp above 1 (c = 0.2, s = 0, sigmoid(eta) = 1): its log stays <= 0
+    return np.minimum(log_p, 0.0), np.minimum(log_q, 0.0)
 
 
 def log_likelihood(correct, eta, c=0.0, s=0.0):
