@@ -1,6 +1,7 @@
 """Model specs and their PyMC builders: ``models/*.toml`` read into typed specs (:mod:`.specs`,
 which knows nothing of PyMC), and the builders of 1PL-4PL (:mod:`.logistic`), compensatory MIRT
-(:mod:`.mirt`) and the residual family-DIF model (:mod:`.family_dif`); Fisher information of
+(:mod:`.mirt`) and the residual family-DIF model (:mod:`.family_dif`); the 1PL-4PL response function:
+probability, derivatives, information, log-likelihood (:mod:`.response`); Fisher information of
 1PL-4PL items and tests (:mod:`.information`); rotations of loading matrices (:mod:`.rotation`:
 oblimin, varimax, Tucker congruence), shared by MIRT and the factor analysis of abilities."""
 
