@@ -96,7 +96,8 @@ def laplace_fit(responses: xr.Dataset, spec: IRTSpec | MIRTSpec, *, draws: int, 
                         f"{MAX_MODELS:,}: fit a subset of models, or use method 'advi' with advi_batch_size.")
     timings: dict = {}
     t0 = time.perf_counter()
-    with progress_bar(60, "Laplace (Newton steps)", enabled=progress) as advance:
+    with progress_bar(None, "Laplace centre search (Newton steps)", enabled=progress,
+                      until="the largest step is below its tolerance") as advance:
         mode = find_mode(y, prior, progress=lambda *_: advance())
     timings["mode_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -26,6 +26,7 @@ import numpy as np
 import xarray as xr
 
 from bayesirt.errors import OutputError
+from bayesirt.utils.interrupts import check_interrupt
 
 __all__ = ["package_versions", "staged_output", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
            "write_json", "to_json", "COMPRESSION"]
@@ -114,8 +115,11 @@ def staged_output(target: str | os.PathLike, *, force: bool) -> Iterator[Path]:
     Staging folders that killed runs left beside ``target`` are removed first
     (:func:`remove_stale_staging`). A write that fails inside the block (disk full, read-only
     folder) raises :class:`OutputError` with one line; the staging folder is removed and any
-    earlier ``target`` is untouched.
+    earlier ``target`` is untouched. After SIGINT or SIGTERM, even one a library swallowed
+    (:func:`~bayesirt.utils.interrupts.check_interrupt`), nothing is staged or, if the signal
+    came while writing, nothing appears: results of a run stopped early are never written.
     """
+    check_interrupt()
     target = check_output(target, force=force)
     remove_stale_staging(target)
     try:
@@ -133,6 +137,7 @@ def staged_output(target: str | os.PathLike, *, force: bool) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     try:
+        check_interrupt()
         if target.exists():
             retired = retire(target)
             staging.rename(target)
@@ -142,6 +147,9 @@ def staged_output(target: str | os.PathLike, *, force: bool) -> Iterator[Path]:
     except OSError as err:
         shutil.rmtree(staging, ignore_errors=True)
         raise _cannot_write(target, err) from None
+    except KeyboardInterrupt:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def _umask() -> int:
