@@ -56,6 +56,10 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def _steps(n: int) -> str:
+    return f"{n:,} step" + ("" if n == 1 else "s")
+
+
 def _is_terminal(stream: TextIO) -> bool:
     isatty = getattr(stream, "isatty", None)
     try:
@@ -101,7 +105,7 @@ class _LineReport:
         elapsed = time.monotonic() - self.start
         phase = f" ({self.phase})" if self.phase else ""
         if self.until is not None:  # no known length: steps so far, and the time left bounded by the cap
-            text = f"{self.description}: {self.done:,} steps after {format_duration(elapsed)}{phase}"
+            text = f"{self.description}: {_steps(self.done)} after {format_duration(elapsed)}{phase}"
             if self.done and self.total and self.done < self.total:
                 text += (f"; runs until {self.until}, up to {format_duration(elapsed / self.done * (self.total - self.done))}"
                          f" more (cap {self.total:,} steps)")
@@ -143,7 +147,7 @@ class _LineReport:
         with self.lock:
             elapsed = format_duration(time.monotonic() - self.start)
             if self.until is not None or not self.total:  # no known length: the steps it took
-                self.write(f"{self.description}: {'done' if ok else 'stopped'} after {self.done:,} steps in {elapsed}")
+                self.write(f"{self.description}: {'done' if ok else 'stopped'} after {_steps(self.done)} in {elapsed}")
                 return
             steps = f"{self.done:,}" + (f" of {self.total:,}" if self.done != self.total else "")
             self.write(f"{self.description}: done, {steps} steps in {elapsed}" if ok else
