@@ -113,7 +113,7 @@ def test_an_interrupted_score_writes_nothing(data, tmp_path):
 @pytest.mark.slow
 def test_compare_keeps_its_finished_specs_and_a_rerun_continues(data, tmp_path, capsys):
     out = tmp_path / "cmp"
-    args = ["compare", data / "sim_60x80.nc", "--specs", "rasch,2pl", "--draws", "3000", "--tune", "300",
+    args = ["compare", data / "sim_60x80.nc", "--specs", "rasch,2pl", "--draws", "1000", "--tune", "300",
             "--chains", "2", "--kfold", "never"]
     status, lines, seen = _interrupt(args, "spec 2 of 2: 2pl - fitting", out)
     text = "\n".join(lines)
