@@ -50,6 +50,7 @@ from bayesirt.data.populations import audit_population
 from bayesirt.data.responses import MISSING
 from bayesirt.models.family_dif import EASINESS_SD
 from bayesirt.utils.parallel import blas_threads, shared_cluster, spawn_seeds
+from bayesirt.utils.progress import stage
 
 __all__ = ["run_audit", "OFFSETS_METHOD"]
 
@@ -208,8 +209,12 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
     item_ids = responses["item_id"].values.astype(str)
     folds, notes = [], []
     fold_seeds = [spawn_seeds(seeds[h], 3) for h in (0, 1)]
+    stage(f"audit: {int((pop['status'] == 'retained').sum()):,} models in {len(families)} families retained",
+          enabled=progress)
     for h in (0, 1):
         t = time.perf_counter()
+        stage(f"audit: fold {h + 1} of 2 - dimension selection, anchor purification, near-tie reversals"
+              + (", Bayesian layer" if config.bayes else ""), enabled=progress)
         fold, fold_notes = _fold(h, y, observed, family_index, len(families), pop, item_group, item_ids, config,
                                  fold_seeds[h])
         if fold.draws is not None:

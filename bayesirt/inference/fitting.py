@@ -35,8 +35,10 @@ from bayesirt.inference.nutpie_direct import DirectModel, direct_eligible, direc
 from bayesirt.models.logistic import build_logistic, log_likelihood_group
 from bayesirt.models.mirt import align_signs, build_mirt
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
+from bayesirt.utils.interrupts import check_interrupt
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.outputs import package_versions
+from bayesirt.utils.progress import progress_bar
 from bayesirt.utils.validation import check_choice, check_int
 
 __all__ = ["fit", "sample_model"]
@@ -87,7 +89,9 @@ def fit(
     seed: int = option(0, "random seed; same seed, same arrays"),
     thin: int = option(1, "NUTS: keep every THIN-th draw of each chain"),
     advi_iterations: int = option(50_000, "ADVI iteration cap"),
-    advi_tolerance: float = option(1e-4, "ADVI: relative change of the windowed mean loss that ends a rate"),
+    advi_tolerance: float = option(1e-4, "ADVI: a rate (the last: the fit) ends when the windowed mean loss changes "
+                                         "by less than this (relative) or, annealed or minibatch, by less than twice "
+                                         "its Monte Carlo noise, whichever is larger"),
     advi_learning_rate: float | None = option(None, "ADVI: constant Adam step size [annealed 0.1 to 0.0008]",
                                               type=float),
     advi_batch_size: int | None = option(None, "minibatch ADVI: observed cells per step (for matrices of millions "
@@ -372,13 +376,32 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
 
 
 def _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
+    """nutpie's NUTS, its progress in bayesirt's bar or lines (draws done of all chains, the time left
+    estimated from their rate, the phase). Not ``nutpie.sample``'s blocking call: that one catches
+    an interrupt and returns the draws so far, NaN for the rest, as if finished; here an interrupt
+    (or any error) cancels the chains and is raised."""
     import nutpie  # here, not at the top: importing nutpie is slow and only NUTS needs it
 
     t0 = time.perf_counter()
-    tree = nutpie.sample(
-        compiled, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
-        save_warmup=False, progress_bar=progress, **nutpie_settings,
-    )
+    state = {"done": 0, "phase": "warm-up"}
+    with progress_bar(chains * (tune + draws), f"NUTS ({chains} chains x {tune:,} warm-up + {draws:,} draws)",
+                      enabled=progress, detail=lambda: state["phase"]) as advance:
+
+        def report(chain_progress) -> None:  # on nutpie's thread, every progress_rate ms
+            done = sum(c.finished_draws for c in chain_progress)
+            state["phase"] = "warm-up" if any(c.started and c.tuning for c in chain_progress) else "sampling"
+            advance(done - state["done"])
+            state["done"] = done
+
+        sampler = nutpie.sample(
+            compiled, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, save_warmup=False,
+            progress_bar=False, progress_callback=report, progress_rate=500, blocking=False, **nutpie_settings,
+        )
+        try:
+            tree = sampler.wait()
+        except BaseException:
+            sampler.cancel()
+            raise
     timings["sample_s"] = time.perf_counter() - t0
     return tree
 
@@ -403,6 +426,7 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
                 draws=draws, tune=tune, chains=chains, random_seed=seed, model=pm_model, nuts_sampler=sampler,
                 progressbar=progress, compute_convergence_checks=False,
             )
+        check_interrupt()  # as below: a trace cut short by an interrupt is not a result
         # JAX compiles inside pm.sample, on first use: compile_s is the XLA compile time JAX reports there.
         timings["compile_s"] = sum(compile_times)
         timings["sample_s"] = time.perf_counter() - t0 - timings["compile_s"]
@@ -416,6 +440,7 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
         draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed, step=step, model=pm_model,
         progressbar=progress, compute_convergence_checks=False,
     )
+    check_interrupt()  # PyMC stops at an interrupt and returns the shorter trace
     timings["sample_s"] = time.perf_counter() - t0
     return tree
 
@@ -444,6 +469,7 @@ def _map(pm_model, seed, progress, timings, tolerance=None) -> xr.DataTree:
     point = pm.find_MAP(
         model=pm_model, random_seed=seed, jitter=False, progressbar=progress, return_inferencedata=False, **options
     )
+    check_interrupt()  # find_MAP returns the point it has at an interrupt
     timings["optimize_s"] = time.perf_counter() - t0
     names = [v.name for v in pm_model.free_RVs + pm_model.deterministics]
     dims = pm_model.named_vars_to_dims

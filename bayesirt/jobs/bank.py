@@ -20,6 +20,7 @@ from bayesirt.safety.scoring import CALIBRATION_RULES
 from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harness_ids, select_items
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output
+from bayesirt.utils.progress import stage
 from bayesirt.utils.validation import check_choice, check_int, check_probability
 
 BANK_HELP = "posterior.nc of `bayesirt fit`, or mml.nc of `bayesirt mml` / `fit --method map`"
@@ -171,8 +172,10 @@ def run_score_job(bank, responses, out, *,
     check_probability(fpr, name="fpr", caller="run_score_job")
     check_probability(level, name="level", caller="run_score_job")
     check_choice(rule, CALIBRATION_RULES, name="rule", caller="run_score_job")
+    stage(f"score: reading the bank ({draws} item-parameter draws)")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     data = _load(responses)
+    stage(f"score: scoring {data.sizes['model']:,} models ({samples:,} predictive draws each)")
     (scores, warnings), messages = recorded_warnings(score_models, b, data, task=task, models=models, level=level,
                                                      fpr=fpr, samples=samples, seed=seed, interval=interval, rule=rule)
     summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task, "interval": interval,

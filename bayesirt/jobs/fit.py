@@ -78,7 +78,8 @@ def run_fit_job(
     if pairs == "all" and method == "map":
         raise ConfigError("--pairs all needs posterior draws; method 'map' has none: use --method advi (or nuts)")
     if method == "map":
-        return _run_marginal_map(data, spec, out, force=force, ci=ci, float32=float32, **fit_options)
+        return _run_marginal_map(data, spec, out, force=force, ci=ci, float32=float32, progress=progress,
+                                 **fit_options)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = spec if isinstance(spec, (IRTSpec, MIRTSpec)) else load_spec(spec)
     if pairs == "all" and spec.kind == "mirt":
@@ -149,7 +150,8 @@ def _theta_prior(spec: IRTSpec) -> tuple[float, float]:
     return (float(mu), float(sigma)) if fixed else (0.0, 1.0)
 
 
-def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool, **fit_options) -> Path:
+def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool, progress: bool = True,
+                      **fit_options) -> Path:
     """The ``method="map"`` branch of :func:`run_fit_job`: the marginal MAP of the item parameters
     under the spec's priors (MAP-EM, abilities integrated out; what ``bayesirt mml --priors``
     fits), abilities as MAP (and EAP) given the items, standard errors from the observed
@@ -178,8 +180,13 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool,
              UserWarning, stacklevel=3)
     responses = validate_responses(data if isinstance(data, xr.Dataset) else load(data))
     start = time.perf_counter()
-    result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=_QUADRATURE, priors=True, se=True,
-                                         max_iter=_MAX_ITER)
+    stage(f"fit: {spec.name} by map (MAP-EM, then standard errors) on {responses.sizes['item']:,} items x "
+          f"{responses.sizes['model']:,} models", enabled=progress)
+    with heartbeat("fit: map (MAP-EM)", enabled=progress):
+        result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=_QUADRATURE, priors=True, se=True,
+                                             max_iter=_MAX_ITER)
+    stage(f"fit: MAP-EM done in {time.perf_counter() - start:.0f} s ({result.iterations} EM iterations); tables",
+          enabled=progress)
     settings = {"method": "map", "estimator": MAP_ESTIMATOR, "quadrature": _QUADRATURE, "max_iter": _MAX_ITER,
                 "active_priors": result.attrs["active_priors"], "se_method": result.attrs["se_method"]}
     tree = map_tree(result, responses, settings=settings, timings={"fit_s": time.perf_counter() - start})
@@ -196,6 +203,7 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool,
         extra["ignored_options"] = ignored
         messages.append("Ignored options (they apply to the sampled methods, not to this estimate): "
                         + ", ".join(f"`{k} = {v!r}`" for k, v in ignored.items()) + ".")
+    stage(f"fit: writing {out}", enabled=progress)
     return _write_fit(tree, spec, responses, out, items, models, messages, extra, ci=ci, float32=float32,
                       force=force, pairs="adjacent", reading=reading)
 

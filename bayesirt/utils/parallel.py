@@ -132,8 +132,10 @@ def shared_cluster(workers: int | None, scheduler: str | None) -> Iterator[tuple
         return
     from distributed import LocalCluster
 
+    # silence_logs 50 (CRITICAL): a task's error reaches the caller through its future; what the workers would log
+    # beyond that is noise, like the failed heartbeats of workers still busy when an interrupt closes the cluster
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      env=dict(WORKER_ENV), silence_logs=40) as cluster:
+                      env=dict(WORKER_ENV), silence_logs=50) as cluster:
         yield workers, cluster.scheduler_address
 
 
