@@ -287,11 +287,11 @@ def test_pymc_sampler_path():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"method": "nut"}, r"The 'method' parameter of fit must be one of .*Got 'nut' instead."),
-        ({"sampler": "stan"}, r"The 'sampler' parameter of fit must be one of .*Got 'stan' instead."),
-        ({"draws": 0}, r"The 'draws' parameter of fit must be a positive integer. Got 0 instead."),
-        ({"chains": 1.5}, r"The 'chains' parameter of fit must be a positive integer. Got 1.5 instead."),
-        ({"cores": 0}, r"The 'cores' parameter of fit must be a positive integer. Got 0 instead."),
+        ({"method": "nut"}, r"The 'method' parameter of fit must be one of .*; got 'nut'"),
+        ({"sampler": "stan"}, r"The 'sampler' parameter of fit must be one of .*; got 'stan'"),
+        ({"draws": 0}, r"The 'draws' parameter of fit must be a positive integer; got 0."),
+        ({"chains": 1.5}, r"The 'chains' parameter of fit must be a positive integer; got 1.5."),
+        ({"cores": 0}, r"The 'cores' parameter of fit must be a positive integer; got 0."),
         ({"advi_batch_size": 0}, r"The 'advi_batch_size' parameter of fit must be a positive integer"),
         ({"advi_batch_size": 100}, r"advi_batch_size applies to method='advi' or 'fullrank_advi'"),
     ],

@@ -243,7 +243,7 @@ def test_bad_options(bench, audit, kwargs, error, match):
 
 
 def test_bad_inputs(bench, audit):
-    with pytest.raises(BayesIRTError, match="must be the AuditResult of run_audit. Got 'dict'"):
+    with pytest.raises(BayesIRTError, match="must be the AuditResult of run_audit; got 'dict'"):
         profile_matching({}, bench)
     not_estimable = dataclasses.replace(audit, summary={**audit.summary, "status": "not estimable"})
     with pytest.raises(DataError, match="no eligible near-tie pair"):

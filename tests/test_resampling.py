@@ -170,7 +170,7 @@ def test_bad_folds_raise_one_clear_error(folds, change, message):
 
 def test_bad_counts_and_seeds_are_refused(folds):
     with pytest.raises(BayesIRTError, match=r"The 'replicates' parameter of matched_random_controls must be a "
-                                            r"positive integer. Got 0 instead."):
+                                            r"positive integer; got 0."):
         matched_random_controls(folds, replicates=0, progress=False)
     with pytest.raises(BayesIRTError, match=r"The 'seed' parameter of composition_bootstrap must be a nonnegative"):
         composition_bootstrap(folds, seed=-1, progress=False)
@@ -186,7 +186,7 @@ def test_bad_counts_and_seeds_are_refused(folds):
                                         r"epsilon=0.01; pass the epsilon the pairs were frozen with"):
         matched_random_controls(folds, replicates=2, epsilon=0.01, workers=1, progress=False)
     with pytest.raises(BayesIRTError, match=r"The 'start' parameter of matched_random_weights must be a "
-                                            r"nonnegative integer. Got -1 instead."):
+                                            r"nonnegative integer; got -1."):
         matched_random_weights(CELL, ANCHORS, 2, 0, start=-1)
 
 

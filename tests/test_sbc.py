@@ -186,7 +186,7 @@ def test_the_truth_is_drawn_from_the_spec_priors():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"method": "map"}, "The 'method' parameter of simulation_based_calibration must be one of"),
-    ({"replicates": 1}, "The 'replicates' parameter .* at least 2. Got 1"),
+    ({"replicates": 1}, "The 'replicates' parameter .* at least 2; got 1"),
     ({"thin": 0}, "The 'thin' parameter .* at least 1. Got 0"),
     ({"draws": 20, "thin": 10, "chains": 1}, "2 posterior draws after thinning give 3 possible ranks, fewer than bins=20"),
     ({"workers": 0}, "The 'workers' parameter .* at least 1. Got 0"),

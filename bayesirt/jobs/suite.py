@@ -107,7 +107,7 @@ def check_step_options(steps, options: dict, where: str = "analysis") -> None:
             if key not in allowed:
                 raise SpecError(f"{where}: [safety.{step}] unknown option {key!r}{did_you_mean(key, allowed)}; "
                                 f"allowed: {sorted(allowed)}")
-            allowed[key].check(value, where=f"{where}: [safety.{step}]")
+            allowed[key].check(value, caller=step, where=f"{where}: [safety.{step}]")
 
 
 def check_against_data(files: list[str], scopes: list[Scope], steps, options: dict) -> None:
