@@ -77,8 +77,8 @@ class AuditConfig:
     (:mod:`bayesirt.audit.sensitivity`, NT B.4-B.5).
     """
 
-    owner_cap: int = option(5, "checkpoints kept per owner and family")
-    min_family_size: int = option(20, "smallest family kept, after the cap")
+    owner_cap: int = option(5, "checkpoints kept per owner and family", low=1)
+    min_family_size: int = option(20, "smallest family kept, after the cap", low=1)
     families: tuple[str, ...] | None = option(None, "comma-separated family labels to audit, as in the data (case "
                                                     "matters), e.g. qwen,GPT [every label but other and ambiguous]",
                                               type=tuple, parse=comma_list)
@@ -87,27 +87,27 @@ class AuditConfig:
                                  choices=REPRESENTATIVE_RULES)
     lineage_filter: bool = option(False, "drop models whose ids contain a lineage term (merge, distill, ...; NT D.2)")
     fixed_k: tuple[int, int] | None = option(None, "K per audit fold instead of selecting it, e.g. 8,8", type=tuple,
-                                             parse=comma_ints)
-    alpha: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell")
-    epsilon: float = option(0.01, "near-tie band on the full score (0.01 = 1 pp)")
-    controls: int = option(1000, "matched-random subtests per fold")
-    bootstrap: int = option(2000, "composition bootstrap replicates (0: none)")
-    owner_bootstrap: int = option(2000, "owner bootstrap replicates (0: none)")
-    max_k: int | None = option(None, "largest K of the grid [256; 32 with --quick]", type=int)
-    population_seed: int = option(POPULATION_SEED, "seed of the owner split into audit halves (NT's frozen value)")
-    seed: int = option(0, "analysis seed (K split, SVD, controls, bootstraps)")
+                                             parse=comma_ints, low=1)
+    alpha: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell", low=0, high=1, open="low")
+    epsilon: float = option(0.01, "near-tie band on the full score (0.01 = 1 pp)", low=0, high=1, open="low")
+    controls: int = option(1000, "matched-random subtests per fold", low=1)
+    bootstrap: int = option(2000, "composition bootstrap replicates (0: none)", low=0)
+    owner_bootstrap: int = option(2000, "owner bootstrap replicates (0: none)", low=0)
+    max_k: int | None = option(None, "largest K of the grid [256; 32 with --quick]", type=int, low=1)
+    population_seed: int = option(POPULATION_SEED, "seed of the owner split into audit halves (NT's frozen value)", low=0)
+    seed: int = option(0, "analysis seed (K split, SVD, controls, bootstraps)", low=0)
     quick: bool = option(False, "a fast look: K <= 32, 199 controls and bootstraps")
     bayes: bool = option(False, "add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
     bayes_method: str = option("laplace", "inference of the Bayesian layer: the residual-DIF posterior given the "
                                           "offsets (laplace: per-item Gaussian at the mode; advi, fullrank_advi, nuts), "
                                           "or the owner-clustered Bayesian bootstrap refitting offsets, DIF and "
                                           "purification per draw with K fixed (bootstrap)", choices=BAYES_METHODS)
-    bayes_draws: int = option(400, "posterior draws of the Bayesian layer per audit half")
+    bayes_draws: int = option(400, "posterior draws of the Bayesian layer per audit half", low=1)
     bayes_prior: str = option("ridge", "prior on the family effects: NT's ridge as N(0, 1), or a learned common "
                                        "scale", choices=BAYES_PRIORS)
     bayes_controls: int = option(BAYES_CONTROLS, "with --bayes: random controls per posterior draw and fold (the "
                                                  "per-draw null; with --matched also the matched ones), at most "
-                                                 "--controls")
+                                                 "--controls", low=1)
     bayes_ability_spec: str | None = option("2pl", "with --bayes: ability spec of near_ties.csv's reference column "
                                                    "prob_theta_a_ahead (the categories use the paired accuracy "
                                                    "model); none skips the leaderboard", parse=none_or_text)

@@ -65,18 +65,18 @@ def run_compare_job(data, out, *,
                     specs=option(None, "comma-separated specs, e.g. rasch,2pl,3pl,4pl (or --dims)", type=tuple,
                                  parse=comma_list),
                     dims=option(None, "comma-separated MIRT dimensions, e.g. 1,2,3,4 (or --specs)", type=tuple,
-                                parse=comma_ints),
+                                parse=comma_ints, low=1),
                     mirt_spec=option("mirt", "exploratory MIRT spec varied by --dims"),
                     unit: str = option("model", "unit of prediction: a whole model's responses (ability integrated "
                                                 "out) or one response", choices=UNITS),
                     kfold: str = option("auto", "exact K-fold by model: when Pareto k flags more than --kfold-trigger "
                                                 "of the models, always, or never", choices=KFOLD_MODES),
-                    folds: int = option(5, "folds of the K-fold cross-validation"),
-                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold"),
+                    folds: int = option(5, "folds of the K-fold cross-validation", low=2),
+                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold", low=0, high=1, open=True),
                     rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
                                                   choices=("oblimin", "varimax")),
                     workers: int | None = option(None, "worker processes for K-fold refits; 1 runs them in this process "
-                                                       "[one per core]", type=int),
+                                                       "[one per core]", type=int, low=1),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),

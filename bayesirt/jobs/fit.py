@@ -48,7 +48,7 @@ def run_fit_job(
                                  "(MAP-EM) with SEs under the spec's priors, as `mml --priors`, in the same files (map.nc "
                                  "for posterior.nc; 1PL-4PL)",
                          choices=(*METHODS, "map")),
-    ci: float = option(DEFAULT_CI, "credible-interval probability of tables (map: Wald intervals)"),
+    ci: float = option(DEFAULT_CI, "credible-interval probability of tables (map: Wald intervals)", low=0, high=1, open=True),
     pairs: str = option("adjacent", "P(a ahead of b): for adjacent ranks in models.csv (prob_ahead_of_next), or "
                                     "also for every pair of models in pairs.nc (1PL-4PL)", choices=("adjacent", "all")),
     float32: bool = option(False, "store draws in posterior.nc in single precision: half the size, 7 significant "

@@ -49,7 +49,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                     n_factors=option(None, "factor counts to fit [1-4, as far as the number of benchmarks identifies "
                                            "them]", type=tuple, parse=comma_ints, low=1),
                     rotation: str = option("oblimin", "rotation", choices=ROTATIONS),
-                    gamma: float = option(0.0, "oblimin gamma (0: quartimin)"),
+                    gamma: float = option(0.0, "oblimin gamma (0: quartimin)", low=-1, high=1),
                     method: str = option("map", "ability estimates per benchmark: MAP-EM items (SAFE's regularized "
                                                 "MML), or a 2PL posterior", choices=ABILITY_METHODS),
                     estimate: str = option("mode", "ability estimate of the MAP-EM fits: posterior mode (SAFE) or EAP",

@@ -139,7 +139,9 @@ class Option:
         """The type of the option's value, or of each value of a tuple option."""
         if self.value_type is not tuple:
             return self.value_type
-        return type(self.default[0]) if isinstance(self.default, (tuple, list)) and self.default else float
+        if isinstance(self.default, (tuple, list)) and self.default:
+            return type(self.default[0])
+        return {comma_list: str, comma_ints: int}.get(self.parse, float)
 
     def range_text(self) -> str:
         """What the type and range ask for: "a positive integer", "a number in (0, 1]", "a list of
@@ -333,11 +335,8 @@ def comma_list(text: str) -> tuple[str, ...]:
 
 
 def comma_ints(text: str) -> tuple[int, ...]:
-    """``"1,2,3"`` -> ``(1, 2, 3)`` (positive integers)."""
-    values = _comma(text, int, "integers", "1,2,3")
-    if min(values) < 1:
-        raise ValueError(f"expected positive integers, e.g. 1,2,3; got {text!r}")
-    return values
+    """``"1,2,3"`` -> ``(1, 2, 3)`` (their range is the option's ``low``)."""
+    return _comma(text, int, "integers", "1,2,3")
 
 
 def comma_floats(text: str) -> tuple[float, ...]:

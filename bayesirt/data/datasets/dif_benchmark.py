@@ -55,16 +55,16 @@ def _check_families(families: Sequence[str]) -> tuple[str, ...]:
 @declare()
 def simulate_dif_benchmark(
     *,
-    n_owners: int = option(100, "owners, each with one model per family (times models_per_owner_family)"),
+    n_owners: int = option(100, "owners, each with one model per family (times models_per_owner_family)", low=1),
     families: Sequence[str] = option(("Qwen", "Llama", "Gemma"), "families (NT C.1 names)"),
-    models_per_owner_family: int = option(1, "checkpoints per owner and family"),
-    n_items: int = option(400, "items"),
-    n_groups: int = option(4, "item groups (interleaved)"),
-    n_dims: int = option(3, "latent abilities of the generator"),
-    dif_fraction: float = option(0.5, "share of items with planted family DIF"),
-    dif_sd: float = option(0.8, "SD of the planted family effects (logits)"),
-    missing: float = option(0.0, "share of cells missing at random"),
-    seed: int = option(0, "random seed"),
+    models_per_owner_family: int = option(1, "checkpoints per owner and family", low=1),
+    n_items: int = option(400, "items", low=2),
+    n_groups: int = option(4, "item groups (interleaved)", low=1),
+    n_dims: int = option(3, "latent abilities of the generator", low=1),
+    dif_fraction: float = option(0.5, "share of items with planted family DIF", low=0, high=1),
+    dif_sd: float = option(0.8, "SD of the planted family effects (logits)", low=0),
+    missing: float = option(0.0, "share of cells missing at random", low=0, high=1, open="high"),
+    seed: int = option(0, "random seed", low=0),
 ) -> tuple[xr.Dataset, dict[str, Any]]:
     """Simulate a benchmark with planted family DIF on a known random subset of items.
 
