@@ -125,7 +125,7 @@ def test_feeds_audit_population():
         ({"dif_fraction": 1.5}, r"'dif_fraction' parameter .* a number in \[0, 1\]; got 1\.5"),
         ({"missing": 1.0}, r"'missing' parameter .* a number in \[0, 1\); got 1\.0"),
         ({"missing": "0.1"}, r"'missing' parameter .*; got '0\.1'"),
-        ({"dif_sd": -0.1}, r"'dif_sd' parameter .* non-negative finite number; got -0\.1"),
+        ({"dif_sd": -0.1}, r"'dif_sd' parameter .* a non-negative number; got -0\.1"),
         ({"dif_sd": float("inf")}, r"'dif_sd' parameter .*; got inf"),
         ({"families": ("Qwen",)}, r"'families' parameter .* at least 2 distinct names from \('Qwen'"),
         ({"families": ("Qwen", "Qwen")}, r"'families' parameter .*; got \('Qwen', 'Qwen'\)"),

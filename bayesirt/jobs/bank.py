@@ -20,7 +20,6 @@ from bayesirt.safety.scoring import CALIBRATION_RULES
 from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harness_ids, select_items
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output
-from bayesirt.utils.validation import check_choice, check_int, check_probability
 
 BANK_HELP = "posterior.nc of `bayesirt fit`, or mml.nc of `bayesirt mml` / `fit --method map`"
 """What a BANK argument may be (command-line help)."""
@@ -84,9 +83,6 @@ def run_select_job(bank, out, *,
     force : bool
     """
     check_output(out, force=force)
-    check_int(budget, name="budget", caller="run_select_job", low=1)
-    if method is not None:
-        check_choice(method, SELECTION_METHODS, name="method", caller="run_select_job")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     chosen = method or default_method(b)
     items = select_items(b, budget, method=chosen, stratify=stratify, seed=seed)
@@ -168,9 +164,6 @@ def run_score_job(bank, responses, out, *,
     force : bool
     """
     check_output(out, force=force)
-    check_probability(fpr, name="fpr", caller="run_score_job")
-    check_probability(level, name="level", caller="run_score_job")
-    check_choice(rule, CALIBRATION_RULES, name="rule", caller="run_score_job")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     data = _load(responses)
     (scores, warnings), messages = recorded_warnings(score_models, b, data, task=task, models=models, level=level,

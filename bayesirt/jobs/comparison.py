@@ -21,7 +21,6 @@ from bayesirt.report.compare import comparison_report, plot_comparison
 from bayesirt.structure.loadings import loading_table
 from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
-from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_compare_job"]
 
@@ -72,7 +71,8 @@ def run_compare_job(data, out, *,
                     kfold: str = option("auto", "exact K-fold by model: when Pareto k flags more than --kfold-trigger "
                                                 "of the models, always, or never", choices=KFOLD_MODES),
                     folds: int = option(5, "folds of the K-fold cross-validation", low=2),
-                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold", low=0, high=1, open=True),
+                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold",
+                                                  low=0, high=1),
                     rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
                                                   choices=("oblimin", "varimax")),
                     workers: int | None = option(None, "worker processes for K-fold refits; 1 runs them in this process "
@@ -91,9 +91,6 @@ def run_compare_job(data, out, *,
     Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
     """
     check_output(out, force=force)
-    check_choice(unit, UNITS, name="unit", caller="run_compare_job")
-    check_choice(kfold, KFOLD_MODES, name="kfold", caller="run_compare_job")
-    check_probability(kfold_trigger, name="kfold_trigger", caller="run_compare_job", closed=True)
     specs = _comparison_specs(specs, dims, mirt_spec)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))

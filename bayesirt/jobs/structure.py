@@ -13,6 +13,7 @@ import xarray as xr
 
 from bayesirt.data.io import load
 from bayesirt.errors import ConfigError
+from bayesirt.inference.methods import ADVI_ITERATIONS, CHAINS, DRAWS, TUNE
 from bayesirt.models.rotation import ROTATIONS
 from bayesirt.report.factors import write_factors
 from bayesirt.structure.ability_structure import (
@@ -39,12 +40,18 @@ from bayesirt.structure.polarity import (
 from bayesirt.utils.options import comma_ints, declare, option, polarity_flags
 from bayesirt.utils.outputs import check_output
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["run_factors_job"]
 
 
-@declare(positional={"inputs": "one CSV of abilities (models x benchmarks), or three or more response data files"})
+def _no_single_resample(v: dict) -> str | None:
+    if v["bootstrap"] == 1:
+        return "bootstrap must be 0 (no intervals) or at least 2 resamples; got 1"
+    return None
+
+
+@declare(positional={"inputs": "one CSV of abilities (models x benchmarks), or three or more response data files"},
+         check=_no_single_resample)
 def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *,
                     n_factors=option(None, "factor counts to fit [1-4, as far as the number of benchmarks identifies "
                                            "them]", type=tuple, parse=comma_ints, low=1),
@@ -54,10 +61,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                                                 "MML), or a 2PL posterior", choices=ABILITY_METHODS),
                     estimate: str = option("mode", "ability estimate of the MAP-EM fits: posterior mode (SAFE) or EAP",
                                            choices=ABILITY_ESTIMATES),
-                    draws: int = option(1000, "draws per chain of the posterior methods", low=1),
-                    tune: int = option(1000, "tuning steps per chain (nuts)", low=1),
-                    chains: int = option(4, "chains (nuts)", low=1),
-                    advi_iterations: int = option(50_000, "ADVI iteration cap", low=1),
+                    draws: int = DRAWS, tune: int = TUNE, chains: int = CHAINS,
+                    advi_iterations: int = ADVI_ITERATIONS,
                     bootstrap: int = option(500, "bootstrap resamples of the models for the loading intervals and the "
                                                  "polarity evidence (0: none)", low=0),
                     cohort: str = option("complete", "only models with every benchmark (SAFE), or every model on the "
@@ -136,10 +141,6 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     """
     check_output(out, force=force)
     paths = [Path(p) for p in inputs]
-    check_choice(rotation, ROTATIONS, name="rotation", caller="run_factors_job")
-    check_choice(cohort, COHORTS, name="cohort", caller="run_factors_job")
-    if check_int(bootstrap, name="bootstrap", caller="run_factors_job", low=0) == 1:
-        raise parameter_error("bootstrap", "run_factors_job", "0 (no intervals) or an integer >= 2", bootstrap)
     declared, auto = parse_polarity(polarity)
     if auto and not bootstrap:
         raise ConfigError("polarity='auto' reverses only loadings whose bootstrap interval lies below "
@@ -157,7 +158,6 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         if len(set(names)) != len(names) or len(paths) < 3:
             raise ConfigError(f"response files must be at least 3, one per benchmark, with distinct file names; got {names}")
         check_factor_counts(n_factors, len(paths))  # before the fits
-        check_int(test_length, name="test_length", caller="run_factors_job", low=1)
         datasets = {n: load(p) for n, p in zip(names, paths)}
         abilities = ability_matrix(datasets, method=method, estimate=estimate, draws=draws, tune=tune, chains=chains,
                                    advi_iterations=advi_iterations, seed=fit_seed, test_length=test_length,

@@ -70,7 +70,13 @@ def parse_design(text: str) -> tuple[int, int]:
     return models, items
 
 
-@declare()
+def _one_design(v: dict) -> str | None:
+    if (v["design"] is None) == (v["data"] is None):
+        return "prior-check needs exactly one of --design MODELSxITEMS or --data DATA"
+    return None
+
+
+@declare(check=_one_design)
 def run_prior_check_job(out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                         design: str | None = option(None, "MODELSxITEMS, e.g. 200x100 (or give --data)", type=str),
                         data=option(None, "observed data to compare with (sets the design)", type=str),
@@ -78,8 +84,6 @@ def run_prior_check_job(out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                         force: bool = False) -> Path:
     """Prior predictive check of ``spec`` on a design or on observed data (exactly one of
     ``design`` and ``data``); writes prior_check.csv, prior_predictive.nc, prior.png and report.md."""
-    if (design is None) == (data is None):
-        raise ConfigError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")
     check_output(out, force=force)
     spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
     responses = None if data is None else data if isinstance(data, xr.Dataset) else load(data)

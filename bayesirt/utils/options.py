@@ -46,7 +46,8 @@ class Option:
     value (comma lists, ``NAME=VALUE``); ``flag`` the command-line flag when it is not
     ``--name-with-dashes``; ``repeat`` a flag given once per value (collected, then ``parse`` of the
     list); ``low`` / ``high`` the range of a number (of every number of a tuple), exclusive with
-    ``open``; ``required`` an option without a usable default (the job refuses None); ``cli`` / ``toml`` why the option cannot be given on the command line / in an
+    ``open`` (True: both ends; "low" or "high": that end); ``hints`` what to say of a value that is
+    not a choice (``{"map": "use ..."}``); ``required`` an option without a usable default (the job refuses None); ``cli`` / ``toml`` why the option cannot be given on the command line / in an
     analysis file (None: it can)."""
 
     default: Any
@@ -63,6 +64,7 @@ class Option:
     open: bool = False
     cli: str | None = None
     toml: str | None = None
+    hints: Mapping[Any, str] | None = None
     name: str = ""
 
     @property
@@ -122,8 +124,9 @@ class Option:
         if self.choices is not None:
             for v in numbers:
                 if isinstance(v, (list, dict, set)) or v not in self.choices:
+                    hint = (self.hints or {}).get(v) if not isinstance(v, (list, dict, set)) else None
                     fail("one of {" + ", ".join(repr(c) for c in self.choices) + "}",
-                         did_you_mean(str(v), self.choices))
+                         f" ({hint})" if hint else did_you_mean(str(v), self.choices))
         if self.low is not None or self.high is not None:
             if not all(_is_number(v, integer=self.element_type is int) for v in numbers):
                 fail(self.range_text())
@@ -201,7 +204,8 @@ def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | Non
     dataclass}``: the dataclass's fields are options of this function, collected into that parameter
     (e.g. ``config: AuditConfig``). ``positional``: help of the positional parameters (command-line
     arguments). ``check``: a rule across options: called with ``{name: value}`` of every option
-    (defaults filled in), it returns None or what is wrong (one sentence, said with the caller's name)."""
+    (defaults filled in), it returns None or what is wrong (one sentence, said after the caller's name),
+    or raises the :class:`ConfigError` of one option itself."""
 
     def wrap(obj):
         declared: dict[str, Option] = {}
