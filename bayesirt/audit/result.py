@@ -11,6 +11,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification
+from bayesirt.audit.ranking import EPSILON
 from bayesirt.audit.spectral import DimensionSelection
 from bayesirt.data.populations import POPULATION_SEED, REPRESENTATIVE_RULES
 from bayesirt.errors import DataError
@@ -112,7 +113,7 @@ class AuditConfig:
     fixed_k: tuple[int, int] | None = option(None, "K per audit fold instead of selecting it, e.g. 8,8", type=tuple,
                                              parse=comma_ints, low=1)
     alpha: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell", low=0, high=1, open="low")
-    epsilon: float = option(0.01, "near-tie band on the full score (0.01 = 1 pp)", low=0, high=1, open="low")
+    epsilon: float = EPSILON
     controls: int = option(1000, "matched-random subtests per fold", low=1)
     bootstrap: int = option(2000, "composition bootstrap replicates (0: none)", low=0)
     owner_bootstrap: int = option(2000, "owner bootstrap replicates (0: none)", low=0)
