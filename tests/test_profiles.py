@@ -235,7 +235,7 @@ def test_section(profiles):
     ({"calipers": ()}, BayesIRTError, "'calipers' parameter of profile_matching must be a non-empty"),
     ({"calipers": (0.5, 0.50)}, BayesIRTError, "repeats a scenario"),
     ({"replicates": 0}, BayesIRTError, "'replicates' parameter of profile_matching must be a positive integer"),
-    ({"seed": -1}, BayesIRTError, "'seed' parameter of profile_matching must be a nonnegative integer"),
+    ({"seed": -1}, BayesIRTError, "'seed' parameter of profile_matching must be a non-negative integer"),
 ])
 def test_bad_options(bench, audit, kwargs, error, match):
     with pytest.raises(error, match=match):

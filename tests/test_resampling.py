@@ -186,7 +186,7 @@ def test_bad_counts_and_seeds_are_refused(folds):
                                         r"epsilon=0.01; pass the epsilon the pairs were frozen with"):
         matched_random_controls(folds, replicates=2, epsilon=0.01, workers=1, progress=False)
     with pytest.raises(BayesIRTError, match=r"The 'start' parameter of matched_random_weights must be a "
-                                            r"nonnegative integer; got -1."):
+                                            r"non-negative integer; got -1."):
         matched_random_weights(CELL, ANCHORS, 2, 0, start=-1)
 
 

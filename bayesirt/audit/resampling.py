@@ -26,8 +26,9 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import DataError
 from bayesirt.utils.options import declare, option
+from bayesirt.utils.validation import parameter_error
 from bayesirt.utils.parallel import SCHEDULER, WORKERS, parallel_map, spawn_seeds
 from bayesirt.audit.ranking import (EPSILON, GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
                               pooled_rate, reversal_counts)
@@ -143,8 +144,7 @@ def _cells(cell, items, where, name="cell") -> tuple[np.ndarray, np.ndarray]:
 
 def check_integer(value, name, caller, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else "a nonnegative integer"
-        raise BayesIRTError(f"The '{name}' parameter of {caller} must be {kind}. Got {value!r} instead.")
+        raise parameter_error(name, caller, "a positive integer" if minimum == 1 else "a non-negative integer", value)
     return int(value)
 
 

@@ -167,6 +167,15 @@ def add_option(parser, opt: Option, command: str) -> None:
                         action="append" if opt.repeat else "store", required=opt.required, **common)
 
 
+class _Renamed(argparse.Action):
+    """The old flag of a renamed option: its value goes to the new one, with a warning."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"bayesirt: warning: {option_string} is now {self.metavar}; the old flag goes in the next release",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _add_job(sub, command: str) -> None:
     job = command_job(command)
     p = sub.add_parser(command, help=COMMANDS[command][1], description=COMMANDS[command][1])
@@ -174,6 +183,11 @@ def _add_job(sub, command: str) -> None:
         p.add_argument(name, nargs="+" if name == "inputs" else None, help=help_text)
     for opt in cli_options(job).values():
         add_option(p, opt, command)
+    for old, new in job.__option_sources__["renamed"].items():
+        opt = options_of(job)[new]
+        if f"--{old.replace('_', '-')}" not in p._option_string_actions:
+            p.add_argument(f"--{old.replace('_', '-')}", dest=new, type=_converter(opt, command), action=_Renamed,
+                           metavar=opt.cli_flag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     if "data" in positional_of(job):
         from bayesirt.data.io import READ_OPTIONS  # import time: `bayesirt --help` does not load the data layer
 

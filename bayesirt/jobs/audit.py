@@ -121,9 +121,10 @@ def run_content_audit_job(labels_csv, out, *,
 
 
 @declare(positional={"left": "output folder of `bayesirt audit` on the first benchmark",
-                     "right": "output folder of `bayesirt audit` on the second benchmark"})
+                     "right": "output folder of `bayesirt audit` on the second benchmark"},
+         renamed={"replicates": "owner_bootstrap", "bootstrap": "owner_bootstrap"})
 def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, *,
-                          replicates: int = option(2000, "owner-bootstrap replicates", flag="--bootstrap", low=0),
+                          owner_bootstrap: int = option(2000, "owner-bootstrap replicates", low=0),
                           seed: int = option(0, "seed of the owner bootstrap", low=0),
                           families=option(None, "comma-separated family labels to compare, as the audits wrote them "
                                                 "(case matters) [all]", type=tuple, parse=comma_list),
@@ -139,10 +140,10 @@ def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, 
     check_output(out, force=force)
     records = select_families({"left": audit_records(left), "right": audit_records(right)}, families,
                                derive_families)
-    table = exact_common_shifts(records["left"], records["right"], replicates=replicates, seed=seed)
+    table = exact_common_shifts(records["left"], records["right"], replicates=owner_bootstrap, seed=seed)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "common_models.csv", index=False)
-        report = common_models_report(table, left, right, replicates=replicates, families=families,
+        report = common_models_report(table, left, right, replicates=owner_bootstrap, families=families,
                                       derive_families=derive_families)
         (folder / "report.md").write_text(report)
     return Path(out)

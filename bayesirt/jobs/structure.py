@@ -45,13 +45,13 @@ __all__ = ["run_factors_job"]
 
 
 def _no_single_resample(v: dict) -> str | None:
-    if v["bootstrap"] == 1:
-        return "bootstrap must be 0 (no intervals) or at least 2 resamples; got 1"
+    if v["loading_bootstrap"] == 1:
+        return "loading_bootstrap must be 0 (no intervals) or at least 2 resamples; got 1"
     return None
 
 
 @declare(positional={"inputs": "one CSV of abilities (models x benchmarks), or three or more response data files"},
-         check=_no_single_resample)
+         check=_no_single_resample, renamed={"bootstrap": "loading_bootstrap"})
 def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *,
                     n_factors=option(None, "factor counts to fit [1-4, as far as the number of benchmarks identifies "
                                            "them]", type=tuple, parse=comma_ints, low=1),
@@ -63,7 +63,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                                            choices=ABILITY_ESTIMATES),
                     draws: int = DRAWS, tune: int = TUNE, chains: int = CHAINS,
                     advi_iterations: int = ADVI_ITERATIONS,
-                    bootstrap: int = option(500, "bootstrap resamples of the models for the loading intervals and the "
+                    loading_bootstrap: int = option(500, "bootstrap resamples of the models for the loading intervals and the "
                                                  "polarity evidence (0: none)", low=0),
                     cohort: str = option("complete", "only models with every benchmark (SAFE), or every model on the "
                                                      "benchmark pairs it has (pairwise-complete correlations)",
@@ -97,7 +97,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     rotation, gamma : as in :func:`bayesirt.structure.factor.factor_analysis`
     method, estimate, draws, tune, chains, advi_iterations : as in :func:`ability_matrix`
         (default MAP-EM items and MAP abilities, SAFE). Used only with response files.
-    bootstrap : int, default 500
+    loading_bootstrap : int, default 500
         Replicates of the bootstrap over models behind the loading intervals and the polarity
         evidence; 0 skips the intervals (then nothing is flagged and ``polarity="auto"`` is refused).
     cohort : {"complete", "pairwise"}, default "complete"
@@ -142,9 +142,9 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     check_output(out, force=force)
     paths = [Path(p) for p in inputs]
     declared, auto = parse_polarity(polarity)
-    if auto and not bootstrap:
+    if auto and not loading_bootstrap:
         raise ConfigError("polarity='auto' reverses only loadings whose bootstrap interval lies below "
-              f"{AUTO_POLARITY_THRESHOLD}; set bootstrap >= 2 or declare the polarity")
+              f"{AUTO_POLARITY_THRESHOLD}; set loading_bootstrap >= 2 or declare the polarity")
     fit_seed, parallel_seed, boot_seed = spawn_seeds(seed, 3)
     if len(paths) == 1:
         if disattenuate:
@@ -168,7 +168,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     frame = abilities["ability"].to_pandas()
     counts = check_factor_counts(n_factors, frame.shape[1])
     common = dict(rotation=rotation, gamma=gamma, parallel_iter=parallel_iter,
-                  parallel_communalities=parallel_communalities, parallel_seed=parallel_seed, bootstrap=bootstrap,
+                  parallel_communalities=parallel_communalities, parallel_seed=parallel_seed, bootstrap=loading_bootstrap,
                   boot_seed=boot_seed, progress=progress)
     _, solutions, parallel, intervals = structure_analysis(frame, None, counts, correct=False, **common)
     corrected_analysis = None
@@ -176,7 +176,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         eap = abilities["eap"].to_pandas() if "eap" in abilities else frame
         eap_sd = (abilities["eap_sd"] if "eap_sd" in abilities else abilities["ability_sd"]).to_pandas()
         corrected_analysis = structure_analysis(eap, eap_sd, counts, correct=True, **common)
-    general, interval = general_interval(solutions, intervals, frame, None, correct=False, replicates=bootstrap,
+    general, interval = general_interval(solutions, intervals, frame, None, correct=False, replicates=loading_bootstrap,
                                           seed=boot_seed, progress=progress)
     polarities = polarity_table(general, declared, interval=interval, auto=auto)
     for line in flagged_polarity(polarities):
@@ -195,7 +195,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
             matched = ability_matched_pairs(short, short_sd, datasets)
     settings = {"inputs": [str(p) for p in paths], "n_factors": counts, "rotation": rotation, "gamma": gamma,
                 "seed": seed, "parallel_iter": parallel_iter, "parallel_communalities": parallel_communalities,
-                "cohort": cohort, "bootstrap": bootstrap, "disattenuate": disattenuate, "test_length": test_length,
+                "cohort": cohort, "bootstrap": loading_bootstrap, "disattenuate": disattenuate, "test_length": test_length,
                 "declared_polarity": declared, "auto_polarity": auto,
                 "auto_polarity_threshold": AUTO_POLARITY_THRESHOLD}
     if len(paths) > 1:

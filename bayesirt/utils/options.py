@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -28,7 +29,7 @@ import numpy as np
 from bayesirt.errors import ConfigError, did_you_mean
 from bayesirt.utils.validation import parameter_error
 
-__all__ = ["Option", "option", "option_table", "declare", "check_options", "options_of", "positional_of", "call", "STANDARD", "comma_list",
+__all__ = ["Option", "option", "option_table", "declare", "check_options", "renamed_options", "deprecated", "options_of", "positional_of", "call", "STANDARD", "comma_list",
            "comma_ints", "comma_floats", "names_or_assignments", "none_or_float", "none_or_text", "assignments", "polarity_flags"]
 
 #: Keyword parameters every job handles the same way; the command line gives them fixed flags
@@ -47,7 +48,8 @@ class Option:
     ``--name-with-dashes``; ``repeat`` a flag given once per value (collected, then ``parse`` of the
     list); ``low`` / ``high`` the range of a number (of every number of a tuple), exclusive with
     ``open`` (True: both ends; "low" or "high": that end); ``hints`` what to say of a value that is
-    not a choice (``{"map": "use ..."}``); ``required`` an option without a usable default (the job refuses None); ``cli`` / ``toml`` why the option cannot be given on the command line / in an
+    not a choice (``{"map": "use ..."}``); ``renamed`` old spellings of choices, still accepted for one
+    release with a warning (``{"map": "joint_map"}``); ``required`` an option without a usable default (the job refuses None); ``cli`` / ``toml`` why the option cannot be given on the command line / in an
     analysis file (None: it can)."""
 
     default: Any
@@ -65,6 +67,7 @@ class Option:
     cli: str | None = None
     toml: str | None = None
     hints: Mapping[Any, str] | None = None
+    renamed: Mapping[Any, Any] | None = None
     name: str = ""
 
     @property
@@ -97,6 +100,9 @@ class Option:
         choices and ranges and leave the other types to duck typing."""
         if value is None and self.nullable:
             return None
+        if self.renamed and isinstance(value, str) and value in self.renamed:
+            deprecated(f"{where + ' ' if where else ''}{caller}: {self.name}={value!r} is now {self.renamed[value]!r}")
+            value = self.renamed[value]
         want, numbers, given = self.value_type, [value], value
 
         def fail(what: str, hint: str = ""):
@@ -193,8 +199,14 @@ def option_table(**options: Option) -> dict[str, Option]:
 _INSIDE: ContextVar[bool] = ContextVar("bayesirt_declared_call", default=False)
 
 
+def deprecated(what: str) -> None:
+    """Warn that an old spelling was used: ``what`` names the old and the new one."""
+    warnings.warn(f"{what}; the old spelling goes in the next release", FutureWarning, stacklevel=4)
+
+
 def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | None = None,
-            positional: Mapping[str, str] | None = None, check: Callable[[dict], str | None] | None = None):
+            positional: Mapping[str, str] | None = None, check: Callable[[dict], str | None] | None = None,
+            renamed: Mapping[str, str] | None = None):
     """Decorator of a function or a dataclass (applied before ``@dataclass``) whose option defaults
     are :class:`Option` declarations; every call from outside declared code is checked against them
     (:func:`check_options`) before the body runs.
@@ -205,7 +217,8 @@ def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | Non
     (e.g. ``config: AuditConfig``). ``positional``: help of the positional parameters (command-line
     arguments). ``check``: a rule across options: called with ``{name: value}`` of every option
     (defaults filled in), it returns None or what is wrong (one sentence, said after the caller's name),
-    or raises the :class:`ConfigError` of one option itself."""
+    or raises the :class:`ConfigError` of one option itself. ``renamed``: ``{old: new}`` option
+    names still accepted for one release with a warning (keyword, flag and analysis-file key)."""
 
     def wrap(obj):
         declared: dict[str, Option] = {}
@@ -225,7 +238,7 @@ def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | Non
             if undeclared:
                 raise TypeError(f"{obj.__qualname__}: keyword parameter(s) {undeclared} are not declared options")
         sources = {"forward": forward, "expand": dict(expand or {}), "positional": dict(positional or {}),
-                   "check": check}
+                   "check": check, "renamed": dict(renamed or {})}
         checked = _checked_class(obj) if inspect.isclass(obj) else _checked_function(obj)
         checked.__options__ = declared
         checked.__option_sources__ = sources
@@ -241,7 +254,9 @@ def _checked_function(func):
     def checked(*args, **kwargs):
         if _INSIDE.get():
             return func(*args, **kwargs)
-        check_options(checked, kwargs, caller=func.__name__)
+        kwargs = renamed_options(checked, kwargs, caller=func.__name__)
+        given = check_options(checked, kwargs, caller=func.__name__)
+        kwargs |= {k: v for k, v in given.items() if isinstance(kwargs[k], str) and v != kwargs[k]}  # renamed values
         token = _INSIDE.set(True)
         try:
             return func(*args, **kwargs)
@@ -265,6 +280,17 @@ def _checked_class(cls):
 
     cls.__post_init__ = __post_init__
     return cls
+
+
+def renamed_options(obj, values: Mapping[str, Any], *, caller: str, where: str = "") -> dict:
+    """``values`` with the old names of ``obj``'s renamed options replaced by the new ones (with a
+    warning naming both)."""
+    out = dict(values)
+    for old, new in obj.__option_sources__["renamed"].items():
+        if old in out:
+            deprecated(f"{where + ' ' if where else ''}{caller}: option {old!r} is now {new!r}")
+            out[new] = out.pop(old)
+    return out
 
 
 def check_options(obj, values: Mapping[str, Any], *, caller: str, where: str = "", strict: bool = False) -> dict:
