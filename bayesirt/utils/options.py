@@ -254,9 +254,11 @@ def _checked_function(func):
     def checked(*args, **kwargs):
         if _INSIDE.get():
             return func(*args, **kwargs)
-        kwargs = renamed_options(checked, kwargs, caller=func.__name__)
-        given = check_options(checked, kwargs, caller=func.__name__)
-        kwargs |= {k: v for k, v in given.items() if isinstance(kwargs[k], str) and v != kwargs[k]}  # renamed values
+        if kwargs or checked.__option_sources__["check"] is not None:
+            if checked.__option_sources__["renamed"]:
+                kwargs = renamed_options(checked, kwargs, caller=func.__name__)
+            given = check_options(checked, kwargs, caller=func.__name__)
+            kwargs |= {k: v for k, v in given.items() if isinstance(kwargs[k], str) and v != kwargs[k]}  # renamed values
         token = _INSIDE.set(True)
         try:
             return func(*args, **kwargs)
@@ -298,21 +300,30 @@ def check_options(obj, values: Mapping[str, Any], *, caller: str, where: str = "
     command or an analysis-file table) checked against ``obj``'s declarations and its ``check``
     rule; the checked values (:meth:`Option.check`), or the :class:`ConfigError` of the first that
     is not allowed. Names that are not options (positional arguments) pass unchecked."""
-    declared = options_of(obj)
+    declared, defaults, rules = _compiled(obj)
     out = dict(values)
     for name, value in values.items():
         opt = declared.get(name)
         if opt is not None and (value is not opt.default or strict):
             out[name] = opt.check(value, caller=caller, where=where, strict=strict)
-    sources = obj.__option_sources__
-    rules = [sources["check"], *(cls.__option_sources__["check"] for cls in sources["expand"].values()),
-             sources["forward"] and sources["forward"].__option_sources__["check"]]
-    given = {name: opt.default for name, opt in declared.items()} | out
-    for rule in filter(None, rules):
-        problem = rule(given)
+    for rule in rules:
+        problem = rule(defaults | out)
         if problem:
             raise ConfigError(f"{where + ' ' if where else ''}{caller}: {problem}")
     return out
+
+
+def _compiled(obj) -> tuple[dict[str, Option], dict[str, Any], list[Callable]]:
+    """``obj``'s options, their defaults and its rules, worked out on its first check (the per-call
+    cost of a check is then a dictionary look-up per value given)."""
+    cached = obj.__dict__.get("__option_checks__")
+    if cached is None:
+        declared, sources = options_of(obj), obj.__option_sources__
+        rules = [sources["check"], *(cls.__option_sources__["check"] for cls in sources["expand"].values()),
+                 sources["forward"] and sources["forward"].__option_sources__["check"]]
+        cached = (declared, {name: opt.default for name, opt in declared.items()}, [r for r in rules if r])
+        setattr(obj, "__option_checks__", cached)
+    return cached
 
 
 def options_of(obj) -> dict[str, Option]:
