@@ -47,7 +47,7 @@ def test_error_messages(two_factor, tmp_path):
         run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", rotation="promax")
     with _err("at least 3, one per benchmark, with distinct file names"):
         run_factors_job([tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv", tmp_path / "y.csv"], tmp_path / "out")
-    with _err("The 'n_factors' parameter of run_factors_job must be distinct positive integers"):
+    with _err("The 'n_factors' parameter of run_factors_job must be a list of positive integers"):
         run_factors_job([tmp_path / "x.csv", tmp_path / "y.csv", tmp_path / "z.csv"], tmp_path / "out", n_factors=())
     (tmp_path / "taken").mkdir()
     with pytest.raises(OutputError, match="already exists; pass --force"):

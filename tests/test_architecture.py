@@ -232,7 +232,7 @@ def test_cli_analysis_files_and_python_accept_the_same_options(command):
     job = command_job(command)
     parser = build_parser((command,))
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    flags = {a.dest: a for a in sub._actions if a.dest != "help"}
+    flags = {a.dest: a for a in sub._actions if a.dest != "help" and a.help != argparse.SUPPRESS}  # not old names
     declared = options_of(job)
     for name, opt in declared.items():
         assert _python_default(job, name) == opt.default, f"{command} --{name}: declaration and Python disagree"

@@ -110,6 +110,8 @@ class Option:
                                   hint=hint, where=where)
 
         if want is tuple:
+            if not strict and _is_number(value, integer=self.element_type is int):  # one number for a list of them
+                value = (value,)
             if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or not len(value):
                 if strict or self.low is not None or self.high is not None:
                     fail(self.range_text() if self.low is not None or self.high is not None else "a non-empty list")

@@ -333,6 +333,7 @@ def simulation_based_calibration(
     design = (int(design[0]), int(design[1]))
     thin = _thin(method, thin)
     n_chains = chains if method == "nuts" else 1
+    n_draws = n_chains * (draws // thin)
     if not isinstance(spec, IRTSpec):
         spec = load_spec(spec)
     families = ("theta",) + ("discrimination",) * (spec.discrimination_structure != "fixed") \
