@@ -201,8 +201,8 @@ def test_threshold_and_fraction_curves_reuse_the_primary_run(bench, audit, tmp_p
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"alpha": 0}, r"The 'alpha' parameter of AuditConfig must be a number in \(0, 1\]. Got 0 instead."),
-    ({"controls": 0}, r"The 'controls' parameter of AuditConfig must be a positive integer. Got 0 instead."),
+    ({"alpha": 0}, r"The 'alpha' parameter of AuditConfig must be a number in \(0, 1\]; got 0."),
+    ({"controls": 0}, r"The 'controls' parameter of AuditConfig must be a positive integer; got 0."),
     ({"bayes_method": "mcmc"}, r"The 'bayes_method' parameter of AuditConfig must be one of"),
     ({"bayes_prior": "flat"}, r"The 'bayes_prior' parameter of AuditConfig must be one of"),
     ({"max_k": 0}, r"'max_k' parameter of AuditConfig must be a positive integer or None"),

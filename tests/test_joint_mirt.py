@@ -212,7 +212,7 @@ def test_bad_inputs_raise_one_line_messages(mirt):
     y, observed = mirt["y"][:10, :20], mirt["observed"][:10, :20]
     with pytest.raises(DataError, match="one \\(item, model\\) shape"):
         fit_joint_mirt(y, observed[:, :5], 1, seed=0)
-    with pytest.raises(ConfigError, match="The 'k' parameter of fit_joint_mirt must be a positive integer. Got 0"):
+    with pytest.raises(ConfigError, match="The 'k' parameter of fit_joint_mirt must be a positive integer; got 0"):
         fit_joint_mirt(y, observed, 0, seed=0)
     with pytest.raises(ConfigError, match="'init' parameter"):
         fit_joint_mirt(y, observed, 1, seed=0, init=0)

@@ -206,9 +206,9 @@ def test_bad_inputs_raise_one_clear_error(bench, audit):
         discrimination_matched_controls(audit, bench.isel(model=slice(None, None, -1)))
     with pytest.raises(DataError, match="responses must be the response Dataset"):
         discrimination_matched_controls(audit, bench["responses"])
-    with pytest.raises(BayesIRTError, match="'replicates' parameter .* must be a positive integer. Got 0"):
+    with pytest.raises(BayesIRTError, match="'replicates' parameter .* must be a positive integer; got 0"):
         discrimination_matched_controls(audit, bench, replicates=0)
-    with pytest.raises(BayesIRTError, match="'seed' parameter .* must be a nonnegative integer. Got -1"):
+    with pytest.raises(BayesIRTError, match="'seed' parameter .* must be a non-negative integer; got -1"):
         discrimination_matched_controls(audit, bench, seed=-1)
     flat = dataclasses.replace(audit, summary={**audit.summary, "status": "not estimable"})
     with pytest.raises(DataError, match="no eligible near-tie pair"):

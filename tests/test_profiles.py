@@ -235,7 +235,7 @@ def test_section(profiles):
     ({"calipers": ()}, BayesIRTError, "'calipers' parameter of profile_matching must be a non-empty"),
     ({"calipers": (0.5, 0.50)}, BayesIRTError, "repeats a scenario"),
     ({"replicates": 0}, BayesIRTError, "'replicates' parameter of profile_matching must be a positive integer"),
-    ({"seed": -1}, BayesIRTError, "'seed' parameter of profile_matching must be a nonnegative integer"),
+    ({"seed": -1}, BayesIRTError, "'seed' parameter of profile_matching must be a non-negative integer"),
 ])
 def test_bad_options(bench, audit, kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -243,7 +243,7 @@ def test_bad_options(bench, audit, kwargs, error, match):
 
 
 def test_bad_inputs(bench, audit):
-    with pytest.raises(BayesIRTError, match="must be the AuditResult of run_audit. Got 'dict'"):
+    with pytest.raises(BayesIRTError, match="must be the AuditResult of run_audit; got 'dict'"):
         profile_matching({}, bench)
     not_estimable = dataclasses.replace(audit, summary={**audit.summary, "status": "not estimable"})
     with pytest.raises(DataError, match="no eligible near-tie pair"):

@@ -160,9 +160,9 @@ def test_tau_b_is_scipys_with_noise_level_differences_as_ties():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: near_tie_pairs(FULL, OWNER, FAMILY, pair_type="same"),
-     r"The 'pair_type' parameter of near_tie_pairs must be one of .* Got 'same' instead"),
+     r"The 'pair_type' parameter of near_tie_pairs must be one of .*; got 'same'"),
     (lambda: near_tie_pairs(FULL, OWNER, FAMILY, epsilon=0),
-     r"The 'epsilon' parameter of near_tie_pairs must be a number > 0. Got 0 instead"),
+     r"The 'epsilon' parameter of near_tie_pairs must be a number > 0; got 0"),
 ])
 def test_bad_settings_raise_one_clear_error(call, message):
     with pytest.raises(ConfigError, match=message):

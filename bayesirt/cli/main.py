@@ -165,7 +165,11 @@ def _failed(args, err: Exception) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser(chosen_command(argv)).parse_args(argv)
+    try:
+        args = build_parser(chosen_command(argv)).parse_args(argv)
+    except ConfigError as err:  # a flag's value refused by its declared option
+        print(f"bayesirt: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     _quiet_libraries()
     with catching_signals():
         try:

@@ -30,7 +30,8 @@ from bayesirt.data.responses import to_observed_data, validate_responses
 from bayesirt.errors import ConfigError
 from bayesirt.inference.advi import ANNEAL_RATES, run_advi
 from bayesirt.inference.laplace import laplace_fit
-from bayesirt.inference.methods import METHODS, MODEL_METHODS, SAMPLERS
+from bayesirt.inference.methods import (ADVI_ITERATIONS, ADVI_LEARNING_RATE, ADVI_TOLERANCE, CHAINS, CORES, DRAWS,
+                                       METHODS, MODEL_METHODS, SAMPLER, SEED, TUNE)
 from bayesirt.inference.nutpie_direct import DirectModel, direct_eligible, direct_model
 from bayesirt.models.logistic import build_logistic, log_likelihood_group
 from bayesirt.models.mirt import align_signs, build_mirt
@@ -39,17 +40,28 @@ from bayesirt.utils.interrupts import check_interrupt
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.outputs import package_versions
 from bayesirt.utils.progress import progress_bar
-from bayesirt.utils.validation import check_choice, check_int
 
 __all__ = ["fit", "sample_model"]
 
 _JAX_SAMPLERS = ("numpyro", "blackjax")  # PyMC's JAX NUTS (pymc.sampling.jax): the optional extra bayesirt[jax]
 _XLA_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"  # what jax.monitoring reports per compilation
 _MAP_FTOL = 1e-14  # see sample_model's map_tolerance
-_JOINT_MAP = ("fit does not offer method='map': a joint MAP over abilities and items diverges on short tests. "
-              "For the marginal MAP of the items (MAP-EM) with standard errors use "
-              "bayesirt.fit_mml(responses, spec, priors=True), or the command line `bayesirt fit DATA --method map`.")
+_JOINT_MAP = ("a joint MAP over abilities and items diverges on short tests; for the marginal MAP of the items "
+              "(MAP-EM) with standard errors use bayesirt.fit_mml(responses, spec, priors=True), or the command line "
+              "`bayesirt fit DATA --method map`")
 _PACKAGES = ("bayesirt", "pymc", "pytensor", "arviz", "nutpie", "numpy", "xarray")
+
+
+
+def _fit_rules(v: dict) -> str | None:
+    """The rules across :func:`fit`'s options."""
+    if v["thin"] > 1 and v["method"] != "nuts":
+        return (f"thin applies to method='nuts' (it keeps every thin-th draw of each chain); got method={v['method']!r}. "
+                "Leave thin at 1, or ask ADVI for fewer draws.")
+    if v["advi_batch_size"] is not None and v["method"] not in ("advi", "fullrank_advi"):
+        return (f"advi_batch_size applies to method='advi' or 'fullrank_advi'; got method={v['method']!r}. Leave it "
+                "unset for this fit.")
+    return None
 
 
 def _check_jax(caller: str, sampler: str) -> None:
@@ -63,39 +75,29 @@ def _check_jax(caller: str, sampler: str) -> None:
                             f"`pip install \"bayesirt[jax]\"`.") from err
 
 
-def _check_settings(caller, method, sampler, draws, tune, chains, cores, advi_iterations, methods=METHODS) -> None:
-    if caller == "fit" and method == "map":
-        raise ConfigError(_JOINT_MAP)
-    check_choice(method, methods, name="method", caller=caller)
-    check_choice(sampler, SAMPLERS, name="sampler", caller=caller)
+def _check_sampler(caller: str, method: str, sampler: str) -> None:
     if method == "nuts" and sampler in _JAX_SAMPLERS:
         _check_jax(caller, sampler)
-    for name, value in (("draws", draws), ("tune", tune), ("chains", chains), ("advi_iterations", advi_iterations),
-                        ("cores", 1 if cores is None else cores)):
-        check_int(value, name=name, caller=caller, low=1)
 
 
-@declare()
+@declare(check=_fit_rules)
 def fit(
     responses: xr.Dataset,
     spec: IRTSpec | MIRTSpec | str | Path = "2pl",
     *,
-    method: str = option("nuts", "inference method", choices=METHODS),
-    sampler: str = option("nutpie", "NUTS implementation; numpyro and blackjax need bayesirt[jax]", choices=SAMPLERS),
-    draws: int = option(1000, "draws per chain (ADVI: from the approximation)"),
-    tune: int = option(1000, "tuning steps per chain"),
-    chains: int = option(4, "chains"),
-    cores: int | None = option(None, "NUTS chains run at once [min(chains, CPU count)]", type=int),
-    seed: int = option(0, "random seed; same seed, same arrays"),
-    thin: int = option(1, "NUTS: keep every THIN-th draw of each chain"),
-    advi_iterations: int = option(50_000, "ADVI iteration cap"),
-    advi_tolerance: float = option(1e-4, "ADVI: a rate (the last: the fit) ends when the windowed mean loss changes "
-                                         "by less than this (relative) or, annealed or minibatch, by less than twice "
-                                         "its Monte Carlo noise, whichever is larger"),
-    advi_learning_rate: float | None = option(None, "ADVI: constant Adam step size [annealed 0.1 to 0.0008]",
-                                              type=float),
+    method: str = option("nuts", "inference method", choices=METHODS, hints={"map": _JOINT_MAP}),
+    sampler: str = SAMPLER,
+    draws: int = DRAWS,
+    tune: int = TUNE,
+    chains: int = CHAINS,
+    cores: int | None = CORES,
+    seed: int = SEED,
+    thin: int = option(1, "NUTS: keep every THIN-th draw of each chain", low=1),
+    advi_iterations: int = ADVI_ITERATIONS,
+    advi_tolerance: float = ADVI_TOLERANCE,
+    advi_learning_rate: float | None = ADVI_LEARNING_RATE,
     advi_batch_size: int | None = option(None, "minibatch ADVI: observed cells per step (for matrices of millions "
-                                               "of responses) [all]", type=int),
+                                               "of responses) [all]", type=int, low=1),
     log_likelihood: bool = option(False, "store the pointwise log-likelihood (for LOO)"),
     progress: bool = True,
 ) -> xr.DataTree:
@@ -177,20 +179,14 @@ def fit(
     -------
     xarray.DataTree
     """
-    _check_settings("fit", method, sampler, draws, tune, chains, cores, advi_iterations)
-    check_int(thin, name="thin", caller="fit", low=1)
-    if thin > 1 and method != "nuts":
-        raise ConfigError(f"thin applies to method='nuts' (it keeps every thin-th draw of each chain); got "
-                            f"method={method!r}. Leave thin at 1, or ask ADVI for fewer draws.")
+    _check_sampler("fit", method, sampler)
     if not isinstance(spec, (IRTSpec, MIRTSpec)):
         spec = load_spec(spec)
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
-    if advi_batch_size is not None:
-        check_int(advi_batch_size, name="advi_batch_size", caller="fit", low=1)
-        if method not in ("advi", "fullrank_advi") or spec.kind == "mirt":
-            raise ConfigError("advi_batch_size applies to method='advi' or 'fullrank_advi' with a 1PL-4PL spec; "
-                                f"got method={method!r} with a {spec.kind} spec. Leave it unset for this fit.")
+    if advi_batch_size is not None and spec.kind == "mirt":
+        raise ConfigError("advi_batch_size applies to method='advi' or 'fullrank_advi' with a 1PL-4PL spec; "
+                          f"got a {spec.kind} spec. Leave it unset for this fit.")
     if method == "laplace":  # no PyMC model: the approximation works on the response matrix (inference.laplace)
         return laplace_fit(responses, spec, draws=draws, seed=seed, log_likelihood=log_likelihood, progress=progress)
 
@@ -256,22 +252,24 @@ def fit(
     return result
 
 
+@declare()
 def sample_model(
     pm_model: pm.Model,
     *,
-    method: str = "nuts",
-    sampler: str = "nutpie",
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
-    cores: int | None = None,
-    seed: int = 0,
-    advi_iterations: int = 50_000,
-    advi_tolerance: float = 1e-4,
-    advi_learning_rate: float | None = None,
-    map_tolerance: float | None = None,
+    method: str = option("nuts", "inference method", choices=MODEL_METHODS),
+    sampler: str = SAMPLER,
+    draws: int = DRAWS,
+    tune: int = TUNE,
+    chains: int = CHAINS,
+    cores: int | None = CORES,
+    seed: int = SEED,
+    advi_iterations: int = ADVI_ITERATIONS,
+    advi_tolerance: float = ADVI_TOLERANCE,
+    advi_learning_rate: float | None = ADVI_LEARNING_RATE,
+    map_tolerance: float | None = option(None, "joint MAP: L-BFGS-B's gtol [SciPy's rules]", type=float, low=0,
+                                         high=1, open=True),
     progress: bool = True,
-    nutpie_settings: dict | None = None,
+    nutpie_settings: dict | None = option(None, "NUTS with nutpie: keyword arguments of nutpie.sample", type=dict),
 ) -> xr.DataTree:
     """Run NUTS, ADVI or MAP on a built ``pm.Model`` (the engine behind :func:`fit`).
 
@@ -304,10 +302,7 @@ def sample_model(
         (ADVI: the loss history). Attributes ``bayesirt_settings`` and ``bayesirt_timings``
         (JSON) and, for ADVI, ``advi_iterations_run``, ``advi_converged``, ``advi_final_loss``.
     """
-    _check_settings("sample_model", method, sampler, draws, tune, chains, cores, advi_iterations, MODEL_METHODS)
-    if map_tolerance is not None and not (isinstance(map_tolerance, float) and 0 < map_tolerance < 1):
-        raise ConfigError(f"The 'map_tolerance' parameter of sample_model must be a float in (0, 1). "
-                            f"Got {map_tolerance!r} instead.")
+    _check_sampler("sample_model", method, sampler)
     timings: dict = {}
     settings: dict = {"method": method, "seed": seed}
     attrs: dict = {}

@@ -101,8 +101,8 @@ def run_audit_job(data, out, *,
 @declare(positional={"labels_csv": "CSV of content-audit labels: two annotators x matched high-DIF/control "
                                     "items"})
 def run_content_audit_job(labels_csv, out, *,
-                          permutations: int = option(10_000, "family-direction label permutations per annotator"),
-                          seed: int = option(0, "seed of the permutations"), force: bool = False) -> Path:
+                          permutations: int = option(10_000, "family-direction label permutations per annotator", low=1),
+                          seed: int = option(0, "seed of the permutations", low=0), force: bool = False) -> Path:
     """Run :func:`content_audit` on ``labels_csv`` and write ``out``: summary.json, report.md and
     agreement.csv, binary_tests.csv, benchmark_directions.csv, confirmatory.csv,
     ordinal_tests.csv, family_permutation.csv."""
@@ -121,10 +121,11 @@ def run_content_audit_job(labels_csv, out, *,
 
 
 @declare(positional={"left": "output folder of `bayesirt audit` on the first benchmark",
-                     "right": "output folder of `bayesirt audit` on the second benchmark"})
+                     "right": "output folder of `bayesirt audit` on the second benchmark"},
+         renamed={"replicates": "owner_bootstrap", "bootstrap": "owner_bootstrap"})
 def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, *,
-                          replicates: int = option(2000, "owner-bootstrap replicates", flag="--bootstrap"),
-                          seed: int = option(0, "seed of the owner bootstrap"),
+                          owner_bootstrap: int = option(2000, "owner-bootstrap replicates", low=0),
+                          seed: int = option(0, "seed of the owner bootstrap", low=0),
                           families=option(None, "comma-separated family labels to compare, as the audits wrote them "
                                                 "(case matters) [all]", type=tuple, parse=comma_list),
                           derive_families: bool = option(False, "compare by the NT C.1 family labels of the model ids "
@@ -139,10 +140,10 @@ def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, 
     check_output(out, force=force)
     records = select_families({"left": audit_records(left), "right": audit_records(right)}, families,
                                derive_families)
-    table = exact_common_shifts(records["left"], records["right"], replicates=replicates, seed=seed)
+    table = exact_common_shifts(records["left"], records["right"], replicates=owner_bootstrap, seed=seed)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "common_models.csv", index=False)
-        report = common_models_report(table, left, right, replicates=replicates, families=families,
+        report = common_models_report(table, left, right, replicates=owner_bootstrap, families=families,
                                       derive_families=derive_families)
         (folder / "report.md").write_text(report)
     return Path(out)

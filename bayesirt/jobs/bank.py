@@ -21,7 +21,6 @@ from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harnes
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output
 from bayesirt.utils.progress import stage
-from bayesirt.utils.validation import check_choice, check_int, check_probability
 
 BANK_HELP = "posterior.nc of `bayesirt fit`, or mml.nc of `bayesirt mml` / `fit --method map`"
 """What a BANK argument may be (command-line help)."""
@@ -85,9 +84,6 @@ def run_select_job(bank, out, *,
     force : bool
     """
     check_output(out, force=force)
-    check_int(budget, name="budget", caller="run_select_job", low=1)
-    if method is not None:
-        check_choice(method, SELECTION_METHODS, name="method", caller="run_select_job")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     chosen = method or default_method(b)
     items = select_items(b, budget, method=chosen, stratify=stratify, seed=seed)
@@ -169,9 +165,6 @@ def run_score_job(bank, responses, out, *,
     force : bool
     """
     check_output(out, force=force)
-    check_probability(fpr, name="fpr", caller="run_score_job")
-    check_probability(level, name="level", caller="run_score_job")
-    check_choice(rule, CALIBRATION_RULES, name="rule", caller="run_score_job")
     stage(f"score: reading the bank ({draws} item-parameter draws)")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     data = _load(responses)

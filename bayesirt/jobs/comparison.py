@@ -23,7 +23,6 @@ from bayesirt.report.compare import comparison_report, plot_comparison
 from bayesirt.structure.loadings import loading_table
 from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
 from bayesirt.utils.outputs import KeptUnits, check_output, staged_output, write_json, write_netcdf
-from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_compare_job"]
 
@@ -79,18 +78,19 @@ def run_compare_job(data, out, *,
                     specs=option(None, "comma-separated specs, e.g. rasch,2pl,3pl,4pl (or --dims)", type=tuple,
                                  parse=comma_list),
                     dims=option(None, "comma-separated MIRT dimensions, e.g. 1,2,3,4 (or --specs)", type=tuple,
-                                parse=comma_ints),
+                                parse=comma_ints, low=1),
                     mirt_spec=option("mirt", "exploratory MIRT spec varied by --dims"),
                     unit: str = option("model", "unit of prediction: a whole model's responses (ability integrated "
                                                 "out) or one response", choices=UNITS),
                     kfold: str = option("auto", "exact K-fold by model: when Pareto k flags more than --kfold-trigger "
                                                 "of the models, always, or never", choices=KFOLD_MODES),
-                    folds: int = option(5, "folds of the K-fold cross-validation"),
-                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold"),
+                    folds: int = option(5, "folds of the K-fold cross-validation", low=2),
+                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold",
+                                                  low=0, high=1),
                     rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
                                                   choices=("oblimin", "varimax")),
                     workers: int | None = option(None, "worker processes for K-fold refits; 1 runs them in this process "
-                                                       "[one per core]", type=int),
+                                                       "[one per core]", type=int, low=1),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
@@ -105,9 +105,6 @@ def run_compare_job(data, out, *,
     Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
     """
     check_output(out, force=force)
-    check_choice(unit, UNITS, name="unit", caller="run_compare_job")
-    check_choice(kfold, KFOLD_MODES, name="kfold", caller="run_compare_job")
-    check_probability(kfold_trigger, name="kfold_trigger", caller="run_compare_job", closed=True)
     specs = _comparison_specs(specs, dims, mirt_spec)
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))

@@ -29,7 +29,6 @@ from bayesirt.safety.fit_checks import fit_checks, point_estimates
 from bayesirt.utils.options import declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
 from bayesirt.utils.progress import heartbeat, stage
-from bayesirt.utils.validation import check_choice, check_probability
 
 __all__ = ["run_fit_job", "MAP_ESTIMATOR"]
 
@@ -38,7 +37,13 @@ MAP_ESTIMATOR = "marginal MAP of the item parameters under the spec's priors (MA
 _QUADRATURE, _MAX_ITER = 61, 500
 
 
-@declare(forward=fit, positional={"data": DATA_HELP})
+def _pairs_need_draws(v: dict) -> str | None:
+    if v["pairs"] == "all" and v["method"] == "map":
+        return "--pairs all needs posterior draws; method 'map' has none: use --method advi (or nuts)"
+    return None
+
+
+@declare(forward=fit, positional={"data": DATA_HELP}, check=_pairs_need_draws)
 def run_fit_job(
     data: str | Path | xr.Dataset, out: str | Path, *,
     spec: str | Path | IRTSpec = option("2pl", SPEC_HELP, flag="--model"),
@@ -48,7 +53,7 @@ def run_fit_job(
                                  "(MAP-EM) with SEs under the spec's priors, as `mml --priors`, in the same files (map.nc "
                                  "for posterior.nc; 1PL-4PL)",
                          choices=(*METHODS, "map")),
-    ci: float = option(DEFAULT_CI, "credible-interval probability of tables (map: Wald intervals)"),
+    ci: float = option(DEFAULT_CI, "credible-interval probability of tables (map: Wald intervals)", low=0, high=1, open=True),
     pairs: str = option("adjacent", "P(a ahead of b): for adjacent ranks in models.csv (prob_ahead_of_next), or "
                                     "also for every pair of models in pairs.nc (1PL-4PL)", choices=("adjacent", "all")),
     float32: bool = option(False, "store draws in posterior.nc in single precision: half the size, 7 significant "
@@ -72,11 +77,6 @@ def run_fit_job(
     it for adjacent ranks (``prob_ahead_of_next``).
     """
     check_output(out, force=force)  # before the fit, not after minutes of sampling
-    check_probability(ci, name="ci", caller="run_fit_job")
-    check_choice(pairs, ("adjacent", "all"), name="pairs", caller="run_fit_job")
-    check_choice(method, (*METHODS, "map"), name="method", caller="run_fit_job")
-    if pairs == "all" and method == "map":
-        raise ConfigError("--pairs all needs posterior draws; method 'map' has none: use --method advi (or nuts)")
     if method == "map":
         return _run_marginal_map(data, spec, out, force=force, ci=ci, float32=float32, progress=progress,
                                  **fit_options)

@@ -15,7 +15,10 @@ import pandas as pd
 import xarray as xr
 from scipy import sparse
 
-from bayesirt.audit.engine.ranking import GAP_TOLERANCE, TIE_TOLERANCE, prepared_responses
+from bayesirt.errors import DataError
+from bayesirt.utils.options import declare, option
+from bayesirt.utils.parallel import SCHEDULER, WORKERS, parallel_map
+from bayesirt.audit.engine.ranking import EPSILON, GAP_TOLERANCE, TIE_TOLERANCE, prepared_responses
 from bayesirt.audit.engine.resampling import (check_integer, fold_statistics, pack_folds, percentile_range,
                                  replicate_dataset, control_blocks)
 from bayesirt.errors import DataError
@@ -138,8 +141,12 @@ def _bootstrap_task(task) -> tuple[np.ndarray, ...]:
     return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(5))
 
 
-def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, seed: int = 0, epsilon: float = 0.01,
-                          bands=None, workers: int | None = None, scheduler: str | None = None,
+@declare()
+def composition_bootstrap(folds, *, item_group=option(None, "item unit labels", type=object),
+                          replicates: int = option(2000, "bootstrap replicates", low=1),
+                          seed: int = option(0, "seed", low=0), epsilon: float = EPSILON,
+                          bands=option(None, "near-tie band per pair set", type=object), workers: int | None = WORKERS,
+                          scheduler: str | None = SCHEDULER,
                           progress: bool = True) -> xr.Dataset:
     """Recomposed near-tie reversal rate and tau-b over item-unit bootstrap replicates (NT C.7).
 
@@ -185,9 +192,6 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
         band; NaN without pairs). Attribute ``units`` says whether item groups or contiguous
         clusters were resampled, ``unit_count`` how many.
     """
-    replicates = check_integer(replicates, "replicates", "composition_bootstrap")
-    seed = check_integer(seed, "seed", "composition_bootstrap", minimum=0)
-    check_number(epsilon, name="epsilon", caller="composition_bootstrap", low=0, low_open=True)
     packed, names = pack_folds(folds, "composition_bootstrap")
     bands = dict(bands or {})
     if set(bands) - set(names):
@@ -236,8 +240,10 @@ def composition_bootstrap(folds, *, item_group=None, replicates: int = 2000, see
     return result
 
 
-def owner_bootstrap(shift, family, owner, *, percentile_shift=None, replicates: int = 2000,
-                    seed: int = 0) -> xr.Dataset:
+@declare()
+def owner_bootstrap(shift, family, owner, *, percentile_shift=option(None, "percentile shifts", type=object),
+                    replicates: int = option(2000, "owner bootstrap replicates", low=1),
+                    seed: int = option(0, "seed", low=0)) -> xr.Dataset:
     """Owner-cluster bootstrap of family mean shifts (NT D.1, eq. 57-58).
 
     A replicate draws as many owners as there are, uniformly with replacement, and keeps every
@@ -274,8 +280,6 @@ def owner_bootstrap(shift, family, owner, *, percentile_shift=None, replicates: 
             np.all(np.isfinite(v)) for v in values.values()):
         raise DataError(f"{', '.join(f'{k} {v}' for k, v in shapes.items())} must be 1-D arrays of the same length "
                         "(one per record), with finite shifts")
-    replicates = check_integer(replicates, "replicates", "owner_bootstrap")
-    seed = check_integer(seed, "seed", "owner_bootstrap", minimum=0)
     families, family_code = np.unique(np.asarray(family), return_inverse=True)
     owner_code, owners = pd.factorize(np.asarray(owner))
     cells = owner_code * families.size + family_code  # records per (owner, family), summed once

@@ -26,10 +26,12 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.engine.ranking import (GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
+from bayesirt.errors import DataError
+from bayesirt.utils.options import declare, option
+from bayesirt.utils.validation import parameter_error
+from bayesirt.utils.parallel import SCHEDULER, WORKERS, parallel_map, spawn_seeds
+from bayesirt.audit.engine.ranking import (EPSILON, GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
                               pooled_rate, reversal_counts)
-from bayesirt.errors import BayesIRTError, DataError
-from bayesirt.utils.parallel import parallel_map, spawn_seeds
 
 __all__ = ["TargetFold", "control_blocks", "matched_random_weights", "randomization_summary",
            "matched_random_controls", "PRIMARY", "CONTROL_BLOCK",
@@ -142,8 +144,7 @@ def _cells(cell, items, where, name="cell") -> tuple[np.ndarray, np.ndarray]:
 
 def check_integer(value, name, caller, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else "a nonnegative integer"
-        raise BayesIRTError(f"The '{name}' parameter of {caller} must be {kind}. Got {value!r} instead.")
+        raise parameter_error(name, caller, "a positive integer" if minimum == 1 else "a non-negative integer", value)
     return int(value)
 
 
@@ -263,8 +264,10 @@ def _control_task(task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.stack([o[k] for o in out], axis=-2) for k in range(3))
 
 
-def matched_random_controls(folds, *, replicates: int = 1000, seed: int = 0, epsilon: float = 0.01,
-                            workers: int | None = None, scheduler: str | None = None,
+@declare()
+def matched_random_controls(folds, *, replicates: int = option(1000, "matched random subtests", low=1),
+                            seed: int = option(0, "seed", low=0), epsilon: float = EPSILON,
+                            workers: int | None = WORKERS, scheduler: str | None = SCHEDULER,
                             progress: bool = True) -> xr.Dataset:
     """Low-DIF reversals against blueprint-matched random subtests (NT 3.4, C.6).
 
@@ -292,11 +295,6 @@ def matched_random_controls(folds, *, replicates: int = 1000, seed: int = 0, eps
         Summary per pair set (:func:`randomization_summary`): ``median``, ``lower``, ``upper``,
         ``excess_pp``, ``p_value``, ``min_resolvable_p``, ``undefined``.
     """
-    replicates = check_integer(replicates, "replicates", "matched_random_controls")
-    seed = check_integer(seed, "seed", "matched_random_controls", minimum=0)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < np.inf:
-        raise BayesIRTError(f"The 'epsilon' parameter of matched_random_controls must be a positive number. Got "
-                            f"{epsilon!r} instead.")
     packed, names = pack_folds(folds, "matched_random_controls")
     for h, fold in enumerate(packed):
         gap = np.abs(fold.full[fold.pair_sets[0][0]] - fold.full[fold.pair_sets[0][1]])

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.adjustment.spectral import DimensionSelection
 from bayesirt.audit.engine.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification
+from bayesirt.audit.engine.ranking import EPSILON
+from bayesirt.audit.adjustment.spectral import DimensionSelection
 from bayesirt.data.populations import POPULATION_SEED, REPRESENTATIVE_RULES
-from bayesirt.errors import ConfigError, DataError
+from bayesirt.errors import DataError
 from bayesirt.utils.options import comma_ints, comma_list, declare, none_or_text, option
-from bayesirt.utils.validation import check_bool, check_choice, check_int, check_number, parameter_error
+from bayesirt.utils.validation import parameter_error
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "check_audit", "input_sha256", "QUICK_MAX_K", "QUICK_CONTROLS",
            "BAYES_CONTROLS", "BAYES_METHODS", "BAYES_PRIORS"]
@@ -40,8 +41,31 @@ QUICK_CONTROLS = 199
 BAYES_CONTROLS = 100
 
 
+def _audit_rules(v: dict) -> str | None:
+    """The rules across :class:`AuditConfig`'s fields."""
+    caller = "AuditConfig"
+    if v["families"] is not None:
+        labels = () if isinstance(v["families"], str) else tuple(v["families"])
+        if not labels or len(set(labels)) != len(labels) or not all(isinstance(f, str) and f for f in labels):
+            raise parameter_error("families", caller, "None or a non-empty sequence of distinct, non-empty family "
+                                  "labels such as ('Qwen', 'Llama')", v["families"])
+    if v["fixed_k"] is not None and (isinstance(v["fixed_k"], str) or len(v["fixed_k"]) != 2):
+        raise parameter_error("fixed_k", caller, "two positive integers (one per audit fold) or None", v["fixed_k"])
+    spec = v["bayes_ability_spec"]
+    if spec is not None and (not isinstance(spec, str) or not spec):
+        raise parameter_error("bayes_ability_spec", caller, "a spec name such as '2pl', the path of a 1PL-4PL "
+                              "spec file, or None", spec)
+    if v["bayes_prior"] == "hierarchical" and v["bayes_method"] in ("laplace", "bootstrap"):
+        return (f"bayes_prior='hierarchical' learns the family-effect scale, which the {v['bayes_method']} layer does "
+                "not; use bayes_method='advi' or 'nuts' with it, or the ridge prior")
+    if v["bayes_method"] == "bootstrap" and v["adjustment"] != "spectral":
+        return ("bayes_method='bootstrap' refits the spectral offsets per draw; use adjustment='spectral' with it, or "
+                "another bayes_method")
+    return None
+
+
 @dataclass(frozen=True)
-@declare()
+@declare(check=_audit_rules)
 class AuditConfig:
     """Settings of the primary audit; defaults are NT's frozen specification (Table 12).
 
@@ -77,8 +101,8 @@ class AuditConfig:
     (:mod:`bayesirt.audit.diagnostics.sensitivity`, NT B.4-B.5).
     """
 
-    owner_cap: int = option(5, "checkpoints kept per owner and family")
-    min_family_size: int = option(20, "smallest family kept, after the cap")
+    owner_cap: int = option(5, "checkpoints kept per owner and family", low=1)
+    min_family_size: int = option(20, "smallest family kept, after the cap", low=1)
     families: tuple[str, ...] | None = option(None, "comma-separated family labels to audit, as in the data (case "
                                                     "matters), e.g. qwen,GPT [every label but other and ambiguous]",
                                               type=tuple, parse=comma_list)
@@ -87,27 +111,27 @@ class AuditConfig:
                                  choices=REPRESENTATIVE_RULES)
     lineage_filter: bool = option(False, "drop models whose ids contain a lineage term (merge, distill, ...; NT D.2)")
     fixed_k: tuple[int, int] | None = option(None, "K per audit fold instead of selecting it, e.g. 8,8", type=tuple,
-                                             parse=comma_ints)
-    alpha: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell")
-    epsilon: float = option(0.01, "near-tie band on the full score (0.01 = 1 pp)")
-    controls: int = option(1000, "matched-random subtests per fold")
-    bootstrap: int = option(2000, "composition bootstrap replicates (0: none)")
-    owner_bootstrap: int = option(2000, "owner bootstrap replicates (0: none)")
-    max_k: int | None = option(None, "largest K of the grid [256; 32 with --quick]", type=int)
-    population_seed: int = option(POPULATION_SEED, "seed of the owner split into audit halves (NT's frozen value)")
-    seed: int = option(0, "analysis seed (K split, SVD, controls, bootstraps)")
+                                             parse=comma_ints, low=1)
+    alpha: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell", low=0, high=1, open="low")
+    epsilon: float = EPSILON
+    controls: int = option(1000, "matched-random subtests per fold", low=1)
+    bootstrap: int = option(2000, "composition bootstrap replicates (0: none)", low=0)
+    owner_bootstrap: int = option(2000, "owner bootstrap replicates (0: none)", low=0)
+    max_k: int | None = option(None, "largest K of the grid [256; 32 with --quick]", type=int, low=1)
+    population_seed: int = option(POPULATION_SEED, "seed of the owner split into audit halves (NT's frozen value)", low=0)
+    seed: int = option(0, "analysis seed (K split, SVD, controls, bootstraps)", low=0)
     quick: bool = option(False, "a fast look: K <= 32, 199 controls and bootstraps")
     bayes: bool = option(False, "add the Bayesian layer: residual-DIF posterior carried through anchors and reversals")
     bayes_method: str = option("laplace", "inference of the Bayesian layer: the residual-DIF posterior given the "
                                           "offsets (laplace: per-item Gaussian at the mode; advi, fullrank_advi, nuts), "
                                           "or the owner-clustered Bayesian bootstrap refitting offsets, DIF and "
                                           "purification per draw with K fixed (bootstrap)", choices=BAYES_METHODS)
-    bayes_draws: int = option(400, "posterior draws of the Bayesian layer per audit half")
+    bayes_draws: int = option(400, "posterior draws of the Bayesian layer per audit half", low=1)
     bayes_prior: str = option("ridge", "prior on the family effects: NT's ridge as N(0, 1), or a learned common "
                                        "scale", choices=BAYES_PRIORS)
     bayes_controls: int = option(BAYES_CONTROLS, "with --bayes: random controls per posterior draw and fold (the "
                                                  "per-draw null; with --matched also the matched ones), at most "
-                                                 "--controls")
+                                                 "--controls", low=1)
     bayes_ability_spec: str | None = option("2pl", "with --bayes: ability spec of near_ties.csv's reference column "
                                                    "prob_theta_a_ahead (the categories use the paired accuracy "
                                                    "model); none skips the leaderboard", parse=none_or_text)
@@ -118,42 +142,10 @@ class AuditConfig:
                                       "curves")
 
     def __post_init__(self):
-        caller = "AuditConfig"
         if self.families is not None:
-            labels = () if isinstance(self.families, str) else tuple(self.families)
-            if not labels or len(set(labels)) != len(labels) or not all(isinstance(f, str) and f for f in labels):
-                raise parameter_error("families", caller, "None or a non-empty sequence of distinct, non-empty family "
-                                      "labels such as ('Qwen', 'Llama')", self.families)
-            object.__setattr__(self, "families", labels)  # a tuple, so the config stays hashable
-        for name, low in (("owner_cap", 1), ("min_family_size", 1), ("controls", 1), ("bootstrap", 0),
-                          ("owner_bootstrap", 0), ("bayes_draws", 1), ("bayes_controls", 1), ("seed", 0),
-                          ("population_seed", 0)):
-            check_int(getattr(self, name), name=name, caller=caller, low=low)
-        check_int(self.max_k, name="max_k", caller=caller, low=1, optional=True)
+            object.__setattr__(self, "families", tuple(self.families))  # a tuple, so the config stays hashable
         if self.fixed_k is not None:
-            if isinstance(self.fixed_k, str) or len(self.fixed_k) != 2:
-                raise parameter_error("fixed_k", caller, "two positive integers (one per audit fold) or None",
-                                      self.fixed_k)
-            object.__setattr__(self, "fixed_k", tuple(check_int(k, name="fixed_k", caller=caller, low=1)
-                                                      for k in self.fixed_k))
-        for name in ("alpha", "epsilon"):
-            check_number(getattr(self, name), name=name, caller=caller, low=0, high=1, low_open=True)
-        for name in ("lineage_filter", "quick", "bayes", "sensitivity"):
-            check_bool(getattr(self, name), name=name, caller=caller)
-        if self.bayes_ability_spec is not None and (not isinstance(self.bayes_ability_spec, str)
-                                                    or not self.bayes_ability_spec):
-            raise parameter_error("bayes_ability_spec", caller, "a spec name such as '2pl', the path of a 1PL-4PL "
-                                  "spec file, or None", self.bayes_ability_spec)
-        for name, allowed in (("bayes_method", BAYES_METHODS), ("bayes_prior", BAYES_PRIORS),
-                              ("adjustment", ADJUSTMENTS), ("representative", REPRESENTATIVE_RULES)):
-            check_choice(getattr(self, name), allowed, name=name, caller=caller)
-        if self.bayes_prior == "hierarchical" and self.bayes_method in ("laplace", "bootstrap"):
-            raise ConfigError(f"bayes_prior='hierarchical' learns the family-effect scale, which the "
-                              f"{self.bayes_method} layer does not; use bayes_method='advi' or 'nuts' with it, or the "
-                              "ridge prior")
-        if self.bayes_method == "bootstrap" and self.adjustment != "spectral":
-            raise ConfigError("bayes_method='bootstrap' refits the spectral offsets per draw; use adjustment='spectral' "
-                              "with it, or another bayes_method")
+            object.__setattr__(self, "fixed_k", tuple(int(k) for k in self.fixed_k))
 
     def resolved(self) -> AuditConfig:
         """The settings actually used (``quick`` applied)."""
