@@ -1311,7 +1311,7 @@ CORPUS = [
     ("analysis-safety-data-string", {"a.toml": '[analysis]\nkind = "safety"\ndata = "lsat6"\nout = "o"\n'}, "a.toml",
      "analysis", {}, r"needs 'data', a list of benchmark files"),
     ("analysis-option-date", {"a.toml": ANALYSIS_HEAD + "[fit]\nseed = 1979-05-27\n"}, "a.toml", "analysis", {},
-     r"\[fit\] 'seed' must be an integer"),
+     r"\[fit\] The 'seed' parameter of fit must be a non-negative integer; got datetime"),
     ("analysis-not-utf8", {"a.toml": b"# \xff\n" + ANALYSIS_HEAD.encode()}, "a.toml", "analysis", {},
      r"a\.toml: not UTF-8 text \(byte 0xff on line 1\)"),
     ("analysis-option-table-scalar", {"a.toml": "fit = 5\n" + ANALYSIS_HEAD}, "a.toml", "analysis", {},

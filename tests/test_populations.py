@@ -325,7 +325,7 @@ def test_lexicographic_representative():
         (
             {"representative": "mean"},
             r"^The 'representative' parameter of audit_population must be one of "
-            r"\{'median', 'lexicographic'\}; got 'mean'\.$",
+            r"\{'median', 'lexicographic'\}; got 'mean'( \(did you mean 'median'\?\))?\.$",
         ),
         ({"families": "Qwen"}, r"'families' parameter .* distinct family labels; got 'Qwen'"),
         ({"families": ["Qwen", "Qwen"]}, r"'families' parameter .*; got \['Qwen', 'Qwen'\]"),

@@ -234,7 +234,7 @@ def test_bad_input_messages(bench, single):
     with pytest.raises(ConfigError, match="'min_group_items' parameter of item_group_attribution"):
         item_group_attribution(result, ds, min_group_items=0)
     with pytest.raises(ConfigError, match="'result' parameter of group_contributions must be the AuditResult of "
-                                        "run_audit. Got 'FoldResult'"):
+                                        "run_audit; got 'FoldResult'"):
         group_contributions(result.folds[0], ds)
     with pytest.raises(DataError, match="not the Dataset this audit ran on"):
         signature_replication(result, single[1])
