@@ -169,6 +169,10 @@ def simulate_dif_benchmark(
     return ds, truth
 
 
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
 def plant_family_advantage(responses: xr.Dataset, family: str, *, share: float = 0.4, strength: float = 0.9,
                            seed: int = 0) -> tuple[xr.Dataset, np.ndarray]:
     """Give one family an advantage on a random share of the items: DIF in one direction.
