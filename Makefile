@@ -1,7 +1,7 @@
 # The two set-up commands of the README. Each creates or reuses .venv (scripts/bootstrap.sh).
 PY := .venv/bin/python
 
-.PHONY: run test test-jax validate bench bench-mml bench-stan bench-audit bootstrap
+.PHONY: run test test-fast test-jax validate bench bench-mml bench-stan bench-audit bootstrap
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -15,6 +15,10 @@ run: bootstrap
 # 2 cores instead of about 16 serially. Each worker holds up to ~2 GB.
 test: bootstrap
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# The edit-test loop: everything not marked slow (no NUTS fits of minutes, no real CLI processes sent signals).
+test-fast: bootstrap
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
 # The JAX NUTS samplers (sampler="numpyro" | "blackjax": tests/test_jax_sampler.py, skipped by `make test`, whose
 # .venv has no JAX) in their own environment .venv-jax with the "jax" extra, pinned by requirements.lock like the

@@ -27,6 +27,6 @@ if TYPE_CHECKING:
     from bayesirt.jobs import run_safety_suite, run_analysis
     from bayesirt.safety.cat_study import cat_study
     from bayesirt.structure import factor_analysis, parallel_analysis, ability_matrix, disattenuated_correlation
-    from bayesirt.errors import BayesIRTError, DataError, SpecError, OutputError
+    from bayesirt.errors import BayesIRTError, ConfigError, DataError, SpecError, OutputError
 
 __getattr__, __dir__, __all__ = attach(__name__, __file__)

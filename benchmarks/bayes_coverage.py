@@ -55,8 +55,8 @@ def _covered(draws: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 
 def run(replicates: int) -> dict:
-    from bayesirt.audit.bayes import fit_family_dif_posterior
-    from bayesirt.audit.bayes_laplace import laplace_draws
+    from bayesirt.audit.bayes.posterior import fit_family_dif_posterior
+    from bayesirt.audit.bayes.laplace import laplace_draws
 
     rows = []
     for r in range(replicates):

@@ -1,5 +1,5 @@
 """Micro-benchmark: one start and one Newton step of the family-DIF fit, NumPy against the compiled
-kernels of ``bayesirt/audit/dif_kernel.py``, on an audit half of the NT MMLU size.
+kernels of ``bayesirt/audit/engine/dif_kernel.py``, on an audit half of the NT MMLU size.
 
 The NumPy side is the code the kernels replaced (``start``: exp(-clip(o + delta[:, family]));
 ``step``: q = 1 / (E u + 1), then the per-family sums of q and q^2 by matrix products with the
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from bayesirt.audit.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
+from bayesirt.audit.engine.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
 
 
 def _mean_seconds(call, repeats: int = 5) -> float:

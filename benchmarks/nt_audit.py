@@ -6,7 +6,7 @@ Cases (each in its own subprocess, so peak memory is per case):
     (``simulate_dif_benchmark``). Target: the whole audit in at most 100 s on 2 cores.
   * ``mmlu`` -- 5,000 models x 14,042 items (the NT MMLU size): at most 150 s on 2 cores within
     4 GB (issue 22; it was 282 s in one thread before the DIF Newton passes were compiled, see
-    ``bayesirt/audit/dif_kernel.py``, which run on every core).
+    ``bayesirt/audit/engine/dif_kernel.py``, which run on every core).
 
 Settings: ``AuditConfig()`` (K grid to 256, 1,000 controls, 2,000 composition and 2,000 owner
 bootstraps), ``workers=1``. The paper's own implementation is not installable here (it is not

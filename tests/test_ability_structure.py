@@ -41,13 +41,13 @@ def test_error_messages(two_factor, tmp_path):
         ability_matrix({"a": None, "b": None, "c": None}, method="mml")
     with _err("'cohort' parameter of run_factors_job"):
         run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", cohort="listwise")
-    with _err(r"The 'bootstrap' parameter of run_factors_job must be 0 \(no intervals\) or an integer >= 2"):
-        run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", bootstrap=1)
+    with _err(r"run_factors_job: loading_bootstrap must be 0 \(no intervals\) or at least 2 resamples; got 1"):
+        run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", loading_bootstrap=1)
     with _err("'rotation' parameter of run_factors_job"):
         run_factors_job([tmp_path / "dup.csv"], tmp_path / "out", rotation="promax")
     with _err("at least 3, one per benchmark, with distinct file names"):
         run_factors_job([tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv", tmp_path / "y.csv"], tmp_path / "out")
-    with _err("The 'n_factors' parameter of run_factors_job must be distinct positive integers"):
+    with _err("The 'n_factors' parameter of run_factors_job must be a list of positive integers"):
         run_factors_job([tmp_path / "x.csv", tmp_path / "y.csv", tmp_path / "z.csv"], tmp_path / "out", n_factors=())
     (tmp_path / "taken").mkdir()
     with pytest.raises(OutputError, match="already exists; pass --force"):
@@ -117,7 +117,7 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
         paths.append(tmp_path / f"{name}.nc")
     seen = {}
     monkeypatch.setattr("bayesirt.structure.ability_structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
-    out = run_factors_job(paths, tmp_path / "out", n_factors=1, bootstrap=50, parallel_iter=20, disattenuate=True,
+    out = run_factors_job(paths, tmp_path / "out", n_factors=1, loading_bootstrap=50, parallel_iter=20, disattenuate=True,
                           progress=False)
     assert sorted(seen) == ["bench0", "bench1", "bench2"]
     raw = pd.read_csv(out / "loadings_1.csv")
@@ -141,7 +141,7 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
     assert list(shares.index) == ["bench0", "bench1", "bench2", "any"] and 0 < shares["any"] <= 1
     polarity = pd.read_csv(out / "polarity.csv", index_col=0)
     assert list(polarity["polarity"]) == [1, 1, 1]
-    out2 = run_factors_job(paths, tmp_path / "declared", n_factors=1, bootstrap=0, parallel_iter=20,
+    out2 = run_factors_job(paths, tmp_path / "declared", n_factors=1, loading_bootstrap=0, parallel_iter=20,
                            polarity={"bench2": -1}, cohort="complete", progress=False)
     polarity = pd.read_csv(out2 / "polarity.csv", index_col=0)
     assert polarity.loc["bench2", "polarity"] == -1 and not polarity.loc["bench2", "agree"]
@@ -167,7 +167,7 @@ def test_polarity_reverses_only_declared_and_auto_only_strong_negatives(tmp_path
     frame = _one_factor_abilities([.8, .8, .7, .7, -.15, -.7], seed=seed)
     frame.to_csv(tmp_path / "abilities.csv")
     with pytest.warns(RuntimeWarning, match=r"b5: general-factor loading .* declare --polarity b5=-1 to reverse"):
-        out = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "default", n_factors=1, bootstrap=200,
+        out = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "default", n_factors=1, loading_bootstrap=200,
                               parallel_iter=20, seed=seed, progress=False)
     table = pd.read_csv(out / "polarity.csv", index_col="benchmark")
     assert (table["polarity"] == 1).all() and (table["source"] == "default").all()  # nothing reversed by default
@@ -179,7 +179,7 @@ def test_polarity_reverses_only_declared_and_auto_only_strong_negatives(tmp_path
     composite = pd.read_csv(out / "composite.csv", index_col=0)["composite"]
     z = (frame - frame.mean()) / frame.std()
     np.testing.assert_allclose(composite.to_numpy(), z.mean(axis=1).to_numpy())  # as scored
-    auto = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "auto", n_factors=1, bootstrap=200,
+    auto = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "auto", n_factors=1, loading_bootstrap=200,
                            parallel_iter=20, seed=seed, polarity="auto", progress=False)
     table = pd.read_csv(auto / "polarity.csv", index_col="benchmark")
     assert table["polarity"].to_dict() == {"b0": 1, "b1": 1, "b2": 1, "b3": 1, "b4": 1, "b5": -1}
@@ -187,7 +187,7 @@ def test_polarity_reverses_only_declared_and_auto_only_strong_negatives(tmp_path
     alignment = pd.read_csv(auto / "alignment.csv")
     row = alignment.set_index("composite").loc["composite"]
     assert row["flips"] == "b5" and row["signed"] > row["unflipped"] + 0.1
-    declared = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "declared", n_factors=1, bootstrap=200,
+    declared = run_factors_job([tmp_path / "abilities.csv"], tmp_path / "declared", n_factors=1, loading_bootstrap=200,
                                parallel_iter=20, seed=seed, polarity={"b4": -1, "auto": True}, progress=False)
     table = pd.read_csv(declared / "polarity.csv", index_col="benchmark")
     assert table.loc["b4", "polarity"] == -1 and table.loc["b5", "polarity"] == -1
@@ -197,7 +197,7 @@ def test_polarity_reverses_only_declared_and_auto_only_strong_negatives(tmp_path
 def test_auto_polarity_needs_the_bootstrap(tmp_path):
     _one_factor_abilities([.8, .8, .7, -.7]).to_csv(tmp_path / "abilities.csv")
     with _err("polarity='auto' reverses only loadings whose bootstrap interval"):
-        run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", bootstrap=0, polarity="auto")
+        run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", loading_bootstrap=0, polarity="auto")
     with _err("polarity must be 'auto' or a mapping"):
         run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", polarity="detect")
     with _err("disattenuate needs response files"):

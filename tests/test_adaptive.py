@@ -225,7 +225,7 @@ def test_score_test_subsets_missing_and_no_data():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda a, d, y: static_test(a, d, [0.0], 0), r"The 'k' parameter of static_test must be an integer in \[1, 4\]. Got 0 instead."),
+    (lambda a, d, y: static_test(a, d, [0.0], 0), r"The 'k' parameter of static_test must be an integer in \[1, 4\]; got 0."),
     (lambda a, d, y: static_test(a, d, [], 2), "abilities must be a non-empty array"),
     (lambda a, d, y: static_test(a, d, [0.0], 2, quotas="proportional"), "quotas were given without groups"),
     (lambda a, d, y: static_test(a, d, [0.0], 2, groups=["x"]), "groups must have one label per item"),

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bayesirt.audit.anchors import anchor_weights, blueprint_cells, purify, select_anchors
+from bayesirt.audit.engine.anchors import anchor_weights, blueprint_cells, purify, select_anchors
 from bayesirt.errors import ConfigError, DataError
 
 

@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parents[1] / "bayesirt"
 #: Layer of each top-level part of the package; a module may import only its own layer or lower ones.
 LAYERS = {"errors": 0, "utils": 0, "data": 1, "models": 2, "inference": 3, "workflow": 4, "comparison": 4,
           "frequentist": 4, "structure": 4, "audit": 4, "safety": 4, "report": 5, "jobs": 6, "cli": 7, "__main__": 8}
+#: Layer of each subpackage of ``audit``: the ability adjustments, the deterministic near-tie engine, its
+#: diagnostics, the Bayesian layer; the pipelines at the audit's top level (``primary``, ``robustness``,
+#: ``output``, ...) are above all four.
+AUDIT_LAYERS = {"adjustment": 0, "engine": 1, "diagnostics": 2, "bayes": 3}
 MAX_LINES = 500
 REASON = "longer than 500 lines because"
 
@@ -115,11 +119,41 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def _upward(edges, layer) -> list[str]:
+    """Every import of a module of a higher ``layer`` (a function of the module name, None outside it)."""
+    return [f"{m} (layer {layer(m)}) imports {t} (layer {layer(t)}) at line {line}"
+            for m, found in edges.items() for t, _, line in found
+            if layer(m) is not None and layer(t) is not None and layer(t) > layer(m)]
+
+
 def test_lower_layers_never_import_higher_ones():
-    upward = [f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)}) at line {line}"
-              for m, edges in EDGES.items() for t, _, line in edges
-              if _layer(m) is not None and _layer(t) is not None and _layer(t) > _layer(m)]
-    assert upward == []
+    assert _upward(EDGES, _layer) == []
+
+
+def _audit_layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[:2] != ["bayesirt", "audit"] or len(parts) < 3:
+        return None
+    return AUDIT_LAYERS.get(parts[2], len(AUDIT_LAYERS))
+
+
+def test_audit_layers_never_import_higher_ones():
+    """The deterministic engine never imports the diagnostics or the Bayesian layer, the diagnostics
+    never import the Bayesian layer, and no subpackage imports the pipelines above them."""
+    assert _audit_layer("bayesirt.audit.engine.dif") == 1 and _audit_layer("bayesirt.audit.primary") == 4
+    assert _upward(EDGES, _audit_layer) == []
+
+
+def test_every_audit_subpackage_has_a_layer():
+    audit = ROOT / "audit"
+    assert {p.name for p in audit.iterdir() if (p / "__init__.py").is_file()} == set(AUDIT_LAYERS)
+
+
+def test_upward_finder_finds_an_upward_import():
+    edges = {"bayesirt.audit.engine.anchors": [("bayesirt.audit.bayes.posterior", None, 7)],
+             "bayesirt.audit.bayes.posterior": [("bayesirt.audit.engine.dif", None, 3)]}
+    assert _upward(edges, _audit_layer) == [
+        "bayesirt.audit.engine.anchors (layer 1) imports bayesirt.audit.bayes.posterior (layer 3) at line 7"]
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -232,7 +266,7 @@ def test_cli_analysis_files_and_python_accept_the_same_options(command):
     job = command_job(command)
     parser = build_parser((command,))
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    flags = {a.dest: a for a in sub._actions if a.dest != "help"}
+    flags = {a.dest: a for a in sub._actions if a.dest != "help" and a.help != argparse.SUPPRESS}  # not old names
     declared = options_of(job)
     for name, opt in declared.items():
         assert _python_default(job, name) == opt.default, f"{command} --{name}: declaration and Python disagree"
@@ -279,3 +313,75 @@ def test_a_declared_option_becomes_a_plain_default():
         @declare()
         def bad(data, *, draws=10):
             return draws
+
+
+def _declared_bodies():
+    """(module, function, its declared option names, its body) of every ``@declare``d function and
+    the ``__post_init__`` of every ``@declare``d class, read with ``ast``."""
+    def is_declare(node):
+        return any(isinstance(d, ast.Call) and getattr(d.func, "id", "") == "declare" for d in node.decorator_list)
+
+    def is_option(node):
+        return isinstance(node, ast.Call) and getattr(node.func, "id", "") == "option"
+
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and is_declare(node):
+                options = {a.arg for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if is_option(d)}
+                yield name, node.name, options, node, False
+            elif isinstance(node, ast.ClassDef) and is_declare(node):
+                options = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and is_option(n.value)}
+                for method in node.body:
+                    if isinstance(method, ast.FunctionDef) and method.name == "__post_init__":
+                        yield name, f"{node.name}.__post_init__", options, method, True
+
+
+#: The checks of settings in function bodies that declarations replace (utils.validation's and the
+#: modules' own integer checks).
+SETTING_CHECKS = {"check_int", "check_number", "check_probability", "check_choice", "check_bool", "check_integer",
+                  "_check_int", "_check_draws", "_check_workers", "_check_settings", "_check_count"}
+
+
+def _hand_checks(options: set[str], body: ast.AST, on_self: bool) -> list[str]:
+    """Hand-written checks of ``options`` in ``body``: a settings check given one of them, or an
+    ``if`` that raises on a comparison of options with constants only (a comparison with the data
+    is a check of the data)."""
+    def named(node):
+        if on_self and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return node.attr if node.attr in options else None
+        return node.id if not on_self and isinstance(node, ast.Name) and node.id in options else None
+
+    def constant(node):  # a literal or a module constant (an upper-case name)
+        return isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.Set)) or (
+            isinstance(node, ast.Name) and node.id.isupper())
+
+    found = set()
+    for node in ast.walk(body):
+        if isinstance(node, ast.Call):
+            func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            if func in SETTING_CHECKS:
+                given = [named(a) for a in [*node.args, *(k.value for k in node.keywords)]]
+                given += [k.value.value for k in node.keywords if k.arg == "name" and isinstance(k.value, ast.Constant)
+                          and k.value.value in options]
+                found |= {f"{func}({g})" for g in given if g}
+        elif isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body):
+            operands = [[c.left, *c.comparators] for c in ast.walk(node.test) if isinstance(c, ast.Compare)]
+            if operands and all(all(named(n) or constant(n) for n in ops) for ops in operands):
+                found |= {f"if {named(n)}: raise" for ops in operands for n in ops if named(n)}
+    return sorted(found)
+
+
+def test_no_hand_written_check_of_a_declared_option():
+    """A declared option is checked by its declaration (utils.options.declare), not again by hand in
+    the body of the function (or the dataclass) that declares it."""
+    found = {f"{module}.{func}": checks for module, func, options, body, on_self in _declared_bodies()
+             if (checks := _hand_checks(options, body, on_self))}
+    assert not found, f"hand-written checks of declared options: {found}"
+
+
+def test_the_hand_check_finder_finds_one():
+    body = ast.parse("def f(*, draws=option(1, 'd')):\n    check_int(draws, name='draws', caller='f')\n"
+                     "    if draws > 5:\n        raise ConfigError('x')\n").body[0]
+    assert _hand_checks({"draws"}, body, False) == ["check_int(draws)", "if draws: raise"]
+    data = ast.parse("def f(data, *, k=option(1, 'k')):\n    if k > data.sizes['item']:\n        raise DataError('x')\n")
+    assert _hand_checks({"k"}, data.body[0], False) == []

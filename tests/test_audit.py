@@ -11,10 +11,10 @@ import xarray as xr
 from scipy.stats import rankdata
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.jobs.audit import run_audit_job
-from bayesirt.report.audit_files import write_audit
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
+from bayesirt.jobs.audit import run_audit_job
+from bayesirt.report.audit_files import write_audit
 
 SMALL = AuditConfig(quick=True, controls=39, bootstrap=39, owner_bootstrap=39)
 
@@ -170,7 +170,7 @@ def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
 
 
 def test_within_family_specificity_by_hand(audit):
-    from bayesirt.audit.specificity import within_family_specificity
+    from bayesirt.audit.diagnostics.specificity import within_family_specificity
 
     w = audit.summary["within_family"]
     c = audit.controls
@@ -201,8 +201,8 @@ def test_threshold_and_fraction_curves_reuse_the_primary_run(bench, audit, tmp_p
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"alpha": 0}, r"The 'alpha' parameter of AuditConfig must be a number in \(0, 1\]. Got 0 instead."),
-    ({"controls": 0}, r"The 'controls' parameter of AuditConfig must be a positive integer. Got 0 instead."),
+    ({"alpha": 0}, r"The 'alpha' parameter of AuditConfig must be a number in \(0, 1\]; got 0."),
+    ({"controls": 0}, r"The 'controls' parameter of AuditConfig must be a positive integer; got 0."),
     ({"bayes_method": "mcmc"}, r"The 'bayes_method' parameter of AuditConfig must be one of"),
     ({"bayes_prior": "flat"}, r"The 'bayes_prior' parameter of AuditConfig must be one of"),
     ({"max_k": 0}, r"'max_k' parameter of AuditConfig must be a positive integer or None"),
@@ -249,8 +249,8 @@ def test_direct_mirt_adjustment_runs_the_same_audit_with_its_own_k_rule():
 
 def test_bayes_mirt_adjustment_offsets_track_the_direct_ones():
     """The PyMC MIRT adjustment gives offsets of the same shape and close to the direct MIRT's."""
-    from bayesirt.audit.bayes_mirt import bayes_mirt_offsets
-    from bayesirt.audit.joint_mirt import direct_offsets
+    from bayesirt.audit.adjustment.bayes_mirt import bayes_mirt_offsets
+    from bayesirt.audit.adjustment.joint_mirt import direct_offsets
 
     ds, _ = simulate_dif_benchmark(n_owners=40, n_items=80, n_dims=2, seed=6)
     y = ds["responses"].values

@@ -132,17 +132,17 @@ def test_audit_compare_families_and_derived_labels(nt_npz, tmp_path, capsys):
     for side in ("l", "r"):
         assert main(["audit", str(nt_npz), "--out", str(tmp_path / side), *QUICK]) == 0
     left, right = str(tmp_path / "l"), str(tmp_path / "r")
-    assert main(["audit-compare", left, right, "--out", str(tmp_path / "all"), "--bootstrap", "9",
+    assert main(["audit-compare", left, right, "--out", str(tmp_path / "all"), "--owner-bootstrap", "9",
                  "--no-progress"]) == 0
     assert set(pd.read_csv(tmp_path / "all" / "common_models.csv")["family"]) == set(NT_NAMES.values())
-    assert main(["audit-compare", left, right, "--out", str(tmp_path / "two"), "--bootstrap", "9",
+    assert main(["audit-compare", left, right, "--out", str(tmp_path / "two"), "--owner-bootstrap", "9",
                  "--families", "family_0,family_2", "--no-progress"]) == 0
     assert set(pd.read_csv(tmp_path / "two" / "common_models.csv")["family"]) == {"family_0", "family_2"}
-    assert main(["audit-compare", left, right, "--out", str(tmp_path / "nt"), "--bootstrap", "9",
+    assert main(["audit-compare", left, right, "--out", str(tmp_path / "nt"), "--owner-bootstrap", "9",
                  "--derive-families", "--no-progress"]) == 0
     assert set(pd.read_csv(tmp_path / "nt" / "common_models.csv")["family"]) == set(NT_NAMES)
     assert "derived from the model ids" in (tmp_path / "nt" / "report.md").read_text()
-    assert main(["audit-compare", left, right, "--out", str(tmp_path / "x"), "--bootstrap", "9",
+    assert main(["audit-compare", left, right, "--out", str(tmp_path / "x"), "--owner-bootstrap", "9",
                  "--families", "Qwen", "--no-progress"]) == 2
     assert "families lists 'Qwen', which neither audit scored" in capsys.readouterr().err
 

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
+from bayesirt.audit.bayes.near_ties import CATEGORIES, COLUMNS, near_ties_summary
+from bayesirt.audit.engine.ranking import near_tie_pairs, reversal_counts
 from bayesirt.audit.intervals import audit_intervals, interval_record, recomposition_note
-from bayesirt.audit.near_ties import CATEGORIES, COLUMNS, near_ties_summary
-from bayesirt.audit.ranking import near_tie_pairs, reversal_counts
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.report.audit_files import write_audit
 from bayesirt.report.intervals import Notes

@@ -21,9 +21,9 @@ from bayesirt.safety.bank import Bank, read_bank
 from bayesirt.jobs.bank import run_score_job, run_select_job
 from bayesirt.safety.scoring import align_responses, predict_accuracy
 from bayesirt.safety.short_test import AdaptiveTest, harness_ids, select_items
+from lm_eval_runs import write_lm_eval_run
 
 TASK = "arc_challenge"
-TS = "2024-05-13T12-34-56.789012"
 
 
 def _tiny_bank(draws: int = 3) -> Bank:
@@ -80,20 +80,6 @@ def test_fixed_items_versus_item_uncertainty_widens_the_interval():
     assert predict_accuracy(bank, y).theta_sd[0] > predict_accuracy(fixed, y).theta_sd[0]
 
 
-def _lm_record(doc_id, correct):
-    return {"doc_id": doc_id, "doc": {"q": str(doc_id)}, "target": "0", "arguments": {}, "resps": [], "filtered_resps": [],
-            "filter": "none", "metrics": ["acc"], "doc_hash": "a" * 64, "prompt_hash": "b" * 64,
-            "target_hash": "c" * 64, "acc": float(correct)}
-
-
-def _write_lm_run(out, model, docs, answers):
-    folder = out / model.replace("/", "__")
-    folder.mkdir(parents=True)
-    (folder / f"results_{TS}.json").write_text(json.dumps({"results": {TASK: {}}, "model_name": model}))
-    with open(folder / f"samples_{TASK}_{TS}.jsonl", "w") as fh:
-        fh.writelines(json.dumps(_lm_record(d, c)) + "\n" for d, c in zip(docs, answers, strict=True))
-
-
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
     """A 2PL bank fitted by MAP-EM (bayesirt mml --priors) to 500 simulated models on 80 items with plain
@@ -125,7 +111,7 @@ def test_select_then_harness_run_then_score_end_to_end(calibrated, tmp_path):
     for k in range(3):
         model = f"org/new-{k}"
         answers = new["responses"].sel(model=new["model"].values[k], item=items["item_id"].values).values
-        _write_lm_run(run, model, samples[TASK], answers)
+        write_lm_eval_run(run, model, TASK, samples[TASK], answers)
         full[model] = float(new["responses"].isel(model=k).values.mean())
     assert load(run)["item"].values[0].startswith(f"{TASK}/")
     run_score_job(bank_path, run, tmp_path / "scores", task=TASK, calibration=root / "calibration.nc")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.anchors import purification_rounds, purify
-from bayesirt.audit.bayes_bootstrap import bootstrap_draws, owner_dirichlet_weights
-from bayesirt.audit.dif import fit_family_dif
-from bayesirt.audit.spectral import spectral_offsets, working_responses
+from bayesirt.audit.adjustment.spectral import spectral_offsets, working_responses
+from bayesirt.audit.bayes.bootstrap import bootstrap_draws, owner_dirichlet_weights
+from bayesirt.audit.engine.anchors import purification_rounds, purify
+from bayesirt.audit.engine.dif import fit_family_dif
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import ConfigError, DataError

@@ -1,4 +1,4 @@
-"""Posterior counterparts of the audit diagnostics (bayesirt.audit.bayes_diagnostics): with every
+"""Posterior counterparts of the audit diagnostics (bayesirt.audit.bayes.diagnostics): with every
 draw at the point estimate each reduces exactly to its deterministic statistic; hand-computed
 toy cases; spread from differing draws; same seed, same numbers; and the audit end to end."""
 
@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesirt.audit.anchors import anchor_weights, blueprint_cells
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit import bayes_diagnostics as bd
-from bayesirt.audit import bayes_matched
-from bayesirt.audit import posterior_draws as pdraws
-from bayesirt.audit.bayes import pool_folds, propagate_posterior
-from bayesirt.audit.matched import discrimination_matched_controls
-from bayesirt.audit.replication import signature_replication, signature_test
-from bayesirt.audit.sensitivity import fraction_purifications
-from bayesirt.audit.specificity import within_family_specificity
+from bayesirt.audit.bayes import diagnostics as bd
+from bayesirt.audit.bayes import matched as bayes_matched
+from bayesirt.audit.bayes import posterior_draws as pdraws
+from bayesirt.audit.bayes.posterior import pool_folds, propagate_posterior
+from bayesirt.audit.diagnostics.matched import discrimination_matched_controls
+from bayesirt.audit.diagnostics.replication import signature_replication, signature_test
+from bayesirt.audit.diagnostics.sensitivity import fraction_purifications
+from bayesirt.audit.diagnostics.specificity import within_family_specificity
+from bayesirt.audit.engine.anchors import anchor_weights, blueprint_cells
+from bayesirt.audit.engine.resampling import add_randomization_summaries
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
-from bayesirt.audit.resampling import add_randomization_summaries
 
 CONFIG = AuditConfig(quick=True, controls=29, bootstrap=9, owner_bootstrap=9, sensitivity=True)
 MATCHED = 30

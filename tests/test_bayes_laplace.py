@@ -9,9 +9,9 @@ from scipy.linalg import null_space
 from scipy.special import log1p
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.bayes import fit_family_dif_posterior, stacked_draws
-from bayesirt.audit.bayes_laplace import laplace_draws
-from bayesirt.audit.dif import fit_family_dif
+from bayesirt.audit.bayes.laplace import laplace_draws
+from bayesirt.audit.bayes.posterior import fit_family_dif_posterior, stacked_draws
+from bayesirt.audit.engine.dif import fit_family_dif
 from bayesirt.errors import ConfigError, DataError
 
 
@@ -89,7 +89,7 @@ def test_errors_are_named():
 def test_newton_step_caps_are_counted_and_warned_about(monkeypatch):
     """A mode search stopped at its step cap is flagged (laplace_draws' info, fit_family_dif's
     newton_capped), and the audit warns and counts the affected draws (issue 29 item 5)."""
-    import bayesirt.audit.bayes_laplace as laplace
+    import bayesirt.audit.bayes.laplace as laplace
     from bayesirt.data import simulate_dif_benchmark
 
     y, observed, offsets, family = _data()

@@ -99,11 +99,11 @@ def test_demo_analysis_is_valid():
     [
         ('[analysis]\nkind = "cat"\ndata = "x"\nmodel = "2pl"\nout = "o"\n', r"'kind' must be one of \['fit', 'audit', 'safety'\]"),
         ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[fit]\ndraws = 5\n', r"unknown table\(s\) \['fit'\]"),
-        ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[audit]\ncontrols = 1.5\n', r"'controls' must be an integer; got 1.5"),
+        ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[audit]\ncontrols = 1.5\n', r"\[audit\] The 'controls' parameter of audit must be a positive integer; got 1.5"),
         ('[analysis]\nkind = "audit"\ndata = "x"\nout = "o"\n[simulate]\nn_items = 50\n', r"need data = 'simulate_dif"),
         ('[analysis]\nkind = "fit"\nmodel = "2pl"\nout = "o"\n', r"needs 'data'"),
         ('[analysis]\nkind = "fit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n[fit]\ndraw = 5\n', r"unknown option 'draw'"),
-        ('[analysis]\nkind = "fit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n[fit]\ndraws = "5"\n', r"'draws' must be an integer; got '5'"),
+        ('[analysis]\nkind = "fit"\ndata = "x"\nmodel = "2pl"\nout = "o"\n[fit]\ndraws = "5"\n', r"\[fit\] The 'draws' parameter of fit must be a positive integer; got '5'"),
         ("[analysis\n", "not valid TOML"),
     ],
 )

@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesirt.audit.common_models import audit_records, exact_common_shifts
-from bayesirt.jobs.audit import run_common_models_job
+from bayesirt.audit.diagnostics.common_models import audit_records, exact_common_shifts
 from bayesirt.errors import DataError
+from bayesirt.jobs.audit import run_common_models_job
 
 
 def _records(shifts, families, owners, ids=None):
@@ -44,9 +44,20 @@ def test_job_reads_two_written_audits(tmp_path):
             frame = _records(list(sign * 0.01 + rng.normal(0, 0.002, n)), ["Llama"] * n,
                              [f"o{k % 7}" for k in range(n)], ids=[f"{h}-{k}" for k in range(n)])
             frame.assign(full=0.5, anchor=0.5 + frame["shift"]).to_csv(folder / f"fold{h}_scores.csv", index=False)
-    out = run_common_models_job(tmp_path / "left", tmp_path / "right", tmp_path / "out", replicates=100)
+    out = run_common_models_job(tmp_path / "left", tmp_path / "right", tmp_path / "out", owner_bootstrap=100)
     table = pd.read_csv(out / "common_models.csv")
     assert table["models"].item() == 40 and bool(table["direction_change"].item())
     assert "B.7" in (out / "report.md").read_text()
     with pytest.raises(DataError, match="no fold"):
         audit_records(tmp_path)
+
+
+def test_the_old_name_of_the_owner_bootstrap_still_works_with_a_warning(tmp_path):
+    """``replicates`` (Python) and ``--bootstrap`` (CLI) are the old spellings of ``owner_bootstrap``."""
+    from bayesirt.cli.main import main
+    from bayesirt.utils.options import renamed_options
+
+    with pytest.warns(FutureWarning, match="option 'replicates' is now 'owner_bootstrap'"):
+        assert renamed_options(run_common_models_job, {"replicates": 5}, caller="x") == {"owner_bootstrap": 5}
+    assert main(["audit-compare", str(tmp_path / "a"), str(tmp_path / "b"), "--bootstrap=-1", "--out",
+                 str(tmp_path / "o")]) == 2  # the old flag: checked as the new option, before any audit is read

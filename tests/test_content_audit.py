@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from bayesirt.audit.content import (
+from bayesirt.audit.diagnostics.content import (
     BINARY_AXES, CONTROL, HIGH, ORDINAL_AXES, annotator_agreement, benchmark_directions, cohen_kappa,
     confirmatory_rule, content_audit, family_permutation_tests, mcnemar_exact, paired_binary_tests,
     paired_ordinal_tests, validate_labels,

@@ -112,7 +112,14 @@ def test_summarize(ds):
 def test_non_binary_value():
     m = MATRIX.copy()
     m[2, 2] = 2
-    with pytest.raises(DataError, match=r"other than 0, 1 or missing \(found 2 at item 'q3', model 'GPT-4o'\); recode"):
+    # an integer code reads as a multiple-choice answer: the answer key is the fix named first
+    with pytest.raises(DataError, match=r"other than 0, 1 or missing \(found 2 at item 'q3', model 'GPT-4o'\); they "
+                                        r"look like multiple-choice answers: pass --key KEY\.csv .*; otherwise recode"):
+        make_responses(m, item_id=ITEMS, model_id=MODELS)
+    m = MATRIX.astype(float)
+    m[2, 2] = 0.5  # partial credit: a threshold, not a key
+    with pytest.raises(DataError, match=r"\(found 0\.5 .*\); recode to 0/1 and leave missing cells empty, or pass "
+                                        r"--binarize T"):
         make_responses(m, item_id=ITEMS, model_id=MODELS)
 
 

@@ -7,9 +7,9 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from bayesirt.audit.dif import fit_family_dif
+from bayesirt.audit.adjustment.spectral import select_dimension, spectral_offsets, working_responses
+from bayesirt.audit.engine.dif import fit_family_dif
 from bayesirt.errors import DataError
-from bayesirt.audit.spectral import select_dimension, spectral_offsets, working_responses
 
 
 def _data(n_items=12, n_models=90, n_families=3, seed=0, missing=0.0):
@@ -188,7 +188,7 @@ def test_compiled_kernels_match_their_numpy_expressions(weighted):
     and the per-family sums of w q and w q^2, q = 1 / (E u + 1) (missing cells and model weights in w)."""
     import numba
 
-    from bayesirt.audit.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
+    from bayesirt.audit.engine.dif_kernel import NO_WEIGHTS, family_moments, negative_exp
 
     rng = np.random.default_rng(11)
     n_items, n_models, n_families = 37, 53, 4

@@ -19,11 +19,11 @@ import pytest
 import xarray as xr
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.bootstrap import BOOTSTRAP_BLOCK
+from bayesirt.audit.engine.bootstrap import BOOTSTRAP_BLOCK
+from bayesirt.audit.engine.resampling import CONTROL_BLOCK, control_blocks
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.utils.parallel import WORKER_ENV
-from bayesirt.audit.resampling import CONTROL_BLOCK, control_blocks
 
 REPLICATES = 199  # --quick's controls and bootstraps: several tasks per resampling, so both workers get work
 CONFIG = AuditConfig(quick=True, controls=REPLICATES, bootstrap=REPLICATES, owner_bootstrap=39)

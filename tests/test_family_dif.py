@@ -8,14 +8,14 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from bayesirt.audit.anchors import anchor_weights, blueprint_cells, select_anchors
-from bayesirt.audit.bayes import (fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap,
+from bayesirt.audit.bayes.posterior import (fit_family_dif_posterior, pool_folds, propagate_posterior, schedule_gap,
                                   stacked_draws)
-from bayesirt.audit.dif import fit_family_dif
+from bayesirt.audit.engine.anchors import anchor_weights, blueprint_cells, select_anchors
+from bayesirt.audit.engine.dif import fit_family_dif
+from bayesirt.audit.engine.ranking import near_tie_pairs, pair_reversals, reversal_counts, weighted_scores
+from bayesirt.audit.engine.resampling import matched_random_weights
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.family_dif import build_family_dif
-from bayesirt.audit.ranking import near_tie_pairs, pair_reversals, reversal_counts, weighted_scores
-from bayesirt.audit.resampling import matched_random_weights
 
 FAMILIES = ["gemma", "llama", "qwen"]
 
@@ -234,9 +234,9 @@ def test_pool_folds_by_hand():
 
 
 @pytest.mark.parametrize("change, error, message", [
-    ({"prior": "lasso"}, ConfigError, r"The 'prior' parameter of build_family_dif must be one of .*Got 'lasso' instead."),
-    ({"easiness_prior": "cauchy"}, ConfigError, r"The 'easiness_prior' parameter .* Got 'cauchy' instead."),
-    ({"delta_sd": 0.0}, ConfigError, r"The 'delta_sd' parameter .* a number > 0. Got 0.0 instead."),
+    ({"prior": "lasso"}, ConfigError, r"The 'prior' parameter of build_family_dif must be one of .*; got 'lasso'"),
+    ({"easiness_prior": "cauchy"}, ConfigError, r"The 'easiness_prior' parameter .*; got 'cauchy'."),
+    ({"delta_sd": 0.0}, ConfigError, r"The 'delta_sd' parameter .* a number > 0; got 0.0."),
     ({"family": np.arange(40) % 4}, DataError, r"family indices must lie in 0..2; got 0..3"),
     ({"offsets": np.zeros((5, 40))}, DataError, r"offsets must be a finite array of the shape of y \(6, 40\)"),
     ({"item_ids": ["a"]}, DataError, r"item_ids has shape \(1,\) but there are 6"),

@@ -53,12 +53,12 @@ def _one_line_error(capsys) -> str:
 @pytest.mark.parametrize("table, fragment", [
     ("[safety.personfit]\nfpr_typo = 0.1\n",
      r"\[safety.personfit\] unknown option 'fpr_typo' \(did you mean 'fpr'\?\); allowed: \['fpr', 'posterior'"),
-    ("[safety.sandbag]\ndirection = \"dwn\"\n", r"\[safety.sandbag\] 'direction' must be one of \['down', 'up'\] "
-                                                r"\(did you mean 'down'\?\); got 'dwn'"),
-    ("[safety.cat]\nbudgets = [10, 0]\n", r"\[safety.cat\] 'budgets' must be a list of positive integers"),
-    ("[safety.cat]\nsplits = \"20\"\n", r"\[safety.cat\] 'splits' must be an integer; got '20'"),
-    ("[safety.personfit]\nfpr = 1.5\n", r"'fpr' must be a probability between 0 and 1"),
-    ("[safety.personfit]\nstatistic = \"lz\"\nseed = true\n", r"'seed' must be an integer; got True"),
+    ("[safety.sandbag]\ndirection = \"dwn\"\n", r"\[safety.sandbag\] The 'direction' parameter of sandbag must be one of "
+                                                r"\{'down', 'up'\}; got 'dwn' \(did you mean 'down'\?\)\."),
+    ("[safety.cat]\nbudgets = [10, 0]\n", r"\[safety.cat\] The 'budgets' parameter of cat must be a list of positive integers"),
+    ("[safety.cat]\nsplits = \"20\"\n", r"\[safety.cat\] The 'splits' parameter of cat must be a positive integer; got '20'"),
+    ("[safety.personfit]\nfpr = 1.5\n", r"The 'fpr' parameter of personfit must be a number in \(0, 1\); got 1.5\."),
+    ("[safety.personfit]\nstatistic = \"lz\"\nseed = true\n", r"The 'seed' parameter of personfit must be a non-negative integer; got True\."),
     ("[safety.sandbags]\nfpr = 0.1\n", r"\[safety\] unknown option 'sandbags' \(did you mean 'sandbag'\?\)"),
 ])
 def test_a_bad_safety_option_is_one_line_before_any_work(tmp_path, capsys, bench_files, table, fragment):

@@ -15,7 +15,7 @@ from matplotlib.collections import LineCollection, PolyCollection  # noqa: E402
 from bayesirt.data.datasets.simulate import simulate_pl  # noqa: E402
 from bayesirt.jobs.fit import run_fit_job  # noqa: E402
 from bayesirt.jobs.safety import run_cat_job  # noqa: E402
-from bayesirt.models.logistic import response_probability  # noqa: E402
+from bayesirt.models.response import response_probability  # noqa: E402
 from bayesirt.report.bank import plot_scores  # noqa: E402
 from bayesirt.report.cat import bank_label  # noqa: E402
 from bayesirt.report.figures import ability_forest_figure  # noqa: E402

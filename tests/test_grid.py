@@ -8,13 +8,14 @@ from scipy.special import logsumexp
 
 from bayesirt.comparison import grid
 from bayesirt.comparison.grid import Patterns, grid_log_marginal
-from bayesirt.comparison.marginal import ItemDraws, log_pq, pattern_log_marginal, quadrature_rule
+from bayesirt.comparison.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
+from bayesirt.models.response import log_probabilities
 
 
 def _brute(y, observed, draw, half_width=8.0, n=40_001):
     """Riemann sum of prod_i p(y_i | theta) N(theta; mean, sd) on a very fine regular grid."""
     x = float(draw.mean[0]) + np.sqrt(draw.covariance[0, 0]) * np.linspace(-half_width, half_width, n)
-    log_p, log_q = log_pq(np.outer(x, draw.loading[:, 0]) + draw.intercept, draw.guessing, draw.slip)
+    log_p, log_q = log_probabilities(np.outer(x, draw.loading[:, 0]) + draw.intercept, draw.guessing, draw.slip)
     loglik = log_p @ np.where(observed, y, 0).T + log_q @ np.where(observed, 1 - y, 0).T
     log_prior = stats.norm.logpdf(x, float(draw.mean[0]), np.sqrt(draw.covariance[0, 0]))
     return logsumexp(loglik + log_prior[:, None], axis=0) + np.log(x[1] - x[0])

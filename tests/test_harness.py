@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayesirt.data.harness import Record, build_dataset, detect_format, is_harness, read_harness
+from bayesirt.data.harness import HarnessWarning, Record, build_dataset, detect_format, is_harness, read_harness
 from bayesirt.data.harness.helm import read_helm
 from bayesirt.data.harness.inspect_logs import read_inspect
 from bayesirt.data.harness.lm_eval import read_lm_eval
@@ -200,9 +200,14 @@ def test_lm_eval_model_name_fallbacks(tmp_path):
         "pretrained": "org/from-dict", "dtype": "bfloat16"}}})
     write_lm_run(tmp_path, "org__bare", tasks, results={"model_name": None, "config": {"model": "hf"}})
     write_lm_run(tmp_path, "no_results", tasks, results=False)
-    ds = read_lm_eval(tmp_path)
+    # a folder without its results JSON is refused (its model is unknown), naming the folder and what is missing
+    with pytest.raises(DataError, match=r"no_results: samples files but no results_<date_id>\.json: the run's model "
+                                        r"name \(and owner\) is unknown"):
+        read_lm_eval(tmp_path)
+    with pytest.warns(HarnessWarning, match=r"skipped .*no_results"):
+        ds = read_lm_eval(tmp_path, on_damaged="skip")
     # folders in name order; no model_name -> model_args (string or dict) -> folder name
-    assert list(ds["model"].values) == ["no_results", "org__bare", "org/from-dict", "org/str"]
+    assert list(ds["model"].values) == ["org__bare", "org/from-dict", "org/str"]
 
 
 def test_lm_eval_results_json_output_path_variant(tmp_path):
@@ -515,9 +520,11 @@ def test_cli_reading_options_reach_the_reader(tmp_path, capsys):
     assert main(["mml", str(data), "--filter", "none", "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
 
 
-def test_empty_models_are_dropped_and_listed_unless_kept(tmp_path, capsys):
+def test_empty_models_are_dropped_and_listed_unless_refused(tmp_path, capsys):
     from bayesirt.cli.main import main
-    from bayesirt.data import load
+    from bayesirt.data import load, read_wide_csv
+    from bayesirt.data.io import DeprecatedSpellingWarning
+    from bayesirt.data.reading import DroppedWarning
 
     rng = np.random.default_rng(1)
     table = "model," + ",".join(f"q{i}" for i in range(8)) + "\n"
@@ -532,5 +539,15 @@ def test_empty_models_are_dropped_and_listed_unless_kept(tmp_path, capsys):
     with pytest.raises(DataError, match="'org/silent' has no observed responses"):
         load(path, drop_empty=False)
     assert main(["mml", str(path), "--out", str(tmp_path / "mml"), "--no-progress"]) == 0
-    assert main(["mml", str(path), "--keep-empty", "--out", str(tmp_path / "kept"), "--no-progress"]) == 2
-    assert "org/silent" in capsys.readouterr().err
+    # one default everywhere: the reader behind load() drops (and names) what load() drops
+    with pytest.warns(DroppedWarning, match=r"board\.csv: dropped 1 model\(s\) without any observed response "
+                                            r"\(org/silent\)"):
+        assert read_wide_csv(path)["model"].values.tolist() == ds["model"].values.tolist()
+    assert main(["mml", str(path), "--refuse-empty", "--out", str(tmp_path / "refused"), "--no-progress"]) == 2
+    assert "'org/silent' has no observed responses" in capsys.readouterr().err
+    # the old spelling, which never kept anything, refuses too, with a warning naming the new one
+    with pytest.warns(DeprecatedSpellingWarning, match=r"--keep-empty .* is deprecated: it never kept .*say "
+                                                       r"--refuse-empty"):
+        assert main(["mml", str(path), "--keep-empty", "--out", str(tmp_path / "kept"), "--no-progress"]) == 2
+    assert "'org/silent' has no observed responses" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists() and not (tmp_path / "kept").exists()

@@ -249,7 +249,7 @@ def test_inspect_errored_eval_refused():
 def test_inspect_errored_samples_named_and_dropped():
     files = [f for k in "abc" for f in logs(INSPECT / "errors", k) if "failed" not in str(f)]
     with pytest.warns(HarnessWarning) as caught:
-        ds = read_harness(files, drop_empty=True)  # as load() and the command line read
+        ds = read_harness(files)  # drop_empty=True: the default of every reader, load() and the command line
     messages = [str(w.message) for w in caught]
     a, b, c = (IN_EXP["models"][k] for k in "abc")
     assert (f"inspect: 8 errored or unscored sample(s) left missing: {a}: 1 (arith/5); {b}: 1 (arith/5); "
@@ -263,7 +263,7 @@ def test_inspect_errored_samples_named_and_dropped():
     assert prov["errored_samples"] == {a: ["arith/5"], b: ["arith/5"], c: [f"arith/{i}" for i in range(1, 7)]}
     assert prov["dropped_models"] == [c] and prov["dropped_items"] == ["arith/5"]
     with pytest.raises(DataError, match=rf"model '{c}' has no observed responses"), pytest.warns(HarnessWarning):
-        read_harness(files)
+        read_harness(files, drop_empty=False)
 
 
 def test_inspect_rerun_latest_wins():
@@ -411,7 +411,7 @@ def test_binarize_and_harness_options_on_plain_files(tmp_path):
     np.savez(npz, responses=np.array([[0.2, 0.8], [1.0, np.nan]]), model_id=np.array(["a", "b"]))
     assert cells(load(npz, binarize=0.5)) == {"a": {"0": 0, "1": 1}, "b": {"0": 1, "1": None}}
     with pytest.raises(DataError, match=r"option\(s\) metric, aggregate do not apply to .*scores\.csv, a wide table "
-                                        r"\(it takes: orientation, id_column, key, binarize\); they are for evaluation-"
+                                        r"\(it takes: orientation, key, binarize, id_column\); they are for evaluation-"
                                         r"harness output"):
         load(wide, metric="acc", aggregate="mean", binarize=0.5)
     with pytest.raises(DataError, match=r"binarize must be a finite number"):

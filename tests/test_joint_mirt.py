@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from bayesirt.errors import ConfigError, DataError
-from bayesirt.audit import joint_mirt
-from bayesirt.audit.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
+from bayesirt.audit.adjustment import joint_mirt
+from bayesirt.audit.adjustment.joint_mirt import (direct_offsets, fit_coordinates, fit_item_parameters, fit_joint_mirt,
                                              select_dimension_direct)
-from bayesirt.audit.spectral import select_dimension
+from bayesirt.audit.adjustment.spectral import select_dimension
+from bayesirt.errors import ConfigError, DataError
 
 
 def _simulate(n_items, n_models, *, seed, missing=0.0, intercept_sd=1.5):
@@ -212,7 +212,7 @@ def test_bad_inputs_raise_one_line_messages(mirt):
     y, observed = mirt["y"][:10, :20], mirt["observed"][:10, :20]
     with pytest.raises(DataError, match="one \\(item, model\\) shape"):
         fit_joint_mirt(y, observed[:, :5], 1, seed=0)
-    with pytest.raises(ConfigError, match="The 'k' parameter of fit_joint_mirt must be a positive integer. Got 0"):
+    with pytest.raises(ConfigError, match="The 'k' parameter of fit_joint_mirt must be a positive integer; got 0"):
         fit_joint_mirt(y, observed, 0, seed=0)
     with pytest.raises(ConfigError, match="'init' parameter"):
         fit_joint_mirt(y, observed, 1, seed=0, init=0)

@@ -171,3 +171,30 @@ def test_laplace_fit_report_says_it_is_one_gaussian(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert any("one Gaussian approximation" in w for w in summary["warnings"])
     assert "one Gaussian approximation" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow  # the BFGS oracle and a 1,000-draw fit: minutes on 2 cores
+def test_the_centre_search_converges_when_few_items_measure_each_model():
+    """200 models x 30 items (like 755 x 100, issue 42): full near-centre steps grow 1.4-fold each
+    (the ability-volume term's share of G's Jacobian exceeds one) and the search stopped after 40
+    steps; halving the near-centre steps converges, to G's stationary point (the BFGS oracle), and
+    the draws cover the prior-drawn truth."""
+    ds, truth = _prior_truth(200, 30, seed=3)
+    y = ds["responses"].values
+    mode = find_mode(y, PRIOR)
+    assert min(mode["record"]["damping"]) < 1  # the damped iteration was needed here
+    oracle = _marginal_oracle(y, np.concatenate([mode["alpha"], mode["d"]]) + 0.05)
+    np.testing.assert_allclose(np.concatenate([mode["theta"], mode["alpha"], mode["d"]]), oracle, atol=2e-3)
+    post = fit(ds, "2pl", method="laplace", draws=1000, seed=0, progress=False)["posterior"]
+    for name in ("theta", "discrimination", "intercept"):
+        hits = _coverage(post[name].values[0], truth[name].values)
+        assert abs(hits.mean() - 0.9) < 4 * np.sqrt(0.09 / hits.size), (name, hits.mean())
+
+
+def test_a_centre_search_that_fails_names_the_other_methods(monkeypatch):
+    import bayesirt.inference.laplace_kernel as kernel  # noqa: PLC0415 (the module whose step cap is lowered)
+
+    monkeypatch.setattr(kernel, "MAX_STEPS", 1)
+    ds, _ = _prior_truth(200, 30, seed=3)
+    with pytest.raises(ConfigError, match=r"did not converge in 1 Newton steps.*--method advi.*--method nuts"):
+        fit(ds, "2pl", method="laplace", draws=10, seed=0, progress=False)

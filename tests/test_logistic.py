@@ -12,7 +12,8 @@ from scipy.special import expit
 
 from bayesirt.data import MISSING, simulate_pl
 from bayesirt.models.information import item_information
-from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood, response_probability
+from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
+from bayesirt.models.response import response_probability
 from bayesirt.models.specs import load_spec
 
 KINDS = {"rasch": "1pl", "2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "difficulty-2pl": "2pl"}

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit import matched
-from bayesirt.audit.matched import DIAGNOSTICS, balance_diagnostics, corrected_item_total, discrimination_matched_controls, discrimination_strata
-from bayesirt.report.audit_sections import matched_section
+from bayesirt.audit.diagnostics import matched
+from bayesirt.audit.diagnostics.matched import DIAGNOSTICS, balance_diagnostics, corrected_item_total, discrimination_matched_controls, discrimination_strata
+from bayesirt.audit.engine.ranking import pooled_rate, reversal_counts, weighted_scores
+from bayesirt.audit.engine.resampling import matched_random_weights, randomization_summary
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.report.audit_sections import matched_section
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.audit.ranking import pooled_rate, reversal_counts, weighted_scores
-from bayesirt.audit.resampling import matched_random_weights, randomization_summary
 
 REPLICATES = 40
 SEED = 5
@@ -206,9 +206,9 @@ def test_bad_inputs_raise_one_clear_error(bench, audit):
         discrimination_matched_controls(audit, bench.isel(model=slice(None, None, -1)))
     with pytest.raises(DataError, match="responses must be the response Dataset"):
         discrimination_matched_controls(audit, bench["responses"])
-    with pytest.raises(BayesIRTError, match="'replicates' parameter .* must be a positive integer. Got 0"):
+    with pytest.raises(BayesIRTError, match="'replicates' parameter .* must be a positive integer; got 0"):
         discrimination_matched_controls(audit, bench, replicates=0)
-    with pytest.raises(BayesIRTError, match="'seed' parameter .* must be a nonnegative integer. Got -1"):
+    with pytest.raises(BayesIRTError, match="'seed' parameter .* must be a non-negative integer; got -1"):
         discrimination_matched_controls(audit, bench, seed=-1)
     flat = dataclasses.replace(audit, summary={**audit.summary, "status": "not estimable"})
     with pytest.raises(DataError, match="no eligible near-tie pair"):

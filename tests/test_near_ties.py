@@ -11,8 +11,8 @@ import pytest
 import xarray as xr
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.near_ties import CATEGORIES, COLUMNS, RESOLVED, ROBUST, SENSITIVE_P, categorize, excess_interval
-from bayesirt.audit.ranking import pair_reversals
+from bayesirt.audit.bayes.near_ties import CATEGORIES, COLUMNS, RESOLVED, ROBUST, SENSITIVE_P, categorize, excess_interval
+from bayesirt.audit.engine.ranking import pair_reversals
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import DataError
@@ -77,7 +77,7 @@ def test_prob_theta_a_ahead_agrees_with_the_fitted_ability_posterior(audited):
 def test_prob_a_ahead_is_the_paired_accuracy_model_of_the_pairs_own_responses(audited):
     """Discordant counts recounted item by item from the response matrix, then the one-group exact
     formula or the paired model itself (the benchmark has several item groups)."""
-    from bayesirt.audit.paired import paired_accuracy
+    from bayesirt.audit.bayes.paired import paired_accuracy
 
     result, _, table = audited
     ds = result_responses()
@@ -142,7 +142,7 @@ def test_map_abilities_are_the_posterior_given_the_items():
     approaches Phi((EAP_a - EAP_b) / sqrt(sd_a^2 + sd_b^2))."""
     from scipy.stats import norm
 
-    from bayesirt.audit.near_ties import fit_abilities
+    from bayesirt.audit.bayes.near_ties import fit_abilities
     from bayesirt.data import simulate_pl
     from bayesirt.frequentist.mml import fit_mml
 
@@ -191,7 +191,7 @@ def test_excess_p_is_valid_when_the_anchors_are_a_random_recomposition():
     """Under the null the anchors of every draw are a blueprint-matched random subset: a pair that
     random subsets reverse at rate r reverses in each draw with probability r. Whether the draws
     share one subset (a concentrated posterior) or not (a diffuse one), P(excess_p <= .05) <= .05."""
-    from bayesirt.audit.near_ties import excess_p
+    from bayesirt.audit.bayes.near_ties import excess_p
 
     rng = np.random.default_rng(3)
     for r in (0.01, 0.04, 0.05, 0.2, 0.6):

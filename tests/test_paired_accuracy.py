@@ -1,4 +1,4 @@
-"""The paired accuracy model of the near-tie leaderboard (issue 29; bayesirt.audit.paired): exact
+"""The paired accuracy model of the near-tie leaderboard (issue 29; bayesirt.audit.bayes.paired): exact
 against the beta function with one group, against a literal Monte Carlo of the model with several,
 calibrated against truths drawn from its own prior, McNemar against a hand count, and a seeded
 null / real-difference pair of simulated models."""
@@ -8,7 +8,7 @@ import pytest
 from scipy.special import betainc
 from scipy.stats import binomtest
 
-from bayesirt.audit.paired import PRIOR, discordant_counts, mcnemar_p, paired_accuracy
+from bayesirt.audit.bayes.paired import PRIOR, discordant_counts, mcnemar_p, paired_accuracy
 from bayesirt.errors import DataError
 
 

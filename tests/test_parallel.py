@@ -53,7 +53,7 @@ def test_a_task_error_is_raised_to_the_caller():
 
 @pytest.mark.parametrize("workers", [0, -2, 1.5, True])
 def test_bad_worker_counts_are_refused(workers):
-    with pytest.raises(BayesIRTError, match="The 'workers' parameter must be a positive integer"):
+    with pytest.raises(BayesIRTError, match="The 'workers' parameter of parallel_map must be a positive integer or None"):
         parallel_map(_random_task, [(0, 1)], workers=workers, progress=False)
 
 

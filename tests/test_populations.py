@@ -316,20 +316,20 @@ def test_lexicographic_representative():
     [
         (
             {"owner_cap": 0},
-            r"^The 'owner_cap' parameter of audit_population must be a positive integer\. Got 0 instead\.$",
+            r"^The 'owner_cap' parameter of audit_population must be a positive integer; got 0\.$",
         ),
-        ({"owner_cap": 2.0}, r"'owner_cap' parameter .* positive integer\. Got 2\.0 instead"),
-        ({"min_family_size": 0}, r"'min_family_size' parameter .* positive integer\. Got 0 instead"),
-        ({"min_family_size": True}, r"'min_family_size' parameter .* Got True instead"),
-        ({"seed": -1}, r"'seed' parameter .* non-negative integer\. Got -1 instead"),
+        ({"owner_cap": 2.0}, r"'owner_cap' parameter .* positive integer; got 2\.0"),
+        ({"min_family_size": 0}, r"'min_family_size' parameter .* positive integer; got 0"),
+        ({"min_family_size": True}, r"'min_family_size' parameter .*; got True"),
+        ({"seed": -1}, r"'seed' parameter .* non-negative integer; got -1"),
         (
             {"representative": "mean"},
             r"^The 'representative' parameter of audit_population must be one of "
-            r"\{'median', 'lexicographic'\}\. Got 'mean' instead\.$",
+            r"\{'median', 'lexicographic'\}; got 'mean'( \(did you mean 'median'\?\))?\.$",
         ),
-        ({"families": "Qwen"}, r"'families' parameter .* distinct family labels\. Got 'Qwen' instead"),
-        ({"families": ["Qwen", "Qwen"]}, r"'families' parameter .* Got \['Qwen', 'Qwen'\] instead"),
-        ({"families": []}, r"'families' parameter .* Got \[\] instead"),
+        ({"families": "Qwen"}, r"'families' parameter .* distinct family labels; got 'Qwen'"),
+        ({"families": ["Qwen", "Qwen"]}, r"'families' parameter .*; got \['Qwen', 'Qwen'\]"),
+        ({"families": []}, r"'families' parameter .*; got \[\]"),
     ],
 )
 def test_bad_arguments(kwargs, pattern):

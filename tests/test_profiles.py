@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.profiles import PROFILE_CALIPERS, capability_profiles, paired_mixture_weights, profile_matching, profile_pairs, random_pairs
-from bayesirt.report.audit_sections import profiles_section
+from bayesirt.audit.adjustment.spectral import MAX_OFFSET, spectral_loadings, working_responses
+from bayesirt.audit.diagnostics.profiles import PROFILE_CALIPERS, capability_profiles, paired_mixture_weights, profile_matching, profile_pairs, random_pairs
+from bayesirt.audit.engine.ranking import pooled_rate, reversal_counts, weighted_scores
+from bayesirt.audit.engine.resampling import randomization_summary
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.report.audit_sections import profiles_section
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.audit.ranking import pooled_rate, reversal_counts, weighted_scores
-from bayesirt.audit.resampling import randomization_summary
-from bayesirt.audit.spectral import MAX_OFFSET, spectral_loadings, working_responses
 
 REPLICATES = 60
 SEED = 11
@@ -235,7 +235,7 @@ def test_section(profiles):
     ({"calipers": ()}, BayesIRTError, "'calipers' parameter of profile_matching must be a non-empty"),
     ({"calipers": (0.5, 0.50)}, BayesIRTError, "repeats a scenario"),
     ({"replicates": 0}, BayesIRTError, "'replicates' parameter of profile_matching must be a positive integer"),
-    ({"seed": -1}, BayesIRTError, "'seed' parameter of profile_matching must be a nonnegative integer"),
+    ({"seed": -1}, BayesIRTError, "'seed' parameter of profile_matching must be a non-negative integer"),
 ])
 def test_bad_options(bench, audit, kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -243,7 +243,7 @@ def test_bad_options(bench, audit, kwargs, error, match):
 
 
 def test_bad_inputs(bench, audit):
-    with pytest.raises(BayesIRTError, match="must be the AuditResult of run_audit. Got 'dict'"):
+    with pytest.raises(BayesIRTError, match="must be the AuditResult of run_audit; got 'dict'"):
         profile_matching({}, bench)
     not_estimable = dataclasses.replace(audit, summary={**audit.summary, "status": "not estimable"})
     with pytest.raises(DataError, match="no eligible near-tie pair"):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesirt.audit import ranking
-from bayesirt.errors import ConfigError, DataError
-from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
+from bayesirt.audit.engine import ranking
+from bayesirt.audit.engine.ranking import (kendall_tau_b, near_tie_pairs, pair_reversals, pooled_rate, reversal_counts,
                               weighted_scores)
+from bayesirt.errors import ConfigError, DataError
 
 # Six models scored on 200 items (scores are k / 200). By hand, with epsilon = 0.01:
 #   cross pairs (different owner and family, 0 < gap <= .01): (0,1) (0,5) (1,2) (2,3) (2,5)
@@ -160,9 +160,9 @@ def test_tau_b_is_scipys_with_noise_level_differences_as_ties():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: near_tie_pairs(FULL, OWNER, FAMILY, pair_type="same"),
-     r"The 'pair_type' parameter of near_tie_pairs must be one of .* Got 'same' instead"),
+     r"The 'pair_type' parameter of near_tie_pairs must be one of .*; got 'same'"),
     (lambda: near_tie_pairs(FULL, OWNER, FAMILY, epsilon=0),
-     r"The 'epsilon' parameter of near_tie_pairs must be a number > 0. Got 0 instead"),
+     r"The 'epsilon' parameter of near_tie_pairs must be a number > 0; got 0"),
 ])
 def test_bad_settings_raise_one_clear_error(call, message):
     with pytest.raises(ConfigError, match=message):

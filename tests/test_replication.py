@@ -7,13 +7,13 @@ import pytest
 import xarray as xr
 from scipy.stats import binomtest, spearmanr
 
-from bayesirt.audit.anchors import blueprint_cells, select_anchors
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.replication import cell_permutations, group_contributions, item_group_attribution, score_contributions, signature_replication, signature_test, top_share_mask, within_cell_centre
-from bayesirt.report.audit_sections import replication_section
+from bayesirt.audit.diagnostics.replication import cell_permutations, group_contributions, item_group_attribution, score_contributions, signature_replication, signature_test, top_share_mask, within_cell_centre
+from bayesirt.audit.engine.anchors import blueprint_cells, select_anchors
+from bayesirt.audit.engine.ranking import weighted_scores
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import ConfigError, DataError
-from bayesirt.audit.ranking import weighted_scores
+from bayesirt.report.audit_sections import replication_section
 
 SMALL = AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9)
 R = 99
@@ -234,7 +234,7 @@ def test_bad_input_messages(bench, single):
     with pytest.raises(ConfigError, match="'min_group_items' parameter of item_group_attribution"):
         item_group_attribution(result, ds, min_group_items=0)
     with pytest.raises(ConfigError, match="'result' parameter of group_contributions must be the AuditResult of "
-                                        "run_audit. Got 'FoldResult'"):
+                                        "run_audit; got 'FoldResult'"):
         group_contributions(result.folds[0], ds)
     with pytest.raises(DataError, match="not the Dataset this audit ran on"):
         signature_replication(result, single[1])

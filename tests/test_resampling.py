@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesirt.audit import resampling
+from bayesirt.audit.engine import resampling
+from bayesirt.audit.engine.bootstrap import bootstrap_units, composition_bootstrap, owner_bootstrap, recomposed_scores
+from bayesirt.audit.engine.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
+                              weighted_scores)
+from bayesirt.audit.engine.resampling import (TargetFold, control_blocks, matched_random_controls, matched_random_weights,
+                                 randomization_summary)
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.audit.ranking import (kendall_tau_b, near_tie_pairs, percentile_ranks, pooled_rate, reversal_counts,
-                              weighted_scores)
-from bayesirt.audit.bootstrap import bootstrap_units, composition_bootstrap, owner_bootstrap, recomposed_scores
-from bayesirt.audit.resampling import (TargetFold, control_blocks, matched_random_controls, matched_random_weights,
-                                 randomization_summary)
 
 CELL = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3])  # n_c = 4, 3, 5, 2
 ANCHORS = np.zeros(CELL.size)
@@ -170,9 +170,9 @@ def test_bad_folds_raise_one_clear_error(folds, change, message):
 
 def test_bad_counts_and_seeds_are_refused(folds):
     with pytest.raises(BayesIRTError, match=r"The 'replicates' parameter of matched_random_controls must be a "
-                                            r"positive integer. Got 0 instead."):
+                                            r"positive integer; got 0."):
         matched_random_controls(folds, replicates=0, progress=False)
-    with pytest.raises(BayesIRTError, match=r"The 'seed' parameter of composition_bootstrap must be a nonnegative"):
+    with pytest.raises(BayesIRTError, match=r"The 'seed' parameter of composition_bootstrap must be a non-negative"):
         composition_bootstrap(folds, seed=-1, progress=False)
     with pytest.raises(DataError, match="a fold mapping does not match TargetFold"):
         matched_random_controls([{"y": folds[0].y}], replicates=2, progress=False)
@@ -180,13 +180,13 @@ def test_bad_counts_and_seeds_are_refused(folds):
         composition_bootstrap(folds, item_group=np.arange(39) % 5, progress=False)
     with pytest.raises(DataError, match=r"shift \(2,\), family \(3,\), owner \(2,\) must be 1-D arrays"):
         owner_bootstrap([0.5, 0.6], ["X", "Y", "Y"], ["a", "b"])
-    with pytest.raises(BayesIRTError, match=r"The 'epsilon' parameter of matched_random_controls must be a positive"):
+    with pytest.raises(BayesIRTError, match=r"The 'epsilon' parameter of matched_random_controls must be a number in \(0, 1\]"):
         matched_random_controls(folds, epsilon=-0.01, progress=False)
     with pytest.raises(DataError, match=r"fold 0: the primary pairs have full-score gaps up to .*, more than "
                                         r"epsilon=0.01; pass the epsilon the pairs were frozen with"):
         matched_random_controls(folds, replicates=2, epsilon=0.01, workers=1, progress=False)
     with pytest.raises(BayesIRTError, match=r"The 'start' parameter of matched_random_weights must be a "
-                                            r"nonnegative integer. Got -1 instead."):
+                                            r"non-negative integer; got -1."):
         matched_random_weights(CELL, ANCHORS, 2, 0, start=-1)
 
 

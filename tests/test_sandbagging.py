@@ -191,7 +191,7 @@ def test_ability_shift_changes_follow_the_model(harmbench_sized):
     """The coupling: a correct response becomes incorrect with probability 1 - P(theta - d) / P(theta),
     so the changed share per cell matches it (and easy items barely change)."""
     from bayesirt.frequentist.mml import fit_mml
-    from bayesirt.models.logistic import response_probability
+    from bayesirt.models.response import response_probability
     from bayesirt.safety.personfit import item_parameters
     from bayesirt.safety.sandbagging import change_probability, full_ability
 

@@ -186,10 +186,10 @@ def test_the_truth_is_drawn_from_the_spec_priors():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"method": "map"}, "The 'method' parameter of simulation_based_calibration must be one of"),
-    ({"replicates": 1}, "The 'replicates' parameter .* at least 2. Got 1"),
-    ({"thin": 0}, "The 'thin' parameter .* at least 1. Got 0"),
+    ({"replicates": 1}, "The 'replicates' parameter of simulation_based_calibration must be an integer >= 2; got 1"),
+    ({"thin": 0}, "The 'thin' parameter .* must be a positive integer or None; got 0"),
     ({"draws": 20, "thin": 10, "chains": 1}, "2 posterior draws after thinning give 3 possible ranks, fewer than bins=20"),
-    ({"workers": 0}, "The 'workers' parameter .* at least 1. Got 0"),
+    ({"workers": 0}, "The 'workers' parameter .* must be a positive integer or None; got 0"),
     ({"design": (1, 40)}, "design must be \\(n_models, n_items\\), each an integer of at least 2"),
 ])
 def test_bad_arguments_are_one_line_errors(kwargs, message):

@@ -90,7 +90,7 @@ def test_all_ones_certainty():
         ({"n_items": 1}, "n_items must be an integer of at least 2"),
         ({"missing": 1.0}, r"missing must be a fraction in \[0, 1\)"),
         ({"kind": "2pl", "guessing": 0.2}, "guessing applies only to kind='3pl'/'4pl'"),
-        ({"kind": "3pl", "slip": 0.1}, "slip applies only to kind='4pl'"),
+        ({"kind": "3pl", "slip": 0.1}, "slip applies only to kind='3plu'/'4pl'"),
         ({"kind": "1pl", "discrimination": [1.0, 2.0, 1.0]}, "needs one common discrimination"),
         ({"theta": [0.0, 1.0]}, r"theta has shape \(2,\) but there are 10 models"),
         ({"kind": "4pl", "guessing": 0.6, "slip": 0.5}, "guessing \\+ slip < 1"),

@@ -13,7 +13,7 @@ recomputes both scores, while the near-tie pairs stay frozen from the observed f
 resampling widens the frozen pairs' full-score gaps, and pairs further apart reverse less often,
 so the replicate rates centre below the observed one. The range describes how the rate moves when
 the benchmark is recomposed, not a confidence interval for the observed rate. The bootstrap's band
-counts (:func:`bayesirt.audit.bootstrap.composition_bootstrap`) give the numbers of each run: on
+counts (:func:`bayesirt.audit.engine.bootstrap.composition_bootstrap`) give the numbers of each run: on
 the Open LLM Leaderboard MMLU file (issue 32: 42.3% against 16.6-40.2%, replicate mean 27.7%),
 20% of the eligible pair-replicates stay within 1 pp and reverse at 41.7%, the rest at 24.0%.
 The bootstrap's tau-b range tends to lie below the observed tau-b for a second reason: a

@@ -8,10 +8,10 @@ from dataclasses import asdict
 import numpy as np
 import xarray as xr
 
-from bayesirt.audit.bayes import CONDITIONAL
+from bayesirt.audit.bayes.near_ties import near_ties_dataset
+from bayesirt.audit.bayes.posterior import CONDITIONAL
+from bayesirt.audit.engine.result import AuditResult, FoldResult
 from bayesirt.audit.intervals import audit_intervals
-from bayesirt.audit.near_ties import near_ties_dataset
-from bayesirt.audit.result import AuditResult, FoldResult
 from bayesirt.utils.outputs import to_json
 
 __all__ = ["audit_summary", "audit_tree", "PAIR_COUNTS"]

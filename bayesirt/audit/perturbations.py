@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.audit.engine.result import AuditConfig, AuditResult, check_audit
 from bayesirt.audit.primary import run_audit
-from bayesirt.audit.result import AuditConfig, AuditResult, check_audit
 from bayesirt.errors import BayesIRTError
 from bayesirt.utils.parallel import parallel_map
 

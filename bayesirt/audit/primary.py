@@ -18,8 +18,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.anchors import capability_offsets, purify
-from bayesirt.audit.bayes import (
+from bayesirt.audit.adjustment.joint_mirt import select_dimension_direct
+from bayesirt.audit.adjustment.spectral import DimensionSelection, select_dimension
+from bayesirt.audit.bayes.bootstrap import bootstrap_draws
+from bayesirt.audit.bayes.diagnostics import attach, fraction_scores, posterior_sensitivity, posterior_specificity
+from bayesirt.audit.bayes.laplace import laplace_draws
+from bayesirt.audit.bayes.near_ties import add_near_ties, check_ability_spec
+from bayesirt.audit.bayes.posterior import (
     CONDITIONAL,
     fit_family_dif_posterior,
     pool_folds,
@@ -27,13 +32,11 @@ from bayesirt.audit.bayes import (
     schedule_gap,
     stacked_draws,
 )
-from bayesirt.audit.bayes_bootstrap import bootstrap_draws
-from bayesirt.audit.bayes_diagnostics import attach, fraction_scores, posterior_sensitivity, posterior_specificity
-from bayesirt.audit.bayes_laplace import laplace_draws
-from bayesirt.audit.bootstrap import composition_bootstrap, owner_bootstrap
-from bayesirt.audit.joint_mirt import select_dimension_direct
-from bayesirt.audit.near_ties import add_near_ties, check_ability_spec
-from bayesirt.audit.ranking import (
+from bayesirt.audit.diagnostics.sensitivity import fraction_purifications, gap_and_fraction_sensitivity
+from bayesirt.audit.diagnostics.specificity import within_family_specificity
+from bayesirt.audit.engine.anchors import capability_offsets, purify
+from bayesirt.audit.engine.bootstrap import composition_bootstrap, owner_bootstrap
+from bayesirt.audit.engine.ranking import (
     kendall_tau_b,
     near_tie_pairs,
     percentile_ranks,
@@ -41,15 +44,13 @@ from bayesirt.audit.ranking import (
     reversal_counts,
     weighted_scores,
 )
-from bayesirt.audit.resampling import matched_random_controls
-from bayesirt.audit.result import AuditConfig, AuditResult, FoldResult, input_sha256
-from bayesirt.audit.sensitivity import fraction_purifications, gap_and_fraction_sensitivity
-from bayesirt.audit.specificity import within_family_specificity
-from bayesirt.audit.spectral import DimensionSelection, select_dimension
+from bayesirt.audit.engine.resampling import matched_random_controls
+from bayesirt.audit.engine.result import AuditConfig, AuditResult, FoldResult, input_sha256
 from bayesirt.data.populations import audit_population
 from bayesirt.data.responses import MISSING
 from bayesirt.models.family_dif import EASINESS_SD
 from bayesirt.utils.parallel import blas_threads, shared_cluster, spawn_seeds
+from bayesirt.utils.progress import stage
 
 __all__ = ["run_audit", "OFFSETS_METHOD"]
 
@@ -68,8 +69,8 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
     reversals; also returns the stacked draws (family coordinate 0..F-1, relabelled by the caller).
 
     ``bayes_method="laplace"``: the per-item Laplace approximation of the DIF posterior given the
-    offsets (:mod:`bayesirt.audit.bayes_laplace`); ``"bootstrap"``: the owner-clustered Bayesian bootstrap of the audit half, which
-    refits offsets, DIF and purification per draw with K fixed (:mod:`bayesirt.audit.bayes_bootstrap`).
+    offsets (:mod:`bayesirt.audit.bayes.laplace`); ``"bootstrap"``: the owner-clustered Bayesian bootstrap of the audit half, which
+    refits offsets, DIF and purification per draw with K fixed (:mod:`bayesirt.audit.bayes.bootstrap`).
     Otherwise the DIF posterior given the offsets that chose the anchors (the last purification
     round's)."""
     notes, gap, easiness_prior, capped = [], None, None, 0
@@ -208,8 +209,12 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
     item_ids = responses["item_id"].values.astype(str)
     folds, notes = [], []
     fold_seeds = [spawn_seeds(seeds[h], 3) for h in (0, 1)]
+    stage(f"audit: {int((pop['status'] == 'retained').sum()):,} models in {len(families)} families retained",
+          enabled=progress)
     for h in (0, 1):
         t = time.perf_counter()
+        stage(f"audit: fold {h + 1} of 2 - dimension selection, anchor purification, near-tie reversals"
+              + (", Bayesian layer" if config.bayes else ""), enabled=progress)
         fold, fold_notes = _fold(h, y, observed, family_index, len(families), pop, item_group, item_ids, config,
                                  fold_seeds[h])
         if fold.draws is not None:
@@ -296,7 +301,7 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
 
 def _posterior_diagnostics(result: AuditResult, purifications, y, observed, item_group) -> None:
     """Posterior counterparts of the within-family specificity and, with ``sensitivity``, of the
-    threshold and fraction curves (:mod:`bayesirt.audit.bayes_diagnostics`)."""
+    threshold and fraction curves (:mod:`bayesirt.audit.bayes.diagnostics`)."""
     folds = result.folds
     attach(result, "specificity", posterior_specificity([f.posterior for f in folds], [f.within_pairs for f in folds],
                                                         result.controls))

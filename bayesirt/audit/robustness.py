@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import xarray as xr
 
-from bayesirt.audit.matched import discrimination_matched_controls
+from bayesirt.audit.diagnostics.matched import discrimination_matched_controls
+from bayesirt.audit.diagnostics.profiles import profile_matching
+from bayesirt.audit.diagnostics.replication import group_contributions, item_group_attribution, signature_replication
+from bayesirt.audit.engine.result import AuditResult
 from bayesirt.audit.perturbations import population_perturbations
-from bayesirt.audit.profiles import profile_matching
-from bayesirt.audit.replication import group_contributions, item_group_attribution, signature_replication
-from bayesirt.audit.result import AuditResult
 from bayesirt.utils.parallel import spawn_seeds
 
 __all__ = ["add_diagnostics"]
@@ -21,11 +21,11 @@ def add_diagnostics(result: AuditResult, responses: xr.Dataset, *, replication: 
                     scheduler: str | None = None, progress: bool = False) -> AuditResult:
     """Attach the diagnostics to ``result`` (in place; also returned).
 
-    ``replication``: :mod:`bayesirt.audit.replication` (signatures, item groups, contributions;
-    permutations seeded from the audit's seed). ``matched``: :mod:`bayesirt.audit.matched`
+    ``replication``: :mod:`bayesirt.audit.diagnostics.replication` (signatures, item groups, contributions;
+    permutations seeded from the audit's seed). ``matched``: :mod:`bayesirt.audit.diagnostics.matched`
     (as many replicates as the primary controls, on their own random stream). ``perturbations``:
     :mod:`bayesirt.audit.perturbations` (nine reruns, K frozen). ``profiles``:
-    :mod:`bayesirt.audit.profiles` (capability-profile matching, App. G). Skipped when the audit
+    :mod:`bayesirt.audit.diagnostics.profiles` (capability-profile matching, App. G). Skipped when the audit
     was not estimable.
     """
     if result.summary["status"] != "estimated":

@@ -1,5 +1,5 @@
 """The command-line tool (:mod:`.main`, its grammar in :mod:`.parser`) and the runner of declared
-analyses (:mod:`.analyses`)."""
+analyses (:mod:`bayesirt.jobs.analysis`)."""
 
 from typing import TYPE_CHECKING
 

@@ -29,7 +29,9 @@
 Problems with the input print one line naming the problem and the fix, never a traceback. Exit
 status: 0 success; 2 a usage or data error; 3 the output was refused (the folder exists without
 --force, or cannot be written); 1 an internal error (a bug), whose traceback is written to
-``NAME.error.log`` beside the output folder (the message says where). The grammar of the
+``NAME.error.log`` beside the output folder (the message says where; a later successful run on the
+same output removes it); 130 interrupted (Ctrl-C or SIGTERM, at any stage): one line saying that
+nothing was written, or what was kept and how a rerun continues. The grammar of the
 commands is generated from the jobs' declared options in :mod:`.parser`.
 """
 
@@ -47,6 +49,7 @@ from bayesirt import __version__
 from bayesirt.cli.parser import build_parser, chosen_command, cli_options, command_job
 from bayesirt.utils.options import call, positional_of
 from bayesirt.utils.progress import show_progress
+from bayesirt.utils.interrupts import Interrupted, catching_signals, interrupt_received
 from bayesirt.errors import BayesIRTError, ConfigError, OutputError
 
 __all__ = ["main"]
@@ -62,8 +65,9 @@ def _quiet_libraries() -> None:
 
 
 #: Exit statuses (README, "Exit status"): 0 success; 2 a usage or data error (argparse uses 2 too);
-#: 3 the output was refused (the folder exists, or cannot be written); 1 an internal error.
-EXIT_USAGE, EXIT_OUTPUT, EXIT_INTERNAL = 2, 3, 1
+#: 3 the output was refused (the folder exists, or cannot be written); 1 an internal error; 130
+#: interrupted (SIGINT or SIGTERM; 128 + SIGINT, as shells report Ctrl-C).
+EXIT_USAGE, EXIT_OUTPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 1, 130
 
 
 def _write_traceback(args) -> Path:
@@ -115,42 +119,70 @@ def _run_command(args) -> Path:
     return call(job, *positional, **values)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser(chosen_command(argv)).parse_args(argv)
-    _quiet_libraries()
-    try:
-        if args.command == "datasets":
-            from bayesirt.data import list_datasets  # import time, as above
-            from bayesirt.report import markdown_table
+def _dispatch(args) -> Path | None:
+    """Run the command; returns the output folder written (None for `datasets`, which prints)."""
+    if args.command == "datasets":
+        from bayesirt.data import list_datasets  # import time: the data layer loads with a command, not --help
+        from bayesirt.report import markdown_table
 
-            print(markdown_table(list_datasets()))
-            return 0
-        if args.command == "run":
-            from bayesirt.jobs.analysis import run_analysis  # import time, as above
+        print(markdown_table(list_datasets()))
+        return None
+    if args.command == "run":
+        from bayesirt.jobs.analysis import run_analysis  # import time, as above
 
-            if args.force and args.resume:
-                raise ConfigError("--force and --resume contradict each other: --force starts over, --resume keeps "
-                                  "the finished steps; pass one")
-            show_progress(args.progress)
-            out = run_analysis(args.analysis, force=args.force, resume=args.resume, progress=args.progress)
-        else:
-            out = _run_command(args)
-    except OutputError as err:
+        if args.force and args.resume:
+            raise ConfigError("--force and --resume contradict each other: --force starts over, --resume keeps "
+                              "the finished steps; pass one")
+        show_progress(args.progress)
+        return run_analysis(args.analysis, force=args.force, resume=args.resume, progress=args.progress)
+    return _run_command(args)
+
+
+def _interrupted(args, err: BaseException) -> str:
+    """The one line of an interrupted command: what was kept and how to continue, or that nothing
+    was written (and that an earlier result at --out is untouched)."""
+    if isinstance(err, Interrupted):
+        return f"bayesirt: interrupted: {err.kept}"
+    out = getattr(args, "out", None)
+    earlier = f" (the earlier result in {out} is untouched)" if out and Path(out).exists() else ""
+    return f"bayesirt: interrupted: nothing was written{earlier}"
+
+
+def _failed(args, err: Exception) -> int:
+    """Print the one line of a failed command; returns its exit status."""
+    if isinstance(err, OutputError):
         print(f"bayesirt: error: {err}", file=sys.stderr)
         return EXIT_OUTPUT
-    except BayesIRTError as err:
+    if isinstance(err, BayesIRTError):
         print(f"bayesirt: error: {err}", file=sys.stderr)
         return EXIT_INTERNAL if getattr(err, "internal", False) else EXIT_USAGE  # StepsFailed by a bug
-    except KeyboardInterrupt:
-        print("bayesirt: interrupted; no output was written (an earlier result, if any, is untouched)", file=sys.stderr)
-        return 130
-    except Exception as err:  # noqa: BLE001 (a bug: its traceback goes to a file, the user gets one line)
-        log = _write_traceback(args)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        print(f"bayesirt: internal error ({type(err).__name__}{': ' + first if first else ''}); this is a bug in "
-              f"bayesirt, not in your input: the traceback is in {log}; please report it with that file",
-              file=sys.stderr)
-        return EXIT_INTERNAL
+    log = _write_traceback(args)
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    print(f"bayesirt: internal error ({type(err).__name__}{': ' + first if first else ''}); this is a bug in "
+          f"bayesirt, not in your input: the traceback is in {log}; please report it with that file",
+          file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser(chosen_command(argv)).parse_args(argv)
+    except ConfigError as err:  # a flag's value refused by its declared option
+        print(f"bayesirt: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    _quiet_libraries()
+    with catching_signals():
+        try:
+            out = _dispatch(args)
+        except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 (every failure ends in one line)
+            # an error after SIGINT/SIGTERM is the interrupt's doing (a library that turned it into another error)
+            if isinstance(err, KeyboardInterrupt) or interrupt_received():
+                print(_interrupted(args, err), file=sys.stderr)
+                return EXIT_INTERRUPTED
+            return _failed(args, err)
+    if out is None:
+        return 0
+    Path(out.parent / f"{out.name}.error.log").unlink(missing_ok=True)  # a failed earlier run's log is stale now
     files = sorted(p.name for p in out.iterdir())
     print(f"bayesirt: wrote {out}/ ({', '.join(files)})")
     return 0

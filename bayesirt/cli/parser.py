@@ -15,7 +15,8 @@ import re
 import sys
 
 from bayesirt import __version__
-from bayesirt.utils.options import Option, options_of, positional_of
+from bayesirt.errors import ConfigError, did_you_mean
+from bayesirt.utils.options import Option, check_options, options_of, positional_of
 
 __all__ = ["COMMANDS", "build_parser", "command_job", "cli_options", "READ_GROUP"]
 
@@ -86,29 +87,93 @@ def _text(opt: Option) -> str:
     return f"{opt.help} [{default}]".replace("%", "%%")
 
 
-def _converter(opt: Option):
-    if opt.parse is None or opt.repeat:
-        return {int: int, float: float, str: str}.get(opt.value_type, str)
+class _Refused(Exception):
+    """A declared option's check refused a flag's value (carried past argparse, which would turn a
+    ConfigError, a ValueError, into its own message)."""
+
+    def __init__(self, error: ConfigError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the options' own checks: a refused value raises the option's
+    :class:`ConfigError` (the one message form), and a flag that is not one gets the closest
+    flag that is ("did you mean --budget?"). Abbreviated flags are not accepted."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        try:
+            parsed, extras = super().parse_known_args(args, namespace)
+        except _Refused as refused:
+            raise refused.error from None
+        if any(e.startswith("-") for e in extras):  # a command's unknown flag: said by the command's parser
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """The parsed command line, its options checked together (the rules across options)."""
+        parsed = super().parse_args(args, namespace)
+        if getattr(parsed, "command", None) in COMMANDS:
+            job = command_job(parsed.command)
+            check_options(job, {k: v for k, v in vars(parsed).items() if k in cli_options(job)}, caller=parsed.command)
+        return parsed
+
+    def error(self, message):
+        flags = [a for a in getattr(self, "_given", ()) if a.startswith("--") and a != "--"]
+        unknown = [f.split("=")[0] for f in flags if f.split("=")[0] not in self._option_string_actions]
+        if unknown and message.startswith(("unrecognized arguments", "the following arguments are required")):
+            hint = did_you_mean(unknown[0], [f for f in self._option_string_actions if f.startswith("--")])
+            message = f"unrecognized argument {unknown[0]}{hint.replace(chr(39), '')}"
+        super().error(message)
+
+
+def _metavar(opt: Option) -> str | None:
+    """``{a,b,c}`` for an option with choices (argparse's own form), else argparse's default."""
+    return "{" + ",".join(str(c) for c in opt.choices) + "}" if opt.choices else None
+
+
+def _converter(opt: Option, command: str):
+    """The flag's text as the option's value (parsed, then checked against the declaration)."""
+    parse = opt.parse if opt.parse is not None and not opt.repeat else {int: int, float: float}.get(opt.value_type, str)
 
     def convert(text):
         try:
-            return opt.parse(text)
+            value = parse(text)
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
+        if opt.repeat:
+            return value
+        try:
+            return opt.check(value, caller=command)
+        except ConfigError as err:
+            raise _Refused(err) from None
 
-    convert.__name__ = opt.name
+    convert.__name__ = opt.value_type.__name__ if opt.parse is None else opt.name
     return convert
 
 
-def add_option(parser, opt: Option) -> None:
+def add_option(parser, opt: Option, command: str) -> None:
     """One declared option as a flag whose value goes to ``opt.name`` only when it is given (so the
     job's own default applies otherwise)."""
     common = {"dest": opt.name, "default": argparse.SUPPRESS, "help": _text(opt)}
     if opt.value_type is bool:
         parser.add_argument(opt.cli_flag, action="store_false" if opt.default else "store_true", **common)
         return
-    parser.add_argument(opt.cli_flag, type=_converter(opt), choices=opt.choices, metavar=opt.metavar,
+    parser.add_argument(opt.cli_flag, type=_converter(opt, command), metavar=opt.metavar or _metavar(opt),
                         action="append" if opt.repeat else "store", required=opt.required, **common)
+
+
+class _Renamed(argparse.Action):
+    """The old flag of a renamed option: its value goes to the new one, with a warning."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"bayesirt: warning: {option_string} is now {self.metavar}; the old flag goes in the next release",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def _add_job(sub, command: str) -> None:
@@ -117,13 +182,18 @@ def _add_job(sub, command: str) -> None:
     for name, help_text in positional_of(job).items():
         p.add_argument(name, nargs="+" if name == "inputs" else None, help=help_text)
     for opt in cli_options(job).values():
-        add_option(p, opt)
+        add_option(p, opt, command)
+    for old, new in job.__option_sources__["renamed"].items():
+        opt = options_of(job)[new]
+        if f"--{old.replace('_', '-')}" not in p._option_string_actions:
+            p.add_argument(f"--{old.replace('_', '-')}", dest=new, type=_converter(opt, command), action=_Renamed,
+                           metavar=opt.cli_flag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     if "data" in positional_of(job):
         from bayesirt.data.settings import READ_OPTIONS  # import time: `bayesirt --help` does not load the data layer
 
         group = p.add_argument_group(READ_GROUP)
         for opt in READ_OPTIONS.values():
-            add_option(group, opt)
+            add_option(group, opt, "load")
     p.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     p.add_argument("--force", action="store_true", default=argparse.SUPPRESS, help="replace an existing output folder")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=argparse.SUPPRESS,
@@ -132,7 +202,7 @@ def _add_job(sub, command: str) -> None:
 
 def build_parser(commands=tuple(COMMANDS)) -> argparse.ArgumentParser:
     """The argument parser: every command listed, with the flags of those in ``commands``."""
-    parser = argparse.ArgumentParser(prog="bayesirt", description="Bayesian item response theory for auditing AI "
+    parser = Parser(prog="bayesirt", description="Bayesian item response theory for auditing AI "
                                                                   "benchmarks.")
     parser.add_argument("--version", action="version", version=f"bayesirt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -38,9 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from scipy.special import expit, logsumexp
+from scipy.special import logsumexp
 
-from bayesirt.comparison.marginal import ItemDraws, log_pq
+from bayesirt.comparison.marginal import ItemDraws
+from bayesirt.models.response import log_probabilities
 
 __all__ = ["Patterns", "grid_log_marginal", "GRID_SPACING", "GRID_REACH", "GRID_MAX_POINTS", "NEGLIGIBLE"]
 
@@ -54,7 +55,6 @@ GRID_MAX_POINTS = 3000
 NEGLIGIBLE = 30.0
 _COARSE = np.linspace(-10.0, 10.0, 81)  # first pass, in population SDs around the population mean
 _BAND_SLACK = 64  # grid points a band may span beyond what its widest model needs
-_DIRECT_ETA = 700.0  # below this |eta| neither sigmoid(eta) nor sigmoid(-eta) underflows
 
 
 @dataclass(frozen=True)
@@ -91,13 +91,8 @@ class _Grid:
     @classmethod
     def of(cls, theta: np.ndarray, draw: ItemDraws) -> _Grid:
         c, s = np.asarray(draw.guessing, dtype=float), np.asarray(draw.slip, dtype=float)
-        eta = np.outer(theta, draw.loading[:, 0]) + draw.intercept
         logistic = bool(np.all(c == 0) and np.all(s == 0))
-        if logistic or np.abs(eta).max() > _DIRECT_ETA:
-            log_p, log_q = log_pq(eta, c, s)
-        else:  # c + k sigmoid(eta) directly (no underflow below _DIRECT_ETA): cheaper than logaddexp
-            scale = 1.0 - c - s
-            log_p, log_q = np.log(c + scale * expit(eta)), np.log(s + scale * expit(-eta))
+        log_p, log_q = log_probabilities(np.outer(theta, draw.loading[:, 0]) + draw.intercept, c, s)
         sd = float(np.sqrt(draw.covariance[0, 0]))
         return cls(theta, None if logistic else log_p - log_q, log_q,
                    stats.norm.logpdf(theta, loc=float(draw.mean[0]), scale=sd))

@@ -41,6 +41,7 @@ from bayesirt.models.logistic import pointwise_log_likelihood
 from bayesirt.utils.parallel import blas_threads, parallel_map
 from bayesirt.utils.progress import progress_bar
 from bayesirt.comparison.psis import psis_loo
+from bayesirt.comparison.stacking import stacking_weights
 from bayesirt.models.specs import parse_spec
 
 __all__ = ["compare", "marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "kfold_specs", "compare_table",
@@ -282,17 +283,20 @@ def compare_table(results: dict[str, ELPDData]) -> pd.DataFrame:
     """One row per spec: elpd, SE, difference from the best and its SE, p, stacking weight, bad-k count.
 
     All results must score the same units (the same models, or the same cells). Ranks,
-    differences, ``dse``, ``p_worse`` (probability the spec predicts worse than the best) and
-    stacking weights are ArviZ's (``az.compare``, unrounded); ``method`` says how
-    each elpd was estimated and ``bad_k`` counts units with Pareto k above ArviZ's threshold.
+    differences, ``dse`` and ``p_worse`` (probability the spec predicts worse than the best) are
+    ArviZ's (``az.compare``, unrounded); the stacking weights are computed on the log scale
+    (:func:`bayesirt.comparison.stacking.stacking_weights`: ArviZ's underflow to equal weights when
+    a unit is a model's whole response pattern); ``method`` says how each elpd was estimated and ``bad_k`` counts units with Pareto k above ArviZ's threshold.
     """
     if len(results) < 2:
         raise BayesIRTError("a comparison needs at least two fits; give two or more specs or dimensions")
     sizes = {name: r.n_data_points for name, r in results.items()}
     if len(set(sizes.values())) > 1:
         raise BayesIRTError(f"the fits score different numbers of units {sizes}; compare fits of the same data")
-    table = az.compare(results, round_to="none")
+    with np.errstate(divide="ignore", invalid="ignore"):  # ArviZ's own stacking underflows; its weights are replaced
+        table = az.compare(results, round_to="none")
     out = table[["rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "weight"]].copy()
+    out["weight"] = stacking_weights(np.column_stack([results[n].elpd_i.values.ravel() for n in out.index]))
     out["method"] = [results[n].kind for n in out.index]
     out["bad_k"] = [int((results[n].pareto_k > results[n].good_k).sum()) if results[n].pareto_k is not None else 0
                     for n in out.index]

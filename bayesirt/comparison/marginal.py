@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from scipy import stats
-from scipy.special import expit, log_expit, logsumexp
+from scipy.special import logsumexp
 
 from bayesirt.errors import BayesIRTError
+from bayesirt.models.response import curves, derivative, log_probabilities
 
-__all__ = ["ItemDraws", "log_pq", "pattern_log_marginal", "quadrature_rule", "GH_NODES", "IMPORTANCE_SAMPLES"]
+__all__ = ["ItemDraws", "pattern_log_marginal", "quadrature_rule", "GH_NODES", "IMPORTANCE_SAMPLES"]
 
 #: Adaptive Gauss-Hermite nodes per dimension, by number of dimensions.
 GH_NODES = {1: 21, 2: 11, 3: 7}
@@ -82,17 +83,6 @@ def quadrature_rule(dimensions: int, *, nodes: int | None = None, samples: int |
     return z, np.full(samples, -np.log(samples)), t.logpdf(z).reshape(samples)
 
 
-def log_pq(eta: np.ndarray, c, s) -> tuple[np.ndarray, np.ndarray]:
-    """log P(correct) and log P(incorrect) at linear predictors ``eta``, guessing ``c``, slip ``s``."""
-    if np.all(np.asarray(c) == 0) and np.all(np.asarray(s) == 0):
-        log_p = log_expit(eta)
-        return log_p, log_p - eta  # log(1 - sigmoid(eta)) = log sigmoid(eta) - eta, exactly
-    scale = 1.0 - c - s
-    with np.errstate(divide="ignore"):
-        return (np.logaddexp(np.log(c), np.log(scale) + log_expit(eta)),
-                np.logaddexp(np.log(s), np.log(scale) + log_expit(-eta)))
-
-
 def _mode(y: np.ndarray, observed: np.ndarray, draw: ItemDraws, precision: np.ndarray):
     """Mode of log f per model by Fisher scoring, and the curvature there (M, D, D)."""
     a, d, c, s = draw.loading, draw.intercept, draw.guessing, draw.slip
@@ -100,11 +90,8 @@ def _mode(y: np.ndarray, observed: np.ndarray, draw: ItemDraws, precision: np.nd
     theta = np.tile(draw.mean, (n_models, 1))
     moving = np.ones(n_models, dtype=bool)
     for _ in range(_SCORING_STEPS):
-        eta = theta @ a.T + d
-        sig = expit(eta)
-        p = c + (1.0 - c - s) * sig
-        q = s + (1.0 - c - s) * (1.0 - sig)
-        dp = (1.0 - c - s) * sig * (1.0 - sig)
+        p, q, sg, sm = curves(theta @ a.T + d, c, s)
+        dp = derivative(sg, sm, c=c, s=s)
         pq = np.maximum(p * q, 1e-300)
         score = np.where(observed, (y - p) * dp / pq, 0.0)
         weight = np.where(observed, dp * dp / pq, 0.0)
@@ -151,7 +138,7 @@ def pattern_log_marginal(y: np.ndarray, observed: np.ndarray, draw: ItemDraws,
         mode, hess = _mode(yb, ob, draw, precision)
         chol = np.linalg.cholesky(np.linalg.inv(hess))  # (m, D, D)
         theta = mode[:, None, :] + np.einsum("mde,qe->mqd", chol, z)  # (m, Q, D)
-        log_p, log_q = log_pq(theta @ a.T + d, c, s)  # (m, Q, I)
+        log_p, log_q = log_probabilities(theta @ a.T + d, c, s)  # (m, Q, I)
         loglik = (log_p @ np.where(ob, yb, 0.0)[:, :, None] + log_q @ np.where(ob, 1.0 - yb, 0.0)[:, :, None])[..., 0]
         log_prior = pop.logpdf(theta.reshape(-1, n_dims)).reshape(theta.shape[:2])
         log_det = np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)

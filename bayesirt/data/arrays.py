@@ -19,14 +19,13 @@ import xarray as xr
 
 from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.files import existing, np_load, reading
+from bayesirt.data.formats.arrays import MATRIX_KEYS
 from bayesirt.data.layout import Layout, check_orientation, record_layout, warn_layout
+from bayesirt.data.reading import warn_dropped
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
 __all__ = ["MATRIX_KEYS", "missing_as_nan", "matrix_layout", "from_matrix", "read_npy"]
-
-MATRIX_KEYS = ("responses", "item_id", "model_id", "item_group", "family", "owner")
-"""The arrays of an NPZ archive: ``responses`` (required) and the optional ids and labels."""
 
 _PER_ITEM, _PER_MODEL = ("item_id", "item_group"), ("model_id", "family", "owner")
 
@@ -94,11 +93,12 @@ def from_matrix(matrix: Any, meta: dict[str, Any], *, where: Any, orientation: s
                    for k, n in (("item_id", matrix.shape[0]), ("model_id", matrix.shape[1]))]
             matrix = score_answers(matrix, *ids, key, where)
     ds = record_layout(make_responses(matrix, **meta, **attrs), layout)
+    warn_dropped(ds)
     return ds if key is None else record_key(ds, key)
 
 
 def read_npy(path: str | os.PathLike[str], *, orientation: str = "auto", key: str | os.PathLike[str] | None = None,
-             drop_empty: bool = False, binarize: float | None = None) -> xr.Dataset:
+             drop_empty: bool = True, binarize: float | None = None) -> xr.Dataset:
     """Read a bare ``.npy`` matrix (written with ``np.save``): 0/1 with NaN or -1 for missing (or answers
     with ``key``), no ids (items and models are numbered ``"0" .. "n-1"``).
 

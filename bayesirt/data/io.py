@@ -1,7 +1,11 @@
-"""Readers of response data (wide CSV, long CSV/Parquet, NPY, NPZ and the NPY+CSV folder, DataFrame, NetCDF).
+"""Reading response data from any supported source (:func:`load`), saving it (:func:`save_responses`),
+and attaching model or item labels from a CSV file (:func:`attach_metadata`).
 
-Every reader ends in :func:`~bayesirt.data.responses.make_responses`, so validation lives in
-one place. Any problem with a file (absent, unknown format, unreadable, corrupt, bad values) is a
+:func:`load` dispatches through the format registry (:mod:`bayesirt.data.registry`): each format (wide
+or long table, NPY, NPZ, NT folder, saved ``.nc``, evaluation-harness output) is one module that says how
+it is recognised, read, and which reading options it takes; :data:`READ_OPTIONS` is the union of those.
+Every reader ends in :func:`~bayesirt.data.responses.make_responses`, so validation lives in one place.
+Any problem with a file (absent, unknown format, unreadable, corrupt, bad values) is a
 :class:`~bayesirt.errors.DataError` whose one-line message names the file.
 """
 
@@ -9,65 +13,51 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
-from bayesirt.data.arrays import MATRIX_KEYS, read_npy
 from bayesirt.data.datasets import DATASETS, load_dataset
-from bayesirt.data.files import TEXT_SUFFIXES, check_text, parsing, read_string_table, reading
-from bayesirt.data.harness import READING_OPTIONS, is_harness, read_harness
-from bayesirt.data.long import has_long_header, read_long
-from bayesirt.data.nt import read_nt_dir, read_nt_npz
-from bayesirt.data.reading import warn_dropped
+from bayesirt.data.files import read_string_table
+from bayesirt.data.registry import Reader, reader_for, readers
 from bayesirt.data.responses import validate_responses
 from bayesirt.data.settings import DATA_HELP, READ_OPTIONS
-from bayesirt.data.wide import read_wide_csv
 from bayesirt.errors import DataError, OutputError
 from bayesirt.utils.outputs import write_netcdf
 
-__all__ = ["load", "save_responses", "attach_metadata", "DATA_HELP", "READ_OPTIONS"]
+__all__ = ["load", "save_responses", "attach_metadata", "DATA_HELP", "READ_OPTIONS", "DeprecatedSpellingWarning"]
 
-_SUPPORTED = ("evaluation-harness output (lm-eval, Inspect AI, HELM), a folder (responses.npy + models.csv), "
-              ".csv/.tsv/.txt (wide or long), .parquet/.pq (long), .npy (a matrix), .npz (arrays "
-              f"{', '.join(MATRIX_KEYS)}), .nc")
+
+class DeprecatedSpellingWarning(UserWarning):
+    """An option was given by its old spelling, kept for one release; the message names the new one. (A
+    UserWarning, not a FutureWarning: the command line shows it, where library FutureWarnings are hidden.)"""
 
 
 # reading options with the values that mean "not given"
-_DEFAULTS = {name: opt.default for name, opt in READ_OPTIONS.items() if name != "drop_empty"}
-_HARNESS_DEFAULTS = {name: _DEFAULTS[name] for name in READING_OPTIONS}
-# options each other reader takes (beside drop_empty)
-_MATRIX = ("orientation", "key", "binarize")
-_READER_OPTIONS = {
-    "wide table": ("orientation", "id_column", "key", "binarize"),
-    "long table": ("model", "item", "correct", "key", "binarize"),
-    "response folder": _MATRIX,
-    "NPY matrix": _MATRIX,
-    "NPZ archive": _MATRIX,
-    "saved .nc response file": (),
-    "evaluation-harness output": READING_OPTIONS,
-}
+_DEFAULTS = {name: opt.default for name, opt in READ_OPTIONS.items() if name not in ("drop_empty", "keep_empty")}
 
 
-def _check_options(kind: str, p: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _supported() -> str:
+    return "; ".join(r.looks_like for r in readers())
+
+
+def _check_options(reader: Reader, p: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The options a reader takes; reading options left at their defaults are dropped, any other option is
-    refused with one line naming it and the input."""
+    refused with one line naming it, the input and the formats it is for."""
     given = {k: v for k, v in kwargs.items() if not (k in _DEFAULTS and v == _DEFAULTS[k])}
     if given.get("key") is not None and given.get("binarize") is not None:
         raise DataError(f"key and binarize do not go together for {p}: an answer key scores the answers 0/1; drop "
                         "--binarize")
-    allowed = _READER_OPTIONS[kind]
-    extra = [k for k in given if k not in allowed]
+    extra = [k for k in given if k not in reader.takes]
     if extra:
-        what = ("evaluation-harness output" if all(k in _HARNESS_DEFAULTS for k in extra)
-                else "matrix files" if all(k in _MATRIX for k in extra) else "other inputs")
-        takes = f" (it takes: {', '.join(allowed)})" if allowed else ""
-        article = "an" if kind[0] in "aeiou" else "a"
-        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, {article} {kind}{takes}; "
-                        f"they are for {what}: drop them")
+        meant = list(dict.fromkeys(r.family or r.kind for r in readers() if set(extra) <= set(r.takes)))
+        takes = f" (it takes: {', '.join(reader.takes)})" if reader.takes else ""
+        article = "an" if reader.kind[0] in "aeiou" else "a"
+        raise DataError(f"option(s) {', '.join(extra)} do not apply to {p}, {article} {reader.kind}{takes}; "
+                        f"they are for {' or '.join(meant) or 'other inputs'}: drop them")
     return given
 
 
@@ -113,31 +103,39 @@ def attach_metadata(responses: xr.Dataset, path: str | os.PathLike[str], dim: st
     return responses.assign_coords({c: (dim, rows[c].to_numpy(dtype=str)) for c in supplied})
 
 
-def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: Any) -> xr.Dataset:
+def load(source: str | os.PathLike[str], *, drop_empty: bool = True, keep_empty: bool = False,
+         **kwargs: Any) -> xr.Dataset:
     """Read response data from any supported source.
 
-    Dispatch: evaluation-harness output (an lm-evaluation-harness ``--log_samples`` folder, Inspect AI
-    ``.eval``/``.json`` logs, HELM runs) -> :func:`bayesirt.data.harness.read_harness`; another
-    existing folder -> :func:`read_nt_dir`; ``.npz`` -> :func:`read_nt_npz`; ``.npy`` -> :func:`read_npy`;
-    ``.parquet``/``.pq`` -> :func:`read_long`; ``.csv``/``.tsv``/``.txt`` -> :func:`read_long`
-    if the header is exactly ``model, item, correct`` (or long options are given), else
-    :func:`read_wide_csv`; ``.nc`` -> a Dataset saved by :func:`save_responses` (re-validated);
-    otherwise, a name from :data:`bayesirt.data.datasets.DATASETS` -> that embedded dataset.
+    Dispatch: the first format of the registry (:func:`bayesirt.data.registry.readers`, in detection
+    order) that recognises ``source``: evaluation-harness output (an lm-evaluation-harness
+    ``--log_samples`` folder, Inspect AI ``.eval``/``.json`` logs, HELM runs) ->
+    :func:`bayesirt.data.harness.read_harness`; another existing folder -> :func:`read_nt_dir`;
+    ``.npz`` -> :func:`read_nt_npz`; ``.npy`` -> :func:`read_npy`; ``.nc`` -> a Dataset saved by
+    :func:`save_responses` (re-validated); ``.parquet``/``.pq`` -> :func:`read_long`;
+    ``.csv``/``.tsv``/``.txt`` -> :func:`read_long` if the header has the columns ``model``, ``item``
+    and ``correct`` (the optional ``item_group``, ``family``, ``owner`` beside them; or long options
+    are given), else :func:`read_wide_csv`; otherwise, a name from
+    :data:`bayesirt.data.datasets.DATASETS` -> that embedded dataset.
 
     Parameters
     ----------
     source : str or path-like
         File, folder or embedded-dataset name.
     drop_empty : bool
-        Drop items and models without a single observed response, listing their ids in the
-        Dataset's attrs ``dropped_items`` / ``dropped_models`` (default); ``False`` refuses such data.
+        Drop items and models without a single observed response, naming them in a warning and in the
+        Dataset's attrs ``dropped_items`` / ``dropped_models`` (which the report and summary.json show):
+        the default of ``load`` and of every reader. ``False`` (``--refuse-empty``) refuses such data.
+    keep_empty : bool
+        Deprecated spelling of ``drop_empty=False`` (``--keep-empty`` never kept them); warns.
     **kwargs
-        Options passed to the chosen reader: for harness output ``metric=``, ``stat=``, ``filter=``
-        (each global and/or per task), ``aggregate=``, ``binarize=``, ``on_damaged=``,
-        ``read_unfinished=`` (see :func:`~bayesirt.data.harness.read_harness`); for a matrix (wide
-        table, NPY, NPZ, NT folder) ``orientation=`` (``"auto"``, ``"models-rows"``, ``"items-rows"``;
-        ``auto`` warns when it guesses); for a wide table ``id_column=``; for a long table ``model=``,
-        ``item=``, ``correct=``; ``key=`` (an answer key CSV scoring multiple-choice answers, see
+        Options passed to the chosen reader (:data:`READ_OPTIONS` and the reader's Python-only
+        keywords): for harness output ``metric=``, ``stat=``, ``filter=`` (each global and/or per task),
+        ``aggregate=``, ``binarize=``, ``on_damaged=``, ``read_unfinished=`` (see
+        :func:`~bayesirt.data.harness.read_harness`); for a matrix (wide table, NPY, NPZ, NT folder)
+        ``orientation=`` (``"auto"``, ``"models-rows"``, ``"items-rows"``; ``auto`` warns when it
+        guesses); for a wide table ``id_column=``; for a long table ``model=``, ``item=``,
+        ``correct=``; ``key=`` (an answer key CSV scoring multiple-choice answers, see
         :mod:`bayesirt.data.answer_key`) and ``binarize=`` for every file reader but ``.nc``. An option
         the chosen reader does not take is refused (reading options at their defaults are ignored).
 
@@ -146,6 +144,11 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
     DataError
         No such file, unsupported format, or an unreadable / invalid file (message names it).
     """
+    if keep_empty:
+        warnings.warn("--keep-empty (keep_empty=True) is deprecated: it never kept models or items without "
+                      "responses, it refused them; say --refuse-empty (drop_empty=False)", DeprecatedSpellingWarning,
+                      stacklevel=2)
+        drop_empty = False
     p = Path(source)
     if not p.exists():
         if isinstance(source, str) and source in DATASETS:
@@ -157,40 +160,10 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, **kwargs: A
             f"no such file or embedded dataset: {str(source)!r}; "
             f"check the path (embedded datasets: {', '.join(DATASETS)})"
         )
-    if is_harness(p):  # names what it dropped itself
-        return read_harness(p, drop_empty=drop_empty, **_check_options("evaluation-harness output", p, kwargs))
-    ds = _read_file(p, drop_empty, kwargs)
-    if ds is not None:
-        warn_dropped(ds)
-        return ds
-    raise DataError(f"unsupported file type {p.suffix or '(no suffix)'!r} for {p}; supported: {_SUPPORTED}")
-
-
-def _read_file(p: Path, drop_empty: bool, kwargs: dict[str, Any]) -> xr.Dataset | None:
-    """A response folder or file by its suffix; None for an unsupported suffix."""
-    if p.is_dir():
-        return read_nt_dir(p, drop_empty=drop_empty, **_check_options("response folder", p, kwargs))
-    suffix = p.suffix.lower()
-    if suffix == ".npz":
-        return read_nt_npz(p, drop_empty=drop_empty, **_check_options("NPZ archive", p, kwargs))
-    if suffix == ".npy":
-        return read_npy(p, drop_empty=drop_empty, **_check_options("NPY matrix", p, kwargs))
-    if suffix in (".parquet", ".pq"):
-        return read_long(p, drop_empty=drop_empty, **_check_options("long table", p, kwargs))
-    if suffix in TEXT_SUFFIXES:
-        with reading(p):
-            is_long = has_long_header(p, kwargs)
-        if is_long:
-            return read_long(p, drop_empty=drop_empty, **_check_options("long table", p, kwargs))
-        return read_wide_csv(p, drop_empty=drop_empty, **_check_options("wide table", p, kwargs))
-    if suffix == ".nc":
-        _check_options("saved .nc response file", p, kwargs)
-        with reading(p):
-            with parsing(p), xr.open_dataset(p, engine="h5netcdf") as saved:  # h5py raises many types
-                ds = saved.load()
-            ds.attrs["source"] = str(p)
-            return validate_responses(ds)
-    return None
+    reader = reader_for(p, kwargs)
+    if reader is None:
+        raise DataError(f"unsupported file type {p.suffix or '(no suffix)'!r} for {p}; supported: {_supported()}")
+    return reader.load(p, drop_empty=drop_empty, **_check_options(reader, p, kwargs))
 
 
 def save_responses(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:

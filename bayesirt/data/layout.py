@@ -12,11 +12,10 @@ from typing import Any, NamedTuple
 
 import xarray as xr
 
-from bayesirt.data.settings import ORIENTATIONS
+from bayesirt.data.registry import ORIENTATIONS
 from bayesirt.errors import DataError
 
 __all__ = ["ORIENTATIONS", "Layout", "OrientationWarning", "check_orientation", "warn_layout", "record_layout"]
-
 
 # the spelling of the Python API before the --orientation flag (kept for scripts and the dataset registry)
 _EARLIER = {"models_by_items": "models-rows", "items_by_models": "items-rows"}

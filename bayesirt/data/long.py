@@ -13,15 +13,19 @@ import xarray as xr
 
 from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, parsing, reading
+from bayesirt.data.formats.long import LONG_COLUMNS
+from bayesirt.data.reading import warn_dropped
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["read_long", "has_long_header"]
+__all__ = ["read_long", "is_long_table", "has_long_header", "is_long_columns", "LONG_COLUMNS"]
+
+_PARQUET = (".parquet", ".pq")
 
 
 def _read_table(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
+    if suffix in _PARQUET:
         import pyarrow.parquet as pq
 
         with parsing(path):  # pyarrow raises many exception types on a corrupt file
@@ -63,7 +67,7 @@ def read_long(
     model: str = "model",
     item: str = "item",
     correct: str = "correct",
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     binarize: float | None = None,
     key: str | os.PathLike[str] | None = None,
 ) -> xr.Dataset:
@@ -135,16 +139,35 @@ def read_long(
         ids = {"item_id": items.to_numpy(), "model_id": models.to_numpy()}
         ds = make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty,
                             binarize=binarize)
+        warn_dropped(ds)
         return ds if key is None else record_key(ds, key)
 
 
+def is_long_columns(columns: Any) -> bool:
+    """The rule for long format, the same for a text header and a Parquet schema: the columns include
+    ``model``, ``item`` and ``correct``; others (the optional ``item_group``, ``family``, ``owner``, or
+    any other) are read or ignored as :func:`read_long` says."""
+    return set(LONG_COLUMNS) <= {str(c).strip().strip('"').lower() for c in columns}
+
+
 def has_long_header(path: Path, kwargs: dict[str, Any]) -> bool:
-    """True if a text file should be read as long format."""
-    if {"model", "item", "correct"} & set(kwargs):
+    """True if a text file should be read as long format (column options given, or :func:`is_long_columns`
+    of its header)."""
+    if set(LONG_COLUMNS) & set(kwargs):
         return True
     check_text(path)
     with open(path, encoding="utf-8-sig", newline="") as fh:
         first = fh.readline()
     sep = TEXT_SUFFIXES.get(path.suffix.lower()) or ("\t" if "\t" in first else ",")
-    cells = [c.strip().strip('"').lower() for c in first.rstrip("\r\n").split(sep)]
-    return len(cells) == 3 and set(cells) == {"model", "item", "correct"}
+    return is_long_columns(first.rstrip("\r\n").split(sep))
+
+
+def is_long_table(path: Path, options: Any) -> bool:
+    """Parquet, or a text table with the long header (or column options given)."""
+    suffix = path.suffix.lower()
+    if not path.is_file() or suffix not in (*_PARQUET, *TEXT_SUFFIXES):
+        return False
+    if suffix in _PARQUET:
+        return True
+    with reading(path):
+        return has_long_header(path, options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ def _strings(arr: np.ndarray) -> np.ndarray:
 
 def read_nt_npz(
     path: str | os.PathLike[str], *, orientation: str = "auto", key: str | os.PathLike[str] | None = None,
-    drop_empty: bool = False, binarize: float | None = None
+    drop_empty: bool = True, binarize: float | None = None
 ) -> xr.Dataset:
     """Read an NPZ archive (``np.savez``) of a response matrix, with its ids if any.
 
@@ -33,8 +34,8 @@ def read_nt_npz(
     a warning). Rows are items unless the ids' lengths or ``orientation`` say rows are models
     (:func:`~bayesirt.data.arrays.matrix_layout`; without ids, or square, ``auto`` warns). Without
     ``item_id`` / ``model_id`` the ids are ``"0" .. "n-1"``. Pickled (object) arrays are refused;
-    save string arrays as fixed-width unicode (``np.asarray(ids, dtype=str)``). ``drop_empty=True``
-    drops items/models with no observed response instead of raising.
+    save string arrays as fixed-width unicode (``np.asarray(ids, dtype=str)``). ``drop_empty``
+    (default True) drops items/models with no observed response, naming them; False refuses them.
     """
     p = existing(path)
     with reading(p), open(p, "rb") as fh:  # our handle: np.load leaks its own when the zip is corrupt
@@ -59,15 +60,15 @@ def read_nt_npz(
 
 def read_nt_dir(
     path: str | os.PathLike[str], *, orientation: str = "auto", key: str | os.PathLike[str] | None = None,
-    drop_empty: bool = False, binarize: float | None = None
+    drop_empty: bool = True, binarize: float | None = None
 ) -> xr.Dataset:
     """Read the NPY+CSV variant of the NT artifact: a folder of files.
 
     ``responses.npy`` (items x models, or models x items when the number of rows of ``models.csv``
     or ``orientation`` says so; 0/1 with NaN or -1 for missing, answers with ``key``),
     ``models.csv`` (columns ``model_id`` [, ``family``, ``owner``]) and optionally ``items.csv``
-    (columns ``item_id`` [, ``item_group``]), rows in matrix order. ``drop_empty=True`` drops
-    items/models with no observed response instead of raising.
+    (columns ``item_id`` [, ``item_group``]), rows in matrix order. ``drop_empty`` (default
+    True) drops items/models with no observed response, naming them; False refuses them.
     """
     p = existing(path)
     if not p.is_dir():

@@ -43,6 +43,16 @@ def _fmt(value: Any) -> str:
     return " ".join(str(value).split())  # e.g. an array in an object cell prints on several lines
 
 
+#: The fix named first for multiple-choice answers (integer codes 0, 2, 3, ... or letters): an answer key.
+_KEY_FIRST = ("they look like multiple-choice answers: pass --key KEY.csv (key=, a CSV with columns item_id,key) "
+              "to score each answer 1 where it equals its item's key; otherwise ")
+
+
+def _is_answer(value: Any) -> bool:
+    """True for a cell that reads as a multiple-choice answer: one letter."""
+    return isinstance(value, str) and len(value.strip()) == 1 and value.strip().isalpha()
+
+
 def _as_matrix(matrix: Any) -> np.ndarray:
     """Array-like -> ndarray with shape checks (empty, not 2-D, one item, one model)."""
     if isinstance(matrix, (xr.DataArray, pd.DataFrame)):
@@ -160,7 +170,8 @@ def _cell_values(arr: np.ndarray, items: np.ndarray, models: np.ndarray, thresho
                     float(obj[i, m])
                 except (TypeError, ValueError):
                     raise DataError(
-                        f"responses contain a non-numeric value (found {_fmt(obj[i, m])} {where(i, m)}); {fix}"
+                        f"responses contain a non-numeric value (found {_fmt(obj[i, m])} {where(i, m)}); "
+                        f"{_KEY_FIRST if _is_answer(obj[i, m]) else ''}{fix}"
                     ) from None
             raise  # pragma: no cover - every element converted one by one
     if threshold is not None:
@@ -174,9 +185,11 @@ def _cell_values(arr: np.ndarray, items: np.ndarray, models: np.ndarray, thresho
         i, m = (int(k[0]) for k in np.nonzero(bad))
         raw = arr[i, m]
         hint = " (-1 means missing only in int8 arrays)" if raw == -1 else ""
+        codes = bool(np.all(values[bad] == np.round(values[bad])) and np.all(values[bad] >= 0))
         raise DataError(
-            f"responses contain values other than 0, 1 or missing (found {_fmt(raw)} {where(i, m)}){hint}; {fix}, "
-            "or pass --binarize T (binarize=T) to count a score >= T as correct"
+            f"responses contain values other than 0, 1 or missing (found {_fmt(raw)} {where(i, m)}){hint}; "
+            + (f"{_KEY_FIRST}{fix}" if codes else
+               f"{fix}, or pass --binarize T (binarize=T) to count a score >= T as correct (partial credit)")
         )
     return np.where(missing, MISSING, values).astype(np.int8)
 
@@ -188,7 +201,8 @@ def _check_observed(y: np.ndarray, ids: np.ndarray, axis: int, noun: str) -> Non
         others = f" (and {empty.size - 1} other {noun}s)" if empty.size > 1 else ""
         raise DataError(
             f"{noun} {str(ids[empty[0]])!r}{others} has no observed responses; "
-            "drop it from the data, or let it be dropped (drop_empty=True; on the command line, leave out --keep-empty)"
+            "drop it from the data, or let it be dropped (drop_empty=True, the default of every reader; on the command "
+            "line, leave out --refuse-empty)"
         )
 
 
@@ -219,7 +233,7 @@ def make_responses(
         One label per item (a string applies to all). Default ``"all"``.
     family, owner : sequence or str, optional
         One label per model. Default: derived from the model ids by
-        :func:`~bayesirt.data.populations.derive_family` / ``derive_owner``.
+        :func:`~bayesirt.data.families.derive_family` / ``derive_owner``.
     name, source : str, optional
         Stored as Dataset attrs (``source`` = where the data was read from).
     drop_empty : bool

@@ -16,10 +16,11 @@ from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.families import OTHER, derive_family
 from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, reading
 from bayesirt.data.layout import ORIENTATIONS, Layout, check_orientation, record_layout, warn_layout
+from bayesirt.data.reading import warn_dropped
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["ORIENTATIONS", "read_wide_csv", "from_dataframe", "wide_parts"]
+__all__ = ["ORIENTATIONS", "is_wide_table", "read_wide_csv", "from_dataframe", "wide_parts"]
 
 
 _MODEL_NAMES = {"model", "model_id", "models", "respondent", "person"}
@@ -110,6 +111,7 @@ def _assemble(values: np.ndarray, row_ids: Any, col_ids: list[str], layout: Layo
     if key is not None:
         matrix = score_answers(matrix, items, models, key, where)
     ds = record_layout(make_responses(matrix, item_id=items, model_id=models, **attrs), layout)
+    warn_dropped(ds)
     return ds if key is None else record_key(ds, key)
 
 
@@ -157,7 +159,7 @@ def read_wide_csv(
     *,
     orientation: str = "auto",
     id_column: str | None = "auto",
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     binarize: float | None = None,
     key: str | os.PathLike[str] | None = None,
 ) -> xr.Dataset:
@@ -173,7 +175,7 @@ def read_wide_csv(
     b. it is ``item``, ``item_id``, ``items`` or ``question``: it holds item ids, rows are items;
     c. the first column is unnamed (empty header): it holds row ids (orientation still open);
     d. otherwise, if any other column header matches a model family
-       (:func:`~bayesirt.data.populations.derive_family` is not ``"other"``) or contains ``/``,
+       (:func:`~bayesirt.data.families.derive_family` is not ``"other"``) or contains ``/``,
        columns are models and rows are items; when the rows are labelled too (rule c), only if the
        share of such headers is at least the share of such row ids (an item header like
        ``philosophy.12`` can match a family name by accident);
@@ -200,7 +202,9 @@ def read_wide_csv(
     id_column : "auto", None or str
         ``"auto"``: rules a-c; ``None``: no row-id column; a header name: that column holds row ids.
     drop_empty : bool
-        Drop items/models with no observed response instead of raising (all readers take it).
+        Drop items/models with no observed response, naming them in a :class:`~bayesirt.data.reading.DroppedWarning`
+        and in ``attrs["dropped_items"]`` / ``attrs["dropped_models"]`` (default, as for every reader and
+        :func:`~bayesirt.data.load`); ``False`` refuses such data, naming them.
     binarize : float, optional
         Threshold T for partial-credit cells: score >= T -> 1 (all file readers take it).
     key : path-like, optional
@@ -220,7 +224,7 @@ def read_wide_csv(
                          drop_empty=drop_empty, binarize=binarize)
 
 
-def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: bool = False) -> xr.Dataset:
+def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: bool = True) -> xr.Dataset:
     """Build a response Dataset from a wide DataFrame whose index holds the row ids.
 
     The auto rules of :func:`read_wide_csv` apply with the index name in place of the first
@@ -257,3 +261,8 @@ def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: b
         given = check_orientation(orientation) != "auto"
         warn_layout("the DataFrame", layout.orientation, df.shape, doubt, given=given)
     return _assemble(df.to_numpy(dtype=object), df.index.to_numpy(), cols, layout, drop_empty=drop_empty)
+
+
+def is_wide_table(path: Path, options: Any) -> bool:
+    """A text table (the registry asks the long table first)."""
+    return path.is_file() and path.suffix.lower() in TEXT_SUFFIXES

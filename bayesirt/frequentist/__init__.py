@@ -3,7 +3,7 @@
 ladder of SAFE App. E, the Bayes-versus-MML agreement report, the split-half regularization
 check and the item-level MIRT by MML of SAFE App. C (:mod:`.mml_mirt`, D chosen by held-out
 likelihood in :mod:`.mml_mirt_select`). The direct penalized joint MIRT of NT B.1 is the audit's
-(:mod:`bayesirt.audit.joint_mirt`); the jobs that write these are in :mod:`bayesirt.jobs.frequentist`.
+(:mod:`bayesirt.audit.adjustment.joint_mirt`); the jobs that write these are in :mod:`bayesirt.jobs.frequentist`.
 
 >>> from bayesirt.data import load_dataset
 >>> from bayesirt.frequentist import fit_mml

@@ -32,7 +32,7 @@ from scipy.special import expit, logit
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import blas_threads
-from bayesirt.models.specs import IRTSpec, load_spec
+from bayesirt.models.specs import LOGISTIC_KINDS, IRTSpec, load_spec
 from bayesirt.frequentist.abilities import eap_abilities, map_abilities
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
                                             expected_counts, log_priors, log_probabilities, probability_gradient)
@@ -230,7 +230,7 @@ def _resolve_spec(spec: Any) -> IRTSpec:
         spec = load_spec(spec)
     if not isinstance(spec, IRTSpec):
         raise BayesIRTError(f"spec must be a spec name, a .toml path or an IRTSpec; got {type(spec).__name__}")
-    if spec.kind not in ("1pl", "2pl", "3pl", "4pl"):
+    if spec.kind not in LOGISTIC_KINDS:
         raise BayesIRTError(f"fit_mml supports unidimensional logistic 1PL-4PL specs; {spec.name!r} is {spec.kind!r}")
     theta = spec.priors.get("theta")
     if theta is None or theta.distribution != "normal":

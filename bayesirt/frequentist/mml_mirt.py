@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 from numpy.polynomial.hermite_e import hermegauss
-from scipy.special import expit, log_expit
 
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
@@ -43,6 +42,7 @@ from bayesirt.frequentist.ladder import information_criteria
 from bayesirt.frequentist.mml_model import ResponsePatterns, expected_counts, node_posterior, pattern_log_likelihood
 from bayesirt.frequentist.mml_mirt_start import anchor_index, free_mask, start_values
 from bayesirt.frequentist.settings import PRUNE, SAFE_LOADING_PRIOR
+from bayesirt.models.response import log_probabilities, probability
 from bayesirt.utils.parallel import blas_threads
 
 __all__ = ["SAFE_LOADING_PRIOR", "MAX_DIMS", "QUADRATURE", "PRUNE", "MIRTFit", "mirt_grid", "fit_mml_mirt",
@@ -203,8 +203,7 @@ def _design(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray
 
 def _log_probs(beta: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """log P and log (1 - P), shape (items, nodes); beta = [a, d] of shape (items, D+1)."""
-    eta = beta @ z.T
-    return log_expit(eta), log_expit(-eta)
+    return log_probabilities(beta @ z.T)
 
 
 def _e_step(data: ResponsePatterns, beta: np.ndarray, z: np.ndarray):
@@ -226,7 +225,7 @@ def _mstep(beta, free, r, n0, design, precision, max_newton: int = 10) -> np.nda
     fixed_eye = np.eye(k)[None] * (1.0 - fm)[:, :, None]  # 1 on the diagonal of fixed parameters
     val = _qvalue(beta, r, n0, z, precision)
     for _ in range(max_newton):
-        p = expit(beta @ z.T)
+        p = probability(beta @ z.T)
         g = ((r - n * p) @ z - precision * beta) * fm
         upper = (n * p * (1 - p)) @ zz  # sum_k w_ik z_kp z_kq for p <= q
         h = np.empty((n_items, k, k))

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import betaln, expit
+from scipy.special import betaln
 
-__all__ = ["TINY", "ItemParameters", "ParameterLayout", "ResponsePatterns", "probabilities", "log_probabilities",
+from bayesirt.models import response
+
+__all__ = ["ItemParameters", "ParameterLayout", "ResponsePatterns", "probabilities", "log_probabilities",
            "probability_gradient", "norm_lpdf", "log_priors", "pattern_log_likelihood", "node_posterior", "e_step",
            "expected_counts"]
-
-
-TINY = 1e-300
 
 
 class ItemParameters(NamedTuple):
@@ -49,21 +48,17 @@ class ResponsePatterns(NamedTuple):
 
 def probabilities(par: ItemParameters, nodes: np.ndarray):
     """P, 1 - P (formed without cancellation), sigmoid and 1 - sigmoid, shape (items, nodes)."""
-    eta = par.a[:, None] * nodes[None, :] + par.d[:, None]
-    sg, sm = expit(eta), expit(-eta)
-    p = np.maximum(par.c[:, None] + (1 - par.c - par.s)[:, None] * sg, TINY)
-    return p, np.maximum((1 - par.c)[:, None] * sm + par.s[:, None] * sg, TINY), sg, sm
+    return response.curves(par.a[:, None] * nodes[None, :] + par.d[:, None], par.c[:, None], par.s[:, None])
 
 
 def log_probabilities(par: ItemParameters, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    p, q, _, _ = probabilities(par, nodes)
-    return np.log(p), np.log(q)
+    return response.log_probabilities(par.a[:, None] * nodes[None, :] + par.d[:, None], par.c[:, None], par.s[:, None])
 
 
 def probability_gradient(par: ItemParameters, nodes: np.ndarray):
     """P, 1 - P and dP/d(a, d, c, s) of shape (items, nodes, 4)."""
     p, q, sg, sm = probabilities(par, nodes)
-    ds = (1 - par.c - par.s)[:, None] * sg * sm
+    ds = response.derivative(sg, sm, c=par.c[:, None], s=par.s[:, None])
     return p, q, np.stack([ds * nodes, ds, sm, -sg], axis=-1)
 
 

@@ -7,10 +7,10 @@ import warnings
 
 import numpy as np
 from scipy.linalg import lapack
-from scipy.special import expit
 
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, expected_counts,
                                             probability_gradient)
+from bayesirt.models.response import curves, derivative, second_derivative
 
 __all__ = ["observed_covariance"]
 
@@ -50,10 +50,9 @@ def _prior_hessian(lay: ParameterLayout, par: ItemParameters):
 
 def _d2p(par: ItemParameters, nodes: np.ndarray) -> np.ndarray:
     """Second derivatives of P in (a, d, c, s), shape (items, nodes, 4, 4)."""
-    eta = par.a[:, None] * nodes[None, :] + par.d[:, None]
-    sg, sm = expit(eta), expit(-eta)
-    d1 = sg * sm  # sigmoid'
-    d2 = (1 - par.c - par.s)[:, None] * d1 * (sm - sg)  # (1 - c - s) sigmoid''
+    _, _, sg, sm = curves(par.a[:, None] * nodes[None, :] + par.d[:, None])
+    d1 = derivative(sg, sm)  # sigmoid'
+    d2 = second_derivative(derivative(sg, sm, c=par.c[:, None], s=par.s[:, None]), sg, sm)  # (1 - c - s) sigmoid''
     out = np.zeros((*sg.shape, 4, 4))
     out[..., 0, 0], out[..., 1, 1] = d2 * nodes**2, d2
     out[..., 0, 1] = out[..., 1, 0] = d2 * nodes

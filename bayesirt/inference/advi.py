@@ -120,7 +120,11 @@ def run_advi(pm_model, method, iterations, tolerance, rates, draws, seed, progre
     step = step_function(inference.objective, pm.adam(learning_rate=rate), seed)
     params = inference.approx.params
     built_s = time.perf_counter() - t0
-    with progress_bar(iterations, f"ADVI ({method})", enabled=progress) as advance:
+    # the fit stops on the loss plateau, not at the cap: its lines count steps and bound the time by the cap
+    until = f"the loss settles at the last of {len(rates)} learning rates" if annealed else "the loss settles"
+    with progress_bar(iterations, f"ADVI ({method})", enabled=progress, until=until,
+                      detail=(lambda: f"learning rate {plateau.stage + 1} of {len(rates)}") if annealed else None) \
+            as advance:
         try:
             for i in range(1, iterations + 1):
                 if i == 1:

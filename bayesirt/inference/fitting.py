@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayesirt.errors import ConfigError
-from bayesirt.inference.methods import METHODS, MODEL_METHODS, SAMPLERS
+from bayesirt.inference.methods import (ADVI_ITERATIONS, ADVI_LEARNING_RATE, ADVI_TOLERANCE, CHAINS, CORES, DRAWS,
+                                       METHODS, MODEL_METHODS, SAMPLER, SEED, TUNE)
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
+from bayesirt.utils.interrupts import check_interrupt
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.outputs import package_versions
-from bayesirt.utils.validation import check_choice, check_int
+from bayesirt.utils.progress import progress_bar
 
 if TYPE_CHECKING:  # annotations only: PyMC, PyTensor and xarray load when a model is fitted, not with --help
     import pymc as pm
@@ -42,10 +44,22 @@ __all__ = ["fit", "sample_model"]
 _JAX_SAMPLERS = ("numpyro", "blackjax")  # PyMC's JAX NUTS (pymc.sampling.jax): the optional extra bayesirt[jax]
 _XLA_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"  # what jax.monitoring reports per compilation
 _MAP_FTOL = 1e-14  # see sample_model's map_tolerance
-_JOINT_MAP = ("fit does not offer method='map': a joint MAP over abilities and items diverges on short tests. "
-              "For the marginal MAP of the items (MAP-EM) with standard errors use "
-              "bayesirt.fit_mml(responses, spec, priors=True), or the command line `bayesirt fit DATA --method map`.")
+_JOINT_MAP = ("a joint MAP over abilities and items diverges on short tests; for the marginal MAP of the items "
+              "(MAP-EM) with standard errors use bayesirt.fit_mml(responses, spec, priors=True), or the command line "
+              "`bayesirt fit DATA --method map`")
 _PACKAGES = ("bayesirt", "pymc", "pytensor", "arviz", "nutpie", "numpy", "xarray")
+
+
+
+def _fit_rules(v: dict) -> str | None:
+    """The rules across :func:`fit`'s options."""
+    if v["thin"] > 1 and v["method"] != "nuts":
+        return (f"thin applies to method='nuts' (it keeps every thin-th draw of each chain); got method={v['method']!r}. "
+                "Leave thin at 1, or ask ADVI for fewer draws.")
+    if v["advi_batch_size"] is not None and v["method"] not in ("advi", "fullrank_advi"):
+        return (f"advi_batch_size applies to method='advi' or 'fullrank_advi'; got method={v['method']!r}. Leave it "
+                "unset for this fit.")
+    return None
 
 
 def _check_jax(caller: str, sampler: str) -> None:
@@ -59,37 +73,29 @@ def _check_jax(caller: str, sampler: str) -> None:
                             f"`pip install \"bayesirt[jax]\"`.") from err
 
 
-def _check_settings(caller, method, sampler, draws, tune, chains, cores, advi_iterations, methods=METHODS) -> None:
-    if caller == "fit" and method == "map":
-        raise ConfigError(_JOINT_MAP)
-    check_choice(method, methods, name="method", caller=caller)
-    check_choice(sampler, SAMPLERS, name="sampler", caller=caller)
+def _check_sampler(caller: str, method: str, sampler: str) -> None:
     if method == "nuts" and sampler in _JAX_SAMPLERS:
         _check_jax(caller, sampler)
-    for name, value in (("draws", draws), ("tune", tune), ("chains", chains), ("advi_iterations", advi_iterations),
-                        ("cores", 1 if cores is None else cores)):
-        check_int(value, name=name, caller=caller, low=1)
 
 
-@declare()
+@declare(check=_fit_rules)
 def fit(
     responses: xr.Dataset,
     spec: IRTSpec | MIRTSpec | str | Path = "2pl",
     *,
-    method: str = option("nuts", "inference method", choices=METHODS),
-    sampler: str = option("nutpie", "NUTS implementation; numpyro and blackjax need bayesirt[jax]", choices=SAMPLERS),
-    draws: int = option(1000, "draws per chain (ADVI: from the approximation)"),
-    tune: int = option(1000, "tuning steps per chain"),
-    chains: int = option(4, "chains"),
-    cores: int | None = option(None, "NUTS chains run at once [min(chains, CPU count)]", type=int),
-    seed: int = option(0, "random seed; same seed, same arrays"),
-    thin: int = option(1, "NUTS: keep every THIN-th draw of each chain"),
-    advi_iterations: int = option(50_000, "ADVI iteration cap"),
-    advi_tolerance: float = option(1e-4, "ADVI: relative change of the windowed mean loss that ends a rate"),
-    advi_learning_rate: float | None = option(None, "ADVI: constant Adam step size [annealed 0.1 to 0.0008]",
-                                              type=float),
+    method: str = option("nuts", "inference method", choices=METHODS, hints={"map": _JOINT_MAP}),
+    sampler: str = SAMPLER,
+    draws: int = DRAWS,
+    tune: int = TUNE,
+    chains: int = CHAINS,
+    cores: int | None = CORES,
+    seed: int = SEED,
+    thin: int = option(1, "NUTS: keep every THIN-th draw of each chain", low=1),
+    advi_iterations: int = ADVI_ITERATIONS,
+    advi_tolerance: float = ADVI_TOLERANCE,
+    advi_learning_rate: float | None = ADVI_LEARNING_RATE,
     advi_batch_size: int | None = option(None, "minibatch ADVI: observed cells per step (for matrices of millions "
-                                               "of responses) [all]", type=int),
+                                               "of responses) [all]", type=int, low=1),
     log_likelihood: bool = option(False, "store the pointwise log-likelihood (for LOO)"),
     progress: bool = True,
 ) -> xr.DataTree:
@@ -171,11 +177,7 @@ def fit(
     -------
     xarray.DataTree
     """
-    _check_settings("fit", method, sampler, draws, tune, chains, cores, advi_iterations)
-    check_int(thin, name="thin", caller="fit", low=1)
-    if thin > 1 and method != "nuts":
-        raise ConfigError(f"thin applies to method='nuts' (it keeps every thin-th draw of each chain); got "
-                            f"method={method!r}. Leave thin at 1, or ask ADVI for fewer draws.")
+    _check_sampler("fit", method, sampler)
     if not isinstance(spec, (IRTSpec, MIRTSpec)):
         spec = load_spec(spec)
     # import time: xarray, PyMC and the kernels load when a model is fitted, not when the CLI lists fit's options
@@ -188,11 +190,9 @@ def fit(
 
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
-    if advi_batch_size is not None:
-        check_int(advi_batch_size, name="advi_batch_size", caller="fit", low=1)
-        if method not in ("advi", "fullrank_advi") or spec.kind == "mirt":
-            raise ConfigError("advi_batch_size applies to method='advi' or 'fullrank_advi' with a 1PL-4PL spec; "
-                                f"got method={method!r} with a {spec.kind} spec. Leave it unset for this fit.")
+    if advi_batch_size is not None and spec.kind == "mirt":
+        raise ConfigError("advi_batch_size applies to method='advi' or 'fullrank_advi' with a 1PL-4PL spec; "
+                          f"got a {spec.kind} spec. Leave it unset for this fit.")
     if method == "laplace":  # no PyMC model: the approximation works on the response matrix (inference.laplace)
         return laplace_fit(responses, spec, draws=draws, seed=seed, log_likelihood=log_likelihood, progress=progress)
 
@@ -258,22 +258,24 @@ def fit(
     return result
 
 
+@declare()
 def sample_model(
     pm_model: pm.Model,
     *,
-    method: str = "nuts",
-    sampler: str = "nutpie",
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
-    cores: int | None = None,
-    seed: int = 0,
-    advi_iterations: int = 50_000,
-    advi_tolerance: float = 1e-4,
-    advi_learning_rate: float | None = None,
-    map_tolerance: float | None = None,
+    method: str = option("nuts", "inference method", choices=MODEL_METHODS),
+    sampler: str = SAMPLER,
+    draws: int = DRAWS,
+    tune: int = TUNE,
+    chains: int = CHAINS,
+    cores: int | None = CORES,
+    seed: int = SEED,
+    advi_iterations: int = ADVI_ITERATIONS,
+    advi_tolerance: float = ADVI_TOLERANCE,
+    advi_learning_rate: float | None = ADVI_LEARNING_RATE,
+    map_tolerance: float | None = option(None, "joint MAP: L-BFGS-B's gtol [SciPy's rules]", type=float, low=0,
+                                         high=1, open=True),
     progress: bool = True,
-    nutpie_settings: dict | None = None,
+    nutpie_settings: dict | None = option(None, "NUTS with nutpie: keyword arguments of nutpie.sample", type=dict),
 ) -> xr.DataTree:
     """Run NUTS, ADVI or MAP on a built ``pm.Model`` (the engine behind :func:`fit`).
 
@@ -306,10 +308,7 @@ def sample_model(
         (ADVI: the loss history). Attributes ``bayesirt_settings`` and ``bayesirt_timings``
         (JSON) and, for ADVI, ``advi_iterations_run``, ``advi_converged``, ``advi_final_loss``.
     """
-    _check_settings("sample_model", method, sampler, draws, tune, chains, cores, advi_iterations, MODEL_METHODS)
-    if map_tolerance is not None and not (isinstance(map_tolerance, float) and 0 < map_tolerance < 1):
-        raise ConfigError(f"The 'map_tolerance' parameter of sample_model must be a float in (0, 1). "
-                            f"Got {map_tolerance!r} instead.")
+    _check_sampler("sample_model", method, sampler)
     import xarray as xr  # import time, as in fit
 
     from bayesirt.inference.advi import ANNEAL_RATES, run_advi  # import time: ADVI loads PyMC
@@ -385,13 +384,32 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
 
 
 def _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
+    """nutpie's NUTS, its progress in bayesirt's bar or lines (draws done of all chains, the time left
+    estimated from their rate, the phase). Not ``nutpie.sample``'s blocking call: that one catches
+    an interrupt and returns the draws so far, NaN for the rest, as if finished; here an interrupt
+    (or any error) cancels the chains and is raised."""
     import nutpie  # here, not at the top: importing nutpie is slow and only NUTS needs it
 
     t0 = time.perf_counter()
-    tree = nutpie.sample(
-        compiled, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
-        save_warmup=False, progress_bar=progress, **nutpie_settings,
-    )
+    state = {"done": 0, "phase": "warm-up"}
+    with progress_bar(chains * (tune + draws), f"NUTS ({chains} chains x {tune:,} warm-up + {draws:,} draws)",
+                      enabled=progress, detail=lambda: state["phase"]) as advance:
+
+        def report(chain_progress) -> None:  # on nutpie's thread, every progress_rate ms
+            done = sum(c.finished_draws for c in chain_progress)
+            state["phase"] = "warm-up" if any(c.started and c.tuning for c in chain_progress) else "sampling"
+            advance(done - state["done"])
+            state["done"] = done
+
+        sampler = nutpie.sample(
+            compiled, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, save_warmup=False,
+            progress_bar=False, progress_callback=report, progress_rate=500, blocking=False, **nutpie_settings,
+        )
+        try:
+            tree = sampler.wait()
+        except BaseException:
+            sampler.cancel()
+            raise
     timings["sample_s"] = time.perf_counter() - t0
     return tree
 
@@ -419,6 +437,7 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
                 draws=draws, tune=tune, chains=chains, random_seed=seed, model=pm_model, nuts_sampler=sampler,
                 progressbar=progress, compute_convergence_checks=False,
             )
+        check_interrupt()  # as below: a trace cut short by an interrupt is not a result
         # JAX compiles inside pm.sample, on first use: compile_s is the XLA compile time JAX reports there.
         timings["compile_s"] = sum(compile_times)
         timings["sample_s"] = time.perf_counter() - t0 - timings["compile_s"]
@@ -432,6 +451,7 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
         draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed, step=step, model=pm_model,
         progressbar=progress, compute_convergence_checks=False,
     )
+    check_interrupt()  # PyMC stops at an interrupt and returns the shorter trace
     timings["sample_s"] = time.perf_counter() - t0
     return tree
 
@@ -463,6 +483,7 @@ def _map(pm_model, seed, progress, timings, tolerance=None) -> xr.DataTree:
     point = pm.find_MAP(
         model=pm_model, random_seed=seed, jitter=False, progressbar=progress, return_inferencedata=False, **options
     )
+    check_interrupt()  # find_MAP returns the point it has at an interrupt
     timings["optimize_s"] = time.perf_counter() - t0
     names = [v.name for v in pm_model.free_RVs + pm_model.deterministics]
     dims = pm_model.named_vars_to_dims

@@ -96,8 +96,15 @@ def laplace_fit(responses: xr.Dataset, spec: IRTSpec | MIRTSpec, *, draws: int, 
                         f"{MAX_MODELS:,}: fit a subset of models, or use method 'advi' with advi_batch_size.")
     timings: dict = {}
     t0 = time.perf_counter()
-    with progress_bar(60, "Laplace (Newton steps)", enabled=progress) as advance:
-        mode = find_mode(y, prior, progress=lambda *_: advance())
+    last = {"step": ""}  # the largest change of the latest step, in the progress lines
+
+    def advance_to(steps: int, largest: float, objective: float) -> None:
+        last["step"] = f"last step's largest change {largest:.1e}"
+        advance()
+
+    with progress_bar(None, "Laplace centre search (Newton steps)", enabled=progress,
+                      until="the largest change is below its tolerance", detail=lambda: last["step"]) as advance:
+        mode = find_mode(y, prior, progress=advance_to)
     timings["mode_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     theta, alpha, d = joint_draws(mode, draws, seed)

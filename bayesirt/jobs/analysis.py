@@ -18,7 +18,7 @@ from bayesirt.jobs.audit import run_audit_job
 from bayesirt.jobs.fit import run_fit_job
 from bayesirt.jobs.suite import SAFETY_STEPS, check_step_options, run_safety_suite
 from bayesirt.models.specs import parse_toml, toml_text
-from bayesirt.utils.options import Option, call, options_of
+from bayesirt.utils.options import Option, call, check_options, options_of, renamed_options
 
 __all__ = ["ANALYSIS_KINDS", "SIMULATED", "load_analysis", "run_analysis", "table_options"]
 
@@ -88,14 +88,21 @@ def load_analysis(path: str | Path) -> dict:
 
 
 def _check_table(path: Path, table: str, options: dict, allowed: dict[str, Option]) -> dict:
-    """The table's options, each checked against its declaration (lists become tuples)."""
-    out = {}
-    for key, value in options.items():
+    """The table's options, each checked against its declaration (lists become tuples), and the
+    rules across options of the job or function behind the table (old names of renamed options
+    taken with a warning)."""
+    declared = {**_JOBS, "simulate": simulate_dif_benchmark}.get(table)
+    where = f"{path}: [{table}]"
+    if declared is not None:
+        options = renamed_options(declared, options, caller=table, where=where)
+    for key in options:
         if key not in allowed:
             raise SpecError(f"{path}: [{table}] unknown option {key!r}{did_you_mean(key, allowed)}; "
                             f"allowed: {sorted(allowed)}")
-        out[key] = allowed[key].check(value, where=f"{path}: [{table}]")
-    return out
+    if declared is None:  # [read]: the reading options of load
+        return {key: allowed[key].check(value, caller="load", where=where) for key, value in options.items()}
+    return check_options(declared, options, caller=table if table in _JOBS else declared.__name__, where=where,
+                         strict=True)
 
 
 def run_analysis(path: str | Path, *, force: bool = False, resume: bool = False, progress: bool = True) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bayesirt.audit.result import AuditConfig
+from bayesirt.audit.engine.result import AuditConfig
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output, staged_output, write_json
@@ -71,12 +71,12 @@ def run_audit_job(data, out, *,
     capability-profile matching
     (:func:`bayesirt.audit.robustness.add_diagnostics`). With the Bayesian layer (``config.bayes``)
     the signatures and the matched controls also get their posterior counterparts
-    (:func:`bayesirt.audit.bayes_diagnostics.add_posterior_diagnostics`).
+    (:func:`bayesirt.audit.bayes.diagnostics.add_posterior_diagnostics`).
     """
     check_output(out, force=force)
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
-    from bayesirt.audit.bayes_diagnostics import add_posterior_diagnostics  # import time, as above
+    from bayesirt.audit.bayes.diagnostics import add_posterior_diagnostics  # import time, as above
     from bayesirt.audit.primary import run_audit  # import time, as above
     from bayesirt.audit.robustness import add_diagnostics  # import time, as above
     from bayesirt.data import attach_metadata, load  # import time, as above
@@ -105,14 +105,14 @@ def run_audit_job(data, out, *,
 @declare(positional={"labels_csv": "CSV of content-audit labels: two annotators x matched high-DIF/control "
                                     "items"})
 def run_content_audit_job(labels_csv, out, *,
-                          permutations: int = option(10_000, "family-direction label permutations per annotator"),
-                          seed: int = option(0, "seed of the permutations"), force: bool = False) -> Path:
+                          permutations: int = option(10_000, "family-direction label permutations per annotator", low=1),
+                          seed: int = option(0, "seed of the permutations", low=0), force: bool = False) -> Path:
     """Run :func:`content_audit` on ``labels_csv`` and write ``out``: summary.json, report.md and
     agreement.csv, binary_tests.csv, benchmark_directions.csv, confirmatory.csv,
     ordinal_tests.csv, family_permutation.csv."""
     check_output(out, force=force)
     # import time: loaded when the job runs, not when the command line lists its options
-    from bayesirt.audit.content import content_audit, read_labels
+    from bayesirt.audit.diagnostics.content import content_audit, read_labels
     from bayesirt.report.content import content_report  # import time, as above
 
     result = content_audit(read_labels(labels_csv), permutations=permutations, seed=seed)
@@ -129,10 +129,11 @@ def run_content_audit_job(labels_csv, out, *,
 
 
 @declare(positional={"left": "output folder of `bayesirt audit` on the first benchmark",
-                     "right": "output folder of `bayesirt audit` on the second benchmark"})
+                     "right": "output folder of `bayesirt audit` on the second benchmark"},
+         renamed={"replicates": "owner_bootstrap", "bootstrap": "owner_bootstrap"})
 def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, *,
-                          replicates: int = option(2000, "owner-bootstrap replicates", flag="--bootstrap"),
-                          seed: int = option(0, "seed of the owner bootstrap"),
+                          owner_bootstrap: int = option(2000, "owner-bootstrap replicates", low=0),
+                          seed: int = option(0, "seed of the owner bootstrap", low=0),
                           families=option(None, "comma-separated family labels to compare, as the audits wrote them "
                                                 "(case matters) [all]", type=tuple, parse=comma_list),
                           derive_families: bool = option(False, "compare by the NT C.1 family labels of the model ids "
@@ -146,15 +147,15 @@ def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, 
     """
     check_output(out, force=force)
     # import time: loaded when the job runs, not when the command line lists its options
-    from bayesirt.audit.common_models import audit_records, exact_common_shifts, select_families
+    from bayesirt.audit.diagnostics.common_models import audit_records, exact_common_shifts, select_families
     from bayesirt.report.content import common_models_report  # import time, as above
 
     records = select_families({"left": audit_records(left), "right": audit_records(right)}, families,
                                derive_families)
-    table = exact_common_shifts(records["left"], records["right"], replicates=replicates, seed=seed)
+    table = exact_common_shifts(records["left"], records["right"], replicates=owner_bootstrap, seed=seed)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "common_models.csv", index=False)
-        report = common_models_report(table, left, right, replicates=replicates, families=families,
+        report = common_models_report(table, left, right, replicates=owner_bootstrap, families=families,
                                       derive_families=derive_families)
         (folder / "report.md").write_text(report)
     return Path(out)

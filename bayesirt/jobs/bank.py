@@ -15,7 +15,7 @@ from bayesirt.errors import DataError, recorded_warnings
 from bayesirt.safety.settings import CALIBRATION_RULES, DEFAULT_RULE, INTERVALS, SELECTION_METHODS
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output
-from bayesirt.utils.validation import check_choice, check_int, check_probability
+from bayesirt.utils.progress import stage
 
 if TYPE_CHECKING:  # annotations only
     import xarray as xr
@@ -82,9 +82,6 @@ def run_select_job(bank, out, *,
     force : bool
     """
     check_output(out, force=force)
-    check_int(budget, name="budget", caller="run_select_job", low=1)
-    if method is not None:
-        check_choice(method, SELECTION_METHODS, name="method", caller="run_select_job")
     # import time: loaded when the job runs, not when the command line lists its options
     import pandas as pd
     from bayesirt.report.bank import write_selection  # import time, as above
@@ -176,17 +173,16 @@ def run_score_job(bank, responses, out, *,
     force : bool
     """
     check_output(out, force=force)
-    check_probability(fpr, name="fpr", caller="run_score_job")
-    check_probability(level, name="level", caller="run_score_job")
-    check_choice(rule, CALIBRATION_RULES, name="rule", caller="run_score_job")
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
     from bayesirt.report.bank import write_scores  # import time, as above
     from bayesirt.safety.bank import read_bank  # import time, as above
     from bayesirt.safety.scores import score_models  # import time, as above
 
+    stage(f"score: reading the bank ({draws} item-parameter draws)")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     data = _load(responses)
+    stage(f"score: scoring {data.sizes['model']:,} models ({samples:,} predictive draws each)")
     (scores, warnings), messages = recorded_warnings(score_models, b, data, task=task, models=models, level=level,
                                                      fpr=fpr, samples=samples, seed=seed, interval=interval, rule=rule)
     summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task, "interval": interval,

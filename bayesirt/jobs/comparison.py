@@ -3,19 +3,24 @@ compared by cross-validated elpd, in one output folder."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from bayesirt import __version__
 from bayesirt.comparison.settings import KFOLD_MODES, UNITS
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
 from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
-from bayesirt.utils.outputs import check_output, staged_output, write_json, write_netcdf
-from bayesirt.utils.validation import check_choice, check_probability
+from bayesirt.utils.outputs import KeptUnits, check_output, staged_output, write_json, write_netcdf
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
 
 __all__ = ["run_compare_job"]
 
@@ -39,6 +44,18 @@ def _fit_settings(fit_options: dict) -> dict:
     return {k: ("not set (fit's default)" if v is None else v) for k, v in used.items() if k not in drop}
 
 
+def _fingerprint(responses: xr.Dataset, specs: dict, settings: dict) -> str:
+    """Digest of what a spec's result depends on: the responses and their labels, the specs' texts,
+    the settings and bayesirt's version (results kept by an interrupted run are reused only when equal)."""
+    digest = hashlib.sha256(__version__.encode())
+    digest.update(responses["responses"].values.tobytes())
+    for name in ("item", "model"):
+        digest.update("\0".join(map(str, responses[name].values)).encode())
+    digest.update(json.dumps({label: spec.text for label, spec in specs.items()}, sort_keys=True).encode())
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
 def _comparison_specs(specs, dims, mirt_spec) -> dict:
     if (specs is None) == (dims is None):
         raise ConfigError("compare needs exactly one of --specs (e.g. rasch,2pl,3pl) or --dims (e.g. 1,2,3,4)")
@@ -59,18 +76,19 @@ def run_compare_job(data, out, *,
                     specs=option(None, "comma-separated specs, e.g. rasch,2pl,3pl,4pl (or --dims)", type=tuple,
                                  parse=comma_list),
                     dims=option(None, "comma-separated MIRT dimensions, e.g. 1,2,3,4 (or --specs)", type=tuple,
-                                parse=comma_ints),
+                                parse=comma_ints, low=1),
                     mirt_spec=option("mirt", "exploratory MIRT spec varied by --dims"),
                     unit: str = option("model", "unit of prediction: a whole model's responses (ability integrated "
                                                 "out) or one response", choices=UNITS),
                     kfold: str = option("auto", "exact K-fold by model: when Pareto k flags more than --kfold-trigger "
                                                 "of the models, always, or never", choices=KFOLD_MODES),
-                    folds: int = option(5, "folds of the K-fold cross-validation"),
-                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold"),
+                    folds: int = option(5, "folds of the K-fold cross-validation", low=2),
+                    kfold_trigger: float = option(0.05, "share of models with high Pareto k that switches to K-fold",
+                                                  low=0, high=1),
                     rotation: str | None = option(None, "rotate MIRT loadings in loadings_*.csv", type=str,
                                                   choices=("oblimin", "varimax")),
                     workers: int | None = option(None, "worker processes for K-fold refits; 1 runs them in this process "
-                                                       "[one per core]", type=int),
+                                                       "[one per core]", type=int, low=1),
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
@@ -85,42 +103,29 @@ def run_compare_job(data, out, *,
     Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
     """
     check_output(out, force=force)
-    check_choice(unit, UNITS, name="unit", caller="run_compare_job")
-    check_choice(kfold, KFOLD_MODES, name="kfold", caller="run_compare_job")
-    check_probability(kfold_trigger, name="kfold_trigger", caller="run_compare_job", closed=True)
     specs = _comparison_specs(specs, dims, mirt_spec)
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
     from bayesirt.comparison.loo import (  # import time, as above
-        compare_table, elpd_dataset, kfold_specs, loo_cells, loo_models,
+        compare_table, elpd_dataset, kfold_specs,
     )
     from bayesirt.data import load  # import time, as above
-    from bayesirt.data.responses import MISSING  # import time, as above
     from bayesirt.report.compare import comparison_report, plot_comparison  # import time, as above
-    from bayesirt.structure.loadings import loading_table  # import time, as above
 
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
     method = fit_options.get("method", "nuts")
-    trees, results, notes, fit_seconds = {}, {}, [], {}
-    for n, (label, spec) in enumerate(specs.items(), start=1):
-        head = f"spec {n} of {len(specs)}: {label}"
-        _stage(f"{head} - fitting ({method}) to {responses.sizes['model']:,} models x {responses.sizes['item']:,} "
-               "items", progress)
-        start = time.perf_counter()
-        trees[label] = fit(responses, spec, progress=progress, **fit_options)
-        fit_seconds[label] = time.perf_counter() - start
-        _stage(f"{head} - fitted in {fit_seconds[label]:.0f} s; " + (
-            f"marginal likelihood of {responses.sizes['model']:,} held-out models" if unit == "model" else
-            f"PSIS-LOO over {int((responses['responses'] != MISSING).sum()):,} responses"), progress)
-        start = time.perf_counter()
-        results[label] = (loo_models if unit == "model" else loo_cells)(trees[label], progress=progress)
-        bad = int((results[label].pareto_k > results[label].good_k).sum())
-        notes.append(f"{label}: {bad} of {results[label].n_data_points} {unit}s with Pareto k > "
-                     f"{results[label].good_k:.2f}")
-        _stage(f"{head} - elpd {results[label].elpd:,.1f} (SE {results[label].se:,.1f}), {bad} of "
-               f"{results[label].n_data_points:,} {unit}s with Pareto k > {results[label].good_k:.2f} "
-               f"({time.perf_counter() - start:.0f} s)", progress)
+    kept = KeptUnits(out, _fingerprint(responses, specs, {"unit": unit, "rotation": rotation, **fit_options}))
+    finished = kept.load()
+    if finished:
+        _stage(f"continuing an interrupted comparison: {', '.join(finished)} kept from it ({kept.folder})", progress)
+    with kept.on_interrupt(len(specs)):
+        done = {label: finished.get(label) or _score_spec(responses, label, spec, n, len(specs), unit, rotation,
+                                                          kept, progress, fit_options)
+                for n, (label, spec) in enumerate(specs.items(), start=1)}
+    results = {label: d["result"] for label, d in done.items()}
+    fit_seconds = {label: d["fit_seconds"] for label, d in done.items()}
+    notes = [d["note"] for d in done.values()]
     flagged = {lab: float((r.pareto_k > r.good_k).mean()) for lab, r in results.items()}
     if unit == "model" and (kfold == "always" or (kfold == "auto" and max(flagged.values()) > kfold_trigger)):
         why = "on request" if kfold == "always" else (f"because Pareto k flagged more than {kfold_trigger:.0%} of "
@@ -131,10 +136,11 @@ def run_compare_job(data, out, *,
         _stage(f"exact {folds}-fold cross-validation by model {why}: {folds * len(specs)} refits ({len(specs)} specs "
                f"x {folds} folds), {where}", progress)
         start = time.perf_counter()
-        refits = kfold_specs(responses, {lab: specs[lab] for lab in slowest_first}, folds=folds, seed=seed,
-                             full_lpd={lab: r.elpd + r.p for lab, r in results.items()}, workers=workers,
-                             scheduler=scheduler, progress=progress,
-                             **{k: v for k, v in fit_options.items() if k != "seed"})  # fold k: seed + k
+        with kept.on_interrupt(len(specs), then=f"the {folds}-fold refits"):
+            refits = kfold_specs(responses, {lab: specs[lab] for lab in slowest_first}, folds=folds, seed=seed,
+                                 full_lpd={lab: r.elpd + r.p for lab, r in results.items()}, workers=workers,
+                                 scheduler=scheduler, progress=progress,
+                                 **{k: v for k, v in fit_options.items() if k != "seed"})  # fold k: seed + k
         results = {lab: refits[lab] for lab in specs}
         for n, (label, result) in enumerate(results.items(), start=1):
             _stage(f"spec {n} of {len(specs)}: {label} - {folds}-fold elpd {result.elpd:,.1f} (SE {result.se:,.1f})",
@@ -150,16 +156,46 @@ def run_compare_job(data, out, *,
         for label, spec in specs.items():
             if spec.kind == "mirt":
                 loadings[label] = f"loadings_{label}.csv"
-                loading_table(trees[label], rotation=rotation).to_csv(folder / loadings[label], index=False)
+                done[label]["loadings"].to_csv(folder / loadings[label], index=False)
         settings = {"unit": unit, "kfold": kfold, "folds": folds, "kfold_trigger": kfold_trigger,
                     "rotation": rotation, **_fit_settings(fit_options)}
         summary = {"data": responses.attrs.get("name", ""), "specs": {lab: s.name for lab, s in specs.items()},
                    "table": json.loads(table.reset_index().to_json(orient="records")), "notes": notes,
                    "settings": settings,
-                   "timings": {lab: json.loads(t.attrs["bayesirt_timings"]) for lab, t in trees.items()}}
+                   "timings": {lab: d["timings"] for lab, d in done.items()}}
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(comparison_report(
             table, data_name=responses.attrs.get("name", "responses"), unit=unit, settings=settings, notes=notes,
             figure=figure, loadings=loadings, fit_method=method))
+    kept.discard()
     _stage(f"wrote {out}", progress)
     return Path(out)
+
+
+def _score_spec(responses, label, spec, n, n_specs, unit, rotation, kept, progress, fit_options) -> dict:
+    """Fit one spec and score it by PSIS-LOO; what the comparison needs of it (``result``,
+    ``fit_seconds``, ``timings``, ``note``, MIRT ``loadings``), kept for a rerun (:class:`KeptSpecs`)."""
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.comparison.loo import loo_cells, loo_models
+    from bayesirt.data.responses import MISSING  # import time, as above
+    from bayesirt.structure.loadings import loading_table  # import time, as above
+
+    head = f"spec {n} of {n_specs}: {label}"
+    _stage(f"{head} - fitting ({fit_options.get('method', 'nuts')}) to {responses.sizes['model']:,} models x "
+           f"{responses.sizes['item']:,} items", progress)
+    start = time.perf_counter()
+    tree = fit(responses, spec, progress=progress, **fit_options)
+    fit_seconds = time.perf_counter() - start
+    _stage(f"{head} - fitted in {fit_seconds:.0f} s; " + (
+        f"marginal likelihood of {responses.sizes['model']:,} held-out models" if unit == "model" else
+        f"PSIS-LOO over {int((responses['responses'] != MISSING).sum()):,} responses"), progress)
+    start = time.perf_counter()
+    result = (loo_models if unit == "model" else loo_cells)(tree, progress=progress)
+    bad = int((result.pareto_k > result.good_k).sum())
+    _stage(f"{head} - elpd {result.elpd:,.1f} (SE {result.se:,.1f}), {bad} of {result.n_data_points:,} {unit}s with "
+           f"Pareto k > {result.good_k:.2f} ({time.perf_counter() - start:.0f} s)", progress)
+    done = {"result": result, "fit_seconds": fit_seconds, "timings": json.loads(tree.attrs["bayesirt_timings"]),
+            "note": f"{label}: {bad} of {result.n_data_points} {unit}s with Pareto k > {result.good_k:.2f}",
+            "loadings": loading_table(tree, rotation=rotation) if spec.kind == "mirt" else None}
+    kept.keep(label, done)
+    return done

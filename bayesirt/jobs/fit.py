@@ -17,7 +17,6 @@ from bayesirt.models.specs import SPEC_HELP, IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.options import declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
 from bayesirt.utils.progress import heartbeat, stage
-from bayesirt.utils.validation import check_choice, check_probability
 
 if TYPE_CHECKING:  # annotations only
     import xarray as xr
@@ -29,7 +28,13 @@ MAP_ESTIMATOR = "marginal MAP of the item parameters under the spec's priors (MA
 _QUADRATURE, _MAX_ITER = 61, 500
 
 
-@declare(forward=fit, positional={"data": DATA_HELP})
+def _pairs_need_draws(v: dict) -> str | None:
+    if v["pairs"] == "all" and v["method"] == "map":
+        return "--pairs all needs posterior draws; method 'map' has none: use --method advi (or nuts)"
+    return None
+
+
+@declare(forward=fit, positional={"data": DATA_HELP}, check=_pairs_need_draws)
 def run_fit_job(
     data: str | Path | xr.Dataset, out: str | Path, *,
     spec: str | Path | IRTSpec = option("2pl", SPEC_HELP, flag="--model"),
@@ -39,7 +44,7 @@ def run_fit_job(
                                  "(MAP-EM) with SEs under the spec's priors, as `mml --priors`, in the same files (map.nc "
                                  "for posterior.nc; 1PL-4PL)",
                          choices=(*METHODS, "map")),
-    ci: float = option(DEFAULT_CI, "credible-interval probability of tables (map: Wald intervals)"),
+    ci: float = option(DEFAULT_CI, "credible-interval probability of tables (map: Wald intervals)", low=0, high=1, open=True),
     pairs: str = option("adjacent", "P(a ahead of b): for adjacent ranks in models.csv (prob_ahead_of_next), or "
                                     "also for every pair of models in pairs.nc (1PL-4PL)", choices=("adjacent", "all")),
     float32: bool = option(False, "store draws in posterior.nc in single precision: half the size, 7 significant "
@@ -63,13 +68,9 @@ def run_fit_job(
     it for adjacent ranks (``prob_ahead_of_next``).
     """
     check_output(out, force=force)  # before the fit, not after minutes of sampling
-    check_probability(ci, name="ci", caller="run_fit_job")
-    check_choice(pairs, ("adjacent", "all"), name="pairs", caller="run_fit_job")
-    check_choice(method, (*METHODS, "map"), name="method", caller="run_fit_job")
-    if pairs == "all" and method == "map":
-        raise ConfigError("--pairs all needs posterior draws; method 'map' has none: use --method advi (or nuts)")
     if method == "map":
-        return _run_marginal_map(data, spec, out, force=force, ci=ci, float32=float32, **fit_options)
+        return _run_marginal_map(data, spec, out, force=force, ci=ci, float32=float32, progress=progress,
+                                 **fit_options)
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
     from bayesirt.data import load  # import time, as above
@@ -154,7 +155,8 @@ def _theta_prior(spec: IRTSpec) -> tuple[float, float]:
     return (float(mu), float(sigma)) if fixed else (0.0, 1.0)
 
 
-def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool, **fit_options) -> Path:
+def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool, progress: bool = True,
+                      **fit_options) -> Path:
     """The ``method="map"`` branch of :func:`run_fit_job`: the marginal MAP of the item parameters
     under the spec's priors (MAP-EM, abilities integrated out; what ``bayesirt mml --priors``
     fits), abilities as MAP (and EAP) given the items, standard errors from the observed
@@ -191,8 +193,13 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool,
 
     responses = validate_responses(data if isinstance(data, xr.Dataset) else load(data))
     start = time.perf_counter()
-    result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=_QUADRATURE, priors=True, se=True,
-                                         max_iter=_MAX_ITER)
+    stage(f"fit: {spec.name} by map (MAP-EM, then standard errors) on {responses.sizes['item']:,} items x "
+          f"{responses.sizes['model']:,} models", enabled=progress)
+    with heartbeat("fit: map (MAP-EM)", enabled=progress):
+        result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=_QUADRATURE, priors=True, se=True,
+                                             max_iter=_MAX_ITER)
+    stage(f"fit: MAP-EM done in {time.perf_counter() - start:.0f} s ({result.iterations} EM iterations); tables",
+          enabled=progress)
     settings = {"method": "map", "estimator": MAP_ESTIMATOR, "quadrature": _QUADRATURE, "max_iter": _MAX_ITER,
                 "active_priors": result.attrs["active_priors"], "se_method": result.attrs["se_method"]}
     tree = map_tree(result, responses, settings=settings, timings={"fit_s": time.perf_counter() - start})
@@ -209,6 +216,7 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool,
         extra["ignored_options"] = ignored
         messages.append("Ignored options (they apply to the sampled methods, not to this estimate): "
                         + ", ".join(f"`{k} = {v!r}`" for k, v in ignored.items()) + ".")
+    stage(f"fit: writing {out}", enabled=progress)
     return _write_fit(tree, spec, responses, out, items, models, messages, extra, ci=ci, float32=float32,
                       force=force, pairs="adjacent", reading=reading)
 

@@ -72,8 +72,8 @@ def _mml_summary(result, n_models: int) -> dict:
 def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                 priors: bool = option(False, "add the spec's item priors (MAP-EM)"),
                 se: bool = option(True, "skip standard errors (faster on large item banks)"),
-                quadrature: int = option(61, "Gauss-Hermite nodes"),
-                max_iter: int = option(500, "EM iteration cap"),
+                quadrature: int = option(61, "Gauss-Hermite nodes", low=5, high=201),
+                max_iter: int = option(500, "EM iteration cap", low=1),
                 force: bool = False) -> Path:
     """Fit ``spec`` by MML (or MAP-EM with ``priors``: the marginal MAP of the items, the
     estimate of ``bayesirt fit --method map``, which writes it in the shape of a sampled fit);
@@ -107,8 +107,8 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
 
 
 @declare(positional={"data": DATA_HELP})
-def run_ladder_job(data, out, *, quadrature: int = option(61, "Gauss-Hermite nodes"),
-                   max_iter: int = option(500, "EM iteration cap"), force: bool = False) -> Path:
+def run_ladder_job(data, out, *, quadrature: int = option(61, "Gauss-Hermite nodes", low=5, high=201),
+                   max_iter: int = option(500, "EM iteration cap", low=1), force: bool = False) -> Path:
     """Fit the 1PL-4PL ladder; write ladder.csv, lrt.csv, summary.json and report.md."""
     check_output(out, force=force)
     responses, _ = _inputs(data)
@@ -130,8 +130,8 @@ def run_ladder_job(data, out, *, quadrature: int = option(61, "Gauss-Hermite nod
 
 @declare(forward=fit, positional={"data": DATA_HELP})
 def run_check_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
-                  quadrature: int = option(61, "Gauss-Hermite nodes of the MML fits"),
-                  threshold_sd: float = option(DEFAULT_THRESHOLD_SD, "prior-shrinkage flag threshold"),
+                  quadrature: int = option(61, "Gauss-Hermite nodes of the MML fits", low=5, high=201),
+                  threshold_sd: float = option(DEFAULT_THRESHOLD_SD, "prior-shrinkage flag threshold", low=0, open=True),
                   force: bool = False, progress: bool = True, **fit_options) -> Path:
     """Fit ``spec`` by ``fit`` (NUTS by default) and by ML and MAP-EM, and write the agreement
     report: agreement.csv, agreement_summary.csv, agreement.png, posterior.nc, ml.nc, map.nc,
@@ -168,10 +168,10 @@ def run_check_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
 
 @declare(positional={"data": DATA_HELP})
 def run_splithalf_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
-                      splits: int = option(10, "random splits of the models"),
-                      top: int = option(25, "items selected by half-one discrimination"),
-                      seed: int = option(0, "seed of the splits"),
-                      quadrature: int = option(61, "Gauss-Hermite nodes"),
+                      splits: int = option(10, "random splits of the models", low=1),
+                      top: int = option(25, "items selected by half-one discrimination", low=1),
+                      seed: int = option(0, "seed of the splits", low=0),
+                      quadrature: int = option(61, "Gauss-Hermite nodes", low=5, high=201),
                       force: bool = False, progress: bool = True) -> Path:
     """Split-half retention with and without priors; write splithalf.csv, splithalf.nc,
     splithalf.png, summary.json and report.md."""
@@ -197,23 +197,23 @@ def run_splithalf_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"
 
 @declare(positional={"data": DATA_HELP})
 def run_mirt_mml_job(data, out, *,
-                     dims=option((1, 2, 3, 4), "dimensions D to fit, each at most 4", parse=comma_ints),
-                     folds: int = option(5, "cross-validation folds over models"),
-                     seed: int = option(0, "seed of the folds and of the start values"),
+                     dims=option((1, 2, 3, 4), "dimensions D to fit, each at most 4", parse=comma_ints, low=1),
+                     folds: int = option(5, "cross-validation folds over models", low=2),
+                     seed: int = option(0, "seed of the folds and of the start values", low=0),
                      quadrature: int | None = option(None, "Gauss-Hermite nodes per dimension [61, 31, 15, 9 for "
-                                                           "D = 1..4]", type=int),
+                                                           "D = 1..4]", type=int, low=5, high=201),
                      prune: float = option(PRUNE, "drop grid nodes whose prior weight is below this times the "
-                                                  "largest"),
-                     max_iter: int = option(500, "EM iteration cap"),
-                     tol: float = option(1e-4, "EM convergence tolerance (relative change of the log-likelihood)"),
+                                                  "largest", low=0, high=1, open="high"),
+                     max_iter: int = option(500, "EM iteration cap", low=1),
+                     tol: float = option(1e-4, "EM convergence tolerance (relative change of the log-likelihood)", low=0, open=True),
                      loading_prior: float | None = option(SAFE_LOADING_PRIOR, "SD of the N(0, SD^2) prior on the "
                                                                               "loadings (MAP-EM, SAFE App. C); none: "
                                                                               "unregularized ML", type=float,
-                                                          parse=none_or_float, metavar="SD"),
+                                                          parse=none_or_float, metavar="SD", low=0, open=True),
                      rotation: str = option("oblimin", "rotation of the standardized loadings aggregated by item "
                                                        "group", choices=("oblimin", "varimax", "none")),
                      threads: int | None = option(1, "BLAS threads of the EM (None: the library's default)",
-                                                  type=int),
+                                                  type=int, low=1),
                      force: bool = False, progress: bool = False) -> Path:
     """Fit the D-dimensional 2PL by MML for each D, choose D by held-out likelihood, and write
     ``mirt_mml.csv`` (one row per D), ``loadings.csv`` (mean rotated loading by item group,

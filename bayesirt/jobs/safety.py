@@ -156,7 +156,20 @@ def run_information_job(source, out, *,
     return Path(out)
 
 
-@declare(positional={"data": DATA_HELP})
+def _personfit_rules(v: dict) -> str | None:
+    if v["reference"] is not None and v["posterior"] is not None:
+        return "--posterior gives p-values for the calibration data itself; drop it when scoring against --reference"
+    return None
+
+
+def _sandbag_rules(v: dict) -> str | None:
+    if v["labels"] is not None and v["reference"] is None:
+        return "labels mark real runs as genuine or sandbagging; pass them with a reference cohort (--reference) and " \
+               "the runs as data"
+    return None
+
+
+@declare(positional={"data": DATA_HELP}, check=_personfit_rules)
 def run_personfit_job(data, out, *,
                       fpr: float = option(0.1, "false-positive rate on the genuine cohort", low=0, high=1, open=True),
                       statistic: str = option("lz", "person-fit statistic", choices=STATISTICS),
@@ -198,11 +211,6 @@ def run_personfit_job(data, out, *,
         A progress bar over the posterior predictive draws.
     """
 
-    if statistic not in STATISTICS:
-        raise BayesIRTError(f"The 'statistic' parameter must be one of {set(STATISTICS)}. Got {statistic!r} instead.")
-    if reference is not None and posterior is not None:
-        raise BayesIRTError("--posterior gives p-values for the calibration data itself; drop it when scoring against "
-                            "--reference")
     check_output(out, force=force)
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
@@ -252,7 +260,7 @@ def _open_tree(path) -> xr.DataTree:
                             "written by 'bayesirt fit'") from None
 
 
-@declare(positional={"data": DATA_HELP})
+@declare(positional={"data": DATA_HELP}, check=_sandbag_rules)
 def run_sandbag_job(data, out, *,
                     fpr: float = option(0.1, "false-positive rate of the detectors", low=0, high=1, open=True),
                     statistic: str = option("lz", "person-fit statistic", choices=STATISTICS),
@@ -320,9 +328,6 @@ def run_sandbag_job(data, out, *,
             roc = labelled_roc(suspects, genuine, read_run_labels(labels), statistic=statistic)
             settings["labels"] = str(labels) if not isinstance(labels, (Mapping, pd.DataFrame)) else "given"
         return write_suspects(suspects, genuine, settings, out, warnings=messages, force=force, roc=roc)
-    if labels is not None:
-        raise ConfigError("labels mark real runs as genuine or sandbagging; pass them with a reference cohort "
-                          "(--reference) and the runs as data")
     result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, mode=mode,
                                          shifts=shifts, strengths=strengths, direction=direction,
                                          trigger_fraction=trigger_fraction, target=target, groups=groups,

@@ -11,31 +11,36 @@ from pathlib import Path
 import numpy as np
 
 from bayesirt.errors import ConfigError
+from bayesirt.inference.methods import ADVI_ITERATIONS, CHAINS, DRAWS, TUNE
 from bayesirt.models.settings import ROTATIONS
 from bayesirt.structure.settings import ABILITY_ESTIMATES, ABILITY_METHODS, AUTO_POLARITY_THRESHOLD, COHORTS
 from bayesirt.utils.options import comma_ints, declare, option, polarity_flags
 from bayesirt.utils.outputs import check_output
 from bayesirt.utils.parallel import spawn_seeds
-from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["run_factors_job"]
 
 
-@declare(positional={"inputs": "one CSV of abilities (models x benchmarks), or three or more response data files"})
+def _no_single_resample(v: dict) -> str | None:
+    if v["loading_bootstrap"] == 1:
+        return "loading_bootstrap must be 0 (no intervals) or at least 2 resamples; got 1"
+    return None
+
+
+@declare(positional={"inputs": "one CSV of abilities (models x benchmarks), or three or more response data files"},
+         check=_no_single_resample, renamed={"bootstrap": "loading_bootstrap"})
 def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike, *,
                     n_factors=option(None, "factor counts to fit [1-4, as far as the number of benchmarks identifies "
                                            "them]", type=tuple, parse=comma_ints, low=1),
                     rotation: str = option("oblimin", "rotation", choices=ROTATIONS),
-                    gamma: float = option(0.0, "oblimin gamma (0: quartimin)"),
+                    gamma: float = option(0.0, "oblimin gamma (0: quartimin)", low=-1, high=1),
                     method: str = option("map", "ability estimates per benchmark: MAP-EM items (SAFE's regularized "
                                                 "MML), or a 2PL posterior", choices=ABILITY_METHODS),
                     estimate: str = option("mode", "ability estimate of the MAP-EM fits: posterior mode (SAFE) or EAP",
                                            choices=ABILITY_ESTIMATES),
-                    draws: int = option(1000, "draws per chain of the posterior methods", low=1),
-                    tune: int = option(1000, "tuning steps per chain (nuts)", low=1),
-                    chains: int = option(4, "chains (nuts)", low=1),
-                    advi_iterations: int = option(50_000, "ADVI iteration cap", low=1),
-                    bootstrap: int = option(500, "bootstrap resamples of the models for the loading intervals and the "
+                    draws: int = DRAWS, tune: int = TUNE, chains: int = CHAINS,
+                    advi_iterations: int = ADVI_ITERATIONS,
+                    loading_bootstrap: int = option(500, "bootstrap resamples of the models for the loading intervals and the "
                                                  "polarity evidence (0: none)", low=0),
                     cohort: str = option("complete", "only models with every benchmark (SAFE), or every model on the "
                                                      "benchmark pairs it has (pairwise-complete correlations)",
@@ -69,7 +74,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     rotation, gamma : as in :func:`bayesirt.structure.factor.factor_analysis`
     method, estimate, draws, tune, chains, advi_iterations : as in :func:`ability_matrix`
         (default MAP-EM items and MAP abilities, SAFE). Used only with response files.
-    bootstrap : int, default 500
+    loading_bootstrap : int, default 500
         Replicates of the bootstrap over models behind the loading intervals and the polarity
         evidence; 0 skips the intervals (then nothing is flagged and ``polarity="auto"`` is refused).
     cohort : {"complete", "pairwise"}, default "complete"
@@ -113,10 +118,6 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     """
     check_output(out, force=force)
     paths = [Path(p) for p in inputs]
-    check_choice(rotation, ROTATIONS, name="rotation", caller="run_factors_job")
-    check_choice(cohort, COHORTS, name="cohort", caller="run_factors_job")
-    if check_int(bootstrap, name="bootstrap", caller="run_factors_job", low=0) == 1:
-        raise parameter_error("bootstrap", "run_factors_job", "0 (no intervals) or an integer >= 2", bootstrap)
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
     from bayesirt.data.io import load  # import time, as above
@@ -132,9 +133,9 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     )
 
     declared, auto = parse_polarity(polarity)
-    if auto and not bootstrap:
+    if auto and not loading_bootstrap:
         raise ConfigError("polarity='auto' reverses only loadings whose bootstrap interval lies below "
-              f"{AUTO_POLARITY_THRESHOLD}; set bootstrap >= 2 or declare the polarity")
+              f"{AUTO_POLARITY_THRESHOLD}; set loading_bootstrap >= 2 or declare the polarity")
     fit_seed, parallel_seed, boot_seed = spawn_seeds(seed, 3)
     if len(paths) == 1:
         if disattenuate:
@@ -148,7 +149,6 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         if len(set(names)) != len(names) or len(paths) < 3:
             raise ConfigError(f"response files must be at least 3, one per benchmark, with distinct file names; got {names}")
         check_factor_counts(n_factors, len(paths))  # before the fits
-        check_int(test_length, name="test_length", caller="run_factors_job", low=1)
         datasets = {n: load(p) for n, p in zip(names, paths)}
         abilities = ability_matrix(datasets, method=method, estimate=estimate, draws=draws, tune=tune, chains=chains,
                                    advi_iterations=advi_iterations, seed=fit_seed, test_length=test_length,
@@ -159,7 +159,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     frame = abilities["ability"].to_pandas()
     counts = check_factor_counts(n_factors, frame.shape[1])
     common = dict(rotation=rotation, gamma=gamma, parallel_iter=parallel_iter,
-                  parallel_communalities=parallel_communalities, parallel_seed=parallel_seed, bootstrap=bootstrap,
+                  parallel_communalities=parallel_communalities, parallel_seed=parallel_seed, bootstrap=loading_bootstrap,
                   boot_seed=boot_seed, progress=progress)
     _, solutions, parallel, intervals = structure_analysis(frame, None, counts, correct=False, **common)
     corrected_analysis = None
@@ -167,7 +167,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         eap = abilities["eap"].to_pandas() if "eap" in abilities else frame
         eap_sd = (abilities["eap_sd"] if "eap_sd" in abilities else abilities["ability_sd"]).to_pandas()
         corrected_analysis = structure_analysis(eap, eap_sd, counts, correct=True, **common)
-    general, interval = general_interval(solutions, intervals, frame, None, correct=False, replicates=bootstrap,
+    general, interval = general_interval(solutions, intervals, frame, None, correct=False, replicates=loading_bootstrap,
                                           seed=boot_seed, progress=progress)
     polarities = polarity_table(general, declared, interval=interval, auto=auto)
     for line in flagged_polarity(polarities):
@@ -186,7 +186,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
             matched = ability_matched_pairs(short, short_sd, datasets)
     settings = {"inputs": [str(p) for p in paths], "n_factors": counts, "rotation": rotation, "gamma": gamma,
                 "seed": seed, "parallel_iter": parallel_iter, "parallel_communalities": parallel_communalities,
-                "cohort": cohort, "bootstrap": bootstrap, "disattenuate": disattenuate, "test_length": test_length,
+                "cohort": cohort, "bootstrap": loading_bootstrap, "disattenuate": disattenuate, "test_length": test_length,
                 "declared_polarity": declared, "auto_polarity": auto,
                 "auto_polarity_threshold": AUTO_POLARITY_THRESHOLD}
     if len(paths) > 1:

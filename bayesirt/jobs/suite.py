@@ -46,7 +46,7 @@ from bayesirt.safety.scopes import Scope, benchmark_scopes
 from bayesirt.structure.ability_structure import parse_polarity
 from bayesirt.structure.factor import check_n_factors
 from bayesirt.structure.polarity import loading_clusters
-from bayesirt.utils.options import options_of
+from bayesirt.utils.options import check_options, options_of, renamed_options
 from bayesirt.utils.outputs import (
     check_output,
     remove_stale_staging,
@@ -103,11 +103,14 @@ def check_step_options(steps, options: dict, where: str = "analysis") -> None:
         if not isinstance(table, dict):
             raise SpecError(f"{where}: [safety.{step}] must be a table of options; got {table!r}")
         allowed = _step_declarations(step)
-        for key, value in table.items():
+        renamed = renamed_options(_step_jobs()[step], table, caller=step, where=f"{where}: [safety.{step}]")
+        table.clear()
+        table.update(renamed)  # the table the suite runs with: old names of renamed options replaced
+        for key in table:
             if key not in allowed:
                 raise SpecError(f"{where}: [safety.{step}] unknown option {key!r}{did_you_mean(key, allowed)}; "
                                 f"allowed: {sorted(allowed)}")
-            allowed[key].check(value, where=f"{where}: [safety.{step}]")
+        check_options(_step_jobs()[step], table, caller=step, where=f"{where}: [safety.{step}]", strict=True)
 
 
 def check_against_data(files: list[str], scopes: list[Scope], steps, options: dict) -> None:

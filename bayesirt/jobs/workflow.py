@@ -18,8 +18,8 @@ __all__ = ["run_ppc_job", "run_prior_check_job", "run_sbc_job", "parse_design"]
 
 @declare(forward=fit, positional={"data": DATA_HELP})
 def run_ppc_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
-                ppc_draws: int = option(500, "posterior draws replicated"),
-                alpha: float = option(0.05, "flagging level of the ppp values"),
+                ppc_draws: int = option(500, "posterior draws replicated", low=1),
+                alpha: float = option(0.05, "flagging level of the ppp values", low=0, high=1, open=True),
                 float32: bool = option(False, "store draws in posterior.nc in single precision: half the size, 7 "
                                               "significant digits"),
                 force: bool = False, progress: bool = True, **fit_options) -> Path:
@@ -70,16 +70,20 @@ def parse_design(text: str) -> tuple[int, int]:
     return models, items
 
 
-@declare()
+def _one_design(v: dict) -> str | None:
+    if (v["design"] is None) == (v["data"] is None):
+        return "prior-check needs exactly one of --design MODELSxITEMS or --data DATA"
+    return None
+
+
+@declare(check=_one_design)
 def run_prior_check_job(out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                         design: str | None = option(None, "MODELSxITEMS, e.g. 200x100 (or give --data)", type=str),
                         data=option(None, "observed data to compare with (sets the design)", type=str),
-                        draws: int = option(500, "prior draws"), seed: int = option(0, "random seed"),
+                        draws: int = option(500, "prior draws", low=1), seed: int = option(0, "random seed", low=0),
                         force: bool = False) -> Path:
     """Prior predictive check of ``spec`` on a design or on observed data (exactly one of
     ``design`` and ``data``); writes prior_check.csv, prior_predictive.nc, prior.png and report.md."""
-    if (design is None) == (data is None):
-        raise ConfigError("prior-check needs exactly one of --design MODELSxITEMS or --data DATA")
     check_output(out, force=force)
     spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
     # import time: loaded when the job runs, not when the command line lists its options

@@ -8,7 +8,7 @@ and D_i = max_f delta_if - min_f delta_if. The family effects have a zero-sum no
 item (``pm.ZeroSumNormal`` over the family axis). Its density on the centred subspace is
 proportional to exp(-sum_f delta_if^2 / (2 sd^2)), so with ``delta_sd = 1`` and a flat prior on
 the easiness b the posterior mode is NT's lambda = 1 ridge estimate (eq. 3-4): the estimate of
-:func:`bayesirt.audit.dif.fit_family_dif` run to convergence. (ZeroSumNormal's transform is an isometry
+:func:`bayesirt.audit.engine.dif.fit_family_dif` run to convergence. (ZeroSumNormal's transform is an isometry
 with a constant Jacobian, so the mode found in PyMC's unconstrained space is this same point;
 ``tests/test_family_dif.py`` checks it to 1e-3.)
 
@@ -93,7 +93,7 @@ def build_family_dif(y, observed, offsets, family, n_families: int, *, item_ids=
     y, observed : array_like, shape (item, model)
         Responses (1 correct, 0 wrong; anything where unobserved) and the boolean observed mask.
     offsets : array_like, shape (item, model)
-        Fixed capability offsets o_im (e.g. :func:`bayesirt.audit.spectral.spectral_offsets`).
+        Fixed capability offsets o_im (e.g. :func:`bayesirt.audit.adjustment.spectral.spectral_offsets`).
     family : array_like of int, shape (model,)
         Family index 0..n_families-1 of every model.
     n_families : int

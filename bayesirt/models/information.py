@@ -5,7 +5,8 @@ at ability theta is (Lord 1980; Barton & Lord 1981 for the 4PL)
 
     I(theta) = a^2 * (P - c)^2 * (u - P)^2 / ((u - c)^2 * P * (1 - P)),
 
-which reduces to a^2 * P * (1 - P) for the 2PL (c = 0, u = 1). Test information is the sum over items.
+which reduces to a^2 * P * (1 - P) for the 2PL (c = 0, u = 1); the formula is
+:func:`bayesirt.models.response.information_of_sigmoids`. Test information is the sum over items.
 
 Three layers, as in ArviZ: array kernels (:func:`item_information`, :func:`test_information`, and
 :func:`mean_item_information`, the average over draws and models in a compiled loop), a labelled
@@ -21,10 +22,9 @@ from typing import NamedTuple
 import numba
 import numpy as np
 import xarray as xr
-from scipy.special import expit
 
 from bayesirt.errors import BayesIRTError
-from bayesirt.models import kernels
+from bayesirt.models import kernels, response
 from bayesirt.models.kernels import exp_clipped
 from bayesirt.utils.numba_cache import drop_stale, sources_digest
 
@@ -34,7 +34,6 @@ __all__ = ["item_information", "test_information", "mean_item_information", "Ite
 #: Default abilities of information curves.
 THETA_GRID = np.linspace(-4.0, 4.0, 161)
 
-_TINY = 1e-300
 _PARAMS = ("discrimination", "intercept", "guessing", "slip")
 _SAMPLE = ("chain", "draw")
 #: Floats of one (draw, item, theta) block of :func:`posterior_information` (8 MB per temporary).
@@ -58,14 +57,8 @@ def item_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -
     a = np.asarray(discrimination, dtype=float)[..., None]
     d = np.asarray(intercept, dtype=float)[..., None]
     c = np.asarray(guessing, dtype=float)[..., None]
-    u = 1.0 - np.asarray(slip, dtype=float)[..., None]
-    eta = a * np.asarray(theta, dtype=float)[..., None, :] + d
-    sig, sig_minus = expit(eta), expit(-eta)
-    p = c + (u - c) * sig  # P
-    q = (1.0 - u) + (u - c) * sig_minus  # 1 - P, without cancellation
-    # (P - c)(u - P) / (u - c)^2 = sig * (1 - sig); far in the tails both sides underflow to 0.
-    num = a**2 * (u - c) ** 2 * (sig * sig_minus) ** 2
-    return np.divide(num, p * q, out=np.zeros(np.broadcast_shapes(num.shape, p.shape)), where=num > 0)
+    s = np.asarray(slip, dtype=float)[..., None]
+    return response.information(a * np.asarray(theta, dtype=float)[..., None, :] + d, a, c, s)
 
 
 def test_information(theta, discrimination, intercept, guessing=0.0, slip=0.0) -> np.ndarray:
@@ -80,9 +73,11 @@ test_information.__test__ = False  # a library function, not a pytest test
 #: the likelihood kernel's :func:`~bayesirt.models.kernels.exp_clipped` (a table of 2^(j/32) and a
 #: polynomial), so the loop over models vectorizes (libm's scalar exp would not).
 _FASTMATH = {"arcp", "contract", "afn", "reassoc", "nsz"}
-#: The digest of this module's source and the kernel's (whose exp_clipped the cached sums compile in),
-#: frozen into the cached :func:`_compiled_sources`.
-_SOURCES = sources_digest(__file__, kernels.__file__)
+#: The digest of this module's source, the likelihood kernel's and the response function's (whose exp_clipped
+#: and information formula the cached sums compile in), frozen into the cached :func:`_compiled_sources`.
+_SOURCES = sources_digest(__file__, kernels.__file__, response.__file__)
+#: The information formula of :mod:`bayesirt.models.response`, compiled for one cell (inlined into the sums).
+_cell_information = numba.njit(inline="always")(response.information_of_sigmoids)
 
 
 @numba.njit(cache=True)
@@ -94,16 +89,15 @@ def _compiled_sources():
 @numba.njit(fastmath=_FASTMATH, cache=True)
 def _information_sums(theta, a, d, c, s):
     """Sum over draws k and models m of item j's information, for every j: the terms of
-    :func:`item_information` one cell at a time, with sigmoid(eta) and sigmoid(-eta) from
-    e = exp(-|eta|) (|eta| capped at 700, where the information has long underflowed to 0)."""
+    :func:`item_information` one cell at a time (the response function's formula), with sigmoid(eta) and
+    sigmoid(-eta) from e = exp(-|eta|) (|eta| capped at 700, where the information has long underflowed to 0)."""
     n_draws, n_models = theta.shape
     out = np.zeros(a.shape[1])
     e = np.empty(n_models)
     for k in range(n_draws):
         th = theta[k]
         for j in range(a.shape[1]):
-            aj, dj, cj, uj = a[k, j], d[k, j], c[k, j], 1.0 - s[k, j]
-            scale = aj * aj * (uj - cj) ** 2
+            aj, dj, cj, sj = a[k, j], d[k, j], c[k, j], s[k, j]
             for m in range(n_models):
                 e[m] = exp_clipped(-abs(aj * th[m] + dj))
             total = 0.0
@@ -113,9 +107,7 @@ def _information_sums(theta, a, d, c, s):
                 small = ex * big
                 positive = aj * th[m] + dj >= 0
                 sig, sig_minus = (big, small) if positive else (small, big)
-                num = scale * (big * small) ** 2  # (P - c)(u - P) / (u - c)^2 = sig * sig_minus
-                if num > 0:
-                    total += num / ((cj + (uj - cj) * sig) * ((1.0 - uj) + (uj - cj) * sig_minus))
+                total += _cell_information(sig, sig_minus, aj, cj, sj)
             out[j] += total
     return out
 
@@ -168,11 +160,7 @@ class ItemBank(NamedTuple):
     def log_pq(self, theta) -> tuple[np.ndarray, np.ndarray]:
         """``log P`` and ``log(1 - P)`` of every item at every ``theta``, shape ``(n_items, n_theta)``."""
         eta = self.discrimination[:, None] * np.asarray(theta, dtype=float)[None, :] + self.intercept[:, None]
-        sg, sm = expit(eta), expit(-eta)
-        c, s = self.guessing[:, None], self.slip[:, None]
-        p = c + (1.0 - c - s) * sg
-        q = (1.0 - c) * sm + s * sg  # 1 - P without cancellation
-        return np.log(np.maximum(p, _TINY)), np.log(np.maximum(q, _TINY))
+        return response.log_probabilities(eta, self.guessing[:, None], self.slip[:, None])
 
     def information(self, theta) -> np.ndarray:
         """Fisher information, shape ``(n_items, n_theta)``."""

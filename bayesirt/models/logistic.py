@@ -21,14 +21,14 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import xarray as xr
-from scipy.special import expit, log_expit
 
 from bayesirt.data.responses import MISSING, observed_cells
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.kernels import logistic_loglik
+from bayesirt.models.response import log_likelihood
 from bayesirt.models.specs import IRTSpec, Prior
 
-__all__ = ["build_logistic", "response_probability", "pointwise_log_likelihood", "log_likelihood_group", "prior_rv",
+__all__ = ["build_logistic", "pointwise_log_likelihood", "log_likelihood_group", "prior_rv",
            "fused_loglik", "with_difficulty", "ITEM_PARAMETERS", "DENSE_LOG_LIKELIHOOD_UP_TO"]
 
 #: Item parameters a fitted logistic spec may report, in display order.
@@ -257,19 +257,6 @@ def fused_loglik(eta, c, s, y_obs, observed: np.ndarray | None = None):
     return pt.sum(y_obs * log_p) + pt.sum(y_miss * log_q)
 
 
-def response_probability(theta, discrimination, intercept, guessing=0.0, slip=0.0):
-    """P(correct) for every (item, model) pair, NumPy broadcasting over leading sample dims.
-
-    Parameters are arrays whose last axis is ``item`` (or ``model`` for theta); a scalar
-    discrimination is a common slope. Returns an array with trailing axes (item, model).
-    """
-    a = np.asarray(discrimination)[..., None] if np.ndim(discrimination) else discrimination
-    eta = a * np.asarray(theta)[..., None, :] + np.asarray(intercept)[..., None]
-    c = np.asarray(guessing)[..., None] if np.ndim(guessing) else guessing
-    s = np.asarray(slip)[..., None] if np.ndim(slip) else slip
-    return c + (1.0 - c - s) * expit(eta)
-
-
 def _cell_log_likelihoods(posterior: xr.Dataset, items: np.ndarray, models: np.ndarray, y_cell: np.ndarray,
                           chunk_cells: int):
     """Yield ``(slice, values)``: the (sample, cell) log-likelihoods of consecutive chunks of the
@@ -292,12 +279,7 @@ def _cell_log_likelihoods(posterior: xr.Dataset, items: np.ndarray, models: np.n
         sl = slice(start, start + step)
         ii, mm = items[sl], models[sl]
         eta = (pick(a, ii) * theta[:, mm]).sum(axis=-1) + pick(d, ii)
-        ci, si = pick(c, ii), pick(s, ii)
-        scale = 1.0 - ci - si
-        with np.errstate(divide="ignore"):
-            log_p = np.logaddexp(np.log(ci), np.log(scale) + log_expit(eta))
-            log_q = np.logaddexp(np.log(si), np.log(scale) + log_expit(-eta))
-        yield sl, np.where(y_cell[sl], log_p, log_q)
+        yield sl, log_likelihood(y_cell[sl], eta, pick(c, ii), pick(s, ii))
 
 
 def pointwise_log_likelihood(posterior: xr.Dataset, responses: xr.Dataset, *, chunk_cells: int = 2_000_000) -> xr.DataArray:

@@ -13,9 +13,10 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bayesirt.data.kinds import KINDS as LOGISTIC_KINDS
 from bayesirt.errors import SpecError
 
-__all__ = ["SPEC_HELP", "Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "parse_toml", "toml_text", "builtin_specs",
+__all__ = ["SPEC_HELP", "LOGISTIC_KINDS", "Prior", "IRTSpec", "MIRTSpec", "load_spec", "parse_spec", "parse_toml", "toml_text", "builtin_specs",
            "BUILTIN_DIR"]
 
 SPEC_HELP = "built-in spec (rasch/1pl, 2pl, 3pl, 4pl, mirt, ...) or the path of a spec file"
@@ -141,11 +142,16 @@ class IRTSpec:
 
     @property
     def kind(self) -> str:
-        """``"1pl"``, ``"2pl"``, ``"3pl"`` or ``"4pl"`` (common or fixed slope counts as 1PL)."""
-        if self.has_slip:
+        """What the spec has, named as in the IRT literature (one of :data:`LOGISTIC_KINDS`): ``"1pl"`` (a
+        common or fixed slope) or ``"2pl"`` (a slope per item) without asymptotes; ``"3pl"`` with a lower
+        asymptote (guessing); ``"3plu"`` with an upper asymptote only (slip: the "3PLu" of the 4PL literature);
+        ``"4pl"`` with both."""
+        if self.has_guessing and self.has_slip:
             return "4pl"
         if self.has_guessing:
             return "3pl"
+        if self.has_slip:
+            return "3plu"
         return "2pl" if self.discrimination_structure == "item" else "1pl"
 
 

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from bayesirt.audit.bayes import CONDITIONAL
+from bayesirt.audit.bayes.posterior import CONDITIONAL
 from bayesirt.audit.intervals import owner_source, sensitivity_source
 from bayesirt.report.audit_posterior import posterior_lines
 from bayesirt.report.audit_sections import matched_section, profiles_section, replication_section

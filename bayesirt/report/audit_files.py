@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
+from bayesirt.audit.engine.result import AuditResult
 from bayesirt.audit.output import audit_summary, audit_tree
-from bayesirt.audit.result import AuditResult
 from bayesirt.data.reading import reading_record
 from bayesirt.report.audit import audit_report, plot_controls, plot_sensitivity
 from bayesirt.report.near_ties import plot_near_ties

@@ -1,5 +1,5 @@
 """report.md lines of the posterior counterparts of the audit's diagnostics
-(:mod:`bayesirt.audit.bayes_diagnostics`), each placed right after its deterministic section."""
+(:mod:`bayesirt.audit.bayes.diagnostics`), each placed right after its deterministic section."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.bayes import INTERVAL
-from bayesirt.audit.result import AuditResult
+from bayesirt.audit.bayes.posterior import INTERVAL
+from bayesirt.audit.engine.result import AuditResult
 from bayesirt.report.markdown import markdown_table
 
 __all__ = ["posterior_lines", "specificity_lines", "matched_lines", "sensitivity_lines", "signatures_lines"]

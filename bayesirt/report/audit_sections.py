@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.replication import STATISTICS
+from bayesirt.audit.diagnostics.replication import STATISTICS
 from bayesirt.report.markdown import markdown_table
 
 __all__ = ["profiles_section", "matched_section", "replication_section"]

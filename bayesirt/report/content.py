@@ -1,11 +1,11 @@
-"""Reports of the NT content audit (D.4; :mod:`bayesirt.audit.content`) and of the exact-common-model
-comparison of two audits (B.7; :mod:`bayesirt.audit.common_models`)."""
+"""Reports of the NT content audit (D.4; :mod:`bayesirt.audit.diagnostics.content`) and of the exact-common-model
+comparison of two audits (B.7; :mod:`bayesirt.audit.diagnostics.common_models`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bayesirt.audit.content import ContentAudit
+from bayesirt.audit.diagnostics.content import ContentAudit
 from bayesirt.report.markdown import markdown_table
 
 __all__ = ["content_report", "common_models_report"]
@@ -46,7 +46,7 @@ def content_report(result: ContentAudit, source: str) -> str:
 
 
 def common_models_report(table: pd.DataFrame, left, right, *, replicates: int, families, derive_families: bool) -> str:
-    """report.md of ``bayesirt audit-compare`` (:func:`bayesirt.audit.common_models.exact_common_shifts`)."""
+    """report.md of ``bayesirt audit-compare`` (:func:`bayesirt.audit.diagnostics.common_models.exact_common_shifts`)."""
     shown = table[["family", "models", "owners", "left_shift_pp", "right_shift_pp", "difference_shift_pp",
                    "difference_lower_pp", "difference_upper_pp", "direction_change"]].round(2)
     lines = ["# Exact-common-model directional checks (NT B.7)", "",

@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from bayesirt.models.logistic import response_probability  # noqa: E402
+from bayesirt.models.response import response_probability  # noqa: E402
 from bayesirt.report.paging import forest_rows  # noqa: E402
 
 __all__ = ["plot_item_curves", "item_curves_figure", "plot_ability_forest", "ability_forest_figure"]

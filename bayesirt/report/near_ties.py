@@ -1,4 +1,4 @@
-"""Report of the near-tie leaderboard with uncertainty (:mod:`bayesirt.audit.near_ties`): the
+"""Report of the near-tie leaderboard with uncertainty (:mod:`bayesirt.audit.bayes.near_ties`): the
 figure of the pairs on its two posterior probabilities and the report.md section."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bayesirt.audit.bayes.near_ties import CATEGORIES, COLUMN_NOTES, RESOLVED, ROBUST, SENSITIVE_P  # noqa: E402
 from bayesirt.audit.intervals import NEAR_TIE_GAP_SOURCE  # noqa: E402
-from bayesirt.audit.near_ties import CATEGORIES, COLUMN_NOTES, RESOLVED, ROBUST, SENSITIVE_P  # noqa: E402
 from bayesirt.report.intervals import Notes  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import logsumexp
 
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.information import ItemBank, item_bank, item_information
+from bayesirt.models.response import curves, derivative, second_derivative
 from bayesirt.safety.settings import ESTIMATORS, SELECTION_RULES
 from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
@@ -221,12 +222,9 @@ def _map(y, par, start: np.ndarray, prior_mean: float, prior_sd: float, max_iter
     a, d, c, s = par
 
     def terms(th):
-        eta = a * th[None, :] + d
-        sg, sm = expit(eta), expit(-eta)
-        p = np.maximum(c + (1 - c - s) * sg, _TINY)
-        q = np.maximum((1 - c) * sm + s * sg, _TINY)
-        dp = (1 - c - s) * a * sg * sm
-        d2p = dp * a * (sm - sg)
+        p, q, sg, sm = curves(a * th[None, :] + d, c, s)
+        dp = derivative(sg, sm, a, c, s)
+        d2p = second_derivative(dp, sg, sm, a)
         lp = (y1 * np.log(p) + y0 * np.log(q)).sum(0) - 0.5 * ((th - prior_mean) / prior_sd) ** 2
         g = (y1 * dp / p - y0 * dp / q).sum(0) - (th - prior_mean) / prior_sd**2
         h = (y1 * (d2p / p - (dp / p) ** 2) - y0 * (d2p / q + (dp / q) ** 2)).sum(0) - 1 / prior_sd**2

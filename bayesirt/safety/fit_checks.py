@@ -41,10 +41,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from numpy.polynomial.hermite_e import hermegauss
-from scipy.special import expit, log_softmax
+from scipy.special import log_softmax
 from scipy.stats import norm, rankdata, spearmanr
 
 from bayesirt.data.responses import MISSING
+from bayesirt.models.response import probability
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics, misfit_spread
 
 __all__ = ["LZ_CUTOFF", "ITEM_MS_RANGE", "ITEM_RMSD", "BLOCK_CELLS", "point_estimates", "item_fit", "rank_disagreement",
@@ -80,7 +81,7 @@ def _curves(est: dict, theta: np.ndarray) -> np.ndarray:
     """P(correct), shape (items, len(theta)), clipped away from 0 and 1."""
     a, d = est["discrimination"][:, None], est["intercept"][:, None]
     c, s = est["guessing"][:, None], est["slip"][:, None]
-    return np.clip(c + (1 - c - s) * expit(a * theta[None, :] + d), _TINY, 1 - _TINY)
+    return np.clip(probability(a * theta[None, :] + d, c, s), _TINY, 1 - _TINY)
 
 
 def item_fit(y: np.ndarray, est: dict, *, prior_mean: float = 0.0, prior_sd: float = 1.0) -> pd.DataFrame:

@@ -35,14 +35,13 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy.special import expit
 from scipy.stats import norm
 
 from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.models.information import ItemBank, item_bank
-from bayesirt.models.logistic import response_probability
+from bayesirt.models.response import TINY, curves, derivative, response_probability
 from bayesirt.safety.settings import STATISTICS
 from bayesirt.utils.progress import progress_bar
 
@@ -50,7 +49,6 @@ __all__ = ["STATISTICS", "LZ", "LZ_BLOCK_CELLS", "lz_statistics", "check_respons
            "calibrate_cutoff", "misfit_spread", "roc_curve", "roc_auc", "posterior_predictive_person_fit"]
 
 
-_TINY = 1e-300
 _PARAMS = ("discrimination", "intercept", "guessing", "slip")
 
 
@@ -68,11 +66,8 @@ def _curves(bank: ItemBank, theta: np.ndarray):
     """P, 1 - P (without cancellation) and dP/dtheta, shape (items, models)."""
     a, d = bank.discrimination[:, None], bank.intercept[:, None]
     c, s = bank.guessing[:, None], bank.slip[:, None]
-    eta = a * theta[None, :] + d
-    sg, sm = expit(eta), expit(-eta)
-    p = np.maximum(c + (1 - c - s) * sg, _TINY)
-    q = np.maximum((1 - c) * sm + s * sg, _TINY)
-    return p, q, (1 - c - s) * a * sg * sm
+    p, q, sg, sm = curves(a * theta[None, :] + d, c, s)
+    return p, q, derivative(sg, sm, a, c, s)
 
 
 #: Cells (items x models) of one block of :func:`lz_statistics`: it holds about a dozen float64
@@ -363,7 +358,7 @@ def posterior_predictive_person_fit(tree: xr.DataTree, *, responses: xr.Dataset 
     with progress_bar(n, "posterior predictive person fit", enabled=progress) as advance:
         for s in range(n):
             p = np.clip(response_probability(par["theta"][s], par["discrimination"][s], par["intercept"][s],
-                                             par["guessing"][s], par["slip"][s]), _TINY, 1 - 1e-16)
+                                             par["guessing"][s], par["slip"][s]), TINY, 1 - 1e-16)
             w = np.log(p) - np.log1p(-p)
             l_obs = (obs * x * w).sum(0)
             l_rep = (obs * (rng.random(p.shape) < p) * w).sum(0)

@@ -11,7 +11,7 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import ItemBank
-from bayesirt.models.logistic import response_probability
+from bayesirt.models.response import response_probability
 from bayesirt.safety.adaptive import score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
 from bayesirt.safety.settings import DEFAULT_SHIFTS, DIRECTIONS, MODES

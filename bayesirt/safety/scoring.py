@@ -34,9 +34,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import logsumexp
 
 from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.models.response import log_probabilities, probability
 from bayesirt.safety.adaptive import ability_grid, score_test
 from bayesirt.safety.bank import Bank
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics
@@ -82,12 +83,7 @@ def _as_y(responses, n_items: int) -> np.ndarray:
 
 def _log_pq(a, d, c, s, theta):
     """log P and log(1 - P), shape (n_draws, n_items, n_theta), for parameter draws (n_draws, n_items)."""
-    eta = a[:, :, None] * theta[None, None, :] + d[:, :, None]
-    sg, sm = expit(eta), expit(-eta)
-    c, s = c[:, :, None], s[:, :, None]
-    p = c + (1 - c - s) * sg
-    q = (1 - c) * sm + s * sg
-    return np.log(np.maximum(p, 1e-300)), np.log(np.maximum(q, 1e-300))
+    return log_probabilities(a[:, :, None] * theta[None, None, :] + d[:, :, None], c[:, :, None], s[:, :, None])
 
 
 def _probabilities(bank: Bank, items: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -210,7 +206,7 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
                         prob = p_rest[ds, :, dq]  # (samples, rest)
                     else:
                         ra, rd, rc, rs = (x[ds] for x in rest_draws)
-                        prob = rc + (1 - rc - rs) * expit(ra * nodes[dq][:, None] + rd)
+                        prob = probability(ra * nodes[dq][:, None] + rd, rc, rs)
                     count = (rng.random(prob.shape) < prob).sum(axis=1)
                 else:
                     count = np.zeros(samples)

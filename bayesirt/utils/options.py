@@ -15,14 +15,21 @@ every option is reachable everywhere unless its declaration says why not (``cli=
 
 from __future__ import annotations
 
+import functools
 import inspect
+import math
+import warnings
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bayesirt.errors import ConfigError, did_you_mean
+import numpy as np
 
-__all__ = ["Option", "option", "option_table", "declare", "options_of", "positional_of", "call", "STANDARD", "comma_list",
+from bayesirt.errors import ConfigError, did_you_mean
+from bayesirt.utils.validation import parameter_error
+
+__all__ = ["Option", "option", "option_table", "declare", "check_options", "renamed_options", "deprecated", "options_of", "positional_of", "call", "STANDARD", "comma_list",
            "comma_ints", "comma_floats", "names_or_assignments", "none_or_float", "none_or_text", "assignments", "polarity_flags"]
 
 #: Keyword parameters every job handles the same way; the command line gives them fixed flags
@@ -40,7 +47,9 @@ class Option:
     value (comma lists, ``NAME=VALUE``); ``flag`` the command-line flag when it is not
     ``--name-with-dashes``; ``repeat`` a flag given once per value (collected, then ``parse`` of the
     list); ``low`` / ``high`` the range of a number (of every number of a tuple), exclusive with
-    ``open``; ``required`` an option without a usable default (the job refuses None); ``cli`` / ``toml`` why the option cannot be given on the command line / in an
+    ``open`` (True: both ends; "low" or "high": that end); ``hints`` what to say of a value that is
+    not a choice (``{"map": "use ..."}``); ``renamed`` old spellings of choices, still accepted for one
+    release with a warning (``{"map": "joint_map"}``); ``required`` an option without a usable default (the job refuses None); ``cli`` / ``toml`` why the option cannot be given on the command line / in an
     analysis file (None: it can)."""
 
     default: Any
@@ -57,6 +66,8 @@ class Option:
     open: bool = False
     cli: str | None = None
     toml: str | None = None
+    hints: Mapping[Any, str] | None = None
+    renamed: Mapping[Any, Any] | None = None
     name: str = ""
 
     @property
@@ -76,58 +87,101 @@ class Option:
         dashed = self.name.replace("_", "-")
         return f"--no-{dashed}" if self.value_type is bool and self.default is True else f"--{dashed}"
 
-    def check(self, value, *, where: str):
-        """``value`` from an analysis file, checked against the declared type, choices and range
-        (lists become tuples for tuple options); a :class:`ConfigError` naming ``where`` otherwise."""
-        want, given = self.value_type, value
+    @property
+    def nullable(self) -> bool:
+        """None is a value of the option (its default, or a flag that reads ``none``)."""
+        return self.default is None or self.parse in (none_or_float, none_or_text)
 
-        def fail(what: str):
-            raise ConfigError(f"{where} {self.name!r} must be {what}; got {given!r}")
+    def check(self, value, *, caller: str, where: str = "", strict: bool = True):
+        """``value`` checked against the declared type, choices and range: the value (lists as tuples
+        for tuple options, integers as floats for float options), or a :class:`ConfigError` in the one
+        message form, ``where`` (an analysis file and table) before it. ``strict`` (analysis files,
+        the command line) checks every type; Python calls (``strict=False``) check numbers, booleans,
+        choices and ranges and leave the other types to duck typing."""
+        if value is None and self.nullable:
+            return None
+        if self.renamed and isinstance(value, str) and value in self.renamed:
+            deprecated(f"{where + ' ' if where else ''}{caller}: {self.name}={value!r} is now {self.renamed[value]!r}")
+            value = self.renamed[value]
+        want, numbers, given = self.value_type, [value], value
 
-        numbers = [value]
+        def fail(what: str, hint: str = ""):
+            raise parameter_error(self.name, caller, what + (" or None" if self.nullable else ""), given,
+                                  hint=hint, where=where)
+
         if want is tuple:
-            if not isinstance(value, list) or not value:
-                fail("a non-empty list")
-            value, numbers = tuple(value), list(value)
+            if not strict and _is_number(value, integer=self.element_type is int):  # one number for a list of them
+                value = (value,)
+            if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or not len(value):
+                if strict or self.low is not None or self.high is not None:
+                    fail(self.range_text() if self.low is not None or self.high is not None else "a non-empty list")
+                return value
+            numbers = list(value)
+            value = tuple(value) if isinstance(value, list) else value
         elif want is bool:
-            if not isinstance(value, bool):
-                fail("true or false")
+            if not isinstance(value, (bool, np.bool_)):
+                fail("True or False")
+            value = bool(value)
         elif want in (int, float):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or (want is int
-                                                                                   and not isinstance(value, int)):
-                fail("an integer" if want is int else "a number")
+            if not _is_number(value, integer=want is int):
+                fail(self.range_text() if self.low is not None or self.high is not None else
+                     "an integer" if want is int else "a number")
             value = want(value)
-        elif not isinstance(value, want):
+        elif strict and want is not object and not isinstance(value, want):
             fail({str: "a string", dict: "a table"}.get(want, f"of type {want.__name__}"))
-        if self.choices is not None and value not in self.choices:
-            fail(f"one of {list(self.choices)}{did_you_mean(str(value), self.choices)}")
+        if self.choices is not None:
+            for v in numbers:
+                if isinstance(v, (list, dict, set)) or v not in self.choices:
+                    hint = (self.hints or {}).get(v) if not isinstance(v, (list, dict, set)) else None
+                    fail("one of {" + ", ".join(repr(c) for c in self.choices) + "}",
+                         f" ({hint})" if hint else did_you_mean(str(v), self.choices))
         if self.low is not None or self.high is not None:
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
-                fail("a list of numbers")
-            below = self.low is not None and any(v <= self.low if self.open else v < self.low for v in numbers)
-            above = self.high is not None and any(v >= self.high if self.open else v > self.high for v in numbers)
+            if not all(_is_number(v, integer=self.element_type is int) for v in numbers):
+                fail(self.range_text())
+            low_open, high_open = self.open in (True, "low"), self.open in (True, "high")
+            below = self.low is not None and any(v <= self.low if low_open else v < self.low for v in numbers)
+            above = self.high is not None and any(v >= self.high if high_open else v > self.high for v in numbers)
             if below or above:
-                fail(self.range_text(plural=want is tuple))
+                fail(self.range_text())
         return value
 
-    def range_text(self, *, plural: bool = False) -> str:
-        """What the range asks for: "a positive integer", "a probability between 0 and 1", ..."""
-        element = self.type if self.type not in (None, tuple) else (
-            type(self.default[0]) if isinstance(self.default, (tuple, list)) and self.default else float)
-        if (self.low, self.high) == (0, 1):
-            what = "probabilities" if plural else "a probability"
-            return f"{'a list of ' if plural else ''}{what} between 0 and 1" + (" (exclusive)" if self.open else "")
-        if self.high is None and self.low in (0, 1) and not self.open:
-            kind = {0: "non-negative", 1: "positive"}[self.low]
-            noun = "integer" if element is int else "number"
-            return f"a list of {kind} {noun}s" if plural else f"a {kind} {noun}"
+    @property
+    def element_type(self) -> type:
+        """The type of the option's value, or of each value of a tuple option."""
+        if self.value_type is not tuple:
+            return self.value_type
+        if isinstance(self.default, (tuple, list)) and self.default:
+            return type(self.default[0])
+        return {comma_list: str, comma_ints: int}.get(self.parse, float)
+
+    def range_text(self) -> str:
+        """What the type and range ask for: "a positive integer", "a number in (0, 1]", "a list of
+        integers >= 2", ..."""
+        integer, plural = self.element_type is int, self.value_type is tuple
+        low_open, high_open = self.open in (True, "low"), self.open in (True, "high")
+        noun = ("integers" if integer else "numbers") if plural else ("an integer" if integer else "a number")
+        kind = {(0, False): "non-negative", (0, True): "positive"}.get((self.low, low_open))
+        if integer and (self.low, low_open) == (1, False):
+            kind = "positive"
+        if self.high is None and kind:
+            noun = noun.split()[-1]
+            return f"a list of {kind} {noun}" if plural else f"a {kind} {noun}"
         if self.low is not None and self.high is not None:
-            span = f"in {'(' if self.open else '['}{self.low:g}, {self.high:g}{')' if self.open else ']'}"
+            span = f"in {'(' if low_open else '['}{self.low:g}, {self.high:g}{')' if high_open else ']'}"
         elif self.low is not None:
-            span = f"{'>' if self.open else '>='} {self.low:g}"
+            span = f"{'>' if low_open else '>='} {self.low:g}"
         else:
-            span = f"{'<' if self.open else '<='} {self.high:g}"
-        return f"a list of numbers {span}" if plural else f"a number {span}"
+            span = f"{'<' if high_open else '<='} {self.high:g}"
+        return f"a list of {noun} {span}" if plural else f"{noun} {span}"
+
+
+def _is_number(value, *, integer: bool) -> bool:
+    """A finite real number (an integer when ``integer``), not a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if integer:
+        return isinstance(value, (int, np.integer))
+    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
 
 
 def option(default, help: str, **declaration) -> Any:
@@ -141,16 +195,32 @@ def option_table(**options: Option) -> dict[str, Option]:
     return {name: replace(opt, name=name) for name, opt in options.items()}
 
 
+#: True while a declared function runs: the calls it makes of other declared functions (or settings
+#: dataclasses) pass their own values, already checked, and skip the check (as scikit-learn's
+#: ``validate_params`` skips nested validation).
+_INSIDE: ContextVar[bool] = ContextVar("bayesirt_declared_call", default=False)
+
+
+def deprecated(what: str) -> None:
+    """Warn that an old spelling was used: ``what`` names the old and the new one."""
+    warnings.warn(f"{what}; the old spelling goes in the next release", FutureWarning, stacklevel=4)
+
+
 def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | None = None,
-            positional: Mapping[str, str] | None = None):
+            positional: Mapping[str, str] | None = None, check: Callable[[dict], str | None] | None = None,
+            renamed: Mapping[str, str] | None = None):
     """Decorator of a function or a dataclass (applied before ``@dataclass``) whose option defaults
-    are :class:`Option` declarations.
+    are :class:`Option` declarations; every call from outside declared code is checked against them
+    (:func:`check_options`) before the body runs.
 
     ``forward``: a declared function whose options this one passes on through ``**kwargs`` (e.g.
     :func:`bayesirt.fit`), so they are its options too. ``expand``: ``{parameter: declared
     dataclass}``: the dataclass's fields are options of this function, collected into that parameter
     (e.g. ``config: AuditConfig``). ``positional``: help of the positional parameters (command-line
-    arguments)."""
+    arguments). ``check``: a rule across options: called with ``{name: value}`` of every option
+    (defaults filled in), it returns None or what is wrong (one sentence, said after the caller's name),
+    or raises the :class:`ConfigError` of one option itself. ``renamed``: ``{old: new}`` option
+    names still accepted for one release with a warning (keyword, flag and analysis-file key)."""
 
     def wrap(obj):
         declared: dict[str, Option] = {}
@@ -169,12 +239,93 @@ def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | Non
             undeclared = sorted(set(defaults) - set(declared) - set(STANDARD) - set(expand or {}))
             if undeclared:
                 raise TypeError(f"{obj.__qualname__}: keyword parameter(s) {undeclared} are not declared options")
-        obj.__options__ = declared
-        obj.__option_sources__ = {"forward": forward, "expand": dict(expand or {}),
-                                  "positional": dict(positional or {})}
-        return obj
+        sources = {"forward": forward, "expand": dict(expand or {}), "positional": dict(positional or {}),
+                   "check": check, "renamed": dict(renamed or {})}
+        checked = _checked_class(obj) if inspect.isclass(obj) else _checked_function(obj)
+        checked.__options__ = declared
+        checked.__option_sources__ = sources
+        return checked
 
     return wrap
+
+
+def _checked_function(func):
+    """``func`` behind a check of its keyword options (the values given; defaults are declared valid)."""
+
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        if _INSIDE.get():
+            return func(*args, **kwargs)
+        if kwargs or checked.__option_sources__["check"] is not None:
+            if checked.__option_sources__["renamed"]:
+                kwargs = renamed_options(checked, kwargs, caller=func.__name__)
+            given = check_options(checked, kwargs, caller=func.__name__)
+            kwargs |= {k: v for k, v in given.items() if isinstance(kwargs[k], str) and v != kwargs[k]}  # renamed values
+        token = _INSIDE.set(True)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _INSIDE.reset(token)
+
+    checked.__kwdefaults__ = func.__kwdefaults__
+    return checked
+
+
+def _checked_class(cls):
+    """``cls`` whose ``__post_init__`` (run by ``@dataclass`` after ``__init__``) first checks every
+    declared field."""
+    own = vars(cls).get("__post_init__")
+
+    def __post_init__(self):
+        if not _INSIDE.get():
+            check_options(cls, {name: getattr(self, name) for name in cls.__options__}, caller=cls.__name__)
+        if own is not None:
+            own(self)
+
+    cls.__post_init__ = __post_init__
+    return cls
+
+
+def renamed_options(obj, values: Mapping[str, Any], *, caller: str, where: str = "") -> dict:
+    """``values`` with the old names of ``obj``'s renamed options replaced by the new ones (with a
+    warning naming both)."""
+    out = dict(values)
+    for old, new in obj.__option_sources__["renamed"].items():
+        if old in out:
+            deprecated(f"{where + ' ' if where else ''}{caller}: option {old!r} is now {new!r}")
+            out[new] = out.pop(old)
+    return out
+
+
+def check_options(obj, values: Mapping[str, Any], *, caller: str, where: str = "", strict: bool = False) -> dict:
+    """``values`` (``{option: value}``, given to the declared ``obj`` by ``caller``: a function, a
+    command or an analysis-file table) checked against ``obj``'s declarations and its ``check``
+    rule; the checked values (:meth:`Option.check`), or the :class:`ConfigError` of the first that
+    is not allowed. Names that are not options (positional arguments) pass unchecked."""
+    declared, defaults, rules = _compiled(obj)
+    out = dict(values)
+    for name, value in values.items():
+        opt = declared.get(name)
+        if opt is not None and (value is not opt.default or strict):
+            out[name] = opt.check(value, caller=caller, where=where, strict=strict)
+    for rule in rules:
+        problem = rule(defaults | out)
+        if problem:
+            raise ConfigError(f"{where + ' ' if where else ''}{caller}: {problem}")
+    return out
+
+
+def _compiled(obj) -> tuple[dict[str, Option], dict[str, Any], list[Callable]]:
+    """``obj``'s options, their defaults and its rules, worked out on its first check (the per-call
+    cost of a check is then a dictionary look-up per value given)."""
+    cached = obj.__dict__.get("__option_checks__")
+    if cached is None:
+        declared, sources = options_of(obj), obj.__option_sources__
+        rules = [sources["check"], *(cls.__option_sources__["check"] for cls in sources["expand"].values()),
+                 sources["forward"] and sources["forward"].__option_sources__["check"]]
+        cached = (declared, {name: opt.default for name, opt in declared.items()}, [r for r in rules if r])
+        setattr(obj, "__option_checks__", cached)
+    return cached
 
 
 def options_of(obj) -> dict[str, Option]:
@@ -227,11 +378,8 @@ def comma_list(text: str) -> tuple[str, ...]:
 
 
 def comma_ints(text: str) -> tuple[int, ...]:
-    """``"1,2,3"`` -> ``(1, 2, 3)`` (positive integers)."""
-    values = _comma(text, int, "integers", "1,2,3")
-    if min(values) < 1:
-        raise ValueError(f"expected positive integers, e.g. 1,2,3; got {text!r}")
-    return values
+    """``"1,2,3"`` -> ``(1, 2, 3)`` (their range is the option's ``low``)."""
+    return _comma(text, int, "integers", "1,2,3")
 
 
 def comma_floats(text: str) -> tuple[float, ...]:

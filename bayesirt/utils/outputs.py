@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import pickle
 import math
 import os
 import platform
@@ -26,11 +27,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayesirt.errors import OutputError
+from bayesirt.utils.interrupts import Interrupted, check_interrupt, interrupt_received
 
 if TYPE_CHECKING:  # annotations only: xarray loads when something is written, not with the jobs' declarations
     import xarray as xr
 
-__all__ = ["package_versions", "staged_output", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
+__all__ = ["package_versions", "staged_output", "KeptUnits", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
            "write_json", "to_json", "COMPRESSION"]
 
 #: Encoding of every numeric variable of every NetCDF file bayesirt writes: zlib after the HDF5
@@ -117,8 +119,11 @@ def staged_output(target: str | os.PathLike, *, force: bool) -> Iterator[Path]:
     Staging folders that killed runs left beside ``target`` are removed first
     (:func:`remove_stale_staging`). A write that fails inside the block (disk full, read-only
     folder) raises :class:`OutputError` with one line; the staging folder is removed and any
-    earlier ``target`` is untouched.
+    earlier ``target`` is untouched. After SIGINT or SIGTERM, even one a library swallowed
+    (:func:`~bayesirt.utils.interrupts.check_interrupt`), nothing is staged or, if the signal
+    came while writing, nothing appears: results of a run stopped early are never written.
     """
+    check_interrupt()
     target = check_output(target, force=force)
     remove_stale_staging(target)
     try:
@@ -136,6 +141,7 @@ def staged_output(target: str | os.PathLike, *, force: bool) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     try:
+        check_interrupt()
         if target.exists():
             retired = retire(target)
             staging.rename(target)
@@ -145,6 +151,75 @@ def staged_output(target: str | os.PathLike, *, force: bool) -> Iterator[Path]:
     except OSError as err:
         shutil.rmtree(staging, ignore_errors=True)
         raise _cannot_write(target, err) from None
+    except KeyboardInterrupt:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+class KeptUnits:
+    """The finished units of a long run on ``target`` (``compare``'s scored specs), kept beside it in
+    ``.NAME.kept/`` so that a rerun after an interrupt continues from them.
+
+    Each unit is one pickle, written atomically as it finishes, with the run's ``fingerprint`` (a
+    digest of its inputs and settings); :meth:`load` returns only the units of the same fingerprint
+    and removes the others (a rerun with other data or settings starts over). A finished run
+    :meth:`discard`s them. The folder is the user's own, beside their output; nothing else reads it.
+    """
+
+    def __init__(self, target: str | os.PathLike, fingerprint: str, noun: str = "specs"):
+        target = Path(target)
+        self.folder = target.parent / f".{target.name}.kept"
+        self.fingerprint, self.noun = fingerprint, noun
+        self.labels: list[str] = []
+
+    def load(self) -> dict:
+        """``{label: value}`` of the units an earlier run with this fingerprint kept, in order."""
+        found = {}
+        for path in sorted(self.folder.glob("unit_*.pkl")):
+            with open(path, "rb") as handle:
+                record = pickle.load(handle)
+            if record["fingerprint"] != self.fingerprint:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                warnings.warn(f"removed the results kept in {self.folder} by an interrupted run with other data or "
+                              "settings; starting over", UserWarning, stacklevel=2)
+                return {}
+            found[record["label"]] = record["value"]
+        self.labels = list(found)
+        return found
+
+    def keep(self, label: str, value) -> None:
+        """Keep one finished unit (atomically: a unit is there whole or not at all)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"unit_{len(self.labels):04d}.pkl"
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as handle:
+                pickle.dump({"fingerprint": self.fingerprint, "label": label, "value": value}, handle)
+            tmp.replace(path)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise _cannot_write(path, err) from None
+        self.labels.append(label)
+
+    @contextmanager
+    def on_interrupt(self, total: int, then: str | None = None) -> Iterator[None]:
+        """An interrupt inside the block (or an error after a signal, see :mod:`.interrupts`) leaves as
+        :class:`~bayesirt.utils.interrupts.Interrupted` saying what is kept (of ``total`` units) and how
+        a rerun continues (``then``: with what); as a plain interrupt when nothing is kept."""
+        try:
+            yield
+        except (KeyboardInterrupt, Exception) as err:
+            if not (isinstance(err, KeyboardInterrupt) or interrupt_received()):
+                raise
+            if not self.labels:
+                raise KeyboardInterrupt() from None
+            how = f"continue with {then}" if then else "continue from them"
+            raise Interrupted(f"kept the finished {self.noun} {', '.join(self.labels)} ({len(self.labels)} of "
+                              f"{total}) in {self.folder}; rerun the same command (same data, settings and --out) "
+                              f"to {how}") from None
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _umask() -> int:

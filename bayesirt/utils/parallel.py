@@ -22,9 +22,14 @@ from typing import Any
 import numpy as np
 
 from bayesirt.errors import BayesIRTError
+from bayesirt.utils.options import declare, option
 from bayesirt.utils.progress import progress_bar
 
-__all__ = ["parallel_map", "shared_cluster", "blas_threads", "spawn_seeds", "WORKER_ENV", "CONNECT_TIMEOUT"]
+#: The options of every function that runs in parallel, declared once.
+WORKERS = option(None, "worker processes (1: in this process) [one per core]", type=int, low=1)
+SCHEDULER = option(None, "address of an existing Dask scheduler (instead of local workers)", type=str)
+
+__all__ = ["WORKERS", "SCHEDULER", "parallel_map", "shared_cluster", "blas_threads", "spawn_seeds", "WORKER_ENV", "CONNECT_TIMEOUT"]
 
 #: How long to wait for an existing scheduler to answer.
 CONNECT_TIMEOUT = "30s"
@@ -50,21 +55,15 @@ def spawn_seeds(seed: int, n: int) -> list[int]:
     return [int(c.generate_state(1, dtype=np.uint32)[0] >> np.uint32(1)) for c in children]
 
 
-def _check_workers(workers) -> None:
-    if workers is None:
-        return
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise BayesIRTError(f"The 'workers' parameter must be a positive integer. Got {workers!r} instead.")
-
-
+@declare()
 def parallel_map(
     function: Callable[[Any], Any],
     tasks: Sequence[Any],
     *,
-    workers: int | None = None,
-    scheduler: str | None = None,
+    workers: int | None = WORKERS,
+    scheduler: str | None = SCHEDULER,
     progress: bool = True,
-    description: str = "tasks",
+    description: str = option("tasks", "what the progress bar counts"),
 ) -> list[Any]:
     """Apply ``function`` to every task; return the results in task order.
 
@@ -92,7 +91,6 @@ def parallel_map(
         ``[function(t) for t in tasks]``, whatever the execution mode. An exception raised by a
         task is re-raised here.
     """
-    _check_workers(workers)
     tasks = list(tasks)
     if scheduler is None:
         workers = workers or os.cpu_count() or 1
@@ -125,15 +123,16 @@ def shared_cluster(workers: int | None, scheduler: str | None) -> Iterator[tuple
     ``workers`` single-threaded processes, or the arguments unchanged when a ``scheduler`` is
     given or ``workers`` is 1 (nothing is started). The cluster is closed on exit.
     """
-    _check_workers(workers)
     workers = workers or os.cpu_count() or 1
     if scheduler is not None or workers == 1:
         yield workers, scheduler
         return
     from distributed import LocalCluster
 
+    # silence_logs 50 (CRITICAL): a task's error reaches the caller through its future; what the workers would log
+    # beyond that is noise, like the failed heartbeats of workers still busy when an interrupt closes the cluster
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      env=dict(WORKER_ENV), silence_logs=40) as cluster:
+                      env=dict(WORKER_ENV), silence_logs=50) as cluster:
         yield workers, cluster.scheduler_address
 
 

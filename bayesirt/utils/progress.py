@@ -3,10 +3,15 @@
 On a terminal a loop draws a bar (rich) that disappears when done. When stderr is not a terminal
 (a batch job, CI, ``nohup``, a redirected log), bars would print nothing, so a loop writes plain
 lines instead: one when it starts, one at every tenth of the work (at most one per ``MIN_GAP``
-seconds), a heartbeat when nothing was
-written for ``HEARTBEAT`` seconds (elapsed time and an estimate of the time left, assuming the
-remaining steps take as long as the finished ones on average), and one when it ends.
+seconds), one whenever its phase (``detail``) changes, a heartbeat when nothing was written for
+``HEARTBEAT`` seconds (elapsed time and an estimate of the time left, assuming the remaining
+steps take as long as the finished ones on average), and one when it ends. A loop that stops on
+a criterion (``until``: ADVI's loss plateau, a search's step size) has no known length: its lines
+count the steps and bound the time left by its cap ("up to"), without a share or an estimate.
 :func:`stage` writes one line naming the stage a job enters, on terminals and off.
+
+Every update and stage line is also a place where an interrupt that a library swallowed is
+raised again (:func:`bayesirt.utils.interrupts.check_interrupt`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from bayesirt.utils.interrupts import check_interrupt
+
 __all__ = ["progress_bar", "show_progress", "stage", "heartbeat", "format_duration", "HEARTBEAT", "MIN_GAP"]
 
 #: Seconds without a line after which a non-terminal progress report writes a heartbeat.
@@ -29,6 +36,7 @@ HEARTBEAT = 30.0
 MIN_GAP = 5.0
 
 _SHOWN = {"bars": True}
+_ACTIVE = {"reports": 0}  # plain-line loop reports running: a heartbeat around them stays quiet
 
 
 def show_progress(enabled: bool) -> None:
@@ -48,6 +56,10 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def _steps(n: int) -> str:
+    return f"{n:,} step" + ("" if n == 1 else "s")
+
+
 def _is_terminal(stream: TextIO) -> bool:
     isatty = getattr(stream, "isatty", None)
     try:
@@ -58,6 +70,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 def stage(message: str, *, enabled: bool = True, stream: TextIO | None = None) -> None:
     """Write ``bayesirt: MESSAGE`` as one line on stderr (unless progress is off)."""
+    check_interrupt()
     if enabled and _SHOWN["bars"]:
         out = stream if stream is not None else sys.stderr
         print(f"bayesirt: {message}", file=out, flush=True)
@@ -66,13 +79,21 @@ def stage(message: str, *, enabled: bool = True, stream: TextIO | None = None) -
 class _LineReport:
     """Plain-line progress of one loop for a stream that is not a terminal."""
 
-    def __init__(self, total: int, description: str, stream: TextIO, heartbeat: float, min_gap: float):
-        self.total, self.description, self.stream, self.heartbeat = max(int(total), 0), description, stream, heartbeat
-        self.min_gap = min_gap
+    def __init__(self, total: int | None, description: str, stream: TextIO, heartbeat: float, min_gap: float,
+                 until: str | None = None, detail: Callable[[], str] | None = None):
+        self.total = None if total is None else max(int(total), 0)
+        self.description, self.stream, self.heartbeat = description, stream, heartbeat
+        self.min_gap, self.until, self.detail = min_gap, until, detail
         self.done, self.start = 0, time.monotonic()
         self.last_line, self.last_tenth = self.start, 0
         self.lock, self.stopped = threading.Lock(), threading.Event()
-        self.write(f"{description}: started, {self.total:,} steps")
+        self.phase = detail() if detail else ""
+        if until is None:
+            self.write(f"{description}: started, {self.total:,} steps" + (f" ({self.phase})" if self.phase else ""))
+        else:
+            cap = f", at most {self.total:,} steps" if self.total else ""
+            self.write(f"{description}: started, runs until {until}{cap}" + (f" ({self.phase})" if self.phase else ""))
+        _ACTIVE["reports"] += 1
         self.thread = threading.Thread(target=self._beat, daemon=True)
         self.thread.start()
 
@@ -82,8 +103,15 @@ class _LineReport:
 
     def status(self) -> str:
         elapsed = time.monotonic() - self.start
+        phase = f" ({self.phase})" if self.phase else ""
+        if self.until is not None:  # no known length: steps so far, and the time left bounded by the cap
+            text = f"{self.description}: {_steps(self.done)} after {format_duration(elapsed)}{phase}"
+            if self.done and self.total and self.done < self.total:
+                text += (f"; runs until {self.until}, up to {format_duration(elapsed / self.done * (self.total - self.done))}"
+                         f" more (cap {self.total:,} steps)")
+            return text
         share = self.done / self.total if self.total else 1.0
-        text = f"{self.description}: {self.done:,}/{self.total:,} ({share:.0%}) after {format_duration(elapsed)}"
+        text = f"{self.description}: {self.done:,}/{self.total:,} ({share:.0%}) after {format_duration(elapsed)}{phase}"
         if 0 < self.done < self.total:
             text += f", about {format_duration(elapsed / self.done * (self.total - self.done))} left"
         elif self.done == 0:
@@ -91,9 +119,12 @@ class _LineReport:
         return text
 
     def advance(self, n: int = 1) -> None:
+        check_interrupt()
         with self.lock:
             self.done += n
-            tenth = 10 * self.done // self.total if self.total else 10
+            if self.until is not None or not self.total:
+                return  # no tenths of an unknown length: heartbeats and phase changes only
+            tenth = 10 * self.done // self.total
             if tenth > self.last_tenth and self.done < self.total and \
                     time.monotonic() - self.last_line >= self.min_gap:
                 self.last_tenth = tenth
@@ -102,30 +133,47 @@ class _LineReport:
     def _beat(self) -> None:
         while not self.stopped.wait(min(self.heartbeat, 1.0)):
             with self.lock:
-                if time.monotonic() - self.last_line >= self.heartbeat:
+                phase = self.detail() if self.detail else ""
+                if phase != self.phase:  # a new phase (NUTS: sampling after warm-up; ADVI: the next rate)
+                    self.phase = phase
+                    self.write(self.status())
+                elif time.monotonic() - self.last_line >= self.heartbeat:
                     self.write(self.status())
 
     def close(self, ok: bool) -> None:
         self.stopped.set()
         self.thread.join()
+        _ACTIVE["reports"] -= 1
         with self.lock:
             elapsed = format_duration(time.monotonic() - self.start)
+            if self.until is not None or not self.total:  # no known length: the steps it took
+                self.write(f"{self.description}: {'done' if ok else 'stopped'} after {_steps(self.done)} in {elapsed}")
+                return
             steps = f"{self.done:,}" + (f" of {self.total:,}" if self.done != self.total else "")
             self.write(f"{self.description}: done, {steps} steps in {elapsed}" if ok else
                        f"{self.description}: stopped at {self.done:,}/{self.total:,} after {elapsed}")
 
 
 @contextmanager
-def progress_bar(total: int, description: str, *, enabled: bool = True, stream: TextIO | None = None,
-                 heartbeat: float = HEARTBEAT, min_gap: float = MIN_GAP) -> Iterator[Callable[[int], None]]:
+def progress_bar(total: int | None, description: str, *, enabled: bool = True, stream: TextIO | None = None,
+                 heartbeat: float = HEARTBEAT, min_gap: float = MIN_GAP, until: str | None = None,
+                 detail: Callable[[], str] | None = None) -> Iterator[Callable[[int], None]]:
     """Yield ``advance(n)``. Draws a bar when ``stream`` (default: stderr) is a terminal, writes
-    plain progress lines when it is not (see the module), does nothing when disabled."""
+    plain progress lines when it is not (see the module), does nothing when disabled (but still
+    raises a swallowed interrupt).
+
+    ``until``: the loop stops on a criterion so named (e.g. "the loss settles"), ``total`` being
+    only its cap (None: no cap); the lines then say "up to" instead of estimating. ``detail``: a
+    function naming the loop's current phase, shown in its lines (a change writes a line)."""
     if not (enabled and _SHOWN["bars"]):
-        yield lambda n=1: None
+        def advance_quietly(n: int = 1) -> None:
+            check_interrupt()
+
+        yield advance_quietly
         return
     out = stream if stream is not None else sys.stderr
     if not _is_terminal(out):
-        report = _LineReport(total, description, out, heartbeat, min_gap)
+        report = _LineReport(total, description, out, heartbeat, min_gap, until, detail)
         ok = False
         try:
             yield report.advance
@@ -136,8 +184,13 @@ def progress_bar(total: int, description: str, *, enabled: bool = True, stream: 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
     with Progress(*columns, transient=True, console=Console(file=out)) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n=1: bar.advance(task, n)
+        task = bar.add_task(description, total=None if until is not None else total)
+
+        def advance(n: int = 1) -> None:
+            check_interrupt()
+            bar.advance(task, n)
+
+        yield advance
 
 
 @contextmanager
@@ -145,7 +198,8 @@ def heartbeat(description: str, *, enabled: bool = True, stream: TextIO | None =
               every: float = HEARTBEAT) -> Iterator[None]:
     """For a long step that reports no progress of its own off a terminal (a sampler's bar): when
     stderr is not a terminal, a line every ``every`` seconds saying it is still running and for how
-    long (no estimate: the step's length is unknown). On a terminal or when disabled: nothing."""
+    long (no estimate: the step's length is unknown), except while a loop inside it writes its own
+    lines (:func:`progress_bar`, which estimate). On a terminal or when disabled: nothing."""
     out = stream if stream is not None else sys.stderr
     if not (enabled and _SHOWN["bars"]) or _is_terminal(out):
         yield
@@ -154,6 +208,8 @@ def heartbeat(description: str, *, enabled: bool = True, stream: TextIO | None =
 
     def beat() -> None:
         while not stopped.wait(every):
+            if _ACTIVE["reports"]:
+                continue
             print(f"bayesirt: {description}: still running after {format_duration(time.monotonic() - start)}",
                   file=out, flush=True)
 

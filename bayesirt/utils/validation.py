@@ -1,7 +1,7 @@
 """Checks of settings (function arguments, command-line flags, analysis-file options), with one
 message form, after scikit-learn's parameter validation:
 
-    The 'method' parameter of fit must be one of {'nuts', 'advi', 'fullrank_advi'}. Got 'nut' instead.
+    The 'method' parameter of fit must be one of {'nuts', 'advi', 'fullrank_advi'}; got 'nut' (did you mean 'nuts'?).
 
 Each check returns the value (as a plain Python type) or raises :class:`~bayesirt.errors.ConfigError`.
 Problems with the *data* (a ragged matrix, an unknown item id) are :class:`~bayesirt.errors.DataError`
@@ -14,21 +14,24 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from bayesirt.errors import ConfigError
+from bayesirt.errors import ConfigError, did_you_mean
 
 __all__ = ["parameter_error", "check_choice", "check_int", "check_number", "check_probability", "check_bool"]
 
 
-def parameter_error(name: str, caller: str, expected: str, value) -> ConfigError:
-    """The error of every check: ``The 'name' parameter of caller must be expected. Got value instead.``"""
-    return ConfigError(f"The '{name}' parameter of {caller} must be {expected}. Got {value!r} instead.")
+def parameter_error(name: str, caller: str, expected: str, value, *, hint: str = "", where: str = "") -> ConfigError:
+    """The error of every check of a setting, in the one message form: ``[where ]The 'name'
+    parameter of caller must be expected; got value[ (did you mean ...?)].``"""
+    return ConfigError(f"{where + ' ' if where else ''}The '{name}' parameter of {caller} must be {expected}; "
+                       f"got {value!r}{hint}.")
 
 
 def check_choice(value, allowed: Iterable, *, name: str, caller: str):
     """``value`` if it is one of ``allowed``."""
     allowed = tuple(allowed)
     if isinstance(value, (list, dict, set)) or value not in allowed:
-        raise parameter_error(name, caller, f"one of {{{', '.join(repr(a) for a in allowed)}}}", value)
+        raise parameter_error(name, caller, f"one of {{{', '.join(repr(a) for a in allowed)}}}", value,
+                              hint=did_you_mean(str(value), allowed))
     return value
 
 

@@ -40,7 +40,8 @@ import xarray as xr
 from bayesirt.data import make_responses
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import DataError
-from bayesirt.models.logistic import build_logistic, response_probability
+from bayesirt.models.logistic import build_logistic
+from bayesirt.models.response import response_probability
 
 __all__ = ["posterior_predictive_check", "prior_predictive_check", "replicate_responses", "PPCResult", "DEFAULT_ALPHA"]
 

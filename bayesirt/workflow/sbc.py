@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, ConfigError
 from bayesirt.models.specs import IRTSpec, load_spec
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
@@ -243,10 +243,18 @@ def _run_replicate(task: _Replicate) -> dict:
     return out
 
 
-def _check_int(name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise BayesIRTError(f"The {name!r} parameter of simulation_based_calibration must be an integer of at least "
-                            f"{minimum}. Got {value!r} instead.")
+def _thin(method: str, thin: int | None) -> int:
+    """The thinning used: ``thin``, or 10 for NUTS and 1 for ADVI."""
+    return (10 if method == "nuts" else 1) if thin is None else thin
+
+
+def _enough_ranks(v: dict) -> str | None:
+    """Enough posterior draws after thinning for the rank histogram's bins."""
+    n_draws = (v["chains"] if v["method"] == "nuts" else 1) * (v["draws"] // _thin(v["method"], v["thin"]))
+    if n_draws + 1 < v["bins"]:
+        return (f"{n_draws} posterior draws after thinning give {n_draws + 1} possible ranks, fewer than "
+                f"bins={v['bins']}; raise draws, lower thin or lower bins")
+    return None
 
 
 def _prior_draws(spec: IRTSpec, design: tuple[int, int], replicates: int, seed: int) -> dict[str, np.ndarray]:
@@ -270,23 +278,23 @@ def _prior_draws(spec: IRTSpec, design: tuple[int, int], replicates: int, seed: 
     return {k: prior[k].values[0] for k in names}
 
 
-@declare()
+@declare(check=_enough_ranks)
 def simulation_based_calibration(
     spec: IRTSpec | str | Path = "2pl",
     design: tuple[int, int] = (100, 40),
     *,
-    replicates: int = option(200, "simulated data sets, each fitted once"),
+    replicates: int = option(200, "simulated data sets, each fitted once", low=2),
     method: str = option("nuts", "inference method", choices=SBC_METHODS),
-    draws: int = option(500, "draws per chain (ADVI: from the approximation)"),
-    tune: int = option(500, "tuning steps per chain"),
-    chains: int = option(2, "chains"),
-    thin: int | None = option(None, "keep every THIN-th draw per chain [10 for nuts, 1 for advi]", type=int),
-    bins: int = option(DEFAULT_BINS, "rank histogram bins of the uniformity tests"),
-    seed: int = option(0, "random seed; same seed, same ranks whatever the workers"),
-    workers: int | None = option(None, "worker processes (1: in this process) [one per core]", type=int),
+    draws: int = option(500, "draws per chain (ADVI: from the approximation)", low=1),
+    tune: int = option(500, "tuning steps per chain", low=1),
+    chains: int = option(2, "chains", low=1),
+    thin: int | None = option(None, "keep every THIN-th draw per chain [10 for nuts, 1 for advi]", type=int, low=1),
+    bins: int = option(DEFAULT_BINS, "rank histogram bins of the uniformity tests", low=2),
+    seed: int = option(0, "random seed; same seed, same ranks whatever the workers", low=0),
+    workers: int | None = option(None, "worker processes (1: in this process) [one per core]", type=int, low=1),
     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local workers)", type=str,
                                    toml="a running scheduler's address belongs to one session, not to a file"),
-    advi_iterations: int = option(50_000, "ADVI iteration cap"),
+    advi_iterations: int = option(50_000, "ADVI iteration cap", low=1),
     fit_function: Callable | None = option(None, "a replacement of bayesirt.fit (tests)", type=object,
                                            cli="a Python callable", toml="a Python callable"),
     progress: bool = True,
@@ -328,26 +336,13 @@ def simulation_based_calibration(
     -------
     SBCResult
     """
-    if method not in SBC_METHODS:
-        raise BayesIRTError(f"The 'method' parameter of simulation_based_calibration must be one of {set(SBC_METHODS)}. "
-                            f"Got {method!r} instead.")
-    for name, value, low in (("replicates", replicates, 2), ("draws", draws, 1), ("tune", tune, 1),
-                             ("chains", chains, 1), ("bins", bins, 2), ("advi_iterations", advi_iterations, 1)):
-        _check_int(name, value, low)
-    if workers is not None:
-        _check_int("workers", workers)
     if not (isinstance(design, (tuple, list)) and len(design) == 2 and all(isinstance(v, (int, np.integer)) for v in design)
             and min(design) >= 2):
-        raise BayesIRTError(f"design must be (n_models, n_items), each an integer of at least 2; got {design!r}")
+        raise ConfigError(f"design must be (n_models, n_items), each an integer of at least 2; got {design!r}")
     design = (int(design[0]), int(design[1]))
-    if thin is None:
-        thin = 10 if method == "nuts" else 1
-    _check_int("thin", thin)
+    thin = _thin(method, thin)
     n_chains = chains if method == "nuts" else 1
     n_draws = n_chains * (draws // thin)
-    if n_draws + 1 < bins:
-        raise BayesIRTError(f"{n_draws} posterior draws after thinning give {n_draws + 1} possible ranks, fewer than "
-                            f"bins={bins}; raise draws, lower thin or lower bins")
     if not isinstance(spec, IRTSpec):
         spec = load_spec(spec)
     families = ("theta",) + ("discrimination",) * (spec.discrimination_structure != "fixed") \

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bayesirt.audit.content import content_audit, read_labels
+from bayesirt.audit.diagnostics.content import content_audit, read_labels
 from bayesirt.jobs.audit import run_content_audit_job
 
 LABELS = Path(__file__).resolve().parents[3] / "shared" / "data" / "content_audit" / "labels.csv"

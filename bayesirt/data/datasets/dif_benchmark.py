@@ -21,7 +21,7 @@ from bayesirt.data.families import FAMILIES
 from bayesirt.data.responses import MISSING, make_responses
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.utils.options import declare, option
-from bayesirt.utils.validation import check_int, parameter_error
+from bayesirt.utils.validation import parameter_error
 
 __all__ = ["simulate_dif_benchmark", "plant_family_advantage"]
 
@@ -33,38 +33,29 @@ def _bad(name: str, what: str, value: Any) -> ConfigError:
     return parameter_error(name, "simulate_dif_benchmark", what, value)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-def _check_count(name: str, value: Any, minimum: int = 1) -> None:
-    check_int(value, name=name, caller="simulate_dif_benchmark", low=minimum)
-
-
-def _check_families(families: Sequence[str]) -> tuple[str, ...]:
-    names = () if isinstance(families, str) else tuple(families)
+def _rules(v: dict) -> str | None:
+    """The rules across :func:`simulate_dif_benchmark`'s options."""
+    names = () if isinstance(v["families"], str) else tuple(v["families"])
     if len(names) < 2 or len(set(names)) != len(names) or not set(names) <= set(FAMILIES):
-        raise _bad("families", f"at least 2 distinct names from {FAMILIES}", families)
-    return names
+        raise _bad("families", f"at least 2 distinct names from {FAMILIES}", v["families"])
+    if v["n_groups"] > v["n_items"]:
+        raise _bad("n_groups", f"at most n_items={v['n_items']}", v["n_groups"])
+    return None
 
 
-@declare()
+@declare(check=_rules)
 def simulate_dif_benchmark(
     *,
-    n_owners: int = option(100, "owners, each with one model per family (times models_per_owner_family)"),
+    n_owners: int = option(100, "owners, each with one model per family (times models_per_owner_family)", low=1),
     families: Sequence[str] = option(("Qwen", "Llama", "Gemma"), "families (NT C.1 names)"),
-    models_per_owner_family: int = option(1, "checkpoints per owner and family"),
-    n_items: int = option(400, "items"),
-    n_groups: int = option(4, "item groups (interleaved)"),
-    n_dims: int = option(3, "latent abilities of the generator"),
-    dif_fraction: float = option(0.5, "share of items with planted family DIF"),
-    dif_sd: float = option(0.8, "SD of the planted family effects (logits)"),
-    missing: float = option(0.0, "share of cells missing at random"),
-    seed: int = option(0, "random seed"),
+    models_per_owner_family: int = option(1, "checkpoints per owner and family", low=1),
+    n_items: int = option(400, "items", low=2),
+    n_groups: int = option(4, "item groups (interleaved)", low=1),
+    n_dims: int = option(3, "latent abilities of the generator", low=1),
+    dif_fraction: float = option(0.5, "share of items with planted family DIF", low=0, high=1),
+    dif_sd: float = option(0.8, "SD of the planted family effects (logits)", low=0),
+    missing: float = option(0.0, "share of cells missing at random", low=0, high=1, open="high"),
+    seed: int = option(0, "random seed", low=0),
 ) -> tuple[xr.Dataset, dict[str, Any]]:
     """Simulate a benchmark with planted family DIF on a known random subset of items.
 
@@ -124,21 +115,7 @@ def simulate_dif_benchmark(
     >>> ds["responses"].shape, truth["family_effect"].shape
     ((40, 30), (40, 3))
     """
-    families = _check_families(families)
-    _check_count("n_owners", n_owners)
-    _check_count("models_per_owner_family", models_per_owner_family)
-    _check_count("n_groups", n_groups)
-    _check_count("n_dims", n_dims)
-    _check_count("n_items", n_items, 2)
-    if n_groups > n_items:
-        raise _bad("n_groups", f"at most n_items={n_items}", n_groups)
-    if not _is_real(dif_fraction) or not 0.0 <= dif_fraction <= 1.0:
-        raise _bad("dif_fraction", "a number in [0, 1]", dif_fraction)
-    if not _is_real(dif_sd) or not 0.0 <= dif_sd < np.inf:
-        raise _bad("dif_sd", "a non-negative finite number", dif_sd)
-    if not _is_real(missing) or not 0.0 <= missing < 1.0:
-        raise _bad("missing", "a number in [0, 1)", missing)
-    _check_count("seed", seed, 0)
+    families = tuple(families)
 
     n_fam = len(families)
     owner = np.repeat(np.arange(n_owners), n_fam * models_per_owner_family)
@@ -190,6 +167,10 @@ def simulate_dif_benchmark(
         "families": families,
     }
     return ds, truth
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 def plant_family_advantage(responses: xr.Dataset, family: str, *, share: float = 0.4, strength: float = 0.9,

@@ -12,12 +12,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from bayesirt.data.kinds import KINDS, WITH_GUESSING, WITH_SLIP
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
 __all__ = ["KINDS", "simulate_pl"]
-
-KINDS = ("1pl", "2pl", "3pl", "4pl")
 
 
 def _param(value: Any, drawn: np.ndarray, name: str, noun: str) -> np.ndarray:
@@ -66,7 +65,7 @@ def simulate_pl(
 
     Parameters
     ----------
-    kind : {"1pl", "2pl", "3pl", "4pl"}
+    kind : {"1pl", "2pl", "3pl", "3plu", "4pl"}
     n_items, n_models : int
         Matrix size, each at least 2.
     seed : int, SeedSequence or Generator
@@ -102,9 +101,9 @@ def simulate_pl(
             raise DataError(f"{label} must be an integer of at least 2, got {n!r}; simulate at least 2 items and models")
     if not 0.0 <= missing < 1.0:
         raise DataError(f"missing must be a fraction in [0, 1), got {missing!r}; pass e.g. missing=0.1")
-    if kind != "4pl" and slip is not None:
-        raise DataError(f"slip applies only to kind='4pl' (got kind={kind!r}); use kind='4pl' or drop slip")
-    if kind not in ("3pl", "4pl") and guessing is not None:
+    if kind not in WITH_SLIP and slip is not None:
+        raise DataError(f"slip applies only to kind='3plu'/'4pl' (got kind={kind!r}); change kind or drop slip")
+    if kind not in WITH_GUESSING and guessing is not None:
         raise DataError(f"guessing applies only to kind='3pl'/'4pl' (got kind={kind!r}); change kind or drop guessing")
 
     rng = np.random.default_rng(seed)
@@ -129,8 +128,8 @@ def simulate_pl(
         d = _param(intercept, draw_b, "intercept", "item")
         with np.errstate(divide="ignore", invalid="ignore"):
             b = -d / a
-    c = _param(guessing, draw_c if kind in ("3pl", "4pl") else np.zeros(n_items), "guessing", "item")
-    s = _param(slip, draw_s if kind == "4pl" else np.zeros(n_items), "slip", "item")
+    c = _param(guessing, draw_c if kind in WITH_GUESSING else np.zeros(n_items), "guessing", "item")
+    s = _param(slip, draw_s if kind in WITH_SLIP else np.zeros(n_items), "slip", "item")
     if (c < 0).any() or (s < 0).any() or (c + s >= 1).any():
         raise DataError("guessing and slip must be >= 0 with guessing + slip < 1 for every item; adjust them")
 

@@ -1,19 +1,25 @@
 """Readers of evaluation-harness output (lm-evaluation-harness, Inspect AI, HELM) into a response Dataset.
 
-Logs become long score records, combined by one explicit rule set (repeats, partial credit) in ``records``."""
+Logs become long score records, combined by one explicit rule set (repeats, partial credit) in ``records``.
+Each harness is one module of this package, declared by a module of the same name in
+:mod:`bayesirt.data.formats.harnesses` that defines ``HARNESS`` (:class:`~bayesirt.data.registry.Harness`: how its
+output is found, read, and the reading options only it takes); :func:`read_harness` and the format of
+:func:`bayesirt.data.load` ("evaluation-harness output", :mod:`bayesirt.data.formats.harness`) dispatch through
+them."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import xarray as xr
 
-from bayesirt.data.harness.layout import discover, harnesses
 from bayesirt.data.harness.helm import read_helm
 from bayesirt.data.harness.inspect_logs import read_inspect
+from bayesirt.data.harness.layout import discover, harnesses
 from bayesirt.data.harness.lm_eval import read_lm_eval
 from bayesirt.data.harness.records import (
     AGGREGATES,
@@ -24,7 +30,8 @@ from bayesirt.data.harness.records import (
     build_dataset,
     check_on_damaged,
 )
-from bayesirt.data.settings import READING_OPTIONS
+from bayesirt.data.formats.harness import HARNESS_OPTIONS, OWN_OPTIONS
+from bayesirt.data.registry import harness_formats
 from bayesirt.errors import DataError
 
 __all__ = [
@@ -43,14 +50,15 @@ __all__ = [
     "read_inspect",
     "read_helm",
     "READING_OPTIONS",
+    "is_harness_input",
 ]
 
-FORMATS = {
-    "lm-eval": "an lm-eval --output_path folder (OUT/<model>/samples_<task>_<timestamp>.jsonl) or one model folder",
-    "inspect": "an Inspect AI log (.eval or .json) or a folder of them",
-    "helm": "a HELM run folder (run_spec.json + per_instance_stats.json) or a folder of runs",
-}
+FORMATS = {h.name: h.looks_like for h in harness_formats()}
 """Formats :func:`read_harness` detects, with what each looks like on disk (folders are searched recursively)."""
+
+READING_OPTIONS = tuple(HARNESS_OPTIONS)
+"""Keyword options of :func:`read_harness` (beside ``drop_empty``)."""
+
 
 def detect_format(path: str | os.PathLike[str]) -> str | None:
     """The harness format of a file or folder tree (a key of :data:`FORMATS`), or None.
@@ -85,14 +93,11 @@ def provenance(ds: xr.Dataset) -> dict[str, Any] | None:
 def read_harness(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
-    metric: str | Sequence[str] | dict[str, str] | None = None,
-    stat: str | Sequence[str] | dict[str, str] | None = None,
     aggregate: str | None = None,
     binarize: float | None = None,
-    filter: str | Sequence[str] | dict[str, str] | None = None,  # noqa: A002 - lm-eval's name
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     on_damaged: str = "error",
-    read_unfinished: bool = False,
+    **options: Any,
 ) -> xr.Dataset:
     """Detect the harness format of ``path`` and read it into a response Dataset.
 
@@ -100,26 +105,23 @@ def read_harness(
     ----------
     path : path-like or sequence of path-like
         One file or folder (searched recursively), or several of the same format (e.g. one per model).
-    metric : str, "TASK=NAME" strings or {task: name}, optional
-        lm-eval metric field or Inspect scorer name (default: the first one listed), for every task
-        and/or per task.
-    stat : str, "GROUP=STAT" strings or {group: stat}, optional
-        HELM per-instance stat (default ``"exact_match"``).
     aggregate : {"mean", "majority", "first", "last"}, optional
         Rule for repeated (model, item) records within one run; without one, repeats are refused.
         Reruns are not repeats: the latest run wins and the others are named as superseded.
     binarize : float, optional
         Threshold T for partial credit (score >= T -> 1); without one, partial credit is refused.
-    filter : str, "TASK=FILTER" strings or {task: filter}, optional
-        lm-eval filter to read for tasks logged under several filters.
     drop_empty : bool
-        Drop items and models without observed responses (listing them) instead of raising.
+        Drop items and models without observed responses, naming them (default), or refuse them.
     on_damaged : {"error", "skip"}
         Output that looks like harness output but cannot be read completely (0-byte or cut files,
-        a HELM run without per_instance_stats.json, an lm-eval folder without samples, an unfinished
-        Inspect log): refuse it naming it (default), or skip it with a warning naming it.
-    read_unfinished : bool
-        Inspect only: read the scored samples of logs whose status is not ``success``.
+        a HELM run without per_instance_stats.json, an lm-eval folder without samples or results, an
+        unfinished Inspect log): refuse it naming it (default), or skip it with a warning naming it.
+    **options
+        The options of one harness (refused for the others, naming the harness they are for):
+        ``metric=`` (lm-eval metric field or Inspect scorer: a name, ``"TASK=NAME"`` strings or
+        ``{task: name}``; default the first one listed), ``filter=`` (lm-eval filter, for tasks logged
+        under several), ``stat=`` (HELM per-instance stat, default ``"exact_match"``, also per group),
+        ``read_unfinished=`` (Inspect: read the scored samples of logs whose status is not ``success``).
 
     Returns
     -------
@@ -144,16 +146,20 @@ def read_harness(
     if len(kinds) > 1:
         raise DataError(f"the paths mix harness formats ({', '.join(kinds)}); read one format at a time")
     fmt, target = kinds[0], paths[0] if len(paths) == 1 else paths
-    given = {"metric": metric, "stat": stat, "filter": filter, "read_unfinished": read_unfinished or None}
-    allowed = {"lm-eval": ("metric", "filter"), "inspect": ("metric", "read_unfinished"), "helm": ("stat",)}[fmt]
-    for option, value in given.items():
-        if value is not None and option not in allowed:
-            hint = {"read_unfinished": "it is for Inspect logs", "filter": "it is for lm-eval output"}.get(
-                option, f"use {'stat=' if fmt == 'helm' else 'metric='} to choose the score")
-            raise DataError(f"{option}= does not apply to {fmt} output ({paths[0]}); {hint}")
-    common = {"aggregate": aggregate, "binarize": binarize, "drop_empty": drop_empty, "on_damaged": on_damaged}
-    if fmt == "lm-eval":
-        return read_lm_eval(target, metric=metric, filter=filter, **common)
-    if fmt == "inspect":
-        return read_inspect(target, metric=metric, read_unfinished=read_unfinished, **common)
-    return read_helm(target, stat=stat, **common)
+    unknown_options = sorted(set(options) - set(OWN_OPTIONS))
+    if unknown_options:
+        raise TypeError(f"read_harness() got unexpected keyword argument(s) {unknown_options}")
+    harness = next(h for h in harness_formats() if h.name == fmt)
+    own = {o.name for o in harness.options}
+    for option, value in options.items():
+        if option not in own and value != OWN_OPTIONS[option].default:
+            meant = ", ".join(h.title for h in harness_formats() if option in {o.name for o in h.options})
+            raise DataError(f"{option}= does not apply to {fmt} output ({paths[0]}); it is for {meant}")
+    return harness.load(target, aggregate=aggregate, binarize=binarize, drop_empty=drop_empty,
+                        on_damaged=on_damaged, **{k: v for k, v in options.items() if k in own})
+
+
+def is_harness_input(path: Path, options: Any) -> bool:
+    """:func:`is_harness` for the format registry (the options do not change the answer)."""
+    return is_harness(path)
+

@@ -31,7 +31,7 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import one_line, printable
-from bayesirt.data.harness.layout import discover
+from bayesirt.data.harness.layout import Found, discover
 from bayesirt.data.harness.records import (
     Reading,
     DamagedFile,
@@ -46,10 +46,26 @@ from bayesirt.data.harness.records import (
 )
 from bayesirt.errors import DataError
 
-__all__ = ["read_helm", "is_helm_run", "is_helm_dir", "run_folders"]
+__all__ = ["find", "read_helm", "is_helm_run", "is_helm_dir", "run_folders"]
 
 _FILES = ("run_spec.json", "per_instance_stats.json")
 _MODEL_ARGS = ("model", "model_deployment")
+# crfm-helm writes no version into its run folders (run_spec.json, per_instance_stats.json, stats.json, ...)
+_UNVERSIONED = "not recorded (HELM writes no version into its run folders)"
+
+
+def find(folder: Path, files: list[str]) -> list[Found]:
+    """A HELM run folder (``run_spec.json``, ``per_instance_stats.json``), damaged without the latter (HELM
+    writes it last); it holds nothing else to read."""
+    names = set(files)
+    if not any(f in names for f in _FILES):
+        return []
+    damage = None
+    if "per_instance_stats.json" not in names:
+        damage = "HELM run folder without per_instance_stats.json (the run stopped before its last write)"
+    elif "run_spec.json" not in names:
+        damage = "HELM run folder without run_spec.json"
+    return [Found("helm", folder, damage, leaf=True)]
 
 
 def is_helm_run(path: str | os.PathLike[str]) -> bool:
@@ -75,8 +91,9 @@ def _run_key(name: str) -> str:
     return head + (sep + ",".join(kept) if kept else "")
 
 
-def _spec(run: Path) -> tuple[str, str, str]:
-    """(model, item group, run key) of one run folder."""
+def _spec(run: Path) -> tuple[str, str, str, str]:
+    """(model, item group, run key, scenario) of one run folder; the scenario (class and arguments) names the
+    instances, which two run specs (e.g. two adapter methods) can share."""
     file = run / "run_spec.json"
     spec = read_json(file, "a HELM RunSpec")
     adapter = spec.get("adapter_spec") if isinstance(spec, dict) else None
@@ -89,7 +106,8 @@ def _spec(run: Path) -> tuple[str, str, str]:
         scenario = spec.get("scenario_spec")
         cls = scenario.get("class_name") if isinstance(scenario, dict) else None
         group = str(cls).rsplit(".", 1)[-1] if cls else "all"
-    return model.strip(), group, _run_key(name)
+    scenario = spec.get("scenario_spec")
+    return model.strip(), group, _run_key(name), json.dumps(scenario, sort_keys=True, default=str)
 
 
 def _value(stat: dict[str, Any]) -> float | None:
@@ -107,8 +125,8 @@ def _value(stat: dict[str, Any]) -> float | None:
 
 def _run_records(run: Path, stat_for: Any, reading: Reading) -> tuple[list[Record], set[str], str, str] | None:
     """Records of one run, the unperturbed stat names it has, its item group and the stat used; None if the
-    run is damaged and skipped."""
-    model, group, key = _spec(run)
+    run is damaged and skipped. Perturbed instances are counted in ``reading.perturbed`` (by perturbation)."""
+    model, group, key, _ = _spec(run)
     stat = stat_for(group)
     file = run / "per_instance_stats.json"
     try:
@@ -134,6 +152,8 @@ def _run_records(run: Path, stat_for: Any, reading: Reading) -> tuple[list[Recor
         if not isinstance(entry, dict) or "instance_id" not in entry or not isinstance(entry.get("stats"), list):
             raise DataError(f"{file}: entry {pos} lacks instance_id or a stats list; it is not HELM per-instance stats")
         if entry.get("perturbation") is not None:
+            kind = entry["perturbation"].get("name") if isinstance(entry["perturbation"], dict) else None
+            reading.perturbed[str(kind or "unnamed")] = reading.perturbed.get(str(kind or "unnamed"), 0) + 1
             continue
         for s in entry["stats"]:
             metric = s.get("name") if isinstance(s, dict) else None
@@ -151,13 +171,27 @@ def _run_records(run: Path, stat_for: Any, reading: Reading) -> tuple[list[Recor
     return [r for _, r in sorted(out, key=lambda t: t[0])], names, group, stat
 
 
+def _remark(reading: Reading, scenarios: dict[str, set[str]]) -> None:
+    """Name what the read left out or doubled: perturbed instances, and instances of one scenario read under
+    several run specs (each run spec makes its own items)."""
+    if reading.perturbed:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(reading.perturbed.items()))
+        reading.remarks.append(f"{sum(reading.perturbed.values())} perturbed instance record(s) not read ({kinds}): "
+                               "a perturbation changes the question, so only unperturbed instances are items")
+    shared = [sorted(keys) for keys in scenarios.values() if len(keys) > 1]
+    if shared:
+        shown = "; ".join(" and ".join(keys) for keys in shared[:3]) + (" ..." if len(shared) > 3 else "")
+        reading.remarks.append(f"the same scenario instances are read under several run specs ({shown}): each run "
+                               "spec makes its own items; pass one run spec's folders to read them once")
+
+
 def read_helm(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     stat: str | Sequence[str] | dict[str, str] | None = None,
     aggregate: str | None = None,
     binarize: float | None = None,
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     on_damaged: str = "error",
 ) -> xr.Dataset:
     """Read HELM runs of several models into one response Dataset.
@@ -185,6 +219,8 @@ def read_helm(
     stat_all = "exact_match" if stat_all is None else stat_all
     paths = as_paths(path)
     reading = Reading("helm", on_damaged, paths)
+    reading.unversioned = _UNVERSIONED
+    scenarios: dict[str, set[str]] = {}  # scenario -> the run keys that evaluated its instances
     source = ", ".join(map(str, paths))
     runs: list[Path] = []
     for p in paths:
@@ -201,13 +237,14 @@ def read_helm(
     latest: dict[tuple[str, str], Path] = {}
     for run in sorted(runs, key=lambda r: ((r / "per_instance_stats.json").stat().st_mtime_ns, str(r))):
         try:
-            model, _, key = _spec(run)
+            model, _, key, scenario = _spec(run)
         except DamagedFile as exc:
             reading.damaged(run, f"run_spec.json is {exc.reason}")
             continue
         if (model, key) in latest:
             reading.supersede(latest[model, key] / "per_instance_stats.json", run / "per_instance_stats.json")
         latest[model, key] = run
+        scenarios.setdefault(scenario, set()).add(key)
     chosen = set(latest.values())  # (runs with a damaged run_spec.json are not in it)
     runs = [r for r in runs if r in chosen]
     records, lacking, seen, groups = [], [], set(), {}
@@ -238,6 +275,7 @@ def read_helm(
         reading.skipped += [{"path": str(r), "reason": "no finite value of the stat"} for r in lacking]
     for group, used in groups.items():
         reading.tasks[group] = {"stat": used}
+    _remark(reading, scenarios)
     ds = build_dataset(
         records,
         harness="helm",

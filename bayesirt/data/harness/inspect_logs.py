@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import zipfile
 import zlib
@@ -43,7 +44,7 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import one_line, printable
-from bayesirt.data.harness.layout import discover
+from bayesirt.data.harness.layout import RESULTS, Found, discover
 from bayesirt.data.harness.records import (
     Reading,
     Record,
@@ -56,12 +57,56 @@ from bayesirt.data.harness.records import (
 )
 from bayesirt.errors import DataError
 
-__all__ = ["read_inspect", "is_inspect_log", "is_inspect_dir", "log_files", "score_value", "read_log"]
+__all__ = ["find", "read_inspect", "is_inspect_log", "is_inspect_dir", "log_files", "score_value", "read_log"]
 
 _CORRECT, _INCORRECT, _PARTIAL, _NOANSWER = "C", "I", "P", "N"
 _ZSTD = 93
 _UNFINISHED_HINT = ("pass --read-unfinished (read_unfinished=True) to use its scored samples, or --on-damaged skip "
                     "(on_damaged='skip') to leave it out")
+
+
+
+# a JSON log is a serialized EvalLog: its first fields are "version" then "status"
+_JSON_HEAD = re.compile(rb'^\s*\{\s*"version"\s*:\s*\d+\s*,\s*"status"\s*:\s*"')
+# Inspect's log file names: <ISO time with - for :>_<task>_<22-char id>.json
+_INSPECT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}[^_]*_.+_[A-Za-z0-9]{10,}\.json$")
+
+
+def _log_file(path: Path) -> Found | None:
+    """An Inspect log (or a damaged one) at ``path``, else None: a ``.eval`` zip holding ``header.json`` or
+    ``_journal/start.json`` (anything else with that suffix, e.g. 0 bytes or cut short, is damaged), or a
+    ``.json`` log (starts with ``{"version": N, "status": "``, or is named like an Inspect log and then
+    damaged if it does not)."""
+    suffix = path.suffix.lower()
+    try:
+        size = path.stat().st_size
+        if suffix == ".eval":
+            if size == 0:
+                return Found("inspect", path, "the Inspect log is empty (0 bytes)")
+            if not zipfile.is_zipfile(path):
+                return Found("inspect", path, "the Inspect log is not a complete zip file (cut short?)")
+            with zipfile.ZipFile(path) as zf:
+                names = set(zf.namelist())
+            if "header.json" in names or "_journal/start.json" in names:
+                return Found("inspect", path, None)
+            return Found("inspect", path, "the .eval zip has neither header.json nor _journal/start.json")
+        if suffix == ".json":
+            with open(path, "rb") as fh:
+                head = fh.read(256)
+            if _JSON_HEAD.match(head):
+                return Found("inspect", path, None)
+            if _INSPECT_NAME.match(path.name):
+                reason = "is empty (0 bytes)" if size == 0 else "does not start like an Inspect JSON log"
+                return Found("inspect", path, f"the Inspect log {reason}")
+    except (OSError, zipfile.BadZipFile, EOFError):
+        return Found("inspect", path, "the Inspect log cannot be opened as a zip file") if suffix == ".eval" else None
+    return None
+
+
+def find(folder: Path, files: list[str]) -> list[Found]:
+    """The Inspect logs among ``files`` (not lm-eval's ``<stem>_<date_id>.json`` results files)."""
+    logs = (_log_file(folder / f) for f in files if f.lower().endswith((".eval", ".json")) and not RESULTS.match(f))
+    return [f for f in logs if f is not None]
 
 
 def is_inspect_log(path: str | os.PathLike[str]) -> bool:
@@ -265,7 +310,7 @@ def read_inspect(
     metric: str | Sequence[str] | dict[str, str] | None = None,
     aggregate: str | None = None,
     binarize: float | None = None,
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     on_damaged: str = "error",
     read_unfinished: bool = False,
 ) -> xr.Dataset:

@@ -20,8 +20,9 @@ several runs of one (model, task) the latest readable ``date_id`` wins and the o
 superseded; a task logged under several filters (gsm8k: ``strict-match``, ``flexible-extract``) needs
 ``filter=`` (also per task). A samples file that is empty, cut short (a line that is not JSON) or holds
 fewer documents than its results file reports (``n-samples``), a results file whose task has no samples
-file, and a model folder without samples files (no ``--log_samples``) are damaged output: refused, or
-skipped with a warning by ``on_damaged="skip"``.
+file, a model folder without samples files (no ``--log_samples``) and one without any results file (the model's
+name is unknown) are damaged output: refused, or skipped with a warning by ``on_damaged="skip"``. A run made with
+``--predict_only`` logged no scores (only lm-eval's ``bypass`` metric): refused at once, naming it.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import printable
-from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, discover
+from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, Found, discover
 from bayesirt.data.harness.records import (
-    Reading,
     DamagedFile,
+    Reading,
     Record,
     as_paths,
     build_dataset,
@@ -52,12 +53,24 @@ from bayesirt.data.harness.records import (
 )
 from bayesirt.errors import DataError
 
-__all__ = ["read_lm_eval", "is_lm_eval_dir", "model_folders"]
+__all__ = ["find", "read_lm_eval", "is_lm_eval_dir", "model_folders"]
 
 _DATE_ID, _SAMPLES, _RESULTS = DATE_ID, SAMPLES, RESULTS
 # lm-eval's GeneralConfigTracker._get_model_name looks these model_args keys up in this order
 _NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")
 _LAYOUT = "OUT/<model>/samples_<task>_<timestamp>.jsonl, written by lm_eval --log_samples --output_path OUT"
+# the only metric of every record of an ``lm_eval --predict_only`` run (lm-eval's "bypass" metric scores nothing)
+_BYPASS = "bypass"
+_NO_SAMPLES = "an lm-eval results file but no samples_<task>_<date_id>.jsonl: lm-eval was run without --log_samples"
+_NO_RESULTS = ("samples files but no results_<date_id>.json: the run's model name (and owner) is unknown; restore the "
+               "results JSON lm-eval wrote beside them (a model id made from the folder name would misname the model)")
+
+
+def find(folder: Path, files: list[str]) -> list[Found]:
+    """A model folder of ``lm_eval --output_path``: samples files, or a results file without them (damaged)."""
+    samples = [f for f in files if SAMPLES.match(f)]
+    results = [f for f in files if RESULTS.match(f) and not SAMPLES.match(f) and f.startswith("results_")]
+    return [Found("lm-eval", folder, None if samples else _NO_SAMPLES)] if samples or results else []
 
 
 def model_folders(path: str | os.PathLike[str]) -> list[Path]:
@@ -91,10 +104,8 @@ def _results_files(folder: Path) -> dict[str, Path]:
     return out
 
 
-def _model_name(folder: Path, data: dict[str, Any] | None) -> str:
+def _model_name(folder: Path, data: dict[str, Any]) -> str:
     """``model_name`` of the run's results JSON, else its ``model_args`` name, else the folder name."""
-    if data is None:
-        return folder.name
     name = data.get("model_name")
     if isinstance(name, str) and name.strip():
         return name.strip()
@@ -144,6 +155,10 @@ def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 def _score(rec: dict[str, Any], metric: str | None, path: Path, lineno: int, task: str) -> tuple[str, float]:
     """(metric name, float score) of one sample record."""
+    if rec.get("metrics") == [_BYPASS] or metric == _BYPASS:
+        raise DataError(f"{path}: line {lineno}: the run was made with lm_eval --predict_only: it logged the "
+                        f"model's outputs but no scores (metric {_BYPASS!r}); re-run lm_eval without --predict_only "
+                        "to score them")
     if metric is None:
         listed = rec.get("metrics")
         if not isinstance(listed, list) or not listed or not isinstance(listed[0], str):
@@ -254,7 +269,7 @@ def read_lm_eval(
     filter: str | Sequence[str] | dict[str, str] | None = None,  # noqa: A002 - the lm-eval field name
     aggregate: str | None = None,
     binarize: float | None = None,
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     on_damaged: str = "error",
 ) -> xr.Dataset:
     """Read lm-eval ``--log_samples`` output into a response Dataset.
@@ -303,6 +318,9 @@ def read_lm_eval(
     versions = set()
     for folder in folders:
         results = _results_files(folder)
+        if not results:
+            reading.damaged(folder, _NO_RESULTS)
+            continue
         by_date: dict[str, dict[str, Path]] = {}
         for file in sorted(folder.iterdir()):
             m = _SAMPLES.match(file.name)
@@ -310,16 +328,16 @@ def read_lm_eval(
                 by_date.setdefault(m["date"], {})[m["task"]] = file
         reading.runs += len(by_date)
         for date, tasks in by_date.items():
-            source_file = results.get(date) or (results[max(results)] if results else None)
+            source_file = results.get(date) or results[max(results)]
             try:
-                data = _results(source_file) if source_file is not None else None
+                data = _results(source_file)
             except DamagedFile as exc:  # the run's model name is unknown: its samples cannot be placed
                 reading.damaged(source_file, f"the results file is {exc.reason}, so the run's model is unknown")
                 continue
-            if data is not None and isinstance(data.get("lm_eval_version"), str):
+            if isinstance(data.get("lm_eval_version"), str):
                 versions.add(data["lm_eval_version"])
             model = _model_name(folder, data)
-            counts = data.get("n-samples") if isinstance(data, dict) and date in results else None
+            counts = data.get("n-samples") if date in results else None
             counts = counts if isinstance(counts, dict) else {}
             if date in results and isinstance(data.get("configs"), dict):
                 for task in data["configs"]:

@@ -39,17 +39,12 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.data.files import existing, one_line, printable
+from bayesirt.data.formats.harnesses import AGGREGATES, ON_DAMAGED
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
 __all__ = ["AGGREGATES", "ON_DAMAGED", "DamagedFile", "HarnessWarning", "Reading", "Record", "build_dataset",
            "check_options", "as_paths", "read_json", "json_problem", "per_task", "check_on_damaged"]
-
-AGGREGATES = ("mean", "majority", "first", "last")
-"""Rules for repeated (model, item) records within one run; see :func:`build_dataset`."""
-
-ON_DAMAGED = ("error", "skip")
-"""What to do with harness output that cannot be read completely: refuse it, or skip it with a warning."""
 
 _AGG_FLAG = "--aggregate {mean,majority,first,last}"
 _SKIP_HINT = "pass --on-damaged skip (on_damaged='skip') to read the rest without it"
@@ -139,6 +134,9 @@ class Reading:
         self.errored: dict[str, list[str]] = {}
         self.runs = 0
         self.notes: list[str] = []
+        self.remarks: list[str] = []  # what was read in a way the user should know (in the summary line)
+        self.unversioned = "unknown"  # the version record when the output names none
+        self.perturbed: dict[str, int] = {}  # records not read because they are perturbed, by perturbation
 
     def damaged(self, path: Path | str, reason: str) -> None:
         if self.on_damaged == "error":
@@ -173,10 +171,11 @@ class Reading:
                    f"{', ...' if len(tasks) > 6 else ''}), {ds.sizes['item']} items; {len(self.read)} file(s) read"
                    + (f", {len(self.skipped)} skipped" if self.skipped else "")
                    + (f", {len(self.superseded)} superseded" if self.superseded else "")
-                   + (f", {sum(map(len, self.errored.values()))} errored sample(s)" if self.errored else ""))
+                   + (f", {sum(map(len, self.errored.values()))} errored sample(s)" if self.errored else "")
+                   + "".join(f"; {r}" for r in self.remarks))
         record = {
             "harness": self.harness,
-            "harness_version": self.version or "unknown",
+            "harness_version": self.version or self.unversioned,
             "paths": self.paths,
             "on_damaged": self.on_damaged,
             "files_read": self.read,
@@ -192,6 +191,7 @@ class Reading:
             "n_models": int(ds.sizes["model"]),
             "n_items": int(ds.sizes["item"]),
             "warnings": self.notes,
+            "remarks": self.remarks,
             "summary": summary,
         }
         ds.attrs.update(provenance=json.dumps(record), harness_summary=summary)
@@ -292,7 +292,7 @@ def build_dataset(
     binarize: float | None = None,
     name: str | None = None,
     source: str | None = None,
-    drop_empty: bool = False,
+    drop_empty: bool = True,
     attrs: dict[str, Any] | None = None,
     repeat_hint: str = "",
     missing: Sequence[tuple[str, str, str]] = (),

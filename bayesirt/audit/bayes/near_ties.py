@@ -1,0 +1,367 @@
+"""Near-tie leaderboard with uncertainty (the Bayesian layer of the audit, issues 19 and 29).
+
+Every eligible near-tie pair of both folds gets, model a being the one with the higher full score:
+
+* ``prob_a_ahead``, ``gap_lower_pp``, ``gap_upper_pp``: is a ahead on the leaderboard's own score?
+  The posterior probability that a's expected accuracy on the item population exceeds b's, and
+  the 90% interval of that accuracy gap in percentage points, from the paired model of the two
+  models' responses on the items both answered in the target half (a Dirichlet-multinomial of the
+  discordant cells within each item group, the groups as fixed strata at the benchmark's sizes;
+  :mod:`bayesirt.audit.bayes.paired`). It conditions on the pair's own responses only (no IRT model, no
+  other model). ``n10`` / ``n01``: the discordant items (a right and b wrong, the reverse);
+  ``mcnemar_p``: the exact two-sided McNemar p of those counts.
+* ``prob_theta_a_ahead``: the former IRT comparison, kept for reference and never used for a
+  category: the posterior probability that theta_a > theta_b under the ability spec (2PL by
+  default) fitted to the full benchmark on every retained model (MAP-EM items and each ability
+  drawn from N(EAP, posterior sd^2) given them; with ``bayes_method="nuts"`` the joint NUTS
+  posterior). It conditions on the 2PL being true, and weights items by discrimination where the
+  leaderboard counts them equally, so it can order a pair differently from accuracy.
+* ``prob_reversal``: the posterior probability (over the residual-DIF draws) that the low-DIF
+  recomposition strictly reverses the pair (``reversal_probability`` of
+  :func:`bayesirt.audit.bayes.posterior.propagate_posterior`); ``random_reversal_rate``: the share of the
+  draws' blueprint-matched random subtests of the same length that reverse it (the same draws'
+  controls); ``excess_reversal`` = prob_reversal - random_reversal_rate, with ``excess_lower`` /
+  ``excess_upper`` its 90% Monte Carlo interval (mean of e_s = 1{draw s reverses} - (draw s's
+  random rate) over the S draws, +- 1.645 sd(e) / sqrt(S)): how precisely the finite draws and
+  controls fix the difference, not a test (one recomposition flips pairs idiosyncratically, so
+  the interval excludes 0, on either side, for many pairs whatever the DIF). The test is
+  ``excess_p`` = min(1, random_reversal_rate / prob_reversal). Under the null of NT's
+  randomization test (eq. 35), that the anchor set is exchangeable with a blueprint-matched random
+  subset of the same cells, each draw's reversal indicator has expectation random_reversal_rate,
+  so E[prob_reversal] = random_reversal_rate and Markov's inequality gives P(excess_p <= a) <= a.
+  Like the audit-level test, rejecting it says the anchors differ from random subsets, which DIF
+  or an anchor set tilted toward discriminating items (NT B.2) can cause.
+  It is conservative. All of these condition on the spectral working model
+  (:data:`bayesirt.audit.bayes.posterior.CONDITIONAL`).
+
+A pair is listed when it is eligible in the deterministic audit (tied under neither the full nor
+the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table has exactly
+``eligible_pairs`` rows. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
+:data:`ROBUST`, :data:`SENSITIVE_P`):
+
+1. "not resolved by the data": .05 < prob_a_ahead < .95 (resolved: called either way);
+2. "resolved, composition-robust": resolved, and both the DIF-guided and the random
+   recompositions rarely flip it (prob_reversal <= .05 and random_reversal_rate <= .05);
+3. "resolved, DIF-sensitive": resolved, not robust, and the excess is credibly positive:
+   excess_p <= .05 (the DIF-guided recomposition flips it at least 20 times as often as a
+   random one of the same blueprint);
+4. "resolved, composition-sensitive": resolved, and recompositions flip it without the DIF-guided
+   one standing out from random ones.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesirt.audit.bayes.paired import discordant_counts, paired_accuracy
+from bayesirt.audit.engine.ranking import pair_reversals
+from bayesirt.audit.engine.result import AuditResult
+from bayesirt.data.responses import MISSING
+from bayesirt.errors import DataError
+from bayesirt.frequentist.mml import fit_mml
+from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
+from bayesirt.utils.parallel import spawn_seeds
+
+__all__ = ["add_near_ties", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
+           "near_ties_dataset", "excess_interval", "excess_p", "CATEGORIES", "RESOLVED", "ROBUST", "SENSITIVE_P", "COLUMNS",
+           "COLUMN_NOTES"]
+
+#: prob_a_ahead (accuracy) from which the data resolve a pair's ordering.
+RESOLVED = 0.95
+#: prob_reversal and random_reversal_rate up to which a resolved ordering counts as composition-robust.
+ROBUST = 0.05
+#: excess_p up to which a resolved ordering is DIF-sensitive.
+SENSITIVE_P = 0.05
+#: z of the excess's 90% Monte Carlo interval.
+_Z90 = 1.6448536269514722
+CATEGORIES = ("resolved, composition-robust", "resolved, DIF-sensitive", "resolved, composition-sensitive",
+              "not resolved by the data")
+COLUMNS = ("fold", "model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full_gap_pp", "prob_a_ahead",
+           "gap_lower_pp", "gap_upper_pp", "n10", "n01", "mcnemar_p", "prob_theta_a_ahead", "prob_reversal",
+           "random_reversal_rate", "excess_reversal", "excess_lower", "excess_upper", "excess_p", "category")
+#: What each probability column is of and what it conditions on (report.md, the netCDF attributes).
+COLUMN_NOTES = {
+    "prob_a_ahead": "posterior probability that a's expected accuracy on the item population (new items from the "
+                    "same item groups, in the benchmark's proportions) exceeds b's, given only the two models' "
+                    "responses on the items both answered in the target half (Dirichlet-multinomial of the "
+                    "discordant items within each item group, Jeffreys prior)",
+    "gap_lower_pp": "5% posterior quantile of that accuracy gap A_a - A_b, percentage points (same model)",
+    "gap_upper_pp": "95% posterior quantile of that accuracy gap, percentage points (same model)",
+    "mcnemar_p": "exact two-sided McNemar p of the discordant items (n10 a right b wrong, n01 the reverse), items "
+                 "both models answered; conditions on the discordant items, ignores item groups",
+    "prob_theta_a_ahead": "posterior probability that a's 2PL ability exceeds b's given the MAP-EM item parameters "
+                          "of the ability spec fitted to all retained models; conditions on the IRT model, never "
+                          "decides a category",
+    "prob_reversal": "posterior probability over the residual-DIF draws that the low-DIF recomposition strictly "
+                     "reverses the pair; conditional on the spectral working model (offsets fixed at the audit's "
+                     "estimate unless --bayes-method bootstrap)",
+    "random_reversal_rate": "share of blueprint-matched random subtests of the same length (drawn per DIF draw from "
+                            "that draw's cells) that strictly reverse the pair",
+    "excess_reversal": "prob_reversal - random_reversal_rate; excess_lower / excess_upper: its 90% Monte Carlo "
+                       "interval over the finite draws and controls (precision of the difference, not a test)",
+    "excess_p": "min(1, random_reversal_rate / prob_reversal): a conservative p (Markov's inequality) of the null "
+                "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair",
+}
+_CHUNK = 20_000_000  # draw x pair comparisons held at once
+#: EM tolerance of the MAP-EM item fit (largest parameter change): P(a ahead of b) needs abilities to
+#: about 1e-3, not the 1e-6 of a calibration.
+ABILITY_TOLERANCE = 1e-4
+
+
+def ability_method(bayes_method: str) -> str:
+    """Inference of the ability fit for the audit's ``bayes_method``: NUTS for NUTS, else "map"
+    (MAP-EM items, abilities from their posterior given the items; module notes)."""
+    return "nuts" if bayes_method == "nuts" else "map"
+
+
+def check_ability_spec(spec):
+    """The loaded 1PL-4PL spec of ``spec`` (name, path or spec); a MIRT spec is refused (its
+    abilities are vectors, so "a ahead of b" is undefined)."""
+    loaded = spec if isinstance(spec, (IRTSpec, MIRTSpec)) else load_spec(spec)
+    if loaded.kind == "mirt":
+        raise DataError(f"The near-tie leaderboard needs a 1PL-4PL ability spec; {loaded.name!r} is MIRT, whose "
+                        "abilities are vectors with no ordering. Pass e.g. bayes_ability_spec='2pl'.")
+    return loaded
+
+
+def fit_abilities(responses: xr.Dataset, models, *, spec="2pl", method: str = "map", draws: int = 400, seed: int = 0,
+                  progress: bool = False) -> xr.DataTree:
+    """Fit ``spec`` to the full benchmark on the models ``models`` (a boolean mask or positions
+    along ``model``); items no chosen model answered are left out.
+
+    ``method="map"``: MAP-EM items (:func:`bayesirt.frequentist.mml.fit_mml` with the spec's
+    priors) and ``draws`` draws of every model's ability from N(EAP, posterior sd^2) (module
+    notes), as a one-chain DataTree with ``posterior.theta``. Otherwise the DataTree of
+    :func:`bayesirt.inference.fit` (``draws`` from the ADVI approximation, or per chain for NUTS)."""
+    sub = responses.isel(model=np.asarray(models))
+    answered = (sub["responses"].values != MISSING).any(axis=1)
+    if not answered.all():
+        sub = sub.isel(item=np.flatnonzero(answered))
+    spec = check_ability_spec(spec)
+    if method != "map":
+        from bayesirt.inference import fit  # import time: PyMC only when the leaderboard fits by sampling
+
+        return fit(sub, spec, method=method, draws=draws, seed=seed, progress=progress)
+
+    result = fit_mml(sub, spec, priors=True, se=False, tol=ABILITY_TOLERANCE, ll_tol=ABILITY_TOLERANCE ** 2)
+    eap, sd = result.abilities["eap"].values, result.abilities["eap_sd"].values
+    theta = eap + sd * np.random.default_rng(seed).standard_normal((1, draws, eap.size))
+    posterior = xr.Dataset({"theta": (("chain", "draw", "model"), theta)},
+                           coords={"chain": [0], "draw": np.arange(draws), "model": sub["model"].values})
+    tree = xr.DataTree.from_dict({"posterior": posterior})
+    tree.attrs = {"bayesirt_spec_name": spec.name, "method": "map", "map_converged": int(result.converged),
+                  "abilities": "N(EAP, posterior sd^2) given the MAP-EM items"}
+    return tree
+
+
+def _ahead(theta: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Share of draws (rows of ``theta``) with theta[:, a] > theta[:, b], per pair."""
+    out = np.empty(a.size)
+    step = max(1, _CHUNK // max(1, theta.shape[0]))
+    for start in range(0, a.size, step):
+        s = slice(start, start + step)
+        out[s] = (theta[:, a[s]] > theta[:, b[s]]).mean(axis=0)
+    return out
+
+
+def excess_p(prob_reversal, random_reversal_rate) -> np.ndarray:
+    """min(1, random_reversal_rate / prob_reversal) (module notes); 1 when prob_reversal is 0,
+    NaN when the random rate is."""
+    rev, rnd = np.asarray(prob_reversal, dtype=float), np.asarray(random_reversal_rate, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(rev > 0, np.minimum(1.0, rnd / rev), np.where(np.isnan(rnd), np.nan, 1.0))
+
+
+def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, *, resolved: float = RESOLVED,
+               robust: float = ROBUST, sensitive: float = SENSITIVE_P) -> np.ndarray:
+    """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). Resolved
+    means called either way: prob_a_ahead >= ``resolved`` or <= 1 - ``resolved`` (b ahead on
+    accuracy although a has the higher full score, possible only through missing responses). A NaN
+    random rate (no controls) is never robust nor DIF-sensitive."""
+    ahead, rev = np.asarray(prob_a_ahead, dtype=float), np.asarray(prob_reversal, dtype=float)
+    rnd = np.asarray(random_reversal_rate, dtype=float)
+    robust_ = (rev <= robust) & (rnd <= robust)
+    dif = excess_p(rev, rnd) <= sensitive
+    return np.where((ahead >= resolved) | (ahead <= 1 - resolved),
+                    np.where(robust_, CATEGORIES[0], np.where(dif, CATEGORIES[1], CATEGORIES[2])), CATEGORIES[3])
+
+
+def excess_interval(reversed_, control_rate) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and 90% Monte Carlo interval of e_s = reversed_s - control_rate_s over the draws s.
+
+    Parameters
+    ----------
+    reversed_ : array_like of bool (draw, pair)
+        Whether draw s's low-DIF recomposition strictly reverses the pair.
+    control_rate : array_like (draw, pair)
+        Share of draw s's matched-random controls that reverse it.
+
+    Returns
+    -------
+    (excess, lower, upper) : ndarrays (pair,)
+        ``excess`` = mean(e) = prob_reversal - random_reversal_rate; the bounds are
+        excess -+ 1.645 sd(e) / sqrt(S) (sd with ddof 1; 0 width when S = 1).
+    """
+    e = np.asarray(reversed_, dtype=np.float64) - np.asarray(control_rate, dtype=np.float64)
+    n = e.shape[0]
+    mean = e.mean(axis=0)
+    half = _Z90 * e.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros_like(mean)
+    return mean, mean - half, mean + half
+
+
+def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed: int = 0) -> pd.DataFrame:
+    """One row per deterministically eligible near-tie pair of each fold (columns :data:`COLUMNS`).
+
+    Parameters
+    ----------
+    folds : sequence of FoldResult
+        With ``posterior`` (the Bayesian layer).
+    theta : xarray.DataArray
+        Ability draws with a ``model`` dimension labelled by model id and any sample dimensions
+        (``prob_theta_a_ahead``).
+    y, observed : ndarray (item, model)
+        The whole response matrix (1 right) and its observed mask; each fold's target models are
+        its columns ``target_index``.
+    item_group : array_like (item,)
+        The strata of the paired accuracy model (:mod:`bayesirt.audit.bayes.paired`).
+    seed : int, default 0
+        Seed of the paired model's Monte Carlo draws (:func:`bayesirt.audit.bayes.paired.paired_accuracy`).
+
+    Rows are in leaderboard order within each fold: model a's full score, then model b's,
+    descending.
+    """
+    samples = [d for d in theta.dims if d != "model"]
+    draws = theta.stack(sample=samples).transpose("sample", "model").values if samples else theta.values[None, :]
+    index = pd.Index(theta["model"].values.astype(str))
+    frames = []
+    for f in folds:
+        if f.posterior is None:
+            raise DataError("the fold has no posterior; near-tie probabilities need the Bayesian layer (bayes=True)")
+        t = f.target
+        full, ids = t["full"].to_numpy(float), t["model_id"].to_numpy(str)
+        i, j = (np.asarray(p) for p in f.pairs)
+        post = f.posterior
+        if not (np.array_equal(post["model_i"].values.astype(str), ids[i])
+                and np.array_equal(post["model_j"].values.astype(str), ids[j])):
+            raise DataError(f"fold {f.audit_fold}: the posterior's pairs are not the fold's frozen pairs")
+        eligible, _ = pair_reversals(full, t["anchor"].to_numpy(float), (i, j))
+        first = full[i] > full[j]
+        a, b = np.where(first, i, j)[eligible], np.where(first, j, i)[eligible]
+        pos_a, pos_b = index.get_indexer(ids[a]), index.get_indexer(ids[b])
+        if (pos_a < 0).any() or (pos_b < 0).any():
+            raise DataError(f"fold {f.audit_fold}: some near-tie models have no ability draws; fit every retained model")
+        columns = np.asarray(f.target_index)
+        paired = paired_accuracy(*discordant_counts(y[:, columns], observed[:, columns], item_group, (a, b)),
+                                 seed=seed)
+        reversed_ = post["reversed"].transpose("draw", "pair").values[:, eligible]
+        if "control_reversal_rate" in post:
+            rates = post["control_reversal_rate"].transpose("draw", "pair").values[:, eligible]
+            excess, lower, upper = excess_interval(reversed_, rates)
+            random_rate = rates.mean(axis=0, dtype=np.float64)
+        else:
+            excess = lower = upper = random_rate = np.full(a.size, np.nan)
+        frames.append(pd.DataFrame({
+            "fold": f.audit_fold, "model_a": ids[a], "model_b": ids[b],
+            "family_a": t["family"].to_numpy(str)[a], "family_b": t["family"].to_numpy(str)[b],
+            "owner_a": t["owner"].to_numpy(str)[a], "owner_b": t["owner"].to_numpy(str)[b],
+            "full_gap_pp": 100 * (full[a] - full[b]),
+            "prob_a_ahead": paired["prob_a_ahead"].to_numpy(),
+            "gap_lower_pp": 100 * paired["gap_lower"].to_numpy(), "gap_upper_pp": 100 * paired["gap_upper"].to_numpy(),
+            "n10": paired["n10"].to_numpy(), "n01": paired["n01"].to_numpy(),
+            "mcnemar_p": paired["mcnemar_p"].to_numpy(),
+            "prob_theta_a_ahead": _ahead(draws, pos_a, pos_b),
+            "prob_reversal": post["reversal_probability"].values[eligible].astype(float),
+            "random_reversal_rate": random_rate, "excess_reversal": excess, "excess_lower": lower,
+            "excess_upper": upper, "_full_a": full[a], "_full_b": full[b]}))
+        frames[-1]["excess_p"] = excess_p(frames[-1]["prob_reversal"], random_rate)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "_full_a", "_full_b"])
+    table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"])
+    table = table.sort_values(["fold", "_full_a", "_full_b"], ascending=[True, False, False], kind="stable")
+    return table[list(COLUMNS)].reset_index(drop=True)
+
+
+def near_ties_summary(table: pd.DataFrame) -> dict:
+    """Counts of the categories (all of them, zeros included), the number of pairs,
+    ``b_ahead_resolved`` (pairs with prob_a_ahead <= 1 - :data:`RESOLVED`: b credibly ahead on
+    accuracy although a has the higher full score, possible only through missing responses),
+    ``called`` (prob_a_ahead >= .95 or <= .05) and ``called_mcnemar_p_le_10`` (the share of them
+    whose McNemar p is <= .10), ``dif_sensitive_any`` (pairs with excess_p <= .05, resolved or
+    not), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
+    prob_theta_a_ahead >= .95 or <= .05, and those among them that prob_a_ahead leaves unresolved)."""
+    counts = table["category"].value_counts()
+    ahead = table["prob_a_ahead"].to_numpy(float)
+    called = (ahead >= RESOLVED) | (ahead <= 1 - RESOLVED)
+    theta = table["prob_theta_a_ahead"].to_numpy(float)
+    theta_called = (theta >= RESOLVED) | (theta <= 1 - RESOLVED)
+    return {"pairs": int(len(table)), "counts": {c: int(counts.get(c, 0)) for c in CATEGORIES},
+            "b_ahead_resolved": int((ahead <= 1 - RESOLVED).sum()),
+            "called": int(called.sum()),
+            "called_mcnemar_p_le_10": (float((table["mcnemar_p"].to_numpy(float)[called] <= 0.10).mean())
+                                       if called.any() else None),
+            "theta_resolved": int(theta_called.sum()),
+            "theta_resolved_accuracy_not": int((theta_called & ~called).sum()),
+            "thresholds": {"prob_a_ahead": RESOLVED, "prob_reversal": ROBUST, "random_reversal_rate": ROBUST,
+                           "excess_p": SENSITIVE_P},
+            "dif_sensitive_any": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum())}
+
+
+def near_ties_dataset(table: pd.DataFrame, info: dict) -> xr.Dataset:
+    """The table as a Dataset on a ``pair`` dimension (the ``near_ties`` group of audit.nc), the
+    fit's settings in its attributes."""
+    ds = xr.Dataset({c: ("pair", table[c].to_numpy() if pd.api.types.is_numeric_dtype(table[c])
+                          else table[c].to_numpy(dtype=str)) for c in table.columns},
+                    coords={"pair": np.arange(len(table))})
+    ds.attrs = {k: int(v) if isinstance(v, bool) else v for k, v in info.items() if isinstance(v, (str, int, float))}
+    ds.attrs |= {"resolved_threshold": RESOLVED, "robust_threshold": ROBUST, "sensitive_p": SENSITIVE_P,
+                 "categories": "; ".join(CATEGORIES), "description": __doc__.split("\n\n")[1].replace("\n", " ")}
+    for name, note in COLUMN_NOTES.items():
+        if name in ds:
+            ds[name].attrs["description"] = note
+    return ds
+
+
+def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool = False) -> None:
+    """Fit the ability spec (``config.bayes_ability_spec``) to every retained model and attach the
+    near-tie table: ``result.near_ties`` (DataFrame), ``result.abilities`` (the fitted DataTree,
+    in memory only), ``summary["bayes"]["near_ties"]`` and ``timings["ability_fit_s"]``."""
+    config = result.config
+    retained = np.flatnonzero((result.population["status"] == "retained").to_numpy())
+
+    method = ability_method(config.bayes_method)
+    seed = spawn_seeds(config.seed, 6)[5]  # the first five are the audit's streams
+    t = time.perf_counter()
+    tree = fit_abilities(responses, retained, spec=config.bayes_ability_spec, method=method,
+                         draws=config.bayes_draws, seed=seed, progress=progress)
+    seconds = time.perf_counter() - t
+    theta = tree["posterior"]["theta"]
+    ids = responses["model_id"].values.astype(str)[retained]
+    theta = theta.assign_coords(model=ids)
+    result.abilities = tree
+    y_all = responses["responses"].values
+    observed = y_all != MISSING
+    t = time.perf_counter()
+    result.near_ties = near_tie_table(result.folds, theta, y=np.where(observed, y_all, 0), observed=observed,
+                                      item_group=responses["item_group"].values.astype(str),
+                                      seed=spawn_seeds(config.seed, 7)[6])
+    paired_seconds = time.perf_counter() - t
+    info = {"ability_spec": str(tree.attrs.get("bayesirt_spec_name", config.bayes_ability_spec)), "method": method,
+            "draws": int(theta.sizes["chain"] * theta.sizes["draw"]), "seed": int(seed),
+            "models_fitted": int(retained.size), "fit_s": round(seconds, 3),
+            "eligibility": "deterministic: tied under neither the full nor the low-DIF anchor score",
+            "paired_model": "Dirichlet-multinomial of discordant items by item group (strata), Jeffreys prior",
+            "item_groups": int(np.unique(responses["item_group"].values.astype(str)).size),
+            "paired_s": round(paired_seconds, 3)}
+    if tree.attrs.get("map_converged") == 0:
+        result.warnings.append(f"the {info['ability_spec']} MAP-EM item fit of the near-tie table stopped at its "
+                               "iteration cap; prob_theta_a_ahead may be off")
+    if "advi_converged" in tree.attrs:
+        info["advi_converged"] = bool(tree.attrs["advi_converged"])
+        if not info["advi_converged"]:
+            result.warnings.append(f"the {info['ability_spec']} ability fit of the near-tie table (ADVI) reached its "
+                                   "iteration cap before the loss settled; prob_theta_a_ahead may be off")
+    result.summary["bayes"]["near_ties"] = info | near_ties_summary(result.near_ties)
+    result.timings["ability_fit_s"] = seconds
