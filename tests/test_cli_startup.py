@@ -65,12 +65,16 @@ def test_help_and_version_import_no_sampler_or_kernel(argv):
     assert found["heavy"] == [] and found["kernels"] == []
 
 
-def test_a_refused_setting_is_refused_before_any_sampler_or_kernel_loads(tmp_path):
-    """``--method nut`` (not a method) ends the command with the usage status, having read no data."""
-    found = _probe(_main(["fit", "lsat7", "--method", "nut", "--out", str(tmp_path / "out")]))
+@pytest.mark.parametrize("argv", [["fit", "lsat7", "--method", "nut"], ["fit", "lsat7", "--draws", "0"],
+                                  ["audit", "lsat7", "--workers", "0"]], ids=["choice", "range", "audit range"])
+def test_a_refused_setting_is_refused_before_any_sampler_or_kernel_loads(tmp_path, argv):
+    """A value that is not a choice or out of its range ends the command with the usage status, having read
+    no data (issue 41 measured ``audit DATA --workers 0`` refused only after the audit's folds ran)."""
+    found = _probe(_main([*argv, "--out", str(tmp_path / "out")]))
     assert found["status"] == 2
     assert found["heavy"] == [] and found["kernels"] == []
-    assert "'nut'" in found["text"]  # the message names the value given
+    assert f"got {argv[-1]}" in found["text"] or f"{argv[-1]!r}" in found["text"]  # names the value given
+    assert argv[-2].lstrip("-") in found["text"]  # and the option
     assert not (tmp_path / "out").exists()
 
 
