@@ -17,6 +17,7 @@ BENCHMARKS.md:
     factor  fa_factor_analyzer.py   factor_analyzer.json                          factor_analyzer
     scale   scale_advi.py           scale_advi.json                               (see the script)
     leaderboard leaderboard_posterior.py leaderboard_posterior.json               NUTS (coverage), minibatch ADVI (time)
+    cli     cli_startup.py          cli_startup.json                              bayesirt at 68783a7 (before issue 41)
 
 Every script takes ``--quick`` (a small smoke-test design) and ``--out PATH.json``.
 
@@ -130,6 +131,9 @@ COMPARISONS = (
                "Whole-leaderboard 2PL posterior (Laplace approximation)",
                "NUTS (interval agreement, 300 x 1,000); minibatch ADVI (time, scale_advi.json)",
                "<= 300 s wall and <= 4 GB at 5,000 x 14,042 with calibrated 90% intervals"),
+    Comparison("cli", "cli_startup.py", "cli_startup",
+               "CLI start-up: --help of every command, --version, a refused setting (CPU seconds)",
+               "bayesirt at 68783a7 (main when issue 41 was filed)", "< 0.5 CPU-s each (issue 41)"),
 )
 BY_NAME = {c.name: c for c in COMPARISONS}
 ISSUE_TARGETS = (
@@ -144,6 +148,8 @@ ISSUE_TARGETS = (
     ("MML", "bayesirt no slower than mirt"),
     ("CAT", "bayesirt no slower than catsim"),
     ("Factor analysis", "ratio reported, no target"),
+    ("CLI start-up", "`bayesirt --version`, every command's `--help` and a refused setting in < 0.5 CPU-seconds "
+                     "(issue 41)"),
 )
 
 

@@ -116,7 +116,7 @@ def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkey
         save_responses(ds, tmp_path / f"{name}.nc")
         paths.append(tmp_path / f"{name}.nc")
     seen = {}
-    monkeypatch.setattr("bayesirt.jobs.structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
+    monkeypatch.setattr("bayesirt.structure.ability_structure.ability_matrix", lambda data, **kw: seen.update(data) or abilities)
     out = run_factors_job(paths, tmp_path / "out", n_factors=1, loading_bootstrap=50, parallel_iter=20, disattenuate=True,
                           progress=False)
     assert sorted(seen) == ["bench0", "bench1", "bench2"]

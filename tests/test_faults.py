@@ -250,9 +250,9 @@ def test_exit_statuses_tell_usage_output_and_internal_errors_apart(tmp_path, cap
     assert main(["mml", "lsat6", "--out", str(out)]) == EXIT_OUTPUT  # exists, no --force
     capsys.readouterr()
 
-    import bayesirt.jobs.frequentist as jobs
+    import bayesirt.frequentist as frequentist  # the mml job imports fit_mml from it when it runs
 
-    monkeypatch.setattr(jobs, "fit_mml", lambda *a, **k: {}["no such key"])
+    monkeypatch.setattr(frequentist, "fit_mml", lambda *a, **k: {}["no such key"])
     assert main(["mml", "lsat6", "--out", str(tmp_path / "bug")]) == EXIT_INTERNAL
     err = capsys.readouterr().err.strip()
     log = tmp_path / "bug.error.log"

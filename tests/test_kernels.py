@@ -129,7 +129,7 @@ def test_fit_asks_for_the_kernel_with_nutpie_only(monkeypatch, method, sampler, 
     import bayesirt.inference.fitting as fitting
 
     seen = {}
-    monkeypatch.setattr(fitting, "direct_eligible", lambda responses, spec: False)
+    monkeypatch.setattr("bayesirt.inference.nutpie_direct.direct_eligible", lambda responses, spec: False)
 
     class Stop(Exception):
         pass
@@ -138,7 +138,7 @@ def test_fit_asks_for_the_kernel_with_nutpie_only(monkeypatch, method, sampler, 
         seen.update(kwargs)
         raise Stop
 
-    monkeypatch.setattr(fitting, "build_logistic", spy)
+    monkeypatch.setattr("bayesirt.models.logistic.build_logistic", spy)
     responses, _ = simulate_pl("2pl", n_items=5, n_models=6, seed=1)
     with pytest.raises(Stop):
         fitting.fit(responses, "2pl", method=method, sampler=sampler)

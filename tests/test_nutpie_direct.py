@@ -169,7 +169,7 @@ def test_eligibility():
 
 def _fit(responses, spec, *, pymc_path=False, monkeypatch=None, **kwargs):
     if pymc_path:  # the private way to the PyMC path: nothing is eligible for the direct model
-        monkeypatch.setattr(fitting, "direct_eligible", lambda responses, spec: False)
+        monkeypatch.setattr("bayesirt.inference.nutpie_direct.direct_eligible", lambda responses, spec: False)
     try:
         return fitting.fit(responses, spec, method="nuts", progress=False, **kwargs)
     finally:

@@ -189,7 +189,7 @@ def _add_job(sub, command: str) -> None:
             p.add_argument(f"--{old.replace('_', '-')}", dest=new, type=_converter(opt, command), action=_Renamed,
                            metavar=opt.cli_flag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     if "data" in positional_of(job):
-        from bayesirt.data.io import READ_OPTIONS  # import time: `bayesirt --help` does not load the data layer
+        from bayesirt.data.settings import READ_OPTIONS  # import time: `bayesirt --help` does not load the data layer
 
         group = p.add_argument_group(READ_GROUP)
         for opt in READ_OPTIONS.values():

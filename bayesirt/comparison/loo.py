@@ -32,6 +32,7 @@ import xarray as xr
 from arviz_stats.utils import ELPDData, ELPDDataLOO, ELPDDataLOOKFold
 from scipy.special import logsumexp
 
+from bayesirt.comparison.settings import KFOLD_MODES, UNITS
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import BayesIRTError
 from bayesirt.comparison.grid import Patterns, grid_log_marginal
@@ -47,8 +48,6 @@ __all__ = ["compare", "marginal_log_likelihood", "loo_models", "loo_cells", "kfo
            "elpd_dataset",
            "UNITS", "KFOLD_MODES"]
 
-UNITS = ("model", "cell")
-KFOLD_MODES = ("auto", "always", "never")
 _ITEM_VARIABLES = ("discrimination", "loading", "intercept", "guessing", "slip", "factor_correlation")
 
 

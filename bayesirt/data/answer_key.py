@@ -18,16 +18,9 @@ import xarray as xr
 
 from bayesirt.data.files import NA_TOKENS, printable, read_string_table, reading
 from bayesirt.data.reading import shown_ids
-from bayesirt.data.registry import reading_option
 from bayesirt.errors import DataError
 
-__all__ = ["read_key", "score_answers", "record_key", "KEY_COLUMNS", "KEY"]
-
-KEY = reading_option(
-    "key", None, "answer key, a CSV with columns item_id,key: the cells are multiple-choice answers (0-4 or A-E), "
-    "scored 1 where equal to the item's key, 0 otherwise, missing stays missing [none: cells are 0/1]", type=str,
-    metavar="KEY.csv")
-"""The reading option of every file reader but the saved ``.nc`` file."""
+__all__ = ["read_key", "score_answers", "record_key", "KEY_COLUMNS"]
 
 KEY_COLUMNS = (("item_id", "item"), ("key", "answer"))
 """Accepted headers of the key's two columns: the item id, and the correct option."""

@@ -17,21 +17,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from bayesirt.data.answer_key import KEY, record_key, score_answers
+from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.files import existing, np_load, reading
-from bayesirt.data.layout import ORIENTATION, Layout, check_orientation, record_layout, warn_layout
+from bayesirt.data.formats.arrays import MATRIX_KEYS
+from bayesirt.data.layout import Layout, check_orientation, record_layout, warn_layout
 from bayesirt.data.reading import warn_dropped
-from bayesirt.data.registry import BINARIZE, Reader, has_suffix
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["MATRIX_OPTIONS", "READERS", "MATRIX_KEYS", "missing_as_nan", "matrix_layout", "from_matrix", "read_npy"]
-
-MATRIX_KEYS = ("responses", "item_id", "model_id", "item_group", "family", "owner")
-"""The arrays of an NPZ archive: ``responses`` (required) and the optional ids and labels."""
-
-MATRIX_OPTIONS = (ORIENTATION, KEY, BINARIZE)
-"""The reading options of every NumPy matrix format (bare .npy, NPZ archive, NT folder)."""
+__all__ = ["MATRIX_KEYS", "missing_as_nan", "matrix_layout", "from_matrix", "read_npy"]
 
 _PER_ITEM, _PER_MODEL = ("item_id", "item_group"), ("model_id", "family", "owner")
 
@@ -114,6 +108,3 @@ def read_npy(path: str | os.PathLike[str], *, orientation: str = "auto", key: st
     with reading(p):
         return from_matrix(np_load(p), {}, where=p, orientation=orientation, key=key, name=p.stem, source=str(p),
                            drop_empty=drop_empty, binarize=binarize)
-
-
-READERS = (Reader("NPY matrix", ".npy (a matrix)", has_suffix(".npy"), read_npy, MATRIX_OPTIONS, family="matrix files"),)

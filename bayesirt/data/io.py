@@ -22,8 +22,9 @@ import xarray as xr
 
 from bayesirt.data.datasets import DATASETS, load_dataset
 from bayesirt.data.files import read_string_table
-from bayesirt.data.registry import DROP_EMPTY, Reader, reader_for, readers, reading_option, union_of_options
+from bayesirt.data.registry import Reader, reader_for, readers
 from bayesirt.data.responses import validate_responses
+from bayesirt.data.settings import DATA_HELP, READ_OPTIONS
 from bayesirt.errors import DataError, OutputError
 from bayesirt.utils.outputs import write_netcdf
 
@@ -34,20 +35,6 @@ class DeprecatedSpellingWarning(UserWarning):
     """An option was given by its old spelling, kept for one release; the message names the new one. (A
     UserWarning, not a FutureWarning: the command line shows it, where library FutureWarnings are hidden.)"""
 
-DATA_HELP = ("a data file (wide/long CSV, Parquet, NPY, NPZ, NT folder, .nc), evaluation-harness output (lm-eval "
-             "--log_samples folder, Inspect AI .eval/.json logs, HELM runs) or an embedded dataset name")
-"""What a DATA argument may be (command-line help)."""
-
-_KEEP_EMPTY = reading_option(
-    "keep_empty", False, "deprecated spelling of --refuse-empty (it never kept empty models or items: it refused "
-    "them); warns")
-"""``--keep-empty`` / ``keep_empty``: the old spelling of ``drop_empty=False`` (``--refuse-empty``), kept for one
-release with a :class:`DeprecatedSpellingWarning`."""
-
-#: How :func:`load` reads a source: the union of the reading options the formats of the registry declare,
-#: with ``drop_empty`` (every format takes it). The command line offers them on every command that reads
-#: DATA; analysis files in their ``[read]`` table.
-READ_OPTIONS = union_of_options([(DROP_EMPTY, _KEEP_EMPTY), *(r.options for r in readers())], "bayesirt.data.io")
 
 # reading options with the values that mean "not given"
 _DEFAULTS = {name: opt.default for name, opt in READ_OPTIONS.items() if name not in ("drop_empty", "keep_empty")}
@@ -176,7 +163,7 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, keep_empty:
     reader = reader_for(p, kwargs)
     if reader is None:
         raise DataError(f"unsupported file type {p.suffix or '(no suffix)'!r} for {p}; supported: {_supported()}")
-    return reader.read(p, drop_empty=drop_empty, **_check_options(reader, p, kwargs))
+    return reader.load(p, drop_empty=drop_empty, **_check_options(reader, p, kwargs))
 
 
 def save_responses(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:

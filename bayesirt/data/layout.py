@@ -12,20 +12,10 @@ from typing import Any, NamedTuple
 
 import xarray as xr
 
-from bayesirt.data.registry import reading_option
+from bayesirt.data.registry import ORIENTATIONS
 from bayesirt.errors import DataError
 
-__all__ = ["ORIENTATIONS", "ORIENTATION", "Layout", "OrientationWarning", "check_orientation", "warn_layout", "record_layout"]
-
-
-ORIENTATIONS = ("auto", "models-rows", "items-rows")
-"""``auto``: detect (and warn when it is a guess); ``models-rows``: one row per model (respondent), one
-column per item; ``items-rows``: one row per item, one column per model."""
-
-ORIENTATION = reading_option(
-    "orientation", "auto", "layout of a matrix file (wide CSV, NPY, NPZ, NT folder): one row per model (models-rows) or "
-    "per item (items-rows); auto detects it from headers and ids and warns when it has to guess", choices=ORIENTATIONS)
-"""The reading option every matrix reader takes."""
+__all__ = ["ORIENTATIONS", "Layout", "OrientationWarning", "check_orientation", "warn_layout", "record_layout"]
 
 # the spelling of the Python API before the --orientation flag (kept for scripts and the dataset registry)
 _EARLIER = {"models_by_items": "models-rows", "items_by_models": "items-rows"}

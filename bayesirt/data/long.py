@@ -11,19 +11,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.answer_key import KEY, record_key, score_answers
+from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, parsing, reading
+from bayesirt.data.formats.long import LONG_COLUMNS
 from bayesirt.data.reading import warn_dropped
-from bayesirt.data.registry import BINARIZE, Reader
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["read_long", "has_long_header", "is_long_columns", "LONG_COLUMNS"]
+__all__ = ["read_long", "is_long_table", "has_long_header", "is_long_columns", "LONG_COLUMNS"]
 
 _PARQUET = (".parquet", ".pq")
-LONG_COLUMNS = ("model", "item", "correct")
-"""The columns that make a table long (one row per model and item); :func:`read_long` also reads the
-optional ``item_group`` (per item), ``family`` and ``owner`` (per model)."""
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -165,7 +162,7 @@ def has_long_header(path: Path, kwargs: dict[str, Any]) -> bool:
     return is_long_columns(first.rstrip("\r\n").split(sep))
 
 
-def _is_long(path: Path, options: Any) -> bool:
+def is_long_table(path: Path, options: Any) -> bool:
     """Parquet, or a text table with the long header (or column options given)."""
     suffix = path.suffix.lower()
     if not path.is_file() or suffix not in (*_PARQUET, *TEXT_SUFFIXES):
@@ -174,8 +171,3 @@ def _is_long(path: Path, options: Any) -> bool:
         return True
     with reading(path):
         return has_long_header(path, options)
-
-
-READERS = (Reader("long table", ".csv/.tsv/.txt with columns model, item, correct (long), .parquet/.pq (long)",
-                  _is_long, read_long, (KEY, BINARIZE), LONG_COLUMNS, order=50),)
-"""Long tables: asked before the wide table, which takes any other text table."""

@@ -9,10 +9,9 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import existing, parsing, reading
-from bayesirt.data.registry import Reader, has_suffix
 from bayesirt.data.responses import validate_responses
 
-__all__ = ["read_saved", "READERS"]
+__all__ = ["read_saved"]
 
 
 def read_saved(path: str | os.PathLike[str], *, drop_empty: Any = True) -> xr.Dataset:
@@ -26,6 +25,3 @@ def read_saved(path: str | os.PathLike[str], *, drop_empty: Any = True) -> xr.Da
             ds = saved.load()
         ds.attrs["source"] = str(p)
         return validate_responses(ds)
-
-
-READERS = (Reader("saved .nc response file", ".nc", has_suffix(".nc"), read_saved, order=40),)

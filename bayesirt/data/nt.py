@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.arrays import MATRIX_KEYS, MATRIX_OPTIONS, from_matrix
+from bayesirt.data.arrays import MATRIX_KEYS, from_matrix
 from bayesirt.data.files import NPZ_MAGIC, check_text, existing, np_load, parsing, reading
-from bayesirt.data.registry import Reader, has_suffix
 from bayesirt.errors import DataError
 
 __all__ = ["read_nt_npz", "read_nt_dir"]
@@ -96,15 +95,3 @@ def read_nt_dir(
     with reading(p):
         return from_matrix(matrix, meta, where=p, orientation=orientation, key=key, name=p.name, source=str(p),
                            drop_empty=drop_empty, binarize=binarize)
-
-
-def _is_folder(path: Path, options: Any) -> bool:
-    return path.is_dir()
-
-
-READERS = (
-    Reader("NPZ archive", f".npz (arrays {', '.join(MATRIX_KEYS)})", has_suffix(".npz"), read_nt_npz, MATRIX_OPTIONS,
-           family="matrix files"),
-    Reader("response folder", "a folder (responses.npy + models.csv)", _is_folder, read_nt_dir, MATRIX_OPTIONS,
-           family="matrix files", order=20),  # after harness output, which is a folder too
-)

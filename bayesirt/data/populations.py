@@ -17,14 +17,12 @@ import xarray as xr
 
 from bayesirt.data.families import AMBIGUOUS, FAMILIES, OTHER
 from bayesirt.data.responses import MISSING
+from bayesirt.data.settings import POPULATION_SEED, REPRESENTATIVE_RULES
 from bayesirt.errors import DataError
 from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["POPULATION_SEED", "LINEAGE_TERMS", "REPRESENTATIVE_RULES", "audit_population"]
 
-POPULATION_SEED = 20240521
-"""Frozen population-selection seed (NT App. C.1): default ``seed`` of :func:`audit_population`,
-from which the owner-cap draw, the owner tie-break keys and the split's cost-tie draws derive."""
 LINEAGE_TERMS: tuple[str, ...] = (
     "merge", "slerp", "franken", "lora", "qlora", "adapter", "distill", "hybrid",
     "fusion", "dpo", "ppo", "orpo", "kto", "abliterat", "uncensor",
@@ -32,7 +30,6 @@ LINEAGE_TERMS: tuple[str, ...] = (
 """Substrings (case-insensitive) of the conservative lineage filter (NT App. D.2, item 4)."""
 
 
-REPRESENTATIVE_RULES = ("median", "lexicographic")
 _UNAUDITED = (OTHER, AMBIGUOUS)  # labels of the NT C.1 derivation that are never a family by default
 _LISTED_LABELS = 20  # labels shown in a message; the rest are counted
 _LINEAGE_PATTERN = "|".join(LINEAGE_TERMS)

@@ -12,16 +12,15 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.data.answer_key import KEY, record_key, score_answers
+from bayesirt.data.answer_key import record_key, score_answers
 from bayesirt.data.families import OTHER, derive_family
 from bayesirt.data.files import NA_TOKENS, TEXT_SUFFIXES, check_text, existing, reading
-from bayesirt.data.layout import ORIENTATION, ORIENTATIONS, Layout, check_orientation, record_layout, warn_layout
+from bayesirt.data.layout import ORIENTATIONS, Layout, check_orientation, record_layout, warn_layout
 from bayesirt.data.reading import warn_dropped
-from bayesirt.data.registry import BINARIZE, Reader
 from bayesirt.data.responses import make_responses
 from bayesirt.errors import DataError
 
-__all__ = ["ORIENTATIONS", "read_wide_csv", "from_dataframe", "wide_parts"]
+__all__ = ["ORIENTATIONS", "is_wide_table", "read_wide_csv", "from_dataframe", "wide_parts"]
 
 
 _MODEL_NAMES = {"model", "model_id", "models", "respondent", "person"}
@@ -264,10 +263,6 @@ def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: b
     return _assemble(df.to_numpy(dtype=object), df.index.to_numpy(), cols, layout, drop_empty=drop_empty)
 
 
-def _is_text(path: Path, options: Any) -> bool:
+def is_wide_table(path: Path, options: Any) -> bool:
+    """A text table (the registry asks the long table first)."""
     return path.is_file() and path.suffix.lower() in TEXT_SUFFIXES
-
-
-READERS = (Reader("wide table", ".csv/.tsv/.txt (wide: one row per model or per item)", _is_text, read_wide_csv,
-                  (ORIENTATION, KEY, BINARIZE), ("id_column",), family="matrix files", order=60),)
-"""A text table that is not long (the long-table format is asked first)."""

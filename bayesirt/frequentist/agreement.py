@@ -40,11 +40,11 @@ import xarray as xr
 
 from bayesirt.errors import DataError
 from bayesirt.frequentist.mml import MMLResult
+from bayesirt.frequentist.settings import DEFAULT_THRESHOLD_SD
 
 __all__ = ["Agreement", "compare_estimates", "AGREEMENT_PARAMETERS", "DEFAULT_THRESHOLD_SD"]
 
 AGREEMENT_PARAMETERS = ("discrimination", "intercept", "guessing", "slip", "theta")
-DEFAULT_THRESHOLD_SD = 1.0
 _SAMPLE = ("chain", "draw")
 _UNIMODAL_GAP = float(np.sqrt(3.0))  # max |mean - mode| / sd of a unimodal distribution
 

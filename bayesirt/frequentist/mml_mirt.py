@@ -41,6 +41,7 @@ from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.frequentist.ladder import information_criteria
 from bayesirt.frequentist.mml_model import ResponsePatterns, expected_counts, node_posterior, pattern_log_likelihood
 from bayesirt.frequentist.mml_mirt_start import anchor_index, free_mask, start_values
+from bayesirt.frequentist.settings import PRUNE, SAFE_LOADING_PRIOR
 from bayesirt.models.response import log_probabilities, probability
 from bayesirt.utils.parallel import blas_threads
 
@@ -51,11 +52,7 @@ MAX_DIMS = 4
 """Largest number of dimensions fitted (the product grid grows as q^D)."""
 QUADRATURE = {1: 61, 2: 31, 3: 15, 4: 9}
 """Default Gauss-Hermite nodes per dimension by D (R mirt's ``quadpts`` defaults)."""
-PRUNE = 1e-6
 
-#: SD of SAFE App. C's N(0, 1.5^2) prior on every loading: the default of ``bayesirt mirt-mml``.
-SAFE_LOADING_PRIOR = 1.5
-"""Default pruning constant: keep a node when its weight >= PRUNE x the largest weight."""
 _BOUND_A, _BOUND_D = 20.0, 30.0
 
 

@@ -20,26 +20,24 @@ import time
 from contextlib import contextmanager
 from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pymc as pm
-import pytensor
-import xarray as xr
 
-from bayesirt.data.responses import to_observed_data, validate_responses
 from bayesirt.errors import ConfigError
-from bayesirt.inference.advi import ANNEAL_RATES, run_advi
-from bayesirt.inference.laplace import laplace_fit
 from bayesirt.inference.methods import (ADVI_ITERATIONS, ADVI_LEARNING_RATE, ADVI_TOLERANCE, CHAINS, CORES, DRAWS,
                                        METHODS, MODEL_METHODS, SAMPLER, SEED, TUNE)
-from bayesirt.inference.nutpie_direct import DirectModel, direct_eligible, direct_model
-from bayesirt.models.logistic import build_logistic, log_likelihood_group
-from bayesirt.models.mirt import align_signs, build_mirt
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.interrupts import check_interrupt
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.outputs import package_versions
 from bayesirt.utils.progress import progress_bar
+
+if TYPE_CHECKING:  # annotations only: PyMC, PyTensor and xarray load when a model is fitted, not with --help
+    import pymc as pm
+    import xarray as xr
+
+    from bayesirt.inference.nutpie_direct import DirectModel
 
 __all__ = ["fit", "sample_model"]
 
@@ -182,6 +180,14 @@ def fit(
     _check_sampler("fit", method, sampler)
     if not isinstance(spec, (IRTSpec, MIRTSpec)):
         spec = load_spec(spec)
+    # import time: xarray, PyMC and the kernels load when a model is fitted, not when the CLI lists fit's options
+    import xarray as xr
+    from bayesirt.data.responses import to_observed_data, validate_responses  # import time, as above
+    from bayesirt.inference.laplace import laplace_fit  # import time, as above
+    from bayesirt.inference.nutpie_direct import direct_eligible  # import time, as above
+    from bayesirt.models.logistic import build_logistic, log_likelihood_group  # import time, as above
+    from bayesirt.models.mirt import align_signs, build_mirt  # import time, as above
+
     responses = validate_responses(responses)  # a hand-made Dataset gets the same checks as a file
 
     if advi_batch_size is not None and spec.kind == "mirt":
@@ -303,6 +309,10 @@ def sample_model(
         (JSON) and, for ADVI, ``advi_iterations_run``, ``advi_converged``, ``advi_final_loss``.
     """
     _check_sampler("sample_model", method, sampler)
+    import xarray as xr  # import time, as in fit
+
+    from bayesirt.inference.advi import ANNEAL_RATES, run_advi  # import time: ADVI loads PyMC
+
     timings: dict = {}
     settings: dict = {"method": method, "seed": seed}
     attrs: dict = {}
@@ -356,6 +366,9 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
     """NUTS by nutpie on :func:`~bayesirt.inference.nutpie_direct.direct_model`: the tree
     :func:`sample_model` would return, and the model (its ``reported_variables``)."""
     import nutpie  # noqa: F401  (imported before the timer, as in _nuts; here, not at the top: the import is slow)
+    import xarray as xr  # import time, as in fit
+
+    from bayesirt.inference.nutpie_direct import direct_model  # import time: the numba kernel compiles on import
 
     timings: dict = {}
     t0 = time.perf_counter()
@@ -402,6 +415,9 @@ def _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, n
 
 
 def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
+    import pymc as pm  # import time: PyMC loads when a model is sampled, not with the CLI's --help
+    import pytensor
+
     cores = min(chains, cores or os.cpu_count() or 1)
     if sampler == "nutpie":
         import nutpie
@@ -459,6 +475,9 @@ def _xla_compile_seconds():
 
 
 def _map(pm_model, seed, progress, timings, tolerance=None) -> xr.DataTree:
+    import pymc as pm  # import time, as in _nuts
+    import xarray as xr
+
     options = {} if tolerance is None else {"options": {"gtol": tolerance, "ftol": _MAP_FTOL}}
     t0 = time.perf_counter()
     point = pm.find_MAP(

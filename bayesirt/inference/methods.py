@@ -1,10 +1,11 @@
-"""The inference methods and NUTS samplers that :func:`bayesirt.inference.fit` offers (kept apart
-from the fitting code so the command-line tool can list them without importing PyMC)."""
+"""The inference methods and NUTS samplers that :func:`bayesirt.inference.fit` offers, and the
+default interval of the posterior tables (kept apart from the fitting code so the command-line tool
+can list them without importing PyMC)."""
 
 from bayesirt.utils.options import option
 
-__all__ = ["METHODS", "MODEL_METHODS", "SAMPLERS", "SAMPLER", "DRAWS", "TUNE", "CHAINS", "CORES", "SEED", "ADVI_ITERATIONS",
-           "ADVI_TOLERANCE", "ADVI_LEARNING_RATE"]
+__all__ = ["METHODS", "MODEL_METHODS", "SAMPLERS", "DEFAULT_CI", "SAMPLER", "DRAWS", "TUNE", "CHAINS", "CORES", "SEED",
+           "ADVI_ITERATIONS", "ADVI_TOLERANCE", "ADVI_LEARNING_RATE"]
 
 METHODS = ("nuts", "advi", "fullrank_advi", "laplace")
 """Methods of :func:`~bayesirt.inference.fitting.fit`; "laplace" is a Gaussian approximation of the
@@ -17,6 +18,10 @@ MODEL_METHODS = ("nuts", "advi", "fullrank_advi", "map")
 """Methods of :func:`~bayesirt.inference.fitting.sample_model` (of a built PyMC model, so not
 "laplace"): also the posterior mode, for models without abilities (the audit's family-DIF model)."""
 SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
+
+#: Default credible-interval probability of the tables (equal-tailed;
+#: :func:`~bayesirt.inference.summaries.item_table`).
+DEFAULT_CI = 0.90
 
 #: Options of :func:`~bayesirt.inference.fitting.fit`, :func:`~bayesirt.inference.fitting.sample_model` and the
 #: jobs that fit, declared once for all.

@@ -10,13 +10,12 @@ from scipy.stats import rankdata
 
 from bayesirt.data.responses import METADATA, MISSING, from_observed_data
 from bayesirt.errors import DataError
+from bayesirt.inference.methods import DEFAULT_CI
 from bayesirt.models.information import mean_item_information
 from bayesirt.models.logistic import ITEM_PARAMETERS, with_difficulty
 
 __all__ = ["item_table", "model_table", "posterior_ranks", "ahead_matrix", "is_sampled", "DEFAULT_CI"]
 
-#: Default credible-interval probability of the tables (equal-tailed).
-DEFAULT_CI = 0.90
 _SAMPLE = ("chain", "draw")
 #: Cells of the observed responses counted at once by :func:`_margins` (a few MB of masks).
 _MARGIN_CELLS = 4_000_000

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bayesirt.data import load, simulate_dif_benchmark
-from bayesirt.data.io import READ_OPTIONS
+from bayesirt.data.settings import READ_OPTIONS
 from bayesirt.errors import SpecError, did_you_mean
 from bayesirt.jobs.audit import run_audit_job
 from bayesirt.jobs.fit import run_fit_job

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import xarray as xr
-
-from bayesirt.audit.bayes.diagnostics import add_posterior_diagnostics
-from bayesirt.audit.diagnostics.common_models import audit_records, exact_common_shifts, select_families
-from bayesirt.audit.diagnostics.content import content_audit, read_labels
 from bayesirt.audit.engine.result import AuditConfig
-from bayesirt.audit.primary import run_audit
-from bayesirt.audit.robustness import add_diagnostics
-from bayesirt.data import attach_metadata, load
-from bayesirt.data.families import derive_family
-from bayesirt.data.io import DATA_HELP
-from bayesirt.report.audit_files import write_audit
-from bayesirt.report.content import common_models_report, content_report
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output, staged_output, write_json
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
 
 __all__ = ["run_audit_job", "run_common_models_job", "run_content_audit_job", "FAMILY_SOURCES"]
 
@@ -34,6 +27,9 @@ def _with_family_source(responses: xr.Dataset, derive_families: bool) -> tuple[x
     that rule's labels (data without family labels get exactly those from
     :func:`~bayesirt.data.make_responses`), and as "supplied" otherwise.
     """
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.data.families import derive_family
+
     derived = derive_family(responses["model_id"].values.astype(str))
     if derive_families:
         return responses.assign_coords(family=("model", derived)), FAMILY_SOURCES[1]
@@ -78,6 +74,14 @@ def run_audit_job(data, out, *,
     (:func:`bayesirt.audit.bayes.diagnostics.add_posterior_diagnostics`).
     """
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.audit.bayes.diagnostics import add_posterior_diagnostics  # import time, as above
+    from bayesirt.audit.primary import run_audit  # import time, as above
+    from bayesirt.audit.robustness import add_diagnostics  # import time, as above
+    from bayesirt.data import attach_metadata, load  # import time, as above
+    from bayesirt.report.audit_files import write_audit  # import time, as above
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     if models_csv is not None:
         responses = attach_metadata(responses, models_csv, "model")
@@ -107,6 +111,10 @@ def run_content_audit_job(labels_csv, out, *,
     agreement.csv, binary_tests.csv, benchmark_directions.csv, confirmatory.csv,
     ordinal_tests.csv, family_permutation.csv."""
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.audit.diagnostics.content import content_audit, read_labels
+    from bayesirt.report.content import content_report  # import time, as above
+
     result = content_audit(read_labels(labels_csv), permutations=permutations, seed=seed)
     tables = {"agreement": result.agreement, "binary_tests": result.binary,
               "benchmark_directions": result.directions, "confirmatory": result.confirmatory,
@@ -138,6 +146,10 @@ def run_common_models_job(left: str | Path, right: str | Path, out: str | Path, 
     and ``families`` (a sequence of labels; None: all) restricts the comparison to those families.
     """
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.audit.diagnostics.common_models import audit_records, exact_common_shifts, select_families
+    from bayesirt.report.content import common_models_report  # import time, as above
+
     records = select_families({"left": audit_records(left), "right": audit_records(right)}, families,
                                derive_families)
     table = exact_common_shifts(records["left"], records["right"], replicates=owner_bootstrap, seed=seed)

@@ -6,21 +6,19 @@ folder through :mod:`bayesirt.report.bank`."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import xarray as xr
 
-from bayesirt.data.io import DATA_HELP, load
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import DataError, recorded_warnings
-from bayesirt.report.bank import write_scores, write_selection
-from bayesirt.safety.bank import read_bank
-from bayesirt.safety.scores import DEFAULT_RULE, INTERVALS, score_models
-from bayesirt.safety.scoring import CALIBRATION_RULES
-from bayesirt.safety.short_test import SELECTION_METHODS, default_method, harness_ids, select_items
+from bayesirt.safety.settings import CALIBRATION_RULES, DEFAULT_RULE, INTERVALS, SELECTION_METHODS
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output
 from bayesirt.utils.progress import stage
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
 
 BANK_HELP = "posterior.nc of `bayesirt fit`, or mml.nc of `bayesirt mml` / `fit --method map`"
 """What a BANK argument may be (command-line help)."""
@@ -84,6 +82,12 @@ def run_select_job(bank, out, *,
     force : bool
     """
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import pandas as pd
+    from bayesirt.report.bank import write_selection  # import time, as above
+    from bayesirt.safety.bank import read_bank  # import time, as above
+    from bayesirt.safety.short_test import default_method, harness_ids, select_items  # import time, as above
+
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     chosen = method or default_method(b)
     items = select_items(b, budget, method=chosen, stratify=stratify, seed=seed)
@@ -104,6 +108,10 @@ def run_select_job(bank, out, *,
 
 
 def _load(responses) -> xr.Dataset:
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data.io import load  # import time, as above
+
     return responses if isinstance(responses, xr.Dataset) else load(responses)
 
 
@@ -165,6 +173,12 @@ def run_score_job(bank, responses, out, *,
     force : bool
     """
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.report.bank import write_scores  # import time, as above
+    from bayesirt.safety.bank import read_bank  # import time, as above
+    from bayesirt.safety.scores import score_models  # import time, as above
+
     stage(f"score: reading the bank ({draws} item-parameter draws)")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     data = _load(responses)

@@ -8,21 +8,19 @@ import json
 import sys
 import time
 from pathlib import Path
-
-import xarray as xr
+from typing import TYPE_CHECKING
 
 from bayesirt import __version__
-from bayesirt.comparison.loo import KFOLD_MODES, UNITS, compare_table, elpd_dataset, kfold_specs, loo_cells, loo_models
-from bayesirt.data import load
-from bayesirt.data.io import DATA_HELP
-from bayesirt.data.responses import MISSING
+from bayesirt.comparison.settings import KFOLD_MODES, UNITS
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
-from bayesirt.report.compare import comparison_report, plot_comparison
-from bayesirt.structure.loadings import loading_table
 from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
 from bayesirt.utils.outputs import KeptUnits, check_output, staged_output, write_json, write_netcdf
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
 
 __all__ = ["run_compare_job"]
 
@@ -106,6 +104,14 @@ def run_compare_job(data, out, *,
     """
     check_output(out, force=force)
     specs = _comparison_specs(specs, dims, mirt_spec)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.comparison.loo import (  # import time, as above
+        compare_table, elpd_dataset, kfold_specs,
+    )
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.report.compare import comparison_report, plot_comparison  # import time, as above
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
     method = fit_options.get("method", "nuts")
@@ -169,6 +175,11 @@ def run_compare_job(data, out, *,
 def _score_spec(responses, label, spec, n, n_specs, unit, rotation, kept, progress, fit_options) -> dict:
     """Fit one spec and score it by PSIS-LOO; what the comparison needs of it (``result``,
     ``fit_seconds``, ``timings``, ``note``, MIRT ``loadings``), kept for a rerun (:class:`KeptSpecs`)."""
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.comparison.loo import loo_cells, loo_models
+    from bayesirt.data.responses import MISSING  # import time, as above
+    from bayesirt.structure.loadings import loading_table  # import time, as above
+
     head = f"spec {n} of {n_specs}: {label}"
     _stage(f"{head} - fitting ({fit_options.get('method', 'nuts')}) to {responses.sizes['model']:,} models x "
            f"{responses.sizes['item']:,} items", progress)

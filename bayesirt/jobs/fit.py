@@ -7,28 +7,19 @@ import json
 import time
 from pathlib import Path
 from warnings import warn
+from typing import TYPE_CHECKING
 
-import xarray as xr
-
-from bayesirt.data import load
-from bayesirt.data.io import DATA_HELP
-from bayesirt.data.reading import reading_record
-from bayesirt.data.responses import from_observed_data, validate_responses
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError, recorded_warnings
-from bayesirt.frequentist import fit_mml, information_criteria
-from bayesirt.frequentist.map_output import MAP_COLUMNS, map_tables, map_tree
-from bayesirt.inference.diagnostics import diagnose, element_diagnostics
 from bayesirt.inference.fitting import fit
-from bayesirt.inference.methods import METHODS
-from bayesirt.inference.summaries import DEFAULT_CI, ahead_matrix, is_sampled, item_table, model_table
+from bayesirt.inference.methods import DEFAULT_CI, METHODS
 from bayesirt.models.specs import SPEC_HELP, IRTSpec, MIRTSpec, load_spec
-from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves
-from bayesirt.report.fit_checks import fit_checks_section, ranking_caution
-from bayesirt.report.mirt import mirt_report, mirt_tables
-from bayesirt.safety.fit_checks import fit_checks, point_estimates
 from bayesirt.utils.options import declare, option, options_of
 from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
 from bayesirt.utils.progress import heartbeat, stage
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
 
 __all__ = ["run_fit_job", "MAP_ESTIMATOR"]
 
@@ -80,6 +71,13 @@ def run_fit_job(
     if method == "map":
         return _run_marginal_map(data, spec, out, force=force, ci=ci, float32=float32, progress=progress,
                                  **fit_options)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.data.reading import reading_record  # import time, as above
+    from bayesirt.inference.diagnostics import diagnose, element_diagnostics  # import time, as above
+    from bayesirt.inference.summaries import is_sampled, item_table, model_table  # import time, as above
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = spec if isinstance(spec, (IRTSpec, MIRTSpec)) else load_spec(spec)
     if pairs == "all" and spec.kind == "mirt":
@@ -110,6 +108,13 @@ def _write_fit(tree, spec, responses, out, items, models, warnings, extra, *, ci
     method = json.loads(tree.attrs["bayesirt_settings"])["method"]
     point = "MAP estimates" if method == "map" else "posterior means"
     mu, sigma = _theta_prior(spec)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.data.responses import from_observed_data
+    from bayesirt.inference.summaries import ahead_matrix  # import time, as above
+    from bayesirt.report import fit_report, plot_ability_forest, plot_item_curves  # import time, as above
+    from bayesirt.report.fit_checks import fit_checks_section, ranking_caution  # import time, as above
+    from bayesirt.safety.fit_checks import fit_checks, point_estimates  # import time, as above
+
     checks = fit_checks(from_observed_data(tree), point_estimates(tree["posterior"].to_dataset()), evaluated_at=point,
                         prior_mean=mu, prior_sd=sigma)
     with staged_output(out, force=force) as folder:
@@ -178,6 +183,14 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool,
         listed = ", ".join(f"{k}={v!r}" for k, v in ignored.items())
         warn(f"method 'map' (marginal MAP, MAP-EM) ignores {listed} (options of the sampled methods)",
              UserWarning, stacklevel=3)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.data.reading import reading_record  # import time, as above
+    from bayesirt.data.responses import validate_responses  # import time, as above
+    from bayesirt.frequentist import fit_mml, information_criteria  # import time, as above
+    from bayesirt.frequentist.map_output import MAP_COLUMNS, map_tables, map_tree  # import time, as above
+
     responses = validate_responses(data if isinstance(data, xr.Dataset) else load(data))
     start = time.perf_counter()
     stage(f"fit: {spec.name} by map (MAP-EM, then standard errors) on {responses.sizes['item']:,} items x "
@@ -211,6 +224,9 @@ def _run_marginal_map(data, spec, out, *, force: bool, ci: float, float32: bool,
 def _write_mirt_fit(tree, spec, responses, out, warnings, *, ci, float32, force, reading) -> Path:
     """The MIRT branch of :func:`run_fit_job`: posterior.nc, loadings/abilities (and factor
     correlation) tables with intervals, summary.json and report.md."""
+
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.report.mirt import mirt_report, mirt_tables
 
     tables = mirt_tables(tree, ci=ci)
     with staged_output(out, force=force) as folder:

@@ -6,39 +6,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import xarray as xr
-
-from bayesirt.data import load
-from bayesirt.data.io import DATA_HELP
-from bayesirt.data.reading import reading_record
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import recorded_warnings
-from bayesirt.frequentist import (
-    DEFAULT_THRESHOLD_SD,
-    compare_estimates,
-    fit_mml,
-    information_criteria,
-    pl_ladder,
-    split_half_retention,
-)
-from bayesirt.frequentist.mml_mirt import PRUNE, SAFE_LOADING_PRIOR
-from bayesirt.frequentist.mml_mirt_select import check_dim_list, dimensions_tree, fit_dimensions
-from bayesirt.inference.diagnostics import diagnose
+from bayesirt.frequentist.settings import DEFAULT_THRESHOLD_SD, PRUNE, SAFE_LOADING_PRIOR
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import SPEC_HELP, IRTSpec, load_spec
-from bayesirt.report.checks import (
-    agreement_section,
-    ladder_section,
-    mml_section,
-    plot_agreement,
-    plot_splithalf,
-    splithalf_section,
-)
-from bayesirt.report.markdown import reading_lines
-from bayesirt.report.mirt import MIRT_MML_COLUMNS, mirt_mml_report
 from bayesirt.utils.options import comma_ints, declare, none_or_float, option
 from bayesirt.utils.outputs import check_output, staged_output, to_json, write_json, write_netcdf
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
+    import xarray as xr
 
 __all__ = ["run_mml_job", "run_ladder_job", "run_check_job", "run_splithalf_job", "run_mirt_mml_job"]
 
@@ -48,6 +28,10 @@ _ESTIMATORS = {False: "marginal maximum likelihood (Bock-Aitkin EM)",
 
 
 def _inputs(data, spec=None):
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = None if spec is None else spec if isinstance(spec, IRTSpec) else load_spec(spec)
     return responses, spec
@@ -74,6 +58,9 @@ def _mml_tables(result) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _mml_summary(result, n_models: int) -> dict:
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.frequentist import information_criteria
+
     return {"spec": result.spec.name, "loglik": result.loglik, "log_prior": result.log_prior,
             "objective": result.objective, "n_parameters": result.n_parameters,
             **information_criteria(result.loglik, result.n_parameters, n_models), "n_models": n_models,
@@ -93,6 +80,12 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
     write items.csv, models.csv, summary.json, mml.nc and report.md to ``out``."""
     check_output(out, force=force)
     responses, spec = _inputs(data, spec)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.data.reading import reading_record
+    from bayesirt.frequentist import fit_mml  # import time, as above
+    from bayesirt.report.checks import mml_section  # import time, as above
+    from bayesirt.report.markdown import reading_lines  # import time, as above
+
     result, messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=priors, se=se, max_iter=max_iter)
     items, models = _mml_tables(result)
     summary = ({"data": responses.attrs.get("name", ""), "method": "map" if priors else "mml",
@@ -119,6 +112,10 @@ def run_ladder_job(data, out, *, quadrature: int = option(61, "Gauss-Hermite nod
     """Fit the 1PL-4PL ladder; write ladder.csv, lrt.csv, summary.json and report.md."""
     check_output(out, force=force)
     responses, _ = _inputs(data)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.frequentist import pl_ladder
+    from bayesirt.report.checks import ladder_section  # import time, as above
+
     (table, lrt), messages = recorded_warnings(pl_ladder, responses, quadrature=quadrature, max_iter=max_iter)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "ladder.csv", index=False)
@@ -142,6 +139,11 @@ def run_check_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
     check_output(out, force=force)
     responses, spec = _inputs(data, spec)
     tree = fit(responses, spec, progress=progress, **fit_options)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.frequentist import compare_estimates, fit_mml
+    from bayesirt.inference.diagnostics import diagnose  # import time, as above
+    from bayesirt.report.checks import agreement_section, plot_agreement  # import time, as above
+
     ml, ml_messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=False, se=True)
     mode, map_messages = recorded_warnings(fit_mml, responses, spec, quadrature=quadrature, priors=True, se=False)
     agreement = compare_estimates(tree, ml, mode, threshold_sd=threshold_sd)
@@ -175,6 +177,10 @@ def run_splithalf_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"
     splithalf.png, summary.json and report.md."""
     check_output(out, force=force)
     responses, spec = _inputs(data, spec)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.frequentist import split_half_retention
+    from bayesirt.report.checks import plot_splithalf, splithalf_section  # import time, as above
+
     ds = split_half_retention(responses, spec, splits=splits, top=top, seed=seed, quadrature=quadrature,
                               progress=progress)
     with staged_output(out, force=force) as folder:
@@ -222,6 +228,14 @@ def run_mirt_mml_job(data, out, *,
     None fits by unregularized ML.
     """
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.frequentist.mml_mirt_select import (  # import time, as above
+        check_dim_list, dimensions_tree, fit_dimensions,
+    )
+    from bayesirt.report.mirt import MIRT_MML_COLUMNS, mirt_mml_report  # import time, as above
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     dims = check_dim_list(dims, responses.sizes["item"])
     options = {"quadrature": quadrature, "prune": prune, "max_iter": max_iter, "tol": tol,

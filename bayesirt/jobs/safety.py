@@ -4,45 +4,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import xarray as xr
 
-from bayesirt.data import load
-from bayesirt.data.io import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import BayesIRTError, ConfigError, DataError, recorded_warnings
-from bayesirt.frequentist.mml import fit_mml
-from bayesirt.models.information import information_curves, posterior_information
-from bayesirt.report.cat import cat_report, information_report, plot_cat_curves, plot_information
-from bayesirt.report.safety import write_fingerprint, write_personfit, write_sandbag, write_suspects
-from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES
-from bayesirt.safety.cat_study import TARGETS, cat_study, combine_benchmarks, static_tests, summarize_study
-from bayesirt.safety.fingerprint import NULLS, disagreement, identify, identity_labels, self_disagreement_null
-from bayesirt.safety.personfit import (
-    STATISTICS,
-    calibrate_cutoff,
-    check_responses,
-    person_fit,
-    posterior_predictive_person_fit,
-)
-from bayesirt.safety.sandbagging import (
+from bayesirt.safety.settings import (
     DEFAULT_SHIFTS,
     DIRECTIONS,
+    ESTIMATORS,
     MODES,
-    labelled_roc,
-    read_run_labels,
-    sandbagging_experiment,
-    score_suspects,
+    NULLS,
+    SELECTION_RULES,
+    STATISTICS,
+    TARGETS,
 )
 from bayesirt.utils.options import comma_floats, comma_ints, declare, option
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
 
 __all__ = ["run_information_job", "run_cat_job", "run_personfit_job", "run_sandbag_job", "run_fingerprint_job"]
 
 
 def _responses(data) -> xr.Dataset:
     """A response Dataset from a Dataset, a path or dataset name, or several benchmarks (combined)."""
+
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.safety.cat_study import combine_benchmarks  # import time, as above
 
     if isinstance(data, xr.Dataset):
         return data
@@ -89,6 +82,10 @@ def run_cat_job(data, out, *,
 
     check_output(out, force=force)
     responses = _responses(data)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.report.cat import cat_report, plot_cat_curves
+    from bayesirt.safety.cat_study import cat_study, static_tests, summarize_study  # import time, as above
+
     study = cat_study(responses, budgets=budgets, splits=splits, random_subsets=random_subsets,
                       calibration=calibration, rule=rule, estimator=estimator, per_benchmark=per_benchmark,
                       target=target, quotas=quotas, seed=seed, workers=workers, scheduler=scheduler, progress=progress)
@@ -125,6 +122,12 @@ def run_information_job(source, out, *,
 
     check_output(out, force=force)
     tree = None
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.frequentist.mml import fit_mml  # import time, as above
+    from bayesirt.models.information import information_curves, posterior_information  # import time, as above
+    from bayesirt.report.cat import information_report, plot_information  # import time, as above
+
     name = source.attrs.get("name") or "calibration" if isinstance(source, (xr.Dataset, xr.DataTree)) else str(source)
     if isinstance(source, xr.DataTree):
         tree = source
@@ -209,6 +212,15 @@ def run_personfit_job(data, out, *,
     """
 
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.frequentist.mml import fit_mml  # import time, as above
+    from bayesirt.report.safety import write_personfit  # import time, as above
+    from bayesirt.safety.personfit import (  # import time, as above
+        calibrate_cutoff, person_fit, posterior_predictive_person_fit,
+    )
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     tree = None if posterior is None else posterior if isinstance(posterior, xr.DataTree) else _open_tree(posterior)
     cohort = responses if reference is None else reference if isinstance(reference, xr.Dataset) else load(reference)
@@ -238,6 +250,9 @@ def run_personfit_job(data, out, *,
 
 
 def _open_tree(path) -> xr.DataTree:
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+
     try:
         return xr.open_datatree(path, engine="h5netcdf").load()
     except (OSError, ValueError) as err:
@@ -292,6 +307,15 @@ def run_sandbag_job(data, out, *,
     to sandbag), also the detectors' ROC/AUC: roc_labelled.csv, auc_labelled.csv and a section of
     report.md."""
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import pandas as pd
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.report.safety import write_sandbag, write_suspects  # import time, as above
+    from bayesirt.safety.sandbagging import (  # import time, as above
+        labelled_roc, read_run_labels, sandbagging_experiment, score_suspects,
+    )
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     if reference is not None:
         cohort = reference if isinstance(reference, xr.Dataset) else load(reference)
@@ -321,6 +345,9 @@ def _read_identities(identities) -> dict | None:
     path = Path(identities)
     if not path.is_file():
         raise BayesIRTError(f"no identities file at {path}; give a CSV with columns model_id and identity")
+    # import time: loaded when the job runs, not when the command line lists its options
+    import pandas as pd
+
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (ValueError, OSError, UnicodeError) as err:
@@ -368,6 +395,15 @@ def run_fingerprint_job(reference, query, out, *,
 
     check_output(out, force=force)
     mapping = _read_identities(identities)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.report.safety import write_fingerprint  # import time, as above
+    from bayesirt.safety.fingerprint import (  # import time, as above
+        disagreement, identify, identity_labels, self_disagreement_null,
+    )
+    from bayesirt.safety.personfit import check_responses  # import time, as above
+
     ref, qry = (d if isinstance(d, xr.Dataset) else load(d) for d in (reference, query))
     calibration, messages = recorded_warnings(self_disagreement_null, ref, identity=mapping, null=null,
                                               resamples=resamples, seed=seed)

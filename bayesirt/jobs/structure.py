@@ -9,34 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import xarray as xr
 
-from bayesirt.data.io import load
 from bayesirt.errors import ConfigError
 from bayesirt.inference.methods import ADVI_ITERATIONS, CHAINS, DRAWS, TUNE
-from bayesirt.models.rotation import ROTATIONS
-from bayesirt.report.factors import write_factors
-from bayesirt.structure.ability_structure import (
-    ABILITY_ESTIMATES,
-    ABILITY_METHODS,
-    COHORTS,
-    ability_matrix,
-    check_factor_counts,
-    general_interval,
-    read_abilities,
-    retained_clusters,
-    structure_analysis,
-)
-from bayesirt.structure.factor import correlation_matrix
-from bayesirt.structure.pairs import ability_matched_pairs, pair_distinguishability
-from bayesirt.structure.polarity import (
-    AUTO_POLARITY_THRESHOLD,
-    alignment_table,
-    composite_scores,
-    flagged_polarity,
-    parse_polarity,
-    polarity_table,
-)
+from bayesirt.models.settings import ROTATIONS
+from bayesirt.structure.settings import ABILITY_ESTIMATES, ABILITY_METHODS, AUTO_POLARITY_THRESHOLD, COHORTS
 from bayesirt.utils.options import comma_ints, declare, option, polarity_flags
 from bayesirt.utils.outputs import check_output
 from bayesirt.utils.parallel import spawn_seeds
@@ -141,6 +118,20 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     """
     check_output(out, force=force)
     paths = [Path(p) for p in inputs]
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data.io import load  # import time, as above
+    from bayesirt.report.factors import write_factors  # import time, as above
+    from bayesirt.structure.ability_structure import (  # import time, as above
+        ability_matrix, check_factor_counts, general_interval, read_abilities, retained_clusters,
+        structure_analysis,
+    )
+    from bayesirt.structure.factor import correlation_matrix  # import time, as above
+    from bayesirt.structure.pairs import ability_matched_pairs, pair_distinguishability  # import time, as above
+    from bayesirt.structure.polarity import (  # import time, as above
+        alignment_table, composite_scores, flagged_polarity, parse_polarity, polarity_table,
+    )
+
     declared, auto = parse_polarity(polarity)
     if auto and not loading_bootstrap:
         raise ConfigError("polarity='auto' reverses only loadings whose bootstrap interval lies below "

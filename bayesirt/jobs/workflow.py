@@ -5,19 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import xarray as xr
-
-from bayesirt.data import load
-from bayesirt.data.io import DATA_HELP
+from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError
-from bayesirt.inference.diagnostics import diagnose
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import SPEC_HELP, IRTSpec, load_spec
-from bayesirt.report.predictive import plot_ppc, plot_prior, ppc_section, prior_section
-from bayesirt.report.sbc import plot_rank_histograms, sbc_section
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.outputs import check_output, staged_output, write_netcdf
-from bayesirt.workflow.predictive import posterior_predictive_check, prior_predictive_check, replicate_responses
 from bayesirt.workflow.sbc import simulation_based_calibration
 
 __all__ = ["run_ppc_job", "run_prior_check_job", "run_sbc_job", "parse_design"]
@@ -39,6 +32,13 @@ def run_ppc_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
     ``ppc_draws`` replicates (dim ``replicate``) behind the tables. ``float32`` stores the draws in
     single precision."""
     check_output(out, force=force)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.inference.diagnostics import diagnose  # import time, as above
+    from bayesirt.report.predictive import plot_ppc, ppc_section  # import time, as above
+    from bayesirt.workflow.predictive import posterior_predictive_check, replicate_responses  # import time, as above
+
     responses = data if isinstance(data, xr.Dataset) else load(data)
     spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
     tree = fit(responses, spec, progress=progress, **(fit_options | {"log_likelihood": True}))
@@ -86,6 +86,12 @@ def run_prior_check_job(out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
     ``design`` and ``data``); writes prior_check.csv, prior_predictive.nc, prior.png and report.md."""
     check_output(out, force=force)
     spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data import load  # import time, as above
+    from bayesirt.report.predictive import plot_prior, prior_section  # import time, as above
+    from bayesirt.workflow.predictive import prior_predictive_check  # import time, as above
+
     responses = None if data is None else data if isinstance(data, xr.Dataset) else load(data)
     shape = None if design is None else parse_design(design)
     simulated, table = prior_predictive_check(spec, responses, design=shape, draws=draws, seed=seed)
@@ -109,6 +115,9 @@ def run_sbc_job(out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
     spec = spec if isinstance(spec, IRTSpec) else load_spec(spec)
     shape = parse_design(design) if isinstance(design, str) else design
     result = simulation_based_calibration(spec, shape, progress=progress, **options)
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.report.sbc import plot_rank_histograms, sbc_section
+
     with staged_output(out, force=force) as folder:
         write_netcdf(result.ranks, folder / "sbc.nc")
         result.tests.to_csv(folder / "sbc_tests.csv", index=False)

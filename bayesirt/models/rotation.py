@@ -19,12 +19,12 @@ import numpy as np
 from scipy import optimize
 
 from bayesirt.errors import BayesIRTError
+from bayesirt.models.settings import ROTATIONS
 from bayesirt.utils.parallel import blas_threads
 
 __all__ = ["ROTATIONS", "Rotation", "rotate", "tucker_congruence", "align_loadings", "align_phi",
            "reflect", "rotate_one"]
 
-ROTATIONS = ("oblimin", "varimax", "none")
 _GPA_STALL = 1e-6  # gradient norm accepted when rounding stops the line search (GPArotation: 1e-5)
 
 

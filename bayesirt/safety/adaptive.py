@@ -25,15 +25,12 @@ from scipy.special import logsumexp
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.information import ItemBank, item_bank, item_information
 from bayesirt.models.response import curves, derivative, second_derivative
+from bayesirt.safety.settings import ESTIMATORS, SELECTION_RULES
 from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["ability_grid", "Abilities", "quota_counts", "static_test", "grid_log_posterior", "score_test",
            "CATResult", "run_cat", "SELECTION_RULES", "ESTIMATORS"]
 
-#: Item selection rules of :func:`run_cat`.
-SELECTION_RULES = ("fisher", "posterior", "kl")
-#: Ability estimators of :func:`score_test` and :func:`run_cat`.
-ESTIMATORS = ("eap", "map")
 
 _TINY = 1e-300
 _GRID_HALF_WIDTH = 6.0  # prior SDs; the prior mass beyond is 2e-9

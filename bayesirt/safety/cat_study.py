@@ -40,15 +40,12 @@ from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
 from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
+from bayesirt.safety.settings import TARGETS
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 from bayesirt.utils.validation import check_choice
 
 __all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "static_tests", "full_score",
            "DESIGNS", "METRICS", "TARGETS"]
-
-#: Full-score definitions: ``"auto"`` is ``"benchmark_mean"`` on a bank of pooled benchmarks, else
-#: ``"proportion"`` (module docstring).
-TARGETS = ("auto", "proportion", "benchmark_mean")
 
 
 def _resolve_target(ds: xr.Dataset, target: str) -> str:

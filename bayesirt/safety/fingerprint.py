@@ -38,6 +38,7 @@ from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.response import response_probability
 from bayesirt.safety.adaptive import score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
+from bayesirt.safety.settings import NULLS
 from bayesirt.utils.validation import check_choice
 
 __all__ = ["MIN_SHARED_ITEMS", "VERDICTS", "NULLS", "disagreement", "self_disagreement_null", "identify", "resolvable_gap",
@@ -47,8 +48,6 @@ __all__ = ["MIN_SHARED_ITEMS", "VERDICTS", "NULLS", "disagreement", "self_disagr
 MIN_SHARED_ITEMS = 10
 #: Identities listed in the ``within`` column of :func:`identify` (nearest first).
 MAX_LISTED = 10
-#: Self-disagreement nulls: repeated collections (SAFE) or the parametric resampling null (on request).
-NULLS = ("repeats", "resampling")
 #: Verdicts of :func:`identify`.
 VERDICTS = ("consistent", "changed", "ambiguous", "identified", "unmatched")
 

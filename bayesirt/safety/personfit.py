@@ -42,13 +42,12 @@ from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.models.information import ItemBank, item_bank
 from bayesirt.models.response import TINY, curves, derivative, response_probability
+from bayesirt.safety.settings import STATISTICS
 from bayesirt.utils.progress import progress_bar
 
 __all__ = ["STATISTICS", "LZ", "LZ_BLOCK_CELLS", "lz_statistics", "check_responses", "item_parameters", "person_fit",
            "calibrate_cutoff", "misfit_spread", "roc_curve", "roc_auc", "posterior_predictive_person_fit"]
 
-#: Person-fit statistics a cut-off can be set on.
-STATISTICS = ("lz", "lz_star")
 
 _PARAMS = ("discrimination", "intercept", "guessing", "slip")
 

@@ -14,6 +14,7 @@ from bayesirt.models.information import ItemBank
 from bayesirt.models.response import response_probability
 from bayesirt.safety.adaptive import score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
+from bayesirt.safety.settings import DEFAULT_SHIFTS, DIRECTIONS, MODES
 from bayesirt.utils.validation import check_choice, check_number, check_probability
 
 __all__ = ["SCOPES", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "item_groups", "sandbag"]
@@ -21,12 +22,6 @@ __all__ = ["SCOPES", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "item_groups", "sa
 
 #: Sandbagging scopes.
 SCOPES = ("uniform", "targeted", "triggered")
-#: ``"down"``: correct -> incorrect (under-performance); ``"up"``: incorrect -> correct.
-DIRECTIONS = ("down", "up")
-#: Simulation modes: a coherent ability shift (default) or independent random errors.
-MODES = ("ability_shift", "random_errors")
-#: Ability shifts (logits) simulated by default (SAFE's uniform runs: median +1.69, up to +3.94).
-DEFAULT_SHIFTS = (0.5, 1.0, 1.5, 2.0)
 
 
 def item_groups(responses: xr.Dataset, *, groups: int = 6, seed: int = 0) -> np.ndarray:

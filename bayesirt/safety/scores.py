@@ -9,17 +9,10 @@ import xarray as xr
 
 from bayesirt.errors import ConfigError
 from bayesirt.safety.scoring import align_responses, at_ceiling, outside_calibration, person_fit_flags, predict_accuracy
+from bayesirt.safety.settings import DEFAULT_RULE, INTERVALS
 from bayesirt.utils.validation import check_choice
 
 __all__ = ["score_models", "INTERVALS", "DEFAULT_RULE", "MIN_CALIBRATED_MODELS"]
-
-#: Interval kinds of ``score``: the Bayesian posterior predictive interval, or the same rescaled to cover
-#: ``level`` of the calibration cohort on the same items (:func:`bayesirt.safety.scoring.predict_accuracy`).
-INTERVALS = ("calibrated", "model")
-
-
-#: The default rule of the calibrated interval's factor (:func:`bayesirt.safety.scoring.interval_scale`).
-DEFAULT_RULE = "conservative"
 
 
 #: Calibration models below which ``score`` defaults to the model-based interval (the 90% quantile of

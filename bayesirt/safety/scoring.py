@@ -41,13 +41,12 @@ from bayesirt.models.response import log_probabilities, probability
 from bayesirt.safety.adaptive import ability_grid, score_test
 from bayesirt.safety.bank import Bank
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics
+from bayesirt.safety.settings import CALIBRATION_RULES
 from bayesirt.safety.short_test import harness_ids
 
 __all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "person_fit_flags", "PersonFit",
            "align_responses", "outside_calibration", "interval_scale", "at_ceiling"]
 
-#: Rules of :func:`interval_scale`.
-CALIBRATION_RULES = ("conservative", "nearest")
 _CHUNK = 64  # models per block of the (draw, model, node) posterior
 _TABLE_LIMIT = 25_000_000  # float32 cells of the P table of the unobserved items kept in memory (100 MB)
 

@@ -42,12 +42,11 @@ from scipy.special import logsumexp
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
+from bayesirt.safety.settings import SELECTION_METHODS
 
 __all__ = ["select_items", "score_recovery_test", "default_method", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
            "MIN_SCORE_MODELS"]
 
-#: Rules of :func:`select_items`.
-SELECTION_METHODS = ("score", "information")
 #: Calibration models below which ``select_items`` defaults to ``"information"``: a greedy search over
 #: hundreds of items fitted to a few dozen models' scores would chase their noise.
 MIN_SCORE_MODELS = 200

@@ -46,6 +46,7 @@ from bayesirt.structure.polarity import (  # noqa: F401 (re-exported: the polari
     polarity_table,
 )
 from bayesirt.structure.reliability import bootstrap_factor_analysis, disattenuated_correlation
+from bayesirt.structure.settings import ABILITY_ESTIMATES, ABILITY_METHODS, COHORTS
 from bayesirt.utils.parallel import spawn_seeds
 from bayesirt.utils.validation import check_choice, parameter_error
 
@@ -53,12 +54,6 @@ __all__ = ["read_abilities", "ability_matrix", "polarity_table", "composite_scor
            "check_factor_counts", "general_interval", "structure_analysis", "retained_clusters", "CompositeAlignment", "alignment_table", "parse_polarity", "ability_matched_pairs",
            "composite_alignment", "ABILITY_METHODS", "ABILITY_ESTIMATES", "COHORTS", "AUTO_POLARITY_THRESHOLD"]
 
-#: How each benchmark's abilities are estimated: MAP-EM with EAP abilities (SAFE), or a posterior mean.
-ABILITY_METHODS = ("map", "advi", "fullrank_advi", "nuts")
-#: Models analysed: every model on the pairs of benchmarks it has, or only models with every benchmark.
-COHORTS = ("pairwise", "complete")
-#: Ability estimate of the MAP-EM fits: posterior mode (SAFE) or posterior mean (EAP).
-ABILITY_ESTIMATES = ("mode", "eap")
 
 def read_abilities(path) -> pd.DataFrame:
     """Read a (models x benchmarks) ability CSV: model id in the first column, one numeric column per

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from bayesirt.errors import BayesIRTError
+from bayesirt.structure.settings import AUTO_POLARITY_THRESHOLD
 
 __all__ = ["AUTO_POLARITY_THRESHOLD", "parse_polarity", "polarity_table", "flagged_polarity", "composite_scores",
            "alignment_table", "CompositeAlignment", "composite_alignment", "loading_clusters"]
@@ -19,14 +20,6 @@ __all__ = ["AUTO_POLARITY_THRESHOLD", "parse_polarity", "polarity_table", "flagg
 
 def _fail(message: str) -> NoReturn:
     raise BayesIRTError(message)
-
-
-#: ``polarity="auto"`` reverses a benchmark only when the whole bootstrap interval of its
-#: general-factor loading lies below this value (a loading of |0.3| is the conventional smallest
-#: salient loading; OR-Bench-Hard loads -0.64 in SAFE's one-dimensional MIRT and correlates -0.67 to
-#: -0.77 with HarmBench and SORRY-Bench). Weakly negative benchmarks
-#: (SAFE's TruthfulQA-like cases) are flagged but never reversed automatically.
-AUTO_POLARITY_THRESHOLD = -0.3
 
 
 def parse_polarity(polarity) -> tuple[dict[str, int], bool]:

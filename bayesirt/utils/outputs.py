@@ -22,12 +22,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import xarray as xr
 
 from bayesirt.errors import OutputError
 from bayesirt.utils.interrupts import Interrupted, check_interrupt, interrupt_received
+
+if TYPE_CHECKING:  # annotations only: xarray loads when something is written, not with the jobs' declarations
+    import xarray as xr
 
 __all__ = ["package_versions", "staged_output", "KeptUnits", "check_output", "remove_stale_staging", "retire", "write_netcdf", "write_text_atomic",
            "write_json", "to_json", "COMPRESSION"]
@@ -247,6 +250,8 @@ def write_netcdf(obj: xr.Dataset | xr.DataTree, path: str | os.PathLike, *, floa
     draws) are stored in single precision (7 significant digits, half the size), everything else
     as it is. A full disk or a read-only folder raises :class:`~bayesirt.errors.OutputError`.
     """
+    import xarray as xr  # import time: the command line's parser imports this module through the jobs
+
     path = Path(path)
     try:
         if isinstance(obj, xr.DataTree):

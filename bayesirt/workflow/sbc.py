@@ -37,19 +37,18 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import xarray as xr
-from scipy import stats
 
-from bayesirt.data import make_responses
-from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.errors import BayesIRTError, ConfigError
-from bayesirt.models.logistic import build_logistic, with_difficulty
 from bayesirt.models.specs import IRTSpec, load_spec
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
+    import xarray as xr
 
 __all__ = ["simulation_based_calibration", "rank_statistics", "uniformity_test", "SBCResult",
            "SBC_METHODS", "DEFAULT_BINS", "FAMILIES"]
@@ -137,6 +136,9 @@ def uniformity_test(ranks, n_draws: int, bins: int = DEFAULT_BINS) -> dict:
     df = k / (1 + cv2)
     x2 = pearson / (deff * (1 + cv2))
     u = (r + 0.5) / (n_draws + 1)
+    # import time: this module declares simulation_based_calibration's options, which the command line reads
+    from scipy import stats
+
     return {
         "replicates": n_rep, "elements": m, "bins": bins, "draws_L": n_draws, "pearson_x2": pearson,
         "design_effect": deff, "deff_cv2": cv2, "x2": x2, "df": df, "p_value": float(stats.chi2.sf(x2, df)),
@@ -206,7 +208,10 @@ def _run_replicate(task: _Replicate) -> dict:
     """Simulate, fit and rank one replicate (runs in a worker; module level so it pickles)."""
     import arviz as az
 
-    from bayesirt.inference.fitting import fit  # imported in the worker process, where the replicate is fitted
+    # imported in the worker process, where the replicate is simulated and fitted (not with the CLI's parser)
+    from bayesirt.data.datasets.simulate import simulate_pl
+    from bayesirt.inference.fitting import fit  # as above
+    from bayesirt.models.logistic import with_difficulty  # as above
 
     data_seed, fit_seed = spawn_seeds(task.seed, 2)
     n_models, n_items = task.design
@@ -258,6 +263,10 @@ def _prior_draws(spec: IRTSpec, design: tuple[int, int], replicates: int, seed: 
 
 
     n_models, n_items = design
+    # import time: this module declares simulation_based_calibration's options, which the command line reads
+    from bayesirt.data import make_responses
+    from bayesirt.models.logistic import build_logistic  # import time, as above
+
     frame = make_responses(np.zeros((n_items, n_models), dtype="int8"),
                            item_id=[f"i{k:04d}" for k in range(n_items)], model_id=[f"m{k:03d}" for k in range(n_models)])
     names = ["theta", "discrimination", "intercept", "difficulty"] + ["guessing"] * spec.has_guessing \
@@ -373,6 +382,10 @@ def simulation_based_calibration(
     settings = {"spec": spec.name, "design": list(design), "replicates": replicates, "method": method, "draws": draws,
                 "tune": tune, "chains": chains, "thin": thin, "bins": bins, "seed": seed, "workers": workers,
                 "advi_iterations": advi_iterations, "wall_seconds": round(wall, 1)}
+    # import time: this module declares simulation_based_calibration's options, which the command line reads
+    import pandas as pd
+    import xarray as xr
+
     ranks = xr.Dataset(
         data,
         coords={"replicate": np.arange(replicates), "model": [f"m{k:03d}" for k in range(n_models)],

@@ -25,6 +25,7 @@ from bayesirt.audit.adjustment.bayes_mirt import bayes_mirt_offsets
 from bayesirt.audit.adjustment.joint_mirt import direct_offsets
 from bayesirt.audit.adjustment.spectral import spectral_offsets, working_responses
 from bayesirt.audit.engine.dif import DIFFit, fit_family_dif
+from bayesirt.audit.engine.settings import ADJUSTMENTS, ANCHOR_FRACTION
 from bayesirt.errors import DataError
 from bayesirt.utils.validation import check_number
 
@@ -32,10 +33,6 @@ __all__ = ["ADJUSTMENTS", "capability_offsets", "ANCHOR_FRACTION", "PURIFICATION
            "blueprint_cells", "select_anchors",
            "anchor_weights", "purification_rounds", "purify", "Purification"]
 
-ADJUSTMENTS = ("spectral", "direct-mirt", "bayes-mirt")
-"""Ability adjustments: NT's spectral working model (C.2), direct penalized joint MIRT (B.1), or the
-PyMC MIRT posterior (:mod:`bayesirt.audit.adjustment.bayes_mirt`)."""
-ANCHOR_FRACTION = 0.5
 PURIFICATION_ROUNDS = 3
 EASINESS_STRATA = 4
 

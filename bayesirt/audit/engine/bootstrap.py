@@ -18,7 +18,8 @@ from scipy import sparse
 from bayesirt.errors import DataError
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.parallel import SCHEDULER, WORKERS, parallel_map
-from bayesirt.audit.engine.ranking import EPSILON, GAP_TOLERANCE, TIE_TOLERANCE, prepared_responses
+from bayesirt.audit.engine.settings import EPSILON
+from bayesirt.audit.engine.ranking import GAP_TOLERANCE, TIE_TOLERANCE, prepared_responses
 from bayesirt.audit.engine.resampling import (check_integer, fold_statistics, pack_folds, percentile_range,
                                  replicate_dataset, control_blocks)
 from bayesirt.errors import DataError

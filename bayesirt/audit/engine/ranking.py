@@ -22,7 +22,6 @@ import pandas as pd
 from scipy import stats
 
 from bayesirt.errors import DataError
-from bayesirt.utils.options import option
 from bayesirt.utils.validation import check_choice, check_number
 
 __all__ = ["weighted_scores", "near_tie_pairs", "reversal_counts", "pair_reversals", "kendall_tau_b", "pooled_rate",
@@ -33,8 +32,6 @@ __all__ = ["weighted_scores", "near_tie_pairs", "reversal_counts", "pair_reversa
 TIE_TOLERANCE = 1e-12
 #: Slack added to ``epsilon`` so that a gap of exactly ``epsilon`` (up to rounding) is in the band.
 GAP_TOLERANCE = 1e-9
-#: The near-tie band of every audit function, declared once.
-EPSILON = option(0.01, "near-tie band on the full score (0.01 = 1 pp)", low=0, high=1, open="low")
 #: ``cross``: different owner and family, gap in (0, epsilon] (the primary set); ``within``: same
 #: family, different owner, gap in (0, epsilon]; ``all``: different owner and family, any nonzero gap.
 PAIR_TYPES = ("cross", "within", "all")

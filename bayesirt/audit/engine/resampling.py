@@ -30,7 +30,8 @@ from bayesirt.errors import DataError
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.validation import parameter_error
 from bayesirt.utils.parallel import SCHEDULER, WORKERS, parallel_map, spawn_seeds
-from bayesirt.audit.engine.ranking import (EPSILON, GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
+from bayesirt.audit.engine.settings import EPSILON
+from bayesirt.audit.engine.ranking import (GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
                               pooled_rate, reversal_counts)
 
 __all__ = ["TargetFold", "control_blocks", "matched_random_weights", "randomization_summary",

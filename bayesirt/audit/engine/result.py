@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import xarray as xr
 
-from bayesirt.audit.engine.anchors import ADJUSTMENTS, ANCHOR_FRACTION, Purification
-from bayesirt.audit.engine.ranking import EPSILON
-from bayesirt.audit.adjustment.spectral import DimensionSelection
-from bayesirt.data.populations import POPULATION_SEED, REPRESENTATIVE_RULES
+from bayesirt.audit.engine.settings import ADJUSTMENTS, ANCHOR_FRACTION, EPSILON
+from bayesirt.data.settings import POPULATION_SEED, REPRESENTATIVE_RULES
 from bayesirt.errors import DataError
 from bayesirt.utils.options import comma_ints, comma_list, declare, none_or_text, option
 from bayesirt.utils.validation import parameter_error
+
+if TYPE_CHECKING:  # annotations only: the command line's parser reads AuditConfig without the audit's engine
+    import pandas as pd
+    import xarray as xr
+
+    from bayesirt.audit.adjustment.spectral import DimensionSelection
+    from bayesirt.audit.engine.anchors import Purification
 
 __all__ = ["AuditConfig", "AuditResult", "FoldResult", "check_audit", "input_sha256", "QUICK_MAX_K", "QUICK_CONTROLS",
            "BAYES_CONTROLS", "BAYES_METHODS", "BAYES_PRIORS"]
@@ -216,6 +220,8 @@ def check_audit(result, responses, caller: str, *, estimated: bool = True) -> No
     """The one check of every diagnostic that reads a finished audit: ``result`` is an
     :class:`AuditResult`, ``responses`` is the very Dataset it ran on (same SHA-256), and, when
     ``estimated``, the audit had near-tie pairs."""
+    import xarray as xr  # import time: this module declares AuditConfig, which the command line's parser reads
+
     if not isinstance(result, AuditResult):
         raise parameter_error("result", caller, "the AuditResult of run_audit", type(result).__name__)
     if not isinstance(responses, xr.Dataset) or "responses" not in responses:

@@ -1,9 +1,11 @@
 """Readers of evaluation-harness output (lm-evaluation-harness, Inspect AI, HELM) into a response Dataset.
 
 Logs become long score records, combined by one explicit rule set (repeats, partial credit) in ``records``.
-Each harness is one module of this package that defines ``HARNESS`` (:class:`~.layout.Harness`: how its
+Each harness is one module of this package, declared by a module of the same name in
+:mod:`bayesirt.data.formats.harnesses` that defines ``HARNESS`` (:class:`~bayesirt.data.registry.Harness`: how its
 output is found, read, and the reading options only it takes); :func:`read_harness` and the format of
-:func:`bayesirt.data.load` ("evaluation-harness output", :data:`READERS`) dispatch through them."""
+:func:`bayesirt.data.load` ("evaluation-harness output", :mod:`bayesirt.data.formats.harness`) dispatch through
+them."""
 
 from __future__ import annotations
 
@@ -17,19 +19,19 @@ import xarray as xr
 
 from bayesirt.data.harness.helm import read_helm
 from bayesirt.data.harness.inspect_logs import read_inspect
-from bayesirt.data.harness.layout import discover, harness_formats, harnesses
+from bayesirt.data.harness.layout import discover, harnesses
 from bayesirt.data.harness.lm_eval import read_lm_eval
 from bayesirt.data.harness.records import (
     AGGREGATES,
     ON_DAMAGED,
-    SHARED_OPTIONS,
     HarnessWarning,
     Record,
     as_paths,
     build_dataset,
     check_on_damaged,
 )
-from bayesirt.data.registry import Reader, union_of_options
+from bayesirt.data.formats.harness import HARNESS_OPTIONS, OWN_OPTIONS
+from bayesirt.data.registry import harness_formats
 from bayesirt.errors import DataError
 
 __all__ = [
@@ -48,15 +50,13 @@ __all__ = [
     "read_inspect",
     "read_helm",
     "READING_OPTIONS",
-    "READERS",
+    "is_harness_input",
 ]
 
 FORMATS = {h.name: h.looks_like for h in harness_formats()}
 """Formats :func:`read_harness` detects, with what each looks like on disk (folders are searched recursively)."""
 
-_OWN_OPTIONS = union_of_options((h.options for h in harness_formats()), "bayesirt.data.harness")
-_ALL_OPTIONS = union_of_options((SHARED_OPTIONS, tuple(_OWN_OPTIONS.values())), "bayesirt.data.harness")
-READING_OPTIONS = tuple(_ALL_OPTIONS)
+READING_OPTIONS = tuple(HARNESS_OPTIONS)
 """Keyword options of :func:`read_harness` (beside ``drop_empty``)."""
 
 
@@ -146,16 +146,16 @@ def read_harness(
     if len(kinds) > 1:
         raise DataError(f"the paths mix harness formats ({', '.join(kinds)}); read one format at a time")
     fmt, target = kinds[0], paths[0] if len(paths) == 1 else paths
-    unknown_options = sorted(set(options) - set(_OWN_OPTIONS))
+    unknown_options = sorted(set(options) - set(OWN_OPTIONS))
     if unknown_options:
         raise TypeError(f"read_harness() got unexpected keyword argument(s) {unknown_options}")
     harness = next(h for h in harness_formats() if h.name == fmt)
     own = {o.name for o in harness.options}
     for option, value in options.items():
-        if option not in own and value != _OWN_OPTIONS[option].default:
+        if option not in own and value != OWN_OPTIONS[option].default:
             meant = ", ".join(h.title for h in harness_formats() if option in {o.name for o in h.options})
             raise DataError(f"{option}= does not apply to {fmt} output ({paths[0]}); it is for {meant}")
-    return harness.read(target, aggregate=aggregate, binarize=binarize, drop_empty=drop_empty,
+    return harness.load(target, aggregate=aggregate, binarize=binarize, drop_empty=drop_empty,
                         on_damaged=on_damaged, **{k: v for k, v in options.items() if k in own})
 
 
@@ -163,7 +163,3 @@ def is_harness_input(path: Path, options: Any) -> bool:
     """:func:`is_harness` for the format registry (the options do not change the answer)."""
     return is_harness(path)
 
-
-READERS = (Reader("evaluation-harness output", "evaluation-harness output (" + "; ".join(FORMATS.values()) + ")",
-                  is_harness_input, read_harness, tuple(_ALL_OPTIONS.values()), family="evaluation-harness output", order=10),)
-"""The format of :func:`bayesirt.data.load` for harness output (it names what it dropped itself)."""

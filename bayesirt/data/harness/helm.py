@@ -31,7 +31,7 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import one_line, printable
-from bayesirt.data.harness.layout import Found, Harness, discover
+from bayesirt.data.harness.layout import Found, discover
 from bayesirt.data.harness.records import (
     Reading,
     DamagedFile,
@@ -44,11 +44,9 @@ from bayesirt.data.harness.records import (
     per_task,
     read_json,
 )
-from bayesirt.data.registry import reading_option
 from bayesirt.errors import DataError
-from bayesirt.utils.options import names_or_assignments
 
-__all__ = ["read_helm", "is_helm_run", "is_helm_dir", "run_folders"]
+__all__ = ["find", "read_helm", "is_helm_run", "is_helm_dir", "run_folders"]
 
 _FILES = ("run_spec.json", "per_instance_stats.json")
 _MODEL_ARGS = ("model", "model_deployment")
@@ -56,13 +54,7 @@ _MODEL_ARGS = ("model", "model_deployment")
 _UNVERSIONED = "not recorded (HELM writes no version into its run folders)"
 
 
-STAT = reading_option(
-    "stat", None, "HELM per-instance stat, for every run group (NAME) or one (GROUP=NAME); repeatable [exact_match]",
-    type=object, parse=names_or_assignments, repeat=True, metavar="[GROUP=]NAME")
-"""The reading option only HELM runs take."""
-
-
-def _find(folder: Path, files: list[str]) -> list[Found]:
+def find(folder: Path, files: list[str]) -> list[Found]:
     """A HELM run folder (``run_spec.json``, ``per_instance_stats.json``), damaged without the latter (HELM
     writes it last); it holds nothing else to read."""
     names = set(files)
@@ -297,7 +289,3 @@ def read_helm(
         repeat_hint=" (several train_trial_index values)",
     )
     return reading.finish(ds, aggregate=aggregate, threshold=threshold)
-
-
-HARNESS = Harness("helm", "a HELM run folder (run_spec.json + per_instance_stats.json) or a folder of runs",
-                  "HELM runs", _find, read_helm, (STAT,))

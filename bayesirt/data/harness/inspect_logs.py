@@ -44,9 +44,8 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import one_line, printable
-from bayesirt.data.harness.layout import RESULTS, Found, Harness, discover
+from bayesirt.data.harness.layout import RESULTS, Found, discover
 from bayesirt.data.harness.records import (
-    METRIC,
     Reading,
     Record,
     as_paths,
@@ -56,10 +55,9 @@ from bayesirt.data.harness.records import (
     json_problem,
     per_task,
 )
-from bayesirt.data.registry import reading_option
 from bayesirt.errors import DataError
 
-__all__ = ["read_inspect", "is_inspect_log", "is_inspect_dir", "log_files", "score_value", "read_log"]
+__all__ = ["find", "read_inspect", "is_inspect_log", "is_inspect_dir", "log_files", "score_value", "read_log"]
 
 _CORRECT, _INCORRECT, _PARTIAL, _NOANSWER = "C", "I", "P", "N"
 _ZSTD = 93
@@ -67,10 +65,6 @@ _UNFINISHED_HINT = ("pass --read-unfinished (read_unfinished=True) to use its sc
                     "(on_damaged='skip') to leave it out")
 
 
-READ_UNFINISHED = reading_option(
-    "read_unfinished", False, "Inspect: read the scored samples of logs whose status is not success (killed, error, "
-    "cancelled)")
-"""The reading option only Inspect logs take."""
 
 # a JSON log is a serialized EvalLog: its first fields are "version" then "status"
 _JSON_HEAD = re.compile(rb'^\s*\{\s*"version"\s*:\s*\d+\s*,\s*"status"\s*:\s*"')
@@ -109,7 +103,7 @@ def _log_file(path: Path) -> Found | None:
     return None
 
 
-def _find(folder: Path, files: list[str]) -> list[Found]:
+def find(folder: Path, files: list[str]) -> list[Found]:
     """The Inspect logs among ``files`` (not lm-eval's ``<stem>_<date_id>.json`` results files)."""
     logs = (_log_file(folder / f) for f in files if f.lower().endswith((".eval", ".json")) and not RESULTS.match(f))
     return [f for f in logs if f is not None]
@@ -438,7 +432,3 @@ def read_inspect(
         missing=holes,
     )
     return reading.finish(ds, aggregate=aggregate, threshold=threshold)
-
-
-HARNESS = Harness("inspect", "an Inspect AI log (.eval or .json) or a folder of them", "Inspect logs", _find,
-                  read_inspect, (METRIC, READ_UNFINISHED))

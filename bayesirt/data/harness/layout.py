@@ -1,32 +1,29 @@
 """Find evaluation-harness output in a file or folder tree, damaged output included.
 
-Each harness is one module of this package that defines ``HARNESS``, a :class:`Harness`: its ``find``
-says, from a folder's file names (and cheap checks of the files), which output of its harness the folder
-holds (:class:`Found`, with the damage when the cheap checks already show it). :func:`discover` walks a
-tree (hidden folders and ``__pycache__`` excepted) and asks every harness about every folder; a folder
-that a harness claims whole (``Found.leaf``, e.g. a HELM run folder) is not entered and nothing else in it
-is read. A folder holding ``responses.npy`` or ``models.csv`` at its top is an ordinary response folder,
-never harness output.
+Each harness is one module of this package, declared by a module of the same name in
+:mod:`bayesirt.data.formats.harnesses` that defines ``HARNESS``, a :class:`~bayesirt.data.registry.Harness`:
+the ``find`` it names says, from a folder's file names (and cheap checks of the files), which output of its
+harness the folder holds (:class:`Found`, with the damage when the cheap checks already show it).
+:func:`discover` walks a tree (hidden folders and ``__pycache__`` excepted) and asks every harness about every
+folder; a folder that a harness claims whole (``Found.leaf``, e.g. a HELM run folder) is not entered and
+nothing else in it is read. A folder holding ``responses.npy`` or ``models.csv`` at its top is an ordinary
+response folder, never harness output.
 
-To add a harness: a module ``bayesirt/data/harness/<name>.py`` defining ``HARNESS = Harness(...)`` (its
-reader builds :class:`~bayesirt.data.harness.records.Record` rows and ends in ``build_dataset``), and its tests.
+To add a harness: a module ``bayesirt/data/harness/<name>.py`` with its ``find`` and its reader (which builds
+:class:`~bayesirt.data.harness.records.Record` rows and ends in ``build_dataset``), its declaration
+``bayesirt/data/formats/harnesses/<name>.py`` defining ``HARNESS = Harness(...)``, and its tests.
 """
-
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from bayesirt.data.registry import modules_defining
+from bayesirt.data.registry import harness_formats
 from bayesirt.errors import DataError
-from bayesirt.utils.options import Option
 
-__all__ = ["Found", "Harness", "harness_formats", "discover", "harnesses", "SAMPLES", "RESULTS", "DATE_ID"]
+__all__ = ["Found", "discover", "harnesses", "SAMPLES", "RESULTS", "DATE_ID"]
 
 DATE_ID = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
 SAMPLES = re.compile(rf"^samples_(?P<task>.+)_(?P<date>{DATE_ID})\.jsonl$")
@@ -43,33 +40,9 @@ class Found(NamedTuple):
     leaf: bool = False  # the folder is this output and nothing else: it is not entered
 
 
-@dataclass(frozen=True)
-class Harness:
-    """One evaluation harness that :func:`~bayesirt.data.harness.read_harness` reads.
-
-    ``name`` (e.g. ``"lm-eval"``); ``looks_like``: its output on disk (the message for an unrecognised
-    input); ``title``: its output in a sentence ("Inspect logs"); ``find(folder, names)``: the output of this
-    harness among the files ``names`` of ``folder`` (the folder itself, or files in it); ``read(paths,
-    aggregate=, binarize=, drop_empty=, on_damaged=, **options)``; ``options``: the declared reading options
-    only this harness takes (the shared ones are :data:`~bayesirt.data.harness.records.SHARED_OPTIONS`)."""
-
-    name: str
-    looks_like: str
-    title: str
-    find: Callable[[Path, list[str]], list[Found]]
-    read: Callable[..., Any]
-    options: tuple[Option, ...] = ()
-
-
-@cache
-def harness_formats() -> tuple[Harness, ...]:
-    """Every harness (the ``HARNESS`` of each module of this package), by module name."""
-    return tuple(modules_defining("bayesirt.data.harness", "HARNESS"))
-
-
 def _folder(path: Path, files: list[str]) -> list[Found]:
     """Harness output directly in one folder (its files only)."""
-    out = [f for h in harness_formats() for f in h.find(path, files)]
+    out = [f for h in harness_formats() for f in h.found(path, files)]
     leaves = [f for f in out if f.leaf]
     return leaves or out
 

@@ -38,9 +38,8 @@ from typing import Any
 import xarray as xr
 
 from bayesirt.data.files import printable
-from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, Found, Harness, discover
+from bayesirt.data.harness.layout import DATE_ID, RESULTS, SAMPLES, Found, discover
 from bayesirt.data.harness.records import (
-    METRIC,
     DamagedFile,
     Reading,
     Record,
@@ -52,11 +51,9 @@ from bayesirt.data.harness.records import (
     per_task,
     read_json,
 )
-from bayesirt.data.registry import reading_option
 from bayesirt.errors import DataError
-from bayesirt.utils.options import names_or_assignments
 
-__all__ = ["read_lm_eval", "is_lm_eval_dir", "model_folders"]
+__all__ = ["find", "read_lm_eval", "is_lm_eval_dir", "model_folders"]
 
 _DATE_ID, _SAMPLES, _RESULTS = DATE_ID, SAMPLES, RESULTS
 # lm-eval's GeneralConfigTracker._get_model_name looks these model_args keys up in this order
@@ -69,13 +66,7 @@ _NO_RESULTS = ("samples files but no results_<date_id>.json: the run's model nam
                "results JSON lm-eval wrote beside them (a model id made from the folder name would misname the model)")
 
 
-FILTER = reading_option(
-    "filter", None, "lm-eval filter, for tasks logged under several (e.g. strict-match), for every task or one "
-    "(TASK=NAME); repeatable", type=object, parse=names_or_assignments, repeat=True, metavar="[TASK=]NAME")
-"""The reading option only lm-eval output takes."""
-
-
-def _find(folder: Path, files: list[str]) -> list[Found]:
+def find(folder: Path, files: list[str]) -> list[Found]:
     """A model folder of ``lm_eval --output_path``: samples files, or a results file without them (damaged)."""
     samples = [f for f in files if SAMPLES.match(f)]
     results = [f for f in files if RESULTS.match(f) and not SAMPLES.match(f) and f.startswith("results_")]
@@ -414,7 +405,3 @@ def read_lm_eval(
         repeat_hint=" (the same doc_id twice in one samples file)",
     )
     return reading.finish(ds, aggregate=aggregate, threshold=threshold)
-
-
-HARNESS = Harness("lm-eval", "an lm-eval --output_path folder (OUT/<model>/samples_<task>_<timestamp>.jsonl) or one "
-                  "model folder", "lm-eval output", _find, read_lm_eval, (METRIC, FILTER))

@@ -1,0 +1,46 @@
+"""The choices and defaults of the options of the safety analyses (adaptive tests, person fit,
+sandbagging, fingerprints, short tests and scores), which the jobs' declarations name: kept apart
+from the computations (NumPy, SciPy, numba) so that building the command-line parser does not import
+them."""
+
+__all__ = ["SELECTION_RULES", "ESTIMATORS", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "STATISTICS", "NULLS",
+           "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES"]
+
+#: Item selection rules of :func:`~bayesirt.safety.adaptive.run_cat`.
+SELECTION_RULES = ("fisher", "posterior", "kl")
+
+#: Ability estimators of :func:`~bayesirt.safety.adaptive.score_test` and
+#: :func:`~bayesirt.safety.adaptive.run_cat`.
+ESTIMATORS = ("eap", "map")
+
+#: ``"down"``: correct -> incorrect (under-performance); ``"up"``: incorrect -> correct.
+DIRECTIONS = ("down", "up")
+
+#: Simulation modes: a coherent ability shift (default) or independent random errors.
+MODES = ("ability_shift", "random_errors")
+
+#: Ability shifts (logits) simulated by default (SAFE's uniform runs: median +1.69, up to +3.94).
+DEFAULT_SHIFTS = (0.5, 1.0, 1.5, 2.0)
+
+#: Person-fit statistics a cut-off can be set on.
+STATISTICS = ("lz", "lz_star")
+
+#: Self-disagreement nulls: repeated collections (SAFE) or the parametric resampling null (on request).
+NULLS = ("repeats", "resampling")
+
+#: Full-score definitions: ``"auto"`` is ``"benchmark_mean"`` on a bank of pooled benchmarks, else
+#: ``"proportion"`` (:mod:`bayesirt.safety.cat_study`).
+TARGETS = ("auto", "proportion", "benchmark_mean")
+
+#: Interval kinds of ``score``: the Bayesian posterior predictive interval, or the same rescaled to cover
+#: ``level`` of the calibration cohort on the same items (:func:`bayesirt.safety.scoring.predict_accuracy`).
+INTERVALS = ("calibrated", "model")
+
+#: The default rule of the calibrated interval's factor (:func:`bayesirt.safety.scoring.interval_scale`).
+DEFAULT_RULE = "conservative"
+
+#: Rules of :func:`~bayesirt.safety.short_test.select_items`.
+SELECTION_METHODS = ("score", "information")
+
+#: Rules of :func:`~bayesirt.safety.scoring.interval_scale`.
+CALIBRATION_RULES = ("conservative", "nearest")
