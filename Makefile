@@ -1,7 +1,7 @@
 # The two set-up commands of the README. Each creates or reuses .venv (scripts/bootstrap.sh).
 PY := .venv/bin/python
 
-.PHONY: run test test-fast test-jax validate bench bench-mml bench-stan bench-audit bootstrap
+.PHONY: run test test-fast test-jax docs validate bench bench-mml bench-stan bench-audit bootstrap
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -16,7 +16,8 @@ run: bootstrap
 test: bootstrap
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
-# The edit-test loop: everything not marked slow (no NUTS fits of minutes, no real CLI processes sent signals).
+# The edit-test loop: everything not marked slow, under a minute on 2 cores. Unmarked tests may not start a sampler,
+# a subprocess, a process pool or Dask: tests/conftest.py fails them, naming the marker to add (tests/test_tiers.py).
 test-fast: bootstrap
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
@@ -33,6 +34,18 @@ test-jax: bootstrap
 			&& echo "$$want" > .venv-jax/.installed; \
 	fi
 	$(JAXPY) -m pytest -q tests/test_jax_sampler.py
+
+# The documentation site (docs/, Sphinx) in docs/_build/html, warnings as errors. Installs the "docs" extra into
+# .venv (pinned by requirements.lock) when missing; the notebooks run and the CLI, API and benchmark pages are
+# generated from the code and benchmarks/results at build time. About a minute on 2 cores.
+docs: bootstrap
+	@want=$$(cat pyproject.toml requirements.lock | sha256sum | cut -d' ' -f1); \
+	if [ "$$(cat .venv/.installed-docs 2>/dev/null)" != "$$want" ]; then \
+		echo "docs: installing bayesirt[docs] into .venv"; \
+		$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e ".[test,docs]" \
+			&& echo "$$want" > .venv/.installed-docs; \
+	fi
+	MPLBACKEND=Agg $(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 # Checks against the real data in ../shared/data (skipped cleanly when that folder is absent).
 validate: bootstrap
