@@ -1,7 +1,7 @@
 """The documentation's Python runs and its cross-references name real objects.
 
-- Every ```python block of README.md and ARCHITECTURE.md compiles and every name it takes from
-  bayesirt (``from bayesirt.x import a``, ``import bayesirt as bi`` then ``bi.a``) exists: fast, no
+- Every ```python block of README.md, ARCHITECTURE.md and the documentation pages (docs/**/*.md) compiles
+  and every name it takes from bayesirt (``from bayesirt.x import a``, ``import bayesirt as bi`` then ``bi.a``) exists: fast, no
   fitting.
 - Marked ``slow``: every block runs as written in a fresh folder that holds the files it reads, made
   by bayesirt itself (a fit, a posterior predictive check, a harness run); names the reader supplies
@@ -28,7 +28,8 @@ from bayesirt.jobs.workflow import run_ppc_job
 from lm_eval_runs import write_lm_eval_run
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = ("README.md", "ARCHITECTURE.md")
+DOCUMENTS = ("README.md", "ARCHITECTURE.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")
+                                                      if not p.relative_to(ROOT / "docs").parts[0].startswith("_")))
 ROLE = re.compile(r":(?:func|class|mod|data|meth|attr|exc|obj):`~?(\.?[A-Za-z_][\w.]*)`")
 
 
@@ -84,7 +85,7 @@ def bayesirt_names(code: str) -> list[str]:
 
 
 def test_the_documents_have_python_blocks_and_the_checks_can_fail():
-    assert sum(b.startswith("README.md") for b, _ in BLOCKS) >= 3
+    assert sum(b.startswith("README.md") for b, _ in BLOCKS) >= 1 and sum(b.startswith("docs/") for b, _ in BLOCKS) >= 3
     assert bayesirt_names("import bayesirt as bi\nfrom bayesirt.safety import run_score_job\nbi.fit(x)") == [
         "bayesirt", "bayesirt.safety.run_score_job", "bayesirt.fit"]
     assert not resolves("bayesirt.safety.run_score_job")  # the README's old import: the job is in bayesirt.jobs

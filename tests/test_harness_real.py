@@ -457,8 +457,8 @@ def test_audit_owner_rules_on_harness_names():
 
 
 def readme_examples() -> list[list[str]]:
-    """The harness commands of README.md's data section, as argument lists (without .venv/bin/bayesirt)."""
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    """The harness commands of docs/guide/data.md, as argument lists (without .venv/bin/bayesirt)."""
+    text = (Path(__file__).parents[1] / "docs" / "guide" / "data.md").read_text()
     block = text.split("Item-level results straight from evaluation harnesses", 1)[1].split("```sh", 1)[1]
     lines = [line.split("  #", 1)[0].split() for line in block.split("```", 1)[0].splitlines() if line.strip()]
     assert all(line[0] == ".venv/bin/bayesirt" for line in lines)

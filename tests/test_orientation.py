@@ -200,11 +200,11 @@ def test_analysis_files_take_orientation_in_read(tmp_path):
 
 
 def test_readme_data_file_examples_run(tmp_path, human_test, monkeypatch):
-    """The commands of README.md's "Data files" block, on files of the shapes they describe: an items-as-rows
+    """The commands of the "Data files" block of docs/guide/data.md, on files of the shapes they describe: an items-as-rows
     human test with generic ids, and a persons-as-rows NPY of options 0-4 with its key (fit as MAP, test time)."""
     from pathlib import Path
 
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    text = (Path(__file__).parents[1] / "docs" / "guide" / "data.md").read_text()
     block = text.split("Data files, read by every command that takes DATA", 1)[1].split("```sh", 1)[1]
     examples = [line.split("  #", 1)[0].split()[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
     assert [e[0] for e in examples] == ["mml", "fit"]

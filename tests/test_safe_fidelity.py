@@ -1,4 +1,4 @@
-"""The README's fidelity table (SAFE paper -> bayesirt function -> default) is kept true: every
+"""The fidelity table of docs/guide/safety.md (SAFE paper -> bayesirt function -> default) is kept true: every
 default it names is the function's (or module constant's) actual default, and the suite file
 runs the paper's analysis."""
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rows():
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "guide" / "safety.md").read_text()
     section = text.split("## Fidelity to the SAFE paper", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
@@ -52,7 +52,7 @@ def test_each_named_default_is_the_actual_default(section, target, default):
         else:
             assert key == name, f"{target}: a constant row names the constant itself"
             actual = obj
-        assert actual == expected, f"{section}: {target} {key} is {actual!r}, the README says {expected!r}"
+        assert actual == expected, f"{section}: {target} {key} is {actual!r}, the docs say {expected!r}"
 
 
 def test_suite_file_runs_the_papers_analysis():

@@ -1,5 +1,5 @@
 """Where replicates run by default is said once per command and said the same everywhere: the declared
-default of each job's ``workers`` option, its ``--help`` text and the README paragraph agree."""
+default of each job's ``workers`` option, its ``--help`` text and the paragraph of docs/guide/scaling.md agree."""
 
 import re
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 from bayesirt.cli.parser import COMMANDS, build_parser, command_job
 from bayesirt.utils.options import options_of
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "guide" / "scaling.md"
 
 
 def _workers_help(command: str) -> str:

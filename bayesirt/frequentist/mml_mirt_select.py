@@ -158,8 +158,8 @@ def rotated_loadings(fit: MIRTFit, rotation: str = "oblimin") -> xr.Dataset:
     Returns
     -------
     xarray.Dataset
-        ``loading`` (item, factor) with the item coordinates of the fit, and ``phi`` (factor,
-        factor_) the factor correlations (the identity for varimax or D = 1). Factors are
+        ``loading`` (item, factor) with the item coordinates of the fit, and ``phi`` (``factor``,
+        ``factor_``) the factor correlations (the identity for varimax or D = 1). Factors are
         reflected to positive loading sums and ordered by their sums of squares.
     """
     if rotation not in ROTATIONS:

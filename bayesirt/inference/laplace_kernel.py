@@ -19,7 +19,7 @@ r = y - p and per item the gradient, ``C_i`` and ``Z_i``; BLAS ``syrk`` adds ``-
 to ``S``. Cost: M^2 x 2N multiply-adds (7e11 at 5,000 x 14,042); memory: ``S`` plus ``Z`` stored in
 float32 (2N x M) for the draws.
 
-- Centre: not the joint mode of f, which shrinks the abilities' scale (:mod:`.laplace`), but the
+- Centre: not the joint mode of f, which shrinks the abilities' scale (:mod:`bayesirt.inference.laplace`), but the
   mode of the items' Laplace-marginal posterior, the minimum over the items phi of
   ``G(phi) = f(theta_hat(phi), phi) + 1/2 sum_m log h_m`` (each ability integrated out by a
   Laplace approximation given the items: theta_hat its conditional mode, ``h_m = sum_i w_im a_i^2

@@ -163,7 +163,7 @@ class KeptUnits:
     Each unit is one pickle, written atomically as it finishes, with the run's ``fingerprint`` (a
     digest of its inputs and settings); :meth:`load` returns only the units of the same fingerprint
     and removes the others (a rerun with other data or settings starts over). A finished run
-    :meth:`discard`s them. The folder is the user's own, beside their output; nothing else reads it.
+    discards them (:meth:`discard`). The folder is the user's own, beside their output; nothing else reads it.
     """
 
     def __init__(self, target: str | os.PathLike, fingerprint: str, noun: str = "specs"):
