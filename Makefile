@@ -45,7 +45,7 @@ docs: bootstrap
 		$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e ".[test,docs]" \
 			&& echo "$$want" > .venv/.installed-docs; \
 	fi
-	MPLBACKEND=Agg $(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 # Checks against the real data in ../shared/data (skipped cleanly when that folder is absent).
 validate: bootstrap

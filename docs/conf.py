@@ -8,7 +8,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).parent / "_ext")]
 # the notebooks' kernels import this tree's bayesirt too (not another checkout installed in the environment)
 os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-os.environ.setdefault("MPLBACKEND", "Agg")
+# the kernels draw with the inline backend (a backend set for the build, e.g. Agg, would hide the figures)
+os.environ.pop("MPLBACKEND", None)
 
 import bayesirt  # noqa: E402
 

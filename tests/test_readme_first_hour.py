@@ -68,3 +68,16 @@ def test_first_hour_commands_run_and_write_their_files(workdir):
     missing = [p for p in named_outputs(readme) if not (workdir / p).exists()]
     assert not missing, f"named in the section but not written: {missing}"
     assert (workdir / "first" / "lsat7" / "models.csv").read_text().count("\n") == 1001  # 1,000 persons + header
+
+
+def test_the_readme_is_short_and_every_block_in_it_is_run():
+    """README.md stays at most ~150 lines and starts with the two set-up commands; every command or Python block
+    in it is the set-up block (run by CI as `make run`, `make test`) or one of the first hour's, run above."""
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("\n") <= 150
+    blocks = re.findall(r"^```(\w+)\n(.*?)^```$", readme, flags=re.S | re.M)
+    assert blocks[0] == ("sh", blocks[0][1]) and [line.split()[:2] for line in blocks[0][1].splitlines()] == [
+        ["make", "run"], ["make", "test"]]
+    first_hour = first_hour_blocks(readme)
+    others = [b for b in blocks[1:] if b not in first_hour]
+    assert all(lang not in ("sh", "bash", "python", "console") for lang, _ in others), others
