@@ -85,6 +85,7 @@ def test_ability_matrix_by_map(fitted):
     assert float(gap.max()) > 1e-3 and float(gap.mean()) < 0.2
 
 
+@pytest.mark.slow
 def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
     frame = two_factor.set_axis([f"m{i:03d}" for i in range(300)])
     frame.to_csv(tmp_path / "abilities.csv", index_label="model")
@@ -108,6 +109,7 @@ def test_job_on_ability_csv_writes_every_file(two_factor, tmp_path):
     assert not (out / "loadings_1.csv").exists()
 
 
+@pytest.mark.slow
 def test_job_on_response_files_adds_bootstrap_intervals(fitted, tmp_path, monkeypatch):
     """The response-file branch, reusing the fitted abilities (ability_matrix is tested above)."""
     datasets, abilities, _ = fitted
@@ -161,6 +163,7 @@ def _one_factor_abilities(loadings, n_models=150, seed=3):
 
 
 @pytest.mark.parametrize("seed", [3, 4])
+@pytest.mark.slow
 def test_polarity_reverses_only_declared_and_auto_only_strong_negatives(tmp_path, seed):
     """SAFE App. D: only declared benchmarks are reversed; a strong negative loading (-.7) is named in
     report.md with its interval and reversed by auto, a weak one (-.15) never reversed."""

@@ -127,6 +127,7 @@ def test_posterior_rules_pick_the_brute_force_maximum(rule):
             assert res.items[m, t] == np.argmax(crit)
 
 
+@pytest.mark.slow
 def test_cat_beats_random_selection_at_25_items():
     """Five replications of 30 examinees on a 200-item 2PL bank: ability RMSE against the truth."""
     cat, rand = {"fisher": [], "posterior": [], "kl": []}, []

@@ -27,6 +27,7 @@ def simulated():
     return responses, truth, _check(responses, load_spec("2pl"))
 
 
+@pytest.mark.slow
 def test_lsat6_agrees_with_mml():
     responses = load_dataset("lsat6")
     _, ml, _, agreement = _check(responses, load_spec("2pl"))
@@ -37,6 +38,7 @@ def test_lsat6_agrees_with_mml():
     assert set(agreement.summary["parameter"]) == {"discrimination", "intercept", "theta"}
 
 
+@pytest.mark.slow
 def test_simulated_2pl_agrees_with_mml(simulated):
     _, _, (_, _, _, agreement) = simulated
     assert agreement.flagged.empty, agreement.flagged
@@ -45,6 +47,7 @@ def test_simulated_2pl_agrees_with_mml(simulated):
     assert (summary["max_abs_diff_map_sd"] < np.sqrt(3)).all()
 
 
+@pytest.mark.slow
 def test_strong_prior_flags_the_shrunken_items(simulated, tmp_path):
     responses, _, (_, ml, _, _) = simulated
     text = load_spec("2pl").text.replace('name = "2pl"', 'name = "strong"')
@@ -60,6 +63,7 @@ def test_strong_prior_flags_the_shrunken_items(simulated, tmp_path):
     assert (agreement.elements["flag"] != "unexplained").all()
 
 
+@pytest.mark.slow
 def test_injected_discrepancy_is_unexplained(simulated):
     _, _, (tree, ml, map_fit, _) = simulated
     post = tree["posterior"].to_dataset()
@@ -71,6 +75,7 @@ def test_injected_discrepancy_is_unexplained(simulated):
     assert list(zip(flagged["parameter"], flagged["element"], flagged["flag"])) == [("intercept", "i0003", "unexplained")]
 
 
+@pytest.mark.slow
 def test_mismatched_fits_are_named(simulated):
     responses, _, (tree, _, _, _) = simulated
     other = fit_mml(responses.isel(item=slice(0, 30)), "2pl", se=False)

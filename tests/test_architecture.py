@@ -371,6 +371,7 @@ def _hand_checks(options: set[str], body: ast.AST, on_self: bool) -> list[str]:
     return sorted(found)
 
 
+@pytest.mark.slow
 def test_no_hand_written_check_of_a_declared_option():
     """A declared option is checked by its declaration (utils.options.declare), not again by hand in
     the body of the function (or the dataclass) that declares it."""

@@ -108,6 +108,7 @@ def outputs(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_a_fit_is_summarized_plotted_and_scored_by_plain_arviz(outputs):
     report = _client("fit", outputs / "fit" / "posterior.nc")
     rows = report["summary_rows"]
@@ -120,6 +121,7 @@ def test_a_fit_is_summarized_plotted_and_scored_by_plain_arviz(outputs):
     assert report["loo_dims"] == ["item", "model"] and -2600 < report["loo_elpd"] < -2300
 
 
+@pytest.mark.slow
 def test_missing_cells_are_nan_in_observed_data_and_log_likelihood(outputs):
     report = _client("gaps", outputs / "gaps" / "posterior.nc")
     tree = xr.open_datatree(outputs / "gaps" / "posterior.nc")
@@ -129,6 +131,7 @@ def test_missing_cells_are_nan_in_observed_data_and_log_likelihood(outputs):
     assert report["loo_n"] == 5 * 1000 - n_missing and np.isfinite(report["loo_elpd"])
 
 
+@pytest.mark.slow
 def test_ppc_file_has_replicated_responses_for_loo_pit_and_ppc_plots(outputs):
     report = _client("ppc", outputs / "ppc" / "posterior.nc")
     assert {"posterior_predictive", "observed_data", "log_likelihood", "ppc_statistics"} <= set(report["groups"])
@@ -143,6 +146,7 @@ def test_ppc_file_has_replicated_responses_for_loo_pit_and_ppc_plots(outputs):
     np.testing.assert_allclose(replicated.mean(("chain", "draw", "model")), observed.mean("model"), atol=0.03)
 
 
+@pytest.mark.slow
 def test_mml_compare_and_audit_files_open_with_their_labels(outputs):
     mml = _client("mml", outputs / "mml" / "mml.nc")
     assert mml["n_items"] == 5 and {"discrimination", "discrimination_se", "difficulty"} <= set(mml["items_columns"])

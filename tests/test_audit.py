@@ -80,6 +80,7 @@ def test_a_half_never_chooses_its_anchors_from_the_other_halfs_responses(bench, 
     assert not np.array_equal(after.target["anchor"], before.target["anchor"])  # its targets did change
 
 
+@pytest.mark.slow
 def test_planted_dif_ranks_above_clean_items():
     ds, truth = simulate_dif_benchmark(n_owners=400, n_items=120, seed=5)  # ~200 models per family per half
     result = run_audit(ds, SMALL, progress=False)
@@ -93,12 +94,14 @@ def test_no_eligible_pair_is_an_explicit_non_estimable_result(bench):
     assert result.controls is None and result.summary["eligible_pairs"] == 0
 
 
+@pytest.mark.slow
 def test_same_numbers_with_one_and_two_workers(bench, audit):
     two = run_audit(bench[0], SMALL, workers=2, progress=False)
     xr.testing.assert_identical(two.controls, audit.controls)
     xr.testing.assert_identical(two.composition, audit.composition)
 
 
+@pytest.mark.slow
 def test_job_writes_every_table_and_a_labelled_tree(bench, tmp_path):
     out = run_audit_job(bench[0], tmp_path / "audit", config=SMALL, progress=False)
     names = {p.name for p in out.iterdir()}
@@ -121,6 +124,7 @@ def test_job_writes_every_table_and_a_labelled_tree(bench, tmp_path):
     assert list(tree["fold0"]["item"].values[:2]) == list(bench[0]["item_id"].values[:2])
 
 
+@pytest.mark.slow
 def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
     path = tmp_path / "bench.nc"
     bench[0].to_netcdf(path)
@@ -137,6 +141,7 @@ def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
     assert err.startswith("bayesirt: error:") and "famil" in err
 
 
+@pytest.mark.slow
 def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
     from bayesirt.jobs.analysis import load_analysis, run_analysis
 
@@ -150,6 +155,7 @@ def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
     assert json.loads((out / "summary.json").read_text())["config"]["controls"] == 9
 
 
+@pytest.mark.slow
 def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
     config = AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
@@ -183,6 +189,7 @@ def test_within_family_specificity_by_hand(audit):
     assert within_family_specificity(c) == w
 
 
+@pytest.mark.slow
 def test_threshold_and_fraction_curves_reuse_the_primary_run(bench, audit, tmp_path):
     config = AuditConfig(quick=True, controls=39, bootstrap=39, owner_bootstrap=39, sensitivity=True)
     result = run_audit(bench[0], config, progress=False)
@@ -214,6 +221,7 @@ def test_bad_settings_fail_before_any_work(kwargs, message):
         AuditConfig(**kwargs)
 
 
+@pytest.mark.slow
 def test_population_perturbations_freeze_k_and_rerun_each_population(bench, audit):
     from dataclasses import replace
 
@@ -236,6 +244,7 @@ def test_population_perturbations_freeze_k_and_rerun_each_population(bench, audi
     assert both["passes"].tolist() == [True, False] and both["G_dir"].tolist() == [3, 2]
 
 
+@pytest.mark.slow
 def test_direct_mirt_adjustment_runs_the_same_audit_with_its_own_k_rule():
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, n_dims=2, seed=4)
     result = run_audit(ds, AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9,
@@ -247,6 +256,7 @@ def test_direct_mirt_adjustment_runs_the_same_audit_with_its_own_k_rule():
     assert result.summary["status"] == "estimated"
 
 
+@pytest.mark.slow
 def test_bayes_mirt_adjustment_offsets_track_the_direct_ones():
     """The PyMC MIRT adjustment gives offsets of the same shape and close to the direct MIRT's."""
     from bayesirt.audit.adjustment.bayes_mirt import bayes_mirt_offsets

@@ -22,6 +22,9 @@ from bayesirt.report.audit_files import write_audit
 from bayesirt.report.intervals import Notes
 from bayesirt.report.near_ties import near_ties_lines
 
+# module fixtures fit models (seconds to minutes under load): the whole module is in the slow tier
+pytestmark = pytest.mark.slow
+
 _NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?(?:e[+-]\d+)?"
 #: "estimate (lower-upper)", "estimate (lower to upper)" or "estimate (lower, upper)", units % or pp.
 _INTERVAL = re.compile(rf"(?P<est>{_NUMBER})(?:%| pp)? \((?P<lo>{_NUMBER})%?(?: pp)?(?:-| to |, )"
@@ -102,6 +105,7 @@ def test_every_interval_contains_its_estimate_or_the_report_says_why(written):
     assert any(s.startswith("sensitivity/") for s in sources) and any(s.startswith("owners/") for s in sources)
 
 
+@pytest.mark.slow
 def test_an_estimate_outside_its_range_is_explained_next_to_it(written, tmp_path):
     result, ds, summary, _ = written
     boot = result.composition

@@ -126,6 +126,7 @@ def test_select_then_harness_run_then_score_end_to_end(calibrated, tmp_path):
     assert "org/new-0" in report and "Laplace draws (joint covariance)" in report
 
 
+@pytest.mark.slow
 def test_held_out_coverage_from_selected_items(calibrated):
     _, cal, new = calibrated
     bank = read_bank(fit_mml(cal, "2pl", priors=True, se=True), draws=100, calibration=cal)

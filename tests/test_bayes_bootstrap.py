@@ -82,6 +82,7 @@ def test_owner_dirichlet_weights():
         owner_dirichlet_weights(np.array([]), 5, seed=0)
 
 
+@pytest.mark.slow
 def test_bootstrap_draws_refit_the_purification(half):
     y, observed, family, item_group, owner = half
     delta, b = bootstrap_draws(y, observed, family, 3, item_group, 2, owner, draws=6, seed=4, svd_seed=9)
@@ -104,6 +105,7 @@ def test_bootstrap_draws_refit_the_purification(half):
         purification_rounds(y, observed, family, 3, item_group, 2, adjustment="direct-mirt", weights=weights)
 
 
+@pytest.mark.slow
 def test_audit_with_the_bootstrap_layer(tmp_path):
     ds, _ = simulate_dif_benchmark(n_owners=40, n_items=120, seed=2)
     path = tmp_path / "bench.nc"

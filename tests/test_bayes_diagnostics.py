@@ -128,6 +128,7 @@ def test_specificity_of_point_draws_is_the_deterministic_one(audit, point):
     assert int(ds["within_eligible"].isel(draw=0).sum()) == w["within_pairs"]
 
 
+@pytest.mark.slow
 def test_sensitivity_of_point_draws_is_the_deterministic_curve(bench, audit, point):
     y, observed, item_group = _arrays(bench)
     purifications = fraction_purifications(audit.folds, _halves(audit, bench), alpha=0.5)
@@ -321,6 +322,7 @@ def test_without_the_bayesian_layer_the_posteriors_fail_clearly(bench, audit):
 # ------------------------------------------------------------------ end to end
 
 
+@pytest.mark.slow
 def test_cli_audit_with_bayes_and_diagnostics_end_to_end(tmp_path):
     from bayesirt.cli.main import main
 

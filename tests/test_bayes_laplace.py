@@ -59,6 +59,7 @@ def test_mode_is_the_converged_ridge_estimate_and_covariance_the_inverse_hessian
     assert np.abs(np.corrcoef(sample, rowvar=False)[0, 1:]).max() > 0.3  # b and delta correlated: full rank per item
 
 
+@pytest.mark.slow
 def test_spread_matches_nuts():
     y, observed, offsets, family = _data(n_items=12, seed=3)
     delta, b, _ = laplace_draws(y, observed, offsets, family, 3, draws=4000, seed=0)

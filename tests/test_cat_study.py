@@ -87,6 +87,7 @@ def test_run_cat_job_writes_every_file(tmp_path, data):
         run_cat_job(data, out, budgets=(5,), splits=2, random_subsets=1, workers=1, progress=False)
 
 
+@pytest.mark.slow
 def test_run_cat_job_combines_benchmark_files(tmp_path, data):
     from bayesirt.data.io import save_responses
 
@@ -146,6 +147,7 @@ def test_other_errors():
         cat_study(xr.Dataset(), splits=2)
 
 
+@pytest.mark.slow
 def test_items_without_variance_are_removed_and_listed(data, tmp_path):
     """An item every model gets right and one every model gets wrong carry no information; SAFE drops
     them before the study (they flatter random subsets), and the folder says which."""

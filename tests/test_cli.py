@@ -11,6 +11,9 @@ from bayesirt.jobs.analysis import load_analysis
 from bayesirt.cli.main import main
 from bayesirt.errors import SpecError
 
+# module fixtures fit models (seconds to minutes under load): the whole module is in the slow tier
+pytestmark = pytest.mark.slow
+
 # a short ADVI run: these tests are about the fit command's plumbing (outputs, --force, one-line errors);
 # --method map (the MAP-EM job) is tested in test_fit_map.py
 FAST = ["--method", "advi", "--advi-iterations", "500", "--draws", "50", "--no-progress"]
@@ -56,6 +59,7 @@ def test_failed_run_leaves_earlier_result_untouched(lsat7_out, capsys):
     assert (lsat7_out / "items.csv").read_text() == before
 
 
+@pytest.mark.slow
 def test_force_replaces(tmp_path):
     out = tmp_path / "o"
     assert main(["fit", "lsat6", *FAST, "--out", str(out)]) == 0
@@ -81,6 +85,7 @@ def test_datasets_lists_embedded(capsys):
     assert "chembench" in out and "lsat6" in out and "MIT" in out
 
 
+@pytest.mark.slow
 def test_run_declared_analysis(tmp_path):
     spec = tmp_path / "a.toml"
     spec.write_text(f'[analysis]\nkind = "fit"\ndata = "lsat6"\nmodel = "rasch"\nout = "{tmp_path / "res"}"\n'
@@ -128,6 +133,7 @@ def test_mml_writes_items_models_summary(tmp_path):
     assert summary["converged"] and summary["n_parameters"] == 10
 
 
+@pytest.mark.slow
 def test_ladder_and_check_write_their_reports(tmp_path):
     assert main(["ladder", "lsat7", "--out", str(tmp_path / "ladder")]) == 0
     ladder = pd.read_csv(tmp_path / "ladder" / "ladder.csv")
@@ -158,6 +164,7 @@ def test_prior_check_on_design_and_on_data(tmp_path, capsys):
     assert "exactly one of --design" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ppc_stores_replicates_in_the_posterior_tree(tmp_path):
     out = tmp_path / "ppc"
     args = ["ppc", "lsat6", "--chains", "2", "--draws", "200", "--tune", "200", "--ppc-draws", "100", "--no-progress"]

@@ -51,6 +51,7 @@ def test_sandbag(tmp_path, data_file):
     assert "report.md" in _files(out)
 
 
+@pytest.mark.slow
 def test_factors_from_an_ability_table(tmp_path):
     rng = np.random.default_rng(0)
     f = rng.normal(size=(200, 2))
@@ -71,6 +72,7 @@ def test_bad_input_is_one_line(tmp_path, capsys, data_file):
     assert err.startswith("bayesirt: error:") and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_declared_safety_suite_pools_benchmarks(tmp_path):
     files = []
     for k in range(3):

@@ -49,6 +49,7 @@ def _main(argv: list[str]) -> str:
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.slow
 def test_a_commands_help_imports_no_sampler_or_kernel(command):
     """``bayesirt COMMAND --help`` lists every declared option of the command's job."""
     found = _probe(_main([command, "--help"]))
@@ -59,6 +60,7 @@ def test_a_commands_help_imports_no_sampler_or_kernel(command):
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"]])
+@pytest.mark.slow
 def test_help_and_version_import_no_sampler_or_kernel(argv):
     found = _probe(_main(argv))
     assert found["status"] == 0
@@ -67,6 +69,7 @@ def test_help_and_version_import_no_sampler_or_kernel(argv):
 
 @pytest.mark.parametrize("argv", [["fit", "lsat7", "--method", "nut"], ["fit", "lsat7", "--draws", "0"],
                                   ["audit", "lsat7", "--workers", "0"]], ids=["choice", "range", "audit range"])
+@pytest.mark.slow
 def test_a_refused_setting_is_refused_before_any_sampler_or_kernel_loads(tmp_path, argv):
     """A value that is not a choice or out of its range ends the command with the usage status, having read
     no data (issue 41 measured ``audit DATA --workers 0`` refused only after the audit's folds ran)."""
@@ -78,6 +81,7 @@ def test_a_refused_setting_is_refused_before_any_sampler_or_kernel_loads(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_the_probe_sees_a_sampler_when_one_is_loaded():
     """The check can fail: importing the fitting engine's kernels is seen."""
     found = _probe("import bayesirt.inference.nutpie_direct\nstatus, text = 0, ''")

@@ -84,6 +84,7 @@ def test_chunked_cell_loo_equals_arviz_in_one_pass(fits, data):
     np.testing.assert_allclose(chunked.elpd_i.values, whole.elpd_i.values, rtol=1e-10)  # same cell order
 
 
+@pytest.mark.slow
 def test_kfold_scores_every_model_once_and_is_reproducible(data):
     kw = {"folds": 2, "seed": 4, "workers": 1, "progress": False, "method": "advi", "draws": 100}
     first = kfold_models(data, "2pl", **kw)
@@ -123,6 +124,7 @@ def test_compare_table_refuses_different_units(fits, data):
         compare_table({"2pl": a, "rasch": b})
 
 
+@pytest.mark.slow
 def test_compare_job_and_cli(tmp_path, data, capsys):
     out = run_compare_job(data, tmp_path / "cmp", specs=["rasch", "2pl"], kfold="never", **(FIT | {"progress": True}))
     lines = capsys.readouterr().err.splitlines()
@@ -219,6 +221,7 @@ def test_figure_ticks_of_small_differences_are_labelled_with_decimals():
     assert points[ticks["2pl"]]["diff"] == pytest.approx((-0.55, 0.6))
 
 
+@pytest.mark.slow
 def test_figure_of_a_compare_run_matches_its_csv(tmp_path, data):
     out = run_compare_job(data, tmp_path / "cmp", specs=["rasch", "2pl"], kfold="never", **FIT)
     table = pd.read_csv(out / "compare.csv", index_col="spec")

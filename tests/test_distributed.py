@@ -148,6 +148,7 @@ def _check_remote(cluster: Cluster, stream: list[dict]) -> None:
     assert {r["worker"] for r in records} == set(pids)  # both workers, and only them
 
 
+@pytest.mark.slow
 def test_run_audit_on_a_remote_scheduler_gives_the_same_numbers_as_one_local_worker(cluster, bench):
     local = run_audit(bench, CONFIG, workers=1, progress=False)
     with distributed.get_task_stream(client=cluster.client) as stream:
@@ -184,6 +185,7 @@ def _without_timings(path: Path, name: str):
     return path.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_audit_with_scheduler_writes_the_same_files_as_one_local_worker(cluster, bench, tmp_path, capsys):
     data = tmp_path / "bench.nc"
     bench.to_netcdf(data)

@@ -17,6 +17,9 @@ from bayesirt.audit.engine.resampling import matched_random_weights
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.family_dif import build_family_dif
 
+# module fixtures fit models (seconds to minutes under load): the whole module is in the slow tier
+pytestmark = pytest.mark.slow
+
 FAMILIES = ["gemma", "llama", "qwen"]
 
 

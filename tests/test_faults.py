@@ -97,6 +97,7 @@ def test_what_the_data_cannot_support_stops_the_run_before_any_step(tmp_path, ca
 SMALL_SANDBAG = "[safety.sandbag]\ntest_length = 10\nstrengths = [0.5, 1.0]\n"
 
 
+@pytest.mark.slow
 def test_a_failing_step_keeps_the_others_and_resume_reruns_only_it(tmp_path, capsys, bench_files, monkeypatch):
     import bayesirt.jobs.safety as personfit
     from bayesirt.errors import DataError
@@ -133,6 +134,7 @@ def test_a_failing_step_keeps_the_others_and_resume_reruns_only_it(tmp_path, cap
         pd.testing.assert_frame_equal(pd.read_csv(out / table), pd.read_csv(tmp_path / "fresh" / "suite" / table))
 
 
+@pytest.mark.slow
 def test_a_bug_in_one_step_exits_1_with_its_traceback_kept(tmp_path, capsys, bench_files, monkeypatch):
     import bayesirt.jobs.safety as cat_study
 
@@ -144,6 +146,7 @@ def test_a_bug_in_one_step_exits_1_with_its_traceback_kept(tmp_path, capsys, ben
     assert "ZeroDivisionError" in log.read_text() and (tmp_path / "suite" / "personfit").is_dir()
 
 
+@pytest.mark.slow
 def test_a_run_killed_in_its_first_step_resumes(tmp_path, bench_files):
     """A real kill during the first step: summary.json is already there, so --resume finishes the run."""
     spec = _suite(tmp_path, bench_files, "", steps=("information", "personfit"))
@@ -173,6 +176,7 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
+@pytest.mark.slow
 def test_stale_staging_of_a_dead_process_is_removed_and_a_live_ones_kept(tmp_path):
     host = socket.gethostname().replace(".", "-")
     target = tmp_path / "result"
@@ -193,6 +197,7 @@ def test_stale_staging_of_a_dead_process_is_removed_and_a_live_ones_kept(tmp_pat
     assert remove_stale_staging(target) == []
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_staging_that_the_next_run_removes(tmp_path, capsys):
     """A real kill: a process stops inside staged_output; the next CLI run on the target cleans up."""
     out = tmp_path / "mml"

@@ -61,6 +61,7 @@ def many_models(tmp_path_factory):
     return ds
 
 
+@pytest.mark.slow
 def test_fit_figures_match_models_and_items_csv(tmp_path, many_models, figures):
     out = run_fit_job(many_models, tmp_path / "fit", method="advi", draws=200, seed=2, progress=False,
                       advi_iterations=3000)

@@ -101,6 +101,7 @@ def test_lsat6_map_summary_and_report_say_estimate_and_se(lsat6_map):
 
 
 @pytest.mark.parametrize("spec", ["2pl", "1pl"])
+@pytest.mark.slow
 def test_map_and_advi_write_the_same_files_and_columns(tmp_path, spec):
     """The acceptance of issue 32 item 4: scripts do not break when the method changes. Fails on any
     future drift of the table definitions that the MAP tables do not follow."""

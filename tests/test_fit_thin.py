@@ -18,6 +18,7 @@ def thinned():
     return fit(responses, "2pl", draws=40, tune=30, chains=2, thin=4, seed=2, progress=False)
 
 
+@pytest.mark.slow
 def test_posterior_keeps_every_kth_draw_and_stats_every_iteration(thinned):
     post, stats = thinned["posterior"], thinned["sample_stats"]
     assert post.sizes["draw"] == 10 and post.sizes["chain"] == 2

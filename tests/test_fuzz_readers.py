@@ -744,6 +744,7 @@ def test_long_csv_plausible(table, drop_empty):
 @given(blob=parquet_bytes(), suffix=st.sampled_from([".parquet", ".pq"]), drop_empty=st.booleans(),
        options=st.dictionaries(st.sampled_from(["model", "item", "correct"]), st.sampled_from(LONG_COLUMNS),
                                max_size=1))
+@pytest.mark.slow
 def test_parquet_plausible(blob, suffix, drop_empty, options):
     with tempfile.TemporaryDirectory() as tmp:
         f = write(Path(tmp) / f"long{suffix}", blob)
@@ -862,6 +863,7 @@ def mostly_valid(draw: st.DrawFn, fmt: str) -> dict[str, bytes | str]:
 @pytest.mark.parametrize("fmt", ["wide", "long", "parquet", "npz", "nt-folder"])
 @FUZZ
 @given(data=st.data(), drop_empty=st.booleans())
+@pytest.mark.slow
 def test_mostly_valid(fmt, data, drop_empty):
     """A valid matrix written in each format, then lightly edited (cells, ids, dtypes, column names)."""
     files = data.draw(mostly_valid(fmt))
@@ -875,6 +877,7 @@ def test_mostly_valid(fmt, data, drop_empty):
 
 @FUZZ
 @given(files=lm_folder(), options=LM_OPTIONS, drop_empty=st.booleans())
+@pytest.mark.slow
 def test_lm_eval_plausible(files, options, drop_empty):
     """lm-eval folders whose JSONL lines are truncated, not objects, lack doc_id or hold odd metric values."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -903,6 +906,7 @@ def test_lm_eval_mostly_valid(data):
 @given(runs=st.tuples(helm_run("m/a"), helm_run("m/b")), options=HARNESS_OPTIONS.flatmap(
     lambda o: st.fixed_dictionaries({}, optional={"stat": st.sampled_from(["exact_match", "f1_score", "x"])}).map(
         lambda s: {**o, **s})), drop_empty=st.booleans())
+@pytest.mark.slow
 def test_helm_plausible(runs, options, drop_empty):
     """HELM suites whose specs and per-instance stats have fields missing or of the wrong type."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -484,6 +484,7 @@ def _many_models_lm_eval(out, n_models=12, n_docs=10, seed=0):
     return out
 
 
+@pytest.mark.slow
 def test_cli_fits_and_scores_lm_eval_output(tmp_path, capsys):
     from bayesirt.cli.main import main
 

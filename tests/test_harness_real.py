@@ -465,6 +465,7 @@ def readme_examples() -> list[list[str]]:
     return [line[1:] for line in lines]
 
 
+@pytest.mark.slow
 def test_readme_harness_examples_run(tmp_path, capsys):
     """Each README example on harness-written output: lm_eval_out/ -> the lm-eval fixtures (arc_easy -> qa_mc),
     logs/ -> the Inspect epochs logs, benchmark_output/runs/v1/ -> 12 copies of the 4 HELM runs under other

@@ -42,6 +42,7 @@ def nuts2pl(sim2pl):
     return fit(sim2pl[0], "2pl", draws=500, tune=500, chains=2, seed=1, progress=False, log_likelihood=True)
 
 
+@pytest.mark.slow
 def test_2pl_nuts_recovers_truth(sim2pl, nuts2pl):
     post, truth = _posterior(nuts2pl), sim2pl[1]
     assert _corr(post, truth, "difficulty") >= 0.95
@@ -50,6 +51,7 @@ def test_2pl_nuts_recovers_truth(sim2pl, nuts2pl):
     assert 0.80 <= _coverage(post, truth, "difficulty") <= 0.97
 
 
+@pytest.mark.slow
 def test_fit_returns_labelled_datatree(sim2pl, nuts2pl):
     responses = sim2pl[0]
     assert set(nuts2pl.children) >= {"posterior", "sample_stats", "observed_data", "constant_data", "log_likelihood"}
@@ -81,6 +83,7 @@ def test_fit_returns_labelled_datatree(sim2pl, nuts2pl):
     assert json.loads(nuts2pl.attrs["bayesirt_timings"])["sample_s"] > 0
 
 
+@pytest.mark.slow
 def test_netcdf_round_trip(nuts2pl, tmp_path):
     nuts2pl.to_netcdf(tmp_path / "posterior.nc", engine="h5netcdf")
     back = xr.open_datatree(tmp_path / "posterior.nc", engine="h5netcdf")
@@ -88,6 +91,7 @@ def test_netcdf_round_trip(nuts2pl, tmp_path):
     assert back.attrs["bayesirt_spec_text"] == nuts2pl.attrs["bayesirt_spec_text"]
 
 
+@pytest.mark.slow
 def test_missing_cells_excluded_and_truth_recovered():
     # 20% of cells missing completely at random: the likelihood runs over observed cells only.
     responses, truth = simulate_pl("2pl", n_items=100, n_models=200, seed=11, missing=0.2)
@@ -101,6 +105,7 @@ def test_missing_cells_excluded_and_truth_recovered():
     assert 0.80 <= _coverage(post, truth, "difficulty") <= 0.97
 
 
+@pytest.mark.slow
 def test_same_seed_same_arrays():
     responses, _ = simulate_pl("2pl", n_items=15, n_models=30, seed=4)
     a = fit(responses, "2pl", draws=50, tune=50, chains=2, seed=9, progress=False)
@@ -121,6 +126,7 @@ WEAK = (
 )
 
 
+@pytest.mark.slow
 def test_lsat6_2pl_matches_published_mml(tmp_path):
     """Published MML 2PL of LSAT6 (R ltm; ../shared/data/README.md), under weak priors."""
     (tmp_path / "weak.toml").write_text(WEAK)
@@ -146,6 +152,7 @@ def test_lsat6_2pl_matches_published_mml(tmp_path):
         ("4pl", 1500, {"theta": 0.85, "difficulty": 0.90, "discrimination": 0.80}, {"guessing": 0.85, "slip": 0.95}),
     ],
 )
+@pytest.mark.slow
 def test_3pl_4pl_recover_truth(kind, n_models, thresholds, error_ratio):
     responses, truth = simulate_pl(kind, n_items=40, n_models=n_models, seed=12)
     post = _posterior(fit(responses, kind, draws=250, tune=250, chains=2, seed=1, progress=False))
@@ -158,6 +165,7 @@ def test_3pl_4pl_recover_truth(kind, n_models, thresholds, error_ratio):
         assert error < ratio * prior_error, name
 
 
+@pytest.mark.slow
 def test_advi_approximates_nuts(sim2pl, nuts2pl):
     tree = fit(sim2pl[0], "2pl", method="advi", draws=200, seed=1, progress=False)
     post, truth = _posterior(tree), sim2pl[1]
@@ -175,6 +183,7 @@ def test_advi_approximates_nuts(sim2pl, nuts2pl):
     np.testing.assert_array_equal(iterations, np.arange(1, tree.attrs["advi_iterations_run"] + 1))
 
 
+@pytest.mark.slow
 def test_advi_anneals_its_learning_rate_by_default(sim2pl):
     """Mean-field ADVI's default: Adam at 0.1, then 0.02, 0.004, 0.0008, each until the loss settles
     (windows of 200 steps), stopping when it settles at the last; a given rate stays constant."""
@@ -194,6 +203,7 @@ def test_advi_anneals_its_learning_rate_by_default(sim2pl):
     assert "advi_rate_changes" not in constant.attrs
 
 
+@pytest.mark.slow
 def test_hierarchical_spec_fits_and_reports_its_hyperparameters(sim2pl):
     """models/2pl-hierarchical.toml: item priors with learned location and scale, reported in the
     posterior; the truth has log a ~ N(0, 0.5) and b ~ N(0, 1). MAP-EM refuses it (fixed priors only)."""
@@ -223,6 +233,7 @@ def test_joint_map_is_refused(sim2pl):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_minibatch_advi_recovers_truth(sim2pl, monkeypatch):
     """Minibatch ADVI (a quarter of the cells per step, the loss evaluated every 5th step as on
     large matrices) lands where full-batch ADVI does."""
@@ -246,6 +257,7 @@ def test_minibatch_advi_recovers_truth(sim2pl, monkeypatch):
         assert float(gap.max()) < 1.5, name
 
 
+@pytest.mark.slow
 def test_sparse_loss_evaluation_leaves_the_steps_unchanged(sim2pl, monkeypatch):
     """On large matrices the full-batch loss is evaluated every 20th step; the optimizer steps,
     and so the estimates after a fixed number of steps, are those of the every-step run."""
@@ -260,6 +272,7 @@ def test_sparse_loss_evaluation_leaves_the_steps_unchanged(sim2pl, monkeypatch):
     xr.testing.assert_equal(sparse.posterior.to_dataset(), every_step.posterior.to_dataset())
 
 
+@pytest.mark.slow
 def test_fullrank_advi_matches_nuts_on_small_design():
     # Full-rank ADVI captures posterior correlations, so its sds should be close to NUTS's
     # (seen: median sd ratio .99 for intercepts, 1.01 for abilities; means within .07).
@@ -274,6 +287,7 @@ def test_fullrank_advi_matches_nuts_on_small_design():
         assert 0.8 < ratio < 1.25, name
 
 
+@pytest.mark.slow
 def test_pymc_sampler_path():
     responses, truth = simulate_pl("1pl", n_items=10, n_models=40, seed=2)
     # cores=1: chains in turn, so PyMC does not fork a test worker that holds threads (pytest-xdist)

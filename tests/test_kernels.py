@@ -93,6 +93,7 @@ def test_second_derivatives_raise():
 
 @pytest.mark.parametrize("name", ["2pl", "rasch"])
 @pytest.mark.parametrize("missing", [0.0, 0.1])
+@pytest.mark.slow
 def test_whole_model_logp_and_gradient_match_the_graph(name, missing):
     """build_logistic(fused_kernel=True) against the default graph: the model's logp and gradient
     (priors, reparameterization and Jacobians included) at random unconstrained points."""
@@ -154,6 +155,7 @@ def test_kernel_releases_the_gil():
     assert kernels._row_kernel.targetoptions.get("nogil") is True
 
 
+@pytest.mark.slow
 def test_kernel_asks_for_512_bit_vectors():
     """The kernel's function carries LLVM's ``"prefer-vector-width"="512"``, which lets the loop use
     AVX-512 registers where the CPU has them (LLVM's tuning otherwise stops at 256 bits); a function

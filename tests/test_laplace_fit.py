@@ -72,6 +72,7 @@ def _marginal_oracle(y, start):
     return np.concatenate([_theta_hat(y, res.x[:n_items], res.x[n_items:])[0], res.x])
 
 
+@pytest.mark.slow
 def test_mode_and_covariance_match_a_dense_hessian_laplace():
     ds, _ = _prior_truth(12, 20, seed=3, missing=0.25)
     y = ds["responses"].values
@@ -134,6 +135,7 @@ def test_intervals_cover_the_prior_drawn_truth_at_their_level():
         assert abs(h.mean() - 0.9) < 3.5 * se, (name, h.mean(), h.size)
 
 
+@pytest.mark.slow
 def test_the_abilities_keep_their_scale_where_the_joint_mode_shrinks_it():
     """At 400 x 1,200 the joint mode's abilities spread about 4% less than the truth (3 times its
     posterior uncertainty); the centre used here keeps the truth's spread within that uncertainty."""

@@ -100,6 +100,7 @@ def _as_builder_point(params, spec):
 
 @pytest.mark.parametrize("name", list(KINDS))
 @pytest.mark.parametrize("missing", [0.0, 0.25, 0.5])
+@pytest.mark.slow
 def test_builder_logp_equals_naive_iid_model_up_to_a_constant(name, missing, tmp_path):
     """Exactness of the reparameterization: log-density differences between random parameter
     points agree with the naive model to 1e-9, and the Deterministics return (theta, a, b, d).
@@ -125,6 +126,7 @@ HYPER = ("discrimination_mu", "discrimination_sigma", "difficulty_mu", "difficul
 
 
 @pytest.mark.parametrize("missing", [0.0, 0.5])
+@pytest.mark.slow
 def test_hierarchical_builder_logp_equals_naive_model_up_to_a_constant(missing):
     """models/2pl-hierarchical.toml against the same model written naively: log a_i ~ N(mu_a, sigma_a),
     b_i ~ N(mu_b, sigma_b) with the spec's hyperpriors, iid abilities, one pm.Bernoulli."""
@@ -209,6 +211,7 @@ def test_information_matches_finite_difference_fisher_information():
 
 
 @pytest.mark.parametrize("name", list(KINDS))
+@pytest.mark.slow
 def test_long_and_dense_layouts_give_the_same_log_density(name, tmp_path, monkeypatch):
     """The observed-cell (long) likelihood equals the dense masked one at random points."""
     import bayesirt.models.logistic as logistic

@@ -41,6 +41,7 @@ def _design(dims, n_items, guessing, seed, cov=None, n_models=25):
     (1, 60, 0.2, None, 1e-6),           # 3PL: skewed integrand with a floor
     (2, 120, 0.0, np.array([[1.0, 0.4], [0.4, 1.0]]), 1e-5),
 ])
+@pytest.mark.slow
 def test_adaptive_gauss_hermite_matches_brute_force(dims, n_items, guessing, cov, tol):
     y, observed, draw = _design(dims, n_items, guessing, seed=dims, cov=cov)
     got = pattern_log_marginal(y, observed, draw, quadrature_rule(dims))

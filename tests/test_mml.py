@@ -177,6 +177,7 @@ def _log_posterior(y, spec, priors, a, d, c, s):
     ("3pl", True, {}, (6, 400)),
     ("4pl", True, {}, (6, 400)),
 ])
+@pytest.mark.slow
 def test_observed_information_is_the_exact_hessian(name, priors, extra, size):
     """Louis' identity in fit_mml vs second differences of an independent log posterior, with
     missing cells, a shared slope and every kind of prior (lognormal, halfnormal, normal on d or b, beta)."""

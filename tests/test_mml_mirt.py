@@ -164,6 +164,7 @@ def test_loadings_by_benchmark_separate_the_two_benchmarks(two_dim, two_dim_fit)
 
 
 # ------------------------------------------------------------------- (d) held-out choice of D
+@pytest.mark.slow
 def test_heldout_likelihood_selects_the_true_dimension(two_dim, two_dim_fit):
     ds = two_dim[0]
     table = heldout_mirt(ds, dims=(1, 2, 3), folds=5, seed=1, loading_prior=1.5, ll_tol=1e-7)

@@ -18,6 +18,9 @@ from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import DataError
 from bayesirt.report.audit_files import write_audit
 
+# module fixtures fit models (seconds to minutes under load): the whole module is in the slow tier
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):

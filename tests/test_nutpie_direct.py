@@ -77,6 +77,7 @@ def _pymc_point(pm_model, x):
 @pytest.mark.parametrize("name", ["2pl", *SPECS])
 @pytest.mark.parametrize(("n_models", "missing"), [(9, 0.0), (9, 0.15), (BY_MODEL_BELOW + 6, 0.0),
                                                    (BY_MODEL_BELOW + 6, 0.15)])
+@pytest.mark.slow
 def test_log_density_and_gradient_equal_pymcs(name, n_models, missing):
     spec, responses = _spec(name), _responses(23, n_models, missing, seed=n_models)
     assert direct_eligible(responses, spec)
@@ -115,6 +116,7 @@ def test_callback_reports_wrong_dimension_and_non_finite_points():
     assert code(x) in (3, 4) and not (np.isfinite(value[0]) and np.isfinite(gradient).all())
 
 
+@pytest.mark.slow
 def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
     """The logp callback inlines the kernel of another file, which numba's cache does not check: it is
     loaded from the cache while the digest of both files compiled into the cache matches today's, and
@@ -178,6 +180,7 @@ def _fit(responses, spec, *, pymc_path=False, monkeypatch=None, **kwargs):
 
 
 @pytest.mark.parametrize("name", ["2pl", "common slope (rasch)", "fixed slope", "difficulty, item slopes"])
+@pytest.mark.slow
 def test_fit_has_the_structure_of_the_pymc_paths(name, monkeypatch):
     spec, responses = _spec(name), _responses(40, 20, 0.0)
     direct = _fit(responses, spec, draws=30, tune=30, chains=2, seed=4)
@@ -203,6 +206,7 @@ def test_fit_has_the_structure_of_the_pymc_paths(name, monkeypatch):
         assert np.all(direct.posterior["discrimination"].values == spec.discrimination_value)
 
 
+@pytest.mark.slow
 def test_posterior_means_agree_with_the_pymc_path(monkeypatch):
     """A simulated 60-item x 40-model 2PL: the direct model's posterior means equal the PyMC path's within
     Monte Carlo error (|difference| < 4 combined MCSEs of the mean, ESS-based, for all but 2 of the 160

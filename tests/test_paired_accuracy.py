@@ -49,6 +49,7 @@ def test_several_groups_match_a_literal_monte_carlo_of_the_model(counts):
     assert got["gap_upper"] == pytest.approx(hi, abs=0.02 * ref.std() + 1e-3)
 
 
+@pytest.mark.slow
 def test_probabilities_and_intervals_are_calibrated_against_truths_drawn_from_the_prior():
     """If the posterior is computed right, truths drawn from the prior fall above 0 as often as the
     posterior says and inside the 90% interval 90% of the time (in expectation over the prior)."""

@@ -33,6 +33,7 @@ def test_spawn_seeds_are_reproducible_distinct_and_prefix_stable():
     assert spawn_seeds(8, 10) != seeds[:10]
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_give_identical_results_in_task_order():
     tasks = list(zip(range(12), spawn_seeds(3, 12), strict=True))
     serial = parallel_map(_random_task, tasks, workers=1, progress=False)
@@ -44,6 +45,7 @@ def test_one_and_two_workers_give_identical_results_in_task_order():
     assert {r[2] for r in cluster} == {WORKER_ENV["OMP_NUM_THREADS"]} == {"1"}
 
 
+@pytest.mark.slow
 def test_a_task_error_is_raised_to_the_caller():
     with pytest.raises(ValueError, match="task three failed"):
         parallel_map(_fails_on_three, range(5), workers=1, progress=False)
@@ -57,6 +59,7 @@ def test_bad_worker_counts_are_refused(workers):
         parallel_map(_random_task, [(0, 1)], workers=workers, progress=False)
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_one_clear_error(monkeypatch):
     monkeypatch.setattr("bayesirt.utils.parallel.CONNECT_TIMEOUT", "1s")
     with pytest.raises(BayesIRTError, match="cannot reach the Dask scheduler"):

@@ -29,6 +29,7 @@ def misfit():
     return posterior_predictive_check(_fit_2pl_to("3pl"), draws=400, seed=0)
 
 
+@pytest.mark.slow
 def test_guessing_misfit_is_flagged_on_the_items_with_an_asymptote(misfit):
     items = misfit.items
     flagged = items.index[items["flag"].str.contains("guessing")]
@@ -48,6 +49,7 @@ def test_guessing_misfit_is_flagged_on_the_items_with_an_asymptote(misfit):
     assert len(set(x2) & set(true)) >= 1 and len(set(x2) - set(true)) <= 1
 
 
+@pytest.mark.slow
 def test_no_excess_flags_on_data_from_the_fitted_model():
     result = posterior_predictive_check(_fit_2pl_to("2pl"), draws=400, seed=0)
     assert (result.items["flag"] != "").sum() <= 3  # 30 items at alpha .05: about 1.5 by chance
@@ -55,6 +57,7 @@ def test_no_excess_flags_on_data_from_the_fitted_model():
     assert result.global_checks["flag"].eq("").all()
 
 
+@pytest.mark.slow
 def test_replicates_are_labelled_and_reproducible(misfit):
     rep = misfit.replicated
     assert rep["item_proportion"].dims == ("chain", "draw", "item") and rep.sizes["draw"] == 400

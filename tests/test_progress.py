@@ -124,6 +124,7 @@ def test_bank_headings_name_what_was_built():
         "(ability1, ability2)")
 
 
+@pytest.mark.slow
 def test_the_suite_says_which_step_and_bank_it_is_on(tmp_path, capsys):
     theta = np.random.default_rng(4).normal(size=60)
     files = [str(save_responses(simulate_pl("2pl", n_items=12, n_models=60, seed=k, theta=theta)[0],

@@ -57,6 +57,7 @@ def workdir(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_first_hour_commands_run_and_write_their_files(workdir):
     readme = (ROOT / "README.md").read_text()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),

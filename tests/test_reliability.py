@@ -49,6 +49,7 @@ def test_disattenuation_recovers_the_latent_correlations():
     assert signs * sol.loadings[3, 0] < 0  # the negative benchmark's sign is recovered
 
 
+@pytest.mark.slow
 def test_bootstrap_intervals_cover_the_loadings_near_nominally():
     """Over 30 simulated cohorts of 300 models, the 90% intervals (100 replicates) of the five
     loadings cover the truth at about 90% (binomial sd 2.4 pp over 150 intervals) and contain their

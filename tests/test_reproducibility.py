@@ -1,3 +1,4 @@
+import pytest
 """Same seed, same draws, whatever the state of the compilation caches.
 
 A NUTS fit compiled from scratch (empty numba and PyTensor caches, as on the first run after an
@@ -44,6 +45,7 @@ def _fit_in_fresh_interpreter(numba_cache: Path, pytensor_dir: Path) -> str:
     return json.loads(done.stdout.strip().splitlines()[-1])["draws"]
 
 
+@pytest.mark.slow
 def test_cold_and_warm_caches_give_the_same_draws(tmp_path):
     numba_cache, pytensor_dir = tmp_path / "numba", tmp_path / "pytensor"
     cold = _fit_in_fresh_interpreter(numba_cache, pytensor_dir)

@@ -278,6 +278,7 @@ def test_percentile_ranks_are_mid_ranks():
     np.testing.assert_array_equal(np.isnan(result["shift"]), np.isnan(result["percentile_shift"]))
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_give_identical_controls(folds, monkeypatch):
     serial = matched_random_controls(folds, replicates=8, epsilon=EPSILON, seed=12, workers=1, progress=False)
     monkeypatch.setattr(resampling, "CONTROL_BLOCK", 3)  # several tasks per worker

@@ -155,6 +155,7 @@ STAND_IN = {"replicates": 40, "draws": 100, "chains": 2, "thin": 2, "bins": 10, 
             "progress": False}
 
 
+@pytest.mark.slow
 def test_pipeline_passes_a_calibrated_fit_and_catches_a_shrunk_one():
     good = simulation_based_calibration("2pl", (20, 8), fit_function=_prior_fit, **STAND_IN)
     tests = good.tests.set_index("family")
@@ -203,6 +204,7 @@ def test_bad_arguments_are_one_line_errors(kwargs, message):
 # real inference
 
 
+@pytest.mark.slow
 def test_small_real_nuts_sbc_runs_end_to_end_on_two_workers():
     res = simulation_based_calibration("2pl", (30, 10), replicates=6, method="nuts", draws=100, tune=150, chains=2,
                                        thin=5, bins=5, seed=3, workers=2, progress=False)
@@ -217,6 +219,7 @@ def test_small_real_nuts_sbc_runs_end_to_end_on_two_workers():
     assert (res.tests["p_value"] > 1e-3).all(), res.tests
 
 
+@pytest.mark.slow
 def test_cli_sbc_writes_its_folder_and_refuses_bad_arguments(tmp_path, capsys):
     out = tmp_path / "sbc"
     argv = ["sbc", "--model", "2pl", "--design", "10x5", "--replicates", "2", "--draws", "50", "--tune", "50",

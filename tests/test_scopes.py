@@ -99,6 +99,7 @@ def test_sandbagging_goes_the_other_way_on_a_reversed_benchmark():
     assert _scope_options("cat", scopes["bench2"], {"splits": 2}) == {"splits": 2}
 
 
+@pytest.mark.slow
 def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     files = [str(save_responses(ds, tmp_path / f"{name}.nc")) for name, ds in _benchmarks().items()]
     out = run_safety_suite(files, tmp_path / "suite", steps=["sandbag", "cat", "factors"], progress=False,
@@ -123,6 +124,7 @@ def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     assert "## Sandbagging detectors per bank" in report and "| composite | uniform |" in report
 
 
+@pytest.mark.slow
 def test_two_latent_abilities_give_two_pooled_banks_with_their_static_tests(tmp_path):
     """Six benchmarks measuring two abilities (three each, correlated 0.3; each benchmark's own ability
     is 80% the shared one): the factors step retains two factors, and CAT runs on each ability's

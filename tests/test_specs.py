@@ -169,12 +169,14 @@ def _small(spec, seed=3):
 
 
 @pytest.mark.parametrize("name", builtin_specs())
+@pytest.mark.slow
 def test_every_builtin_spec_fits_calibrates_simulates_and_tabulates(name):
     """Conformance of each spec file in models/ (a new file is tested without code): ADVI fit (briefly), the
     posterior tables with one row per item and model and a column per parameter it has, MML calibration."""
     _conforms(load_spec(name), name)
 
 
+@pytest.mark.slow
 def test_a_user_spec_with_slip_only_conforms_as_3plu(tmp_path):
     """The spec that reported itself as "4pl": a 2PL with slip only fits, calibrates and says it is a 3PLu."""
     path = tmp_path / "slip.toml"

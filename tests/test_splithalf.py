@@ -8,6 +8,9 @@ from bayesirt.data import simulate_pl
 from bayesirt.errors import DataError, SpecError
 from bayesirt.frequentist import fit_mml, split_half_retention
 
+# module fixtures fit models (seconds to minutes under load): the whole module is in the slow tier
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def small_cohort():
