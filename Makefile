@@ -16,7 +16,7 @@ run: bootstrap
 test: bootstrap
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
-# The edit-test loop: everything not marked slow, under a minute on 2 cores. Unmarked tests may not start a sampler,
+# The edit-test loop: everything not marked slow. Unmarked tests may not start a sampler,
 # a subprocess, a process pool or Dask: tests/conftest.py fails them, naming the marker to add (tests/test_tiers.py).
 test-fast: bootstrap
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" tests
