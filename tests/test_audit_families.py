@@ -51,6 +51,7 @@ def summary_of(out) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_nt_contract_npz_audits_its_own_family_labels(nt_npz, tmp_path):
     assert main(["audit", str(nt_npz), "--out", str(tmp_path / "a"), *QUICK]) == 0
     summary = summary_of(tmp_path / "a")
@@ -113,6 +114,7 @@ def test_lowercase_labels_from_a_long_file_are_audited_as_given(bench, tmp_path)
     assert summary["families"] == ["Claude", "GPT", "qwen"] and summary["family_source"] == "supplied"
 
 
+@pytest.mark.slow
 def test_lowercase_labels_from_a_models_csv_are_audited_as_given(bench, tmp_path):
     y = bench["responses"].transpose("model", "item").values
     pd.DataFrame({"model": np.repeat(bench["model_id"].values, y.shape[1]),
@@ -128,6 +130,7 @@ def test_lowercase_labels_from_a_models_csv_are_audited_as_given(bench, tmp_path
     assert main([*args, "--out", str(tmp_path / "c"), "--families", "Qwen", *QUICK]) == 2  # case matters
 
 
+@pytest.mark.slow
 def test_audit_compare_families_and_derived_labels(nt_npz, tmp_path, capsys):
     for side in ("l", "r"):
         assert main(["audit", str(nt_npz), "--out", str(tmp_path / side), *QUICK]) == 0

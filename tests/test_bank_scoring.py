@@ -96,6 +96,7 @@ def calibrated(tmp_path_factory):
     return root, cal, new
 
 
+@pytest.mark.slow
 def test_select_then_harness_run_then_score_end_to_end(calibrated, tmp_path):
     root, cal, new = calibrated
     bank_path = root / "fit" / "mml.nc"

@@ -24,6 +24,7 @@ def null_benchmark():
     return simulate_dif_benchmark(n_owners=150, n_items=120, dif_fraction=0.0, seed=0)[0]
 
 
+@pytest.mark.slow
 def test_no_dif_gives_no_confident_excess(null_benchmark):
     bayes, p = _audit(null_benchmark)
     assert bayes["draw_p_value_q05_q50_q95"][1] > 0.05 and bayes["share_draws_p_le_05"] < 0.5 and p > 0.05
@@ -31,6 +32,7 @@ def test_no_dif_gives_no_confident_excess(null_benchmark):
     assert bayes["controls_per_draw"] == 20 and "fixed" in bayes["offsets"]
 
 
+@pytest.mark.slow
 def test_a_planted_family_advantage_gives_a_confident_excess(null_benchmark):
     planted, items = plant_family_advantage(null_benchmark, "Qwen", share=0.4, strength=0.9, seed=1000)
     assert 0.3 < items.mean() < 0.5

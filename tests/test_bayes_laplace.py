@@ -36,6 +36,7 @@ def _log_posterior(theta, y, observed, offsets, family, q):
     return loglik - 0.5 * theta[1:] @ theta[1:]
 
 
+@pytest.mark.slow
 def test_mode_is_the_converged_ridge_estimate_and_covariance_the_inverse_hessian():
     y, observed, offsets, family = _data()
     delta, b, info = laplace_draws(y, observed, offsets, family, 3, draws=20_000, seed=1)

@@ -47,6 +47,7 @@ def test_study_layout_and_values(study, data):
     assert study.attrs["n_models"] == data.sizes["model"]
 
 
+@pytest.mark.slow
 def test_study_is_seeded(data, study):
     again = cat_study(data, budgets=(5, 15, 500), splits=3, random_subsets=4, seed=1, workers=1, progress=False)
     xr.testing.assert_identical(study, again)
@@ -72,6 +73,7 @@ def test_combine_benchmarks_outer_joins_models():
     assert ds["responses"].sel(item="two/q3").values.tolist() == [-1, -1, 0, 1]
 
 
+@pytest.mark.slow
 def test_run_cat_job_writes_every_file(tmp_path, data):
     out = run_cat_job(data, tmp_path / "cat", budgets=(5, 10), splits=2, random_subsets=2, per_benchmark=True,
                       workers=1, progress=False)

@@ -45,6 +45,7 @@ def test_cat_study(tmp_path, data_file):
     assert "report.md" in _files(out)
 
 
+@pytest.mark.slow
 def test_sandbag(tmp_path, data_file):
     out = tmp_path / "sb"
     assert main(["sandbag", data_file, "--test-length", "10", "--out", str(out), "--no-progress"]) == 0

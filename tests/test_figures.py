@@ -129,6 +129,7 @@ def test_forest_draws_every_model_when_few():
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_cat_figure_matches_cat_curves_csv(tmp_path, figures):
     ds, _ = simulate_pl("2pl", n_items=40, n_models=40, seed=8)
     ds.attrs["name"] = "simulated bank"
@@ -156,6 +157,7 @@ def test_cat_figure_matches_cat_curves_csv(tmp_path, figures):
     _inside(fig)
 
 
+@pytest.mark.slow
 def test_cat_figure_is_paged_over_many_item_groups(tmp_path, figures):
     """Per-item-group curves of 8 groups: two pages (6 + 2 groups), every group's curve on its page and
     equal to cat_curves.csv; the report embeds both pages and says so."""

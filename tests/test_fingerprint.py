@@ -104,6 +104,7 @@ def test_resampling_null_matches_its_expectation(case):
     np.testing.assert_array_equal(null["value"].values, again["value"].values)
 
 
+@pytest.mark.slow
 def test_resolvable_gap_recovers_the_interval_rule():
     rng = np.random.default_rng(2)
     full = rng.normal(size=800)

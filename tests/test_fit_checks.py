@@ -70,6 +70,7 @@ def test_clean_2pl_gives_few_flags(seed):
     assert checks["ability_vs_accuracy"]["spearman"] > 0.97
 
 
+@pytest.mark.slow
 def test_widespread_misfit_is_said():
     """Half the models (a "family") find each item easier or harder by its own N(0, 2.5^2) logits,
     as LLM families do: one 2PL fits neither half, and the cohort's 10% point of l_z lies below
@@ -148,6 +149,7 @@ def test_point_estimates_are_posterior_means():
     assert (est["guessing"] == 0).all() and (est["slip"] == 0).all()
 
 
+@pytest.mark.slow
 def test_fit_job_reports_the_planted_misfit(planted, tmp_path):
     out = run_fit_job(planted, tmp_path / "map", method="map", progress=False)
     summary = json.loads((out / "summary.json").read_text())

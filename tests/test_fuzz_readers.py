@@ -919,6 +919,7 @@ def test_helm_plausible(runs, options, drop_empty):
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_helm_mostly_valid(data):
     """Valid HELM runs with one stat replaced by a random one."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,6 +42,7 @@ def _design(n_items, guessing, slip, seed, *, missing=0.1, n_models=30, mean=0.0
     (300, 0.2, 0.1, 0.0, 1e-8),     # 4PL
     (8, 0.0, 0.0, 0.0, 1e-8),       # short patterns: wide peaks, close to the population
 ])
+@pytest.mark.slow
 def test_grid_matches_brute_force(n_items, guessing, slip, missing, tol):
     y, observed, draw = _design(n_items, guessing, slip, seed=n_items, missing=missing)
     values, unresolved = grid_log_marginal(Patterns.of(y, observed), draw)

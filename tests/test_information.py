@@ -116,6 +116,7 @@ def test_posterior_information_blocks_bounded_in_cells(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_mean_item_information_equals_the_full_array_mean(kind):
     """The compiled average over draws and models against the (draw, item, model) array it replaces,
     with abilities far enough out that some cells underflow to zero information."""

@@ -140,6 +140,7 @@ def test_a_swallowed_interrupt_stops_the_writer(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_successful_run_removes_the_error_log_of_a_failed_one(tmp_path):
     out = tmp_path / "lsat7"
     log = tmp_path / "lsat7.error.log"

@@ -230,6 +230,7 @@ def test_long_and_dense_layouts_give_the_same_log_density(name, tmp_path, monkey
 
 
 @pytest.mark.parametrize("dense_from", [0.0, 2.0])
+@pytest.mark.slow
 def test_float32_model_is_float32_and_agrees_with_float64(dense_from, monkeypatch):
     """Under floatX=float32 the whole log density (dense or long layout, with asymptotes) is
     float32 and agrees with float64 to float32 precision (benchmarks/float32_advi.py times it)."""

@@ -51,6 +51,7 @@ def _point_values(pm_model, names, seed=0):
 
 
 @pytest.mark.parametrize("spec_name", ["mirt", "mirt-confirmatory"])
+@pytest.mark.slow
 def test_likelihood_is_bernoulli_in_the_reported_parameters(data, spec_name):
     """The zero-sum/centred reparameterization leaves eta = loading . theta + intercept exactly."""
     responses = data[0]
@@ -101,6 +102,7 @@ def test_align_signs_flips_loadings_and_abilities_together():
     np.testing.assert_allclose(np.einsum("cdid,cdmd->cdim", out["loading"].values, out["theta"].values), prod)
 
 
+@pytest.mark.slow
 def test_advi_fit_recovers_the_two_factors_after_rotation(data, advi_fit):
     assert advi_fit.attrs["bayesirt_spec_kind"] == "mirt"
     assert np.all(advi_fit.posterior["loading"].sel(item=xr.DataArray(

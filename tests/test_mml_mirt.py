@@ -70,6 +70,7 @@ def brute_force_loglik(ds, a, d, n=200, limit=8.0) -> float:
 @pytest.mark.parametrize("n_items, n_models, prior, missing", [(5, 40, 1.5, 0.0), (8, 400, None, 0.0),
                                                                  (8, 400, None, 0.15)],
                          ids=["tiny-MAP", "ML", "ML-missing"])
+@pytest.mark.slow
 def test_loglik_equals_brute_force_and_is_a_maximum(n_items, n_models, prior, missing):
     """The tiny case (5 items x 40 models) carries the N(0, 1.5^2) loading prior of SAFE App. C: by
     ML, 2-D fits of so few models run a loading to infinity (a Heywood case) on most seeds."""

@@ -199,6 +199,7 @@ def test_analysis_files_take_orientation_in_read(tmp_path):
         load_analysis(spec)
 
 
+@pytest.mark.slow
 def test_readme_data_file_examples_run(tmp_path, human_test, monkeypatch):
     """The commands of the "Data files" block of docs/guide/data.md, on files of the shapes they describe: an items-as-rows
     human test with generic ids, and a persons-as-rows NPY of options 0-4 with its key (fit as MAP, test time)."""

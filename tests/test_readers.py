@@ -73,6 +73,7 @@ def test_long_csv_with_optional_columns_is_read_as_long(tmp_path):
 
 # ---------------------------------------------------------------------------- 42.8: multiple-choice codes
 @pytest.mark.parametrize("cells", ["codes", "letters"])
+@pytest.mark.slow
 def test_multiple_choice_answers_point_to_an_answer_key(tmp_path, capsys, cells):
     answers = RNG.integers(0, 5, size=(5, 8))
     text = (answers.astype(str) if cells == "codes" else np.array(list("ABCDE"))[answers])
@@ -159,6 +160,7 @@ def _helm_run(suite, m, *, method="multiple_choice_joint", perturbed=True):
     (d / "per_instance_stats.json").write_text(json.dumps(entries))
 
 
+@pytest.mark.slow
 def test_helm_perturbed_records_are_counted_and_the_version_is_said(tmp_path, capsys):
     suite = tmp_path / "runs" / "v1"
     for m in range(5):

@@ -73,6 +73,7 @@ def test_command_line(tmp_path, cohort_and_suspects):
     assert "scored against a reference cohort" in (tmp_path / "out" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_labelled_runs_get_roc_and_auc(cohort_and_suspects, tmp_path):
     """Real runs labelled genuine / prompted to sandbag (here: 20 honest re-runs, 20 sandbagging ones)
     give each detector's AUC, pooled and per group, against the runs labelled genuine."""

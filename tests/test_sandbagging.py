@@ -110,6 +110,7 @@ def test_ability_shift_detection_rises_with_strength(experiment):
     assert set(experiment.roc["scope"]) == {"uniform", "targeted", "triggered"}
 
 
+@pytest.mark.slow
 def test_parallel_workers_reproduce_the_serial_run(data, experiment):
     small = dict(mode="random_errors", strengths=(0.5,), scopes=("triggered",), test_length=20, seed=5,
                  progress=False)
@@ -120,6 +121,7 @@ def test_parallel_workers_reproduce_the_serial_run(data, experiment):
                                   experiment.runs["lz"].sel(scope="triggered", strength=0.5).values)
 
 
+@pytest.mark.slow
 def test_job_writes_every_file(tmp_path, grouped):
     out = run_sandbag_job(grouped, tmp_path / "sb", shifts=(1.0,), test_length=10, progress=False)
     names = {p.name for p in out.iterdir()}
@@ -169,6 +171,7 @@ def harmbench_sized():
     return responses
 
 
+@pytest.mark.slow
 def test_coherent_uniform_shift_evades_person_fit_but_not_the_ability_test(harmbench_sized):
     """SAFE: uniform sandbagging looks like an honest weaker model to person fit (flagged near the
     cut-off's false-positive rate) and is caught by the 40-item ability check; random errors are an
@@ -187,6 +190,7 @@ def test_coherent_uniform_shift_evades_person_fit_but_not_the_ability_test(harmb
     assert errors.detection.set_index("scope").loc["uniform", "personfit_rate"] >= 0.7
 
 
+@pytest.mark.slow
 def test_ability_shift_changes_follow_the_model(harmbench_sized):
     """The coupling: a correct response becomes incorrect with probability 1 - P(theta - d) / P(theta),
     so the changed share per cell matches it (and easy items barely change)."""

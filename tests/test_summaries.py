@@ -46,6 +46,7 @@ def _old_information(post: xr.Dataset) -> np.ndarray:
 
 
 @pytest.mark.parametrize("common_slope, guessing, draws", [(False, False, 250), (True, False, 250), (False, True, 60)])
+@pytest.mark.slow
 def test_item_information_column_equals_the_full_array_formula(common_slope, guessing, draws):
     tree = _tree(common_slope=common_slope, guessing=guessing, draws=draws)
     table = item_table(tree)
