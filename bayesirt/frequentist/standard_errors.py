@@ -24,10 +24,10 @@ def _prior_hessian(lay: ParameterLayout, par: ItemParameters):
     if "discrimination" in pr:
         p = pr["discrimination"].params
         a = par.a[:1] if lay.structure == "common" else par.a
-        if pr["discrimination"].distribution == "lognormal":  # d/da of (-1 - (log a - mu) / sigma^2) / a
-            h = (1 - (1 - np.log(a) + p["mu"]) / p["sigma"] ** 2) / a**2
-        else:  # halfnormal
-            h = np.full(a.shape, -p["sigma"] ** -2.0)
+        if pr["discrimination"].distribution == "lognormal":  # d/da of -(log a - mu) / (sigma^2 a): log a's density
+            h = -(1 - np.log(a) + p["mu"]) / (p["sigma"] ** 2 * a**2)
+        else:  # halfnormal, times a (the density of log a)
+            h = -p["sigma"] ** -2.0 - 1 / a**2
         if lay.structure == "common":
             shared = float(h[0])
         else:
