@@ -33,7 +33,8 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.specs import LOGISTIC_KINDS, IRTSpec, load_spec
-from bayesirt.frequentist.abilities import eap_abilities, map_abilities
+from bayesirt.frequentist.abilities import EAP_POINTS, eap_abilities, map_abilities
+from bayesirt.frequentist.mml_grid import COARSE, grid_coarseness, posterior_sds, refined_grid
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
                                             expected_counts, log_priors, log_probabilities, probability_gradient)
 from bayesirt.frequentist.standard_errors import observed_covariance
@@ -140,6 +141,7 @@ def _mstep(lay: ParameterLayout, par: ItemParameters, r, n0, nodes, max_newton: 
     """Maximize the expected complete-data log posterior by batched Fisher scoring."""
     idx, common = lay.slots, lay.structure == "common"
     val, sval = _qvalue(lay, par, r, n0, nodes)
+    first = None
     for _ in range(max_newton):
         p, q, dp = probability_gradient(par, nodes)
         _, pg, pc, shared = log_priors(lay, par)
@@ -175,8 +177,9 @@ def _mstep(lay: ParameterLayout, par: ItemParameters, r, n0, nodes, max_newton: 
             new = _apply(lay, par, step, step_a, t if not common else t[0])
             nval, nsval = _qvalue(lay, new, r, n0, nodes)
         moved = max(np.abs(t[:, None] * step).max(), abs(t[0] * step_a))
+        first = moved if first is None else first
         par, val, sval = new, nval, nsval
-        if moved < 1e-9:
+        if moved < max(1e-9, 0.1 * first):  # a partial M-step (generalized EM): same fixed point, 2x faster
             break
     return par
 
@@ -238,20 +241,46 @@ def _resolve_spec(spec: Any) -> IRTSpec:
     return spec
 
 
-def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float):
-    """EM iterations from ``par``; traces start with the initial values."""
+def _occupied(data: ResponsePatterns, post: np.ndarray):
+    """Expected counts and nodes of the M-step, on the nodes holding any posterior mass (> 1e-14 of the
+    total: on a refined grid most nodes lie beyond every model's posterior and change nothing)."""
+    mass = post.sum(0)
+    on = np.flatnonzero(mass > 1e-14 * mass.sum())
+    cols = slice(on[0], on[-1] + 1)
+    r, n0 = expected_counts(data, post[:, cols])
+    return r, n0, data.nodes[cols]
+
+
+#: EM iterations on the starting grid before it is checked against the models' posterior sds.
+_PILOT = 5
+
+
+def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float,
+        mu: float, sd: float):
+    """EM iterations from ``par``; traces start with the initial values. After :data:`_PILOT`
+    iterations (or at convergence, if sooner) the grid is checked once and, where the posteriors are
+    narrower than its spacing, replaced by a finer one (:func:`~bayesirt.frequentist.mml_grid.refined_grid`;
+    the traces then hold the objective on both grids). Returns the final ``data`` too, and the
+    iteration at which the grid changed (0: never)."""
     ll, post = e_step(data, par)
-    lls, objs = [ll], [ll + _log_prior(lay, par)]
+    lls, objs, switched, checked = [ll], [ll + _log_prior(lay, par)], 0, False
     for it in range(1, max_iter + 1):
-        new = _mstep(lay, par, *expected_counts(data, post), data.nodes)
+        new = _mstep(lay, par, *_occupied(data, post))
         change = float(np.abs(np.stack(new) - np.stack(par)).max())
         par = new
         ll, post = e_step(data, par)
         lls.append(ll)
         objs.append(ll + _log_prior(lay, par))
-        if change < tol or abs(objs[-1] - objs[-2]) < ll_tol * abs(objs[-1]):
-            return par, post, lls, objs, it, True
-    return par, post, lls, objs, max_iter, False
+        done = change < tol or abs(objs[-1] - objs[-2]) < ll_tol * abs(objs[-1])
+        if not checked and (done or it >= _PILOT):
+            checked, finer = True, refined_grid(data, par, post, mu, sd)
+            if finer is not None:
+                data, switched, done = data._replace(nodes=finer[0], logw=np.log(finer[1])), it, False
+                ll, post = e_step(data, par)
+                lls[-1], objs[-1] = ll, ll + _log_prior(lay, par)
+        if done:
+            return data, par, post, lls, objs, it, True, switched
+    return data, par, post, lls, objs, max_iter, False, switched
 
 
 def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadrature: int = 61,
@@ -345,16 +374,20 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
                  bool((y != MISSING).all()))
     with blas_threads(threads):
         first = _start(lay, spec, data, mu, sd) if start is None else _warm_start(lay, spec, start, da)
-        par, post, lls, objs, it, converged = _em(lay, data, first,
-                                                  max_iter, tol, ll_tol)
+        data, par, post, lls, objs, it, converged, switched = _em(lay, data, first, max_iter, tol, ll_tol, mu, sd)
         cov = observed_covariance(lay, data, par, post) if se else None
-        eap, eap_sd = eap_abilities(data, par, mu, sd)
+        coarse = grid_coarseness(data.nodes, *posterior_sds(data, par, post, sd), data.count)
+        eap, eap_sd = eap_abilities(data, par, mu, sd, points=max(EAP_POINTS, 2 * data.nodes.size - 1))
         th_map, th_se = map_abilities(data, par, mu, sd, eap)
     ll = lls[-1]
     if not converged:
         warnings.warn(f"MML EM for spec {spec.name!r} hit the iteration cap max_iter={max_iter} without converging "
                       f"(last objective change {objs[-1] - objs[-2]:.3g}); raise max_iter or check the data",
                       RuntimeWarning, stacklevel=2)
+    if coarse > 1.5 * COARSE:
+        warnings.warn(f"MML ({spec.name}): the ability grid ({data.nodes.size} nodes) is {coarse:.1f} times wider than "
+                      "the posterior sd of 5% of the models, so the scale of the estimates is set partly by the grid; "
+                      "the test is too long for the grid: use fit(..., method='laplace')", RuntimeWarning, stacklevel=2)
     item_ids = da["item"].values
     for name, bad in (("|discrimination| > 20", np.abs(par.a) > _BOUND_A), ("|intercept| > 30", np.abs(par.d) > _BOUND_D),
                       ("guessing > 0.5", par.c > _BOUND_ASYM), ("slip > 0.5", par.s > _BOUND_ASYM)):
@@ -373,6 +406,10 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
     map_asym = lay.guessing or lay.slip
     attrs = {"method": "MML (Bock-Aitkin EM)" + (", MAP" if priors or map_asym else ""), "spec": spec.name,
              "kind": spec.kind, "quadrature": int(quadrature), "priors": bool(priors),
+             "grid": (f"equally spaced, {data.nodes.size} nodes {data.nodes[1] - data.nodes[0]:.3g} apart over "
+                      f"{mu:g} +/- 6 x {sd:g} (refined after EM iteration {switched}: the Gauss-Hermite grid of "
+                      f"{quadrature} nodes was wider than the models' posterior sds)") if switched else
+                     f"Gauss-Hermite, {quadrature} nodes", "grid_coarseness": coarse,
              "map_asymptotes": bool(map_asym), "active_priors": ", ".join(f"{k} ~ {v.describe()}" for k, v in
                                                                           lay.priors.items()) or "none",
              "se_method": "inverse observed information (exact, Louis' identity); difficulty by the "
