@@ -2,7 +2,9 @@
 
 Model: ``P(y_im = 1) = c_i + (1 - c_i - s_i) * sigmoid(a_i * theta_m + d_i)``, difficulty
 ``b_i = -d_i / a_i``, abilities ``theta ~ Normal(mu, sigma)`` from the spec's theta prior
-(``N(0, 1)`` in every built-in spec), integrated out on a Gauss-Hermite grid.
+(``N(0, 1)`` in every built-in spec), integrated out on a Gauss-Hermite grid, replaced by a finer equally
+spaced one after a few EM iterations where the models' posteriors are narrower than its spacing (long
+tests: :mod:`bayesirt.frequentist.mml_grid`; ``attrs["grid"]`` says which ran).
 
 - E-step: the log-likelihood of each model at each node is ``(models x items) @ (items x
   nodes)`` matrix products; missing cells contribute nothing, to it or to the expected counts.
@@ -11,7 +13,8 @@ Model: ``P(y_im = 1) = c_i + (1 - c_i - s_i) * sigmoid(a_i * theta_m + d_i)``, d
   slope (1PL) is updated jointly with the item parameters through a Schur complement.
 - Variables: ``a`` (``log a`` when a prior on ``a`` is active), ``d``, ``logit c``, ``logit s``.
 - ``priors=False`` is ML except that 3PL/4PL asymptotes always carry the spec's Beta priors
-  (as in SAFE App. E), making those fits MAP; ``priors=True`` adds every item prior (MAP-EM).
+  (as in SAFE App. E), making those fits MAP; ``priors=True`` adds every item prior (MAP-EM), the
+  discrimination prior as the density of log a (``mml_model.LOG_SLOPE``).
 - Standard errors: the inverse of the exact observed information of the marginal log-likelihood
   (log posterior when priors are active), in closed form by Louis' identity; ``se(b)`` by the
   delta method.
@@ -297,7 +300,8 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
         ``"rasch"``/``"1pl"`` (common slope; ``structure = "fixed"`` fixes it), ``"2pl"``,
         ``"3pl"``, ``"4pl"`` or a spec file. Its theta prior is the population distribution.
     quadrature : int
-        Number of Gauss-Hermite nodes (5-201). Default 61.
+        Number of Gauss-Hermite nodes (5-201) of the starting grid. Default 61. On long tests the EM
+        continues on an equally spaced grid as fine as the models' posterior sds (up to 1,201 nodes).
     priors : bool
         False (default): ML, except that 3PL/4PL asymptotes always carry the spec's Beta priors
         (MAP, flagged in ``attrs["map_asymptotes"]``). True: all item priors (MAP-EM).
