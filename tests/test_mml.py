@@ -159,6 +159,7 @@ def _log_posterior(y, spec, priors, a, d, c, s):
         par = pr["discrimination"].params
         ll += (stats.lognorm.logpdf(one, s=par["sigma"], scale=np.exp(par["mu"])) if pr["discrimination"].distribution
                == "lognormal" else stats.halfnorm.logpdf(one, scale=par["sigma"])).sum()
+        ll += np.log(one).sum()  # the density of log a: the mode in the sampler's coordinates (LOG_SLOPE)
     for name, value in (("intercept", d), ("difficulty", -d / a)):
         if name in pr:
             ll += stats.norm.logpdf(value, pr[name].params["mu"], pr[name].params["sigma"]).sum()
@@ -219,7 +220,7 @@ def test_priors_true_is_a_mode_of_the_log_posterior(lsat6):
 
     def logpost(v):
         a, d = v[:5], v[5:]
-        return _marginal_loglik(y, a, d) + stats.lognorm.logpdf(a, s=0.5).sum() + stats.norm.logpdf(d, 0, 2).sum()
+        return _marginal_loglik(y, a, d) + stats.norm.logpdf(np.log(a), 0, 0.5).sum() + stats.norm.logpdf(d, 0, 2).sum()
 
     v = np.r_[fit.items["discrimination"].values, fit.items["intercept"].values]
     grad = [(logpost(v + e) - logpost(v - e)) / 2e-5 for e in np.eye(10) * 1e-5]

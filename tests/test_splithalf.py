@@ -1,6 +1,8 @@
 """Split-half retention (SAFE "The 2PL IRT Model"): the statistic recomputed by hand from the
 fits, the regularization effect it exists to show, reproducibility and bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -24,7 +26,8 @@ def test_retention_is_the_ratio_of_summed_top_slopes(small_cohort):
     responses, ds = small_cohort
     order = np.random.default_rng(1).permutation(60)
     halves = [responses.isel(model=np.sort(h)) for h in (order[:30], order[30:])]
-    with pytest.warns(RuntimeWarning):
+    with warnings.catch_warnings():  # slopes of some splits run to their bound (test_priors_stabilise_retention)
+        warnings.simplefilter("ignore", RuntimeWarning)
         a1, a2 = (fit_mml(h, "2pl", se=False).items["discrimination"].values for h in halves)
     top = np.argsort(-a1, kind="stable")[:10]
     assert ds["retention"].sel(split=0, fit="ml").item() == pytest.approx(a2[top].sum() / a1[top].sum(), rel=1e-12)

@@ -14,14 +14,16 @@ __all__ = ["EAP_POINTS", "MAP_BLOCK_CELLS", "eap_abilities", "map_abilities"]
 EAP_POINTS = 241
 
 
-def eap_abilities(data: ResponsePatterns, par: ItemParameters, mu: float, sd: float) -> tuple[np.ndarray, np.ndarray]:
-    """EAP and posterior SD of every pattern on a dense, equally spaced grid (mu +/- 6 sd, 241 points).
+def eap_abilities(data: ResponsePatterns, par: ItemParameters, mu: float, sd: float,
+                  points: int = EAP_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """EAP and posterior SD of every pattern on a dense, equally spaced grid (mu +/- 6 sd, ``points``
+    points: 241 unless the EM's grid was refined, then twice as dense as it).
 
     The EM's Gauss-Hermite nodes are spaced about 0.3 sd apart near the centre, wider than the
     ability posterior of a long test (on 400 items, a 61-node grid gave posterior SDs of 0.064
     where dense integration gives 0.125), so abilities are integrated on their own grid.
     """
-    nodes = mu + sd * np.linspace(-6.0, 6.0, EAP_POINTS)
+    nodes = mu + sd * np.linspace(-6.0, 6.0, points)
     dense = data._replace(nodes=nodes, logw=-0.5 * ((nodes - mu) / sd) ** 2)
     ll = pattern_log_likelihood(dense, *log_probabilities(par, nodes))
     weight = np.exp(ll - ll.max(axis=1, keepdims=True))

@@ -2,7 +2,9 @@
 
 Model: ``P(y_im = 1) = c_i + (1 - c_i - s_i) * sigmoid(a_i * theta_m + d_i)``, difficulty
 ``b_i = -d_i / a_i``, abilities ``theta ~ Normal(mu, sigma)`` from the spec's theta prior
-(``N(0, 1)`` in every built-in spec), integrated out on a Gauss-Hermite grid.
+(``N(0, 1)`` in every built-in spec), integrated out on a Gauss-Hermite grid, replaced by a finer equally
+spaced one after a few EM iterations where the models' posteriors are narrower than its spacing (long
+tests: :mod:`bayesirt.frequentist.mml_grid`; ``attrs["grid"]`` says which ran).
 
 - E-step: the log-likelihood of each model at each node is ``(models x items) @ (items x
   nodes)`` matrix products; missing cells contribute nothing, to it or to the expected counts.
@@ -11,7 +13,8 @@ Model: ``P(y_im = 1) = c_i + (1 - c_i - s_i) * sigmoid(a_i * theta_m + d_i)``, d
   slope (1PL) is updated jointly with the item parameters through a Schur complement.
 - Variables: ``a`` (``log a`` when a prior on ``a`` is active), ``d``, ``logit c``, ``logit s``.
 - ``priors=False`` is ML except that 3PL/4PL asymptotes always carry the spec's Beta priors
-  (as in SAFE App. E), making those fits MAP; ``priors=True`` adds every item prior (MAP-EM).
+  (as in SAFE App. E), making those fits MAP; ``priors=True`` adds every item prior (MAP-EM), the
+  discrimination prior as the density of log a (``mml_model.LOG_SLOPE``).
 - Standard errors: the inverse of the exact observed information of the marginal log-likelihood
   (log posterior when priors are active), in closed form by Louis' identity; ``se(b)`` by the
   delta method.
@@ -33,7 +36,8 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.specs import LOGISTIC_KINDS, IRTSpec, load_spec
-from bayesirt.frequentist.abilities import eap_abilities, map_abilities
+from bayesirt.frequentist.abilities import EAP_POINTS, eap_abilities, map_abilities
+from bayesirt.frequentist.mml_grid import COARSE, grid_coarseness, posterior_sds, refined_grid
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
                                             expected_counts, log_priors, log_probabilities, probability_gradient)
 from bayesirt.frequentist.standard_errors import observed_covariance
@@ -140,6 +144,7 @@ def _mstep(lay: ParameterLayout, par: ItemParameters, r, n0, nodes, max_newton: 
     """Maximize the expected complete-data log posterior by batched Fisher scoring."""
     idx, common = lay.slots, lay.structure == "common"
     val, sval = _qvalue(lay, par, r, n0, nodes)
+    first = None
     for _ in range(max_newton):
         p, q, dp = probability_gradient(par, nodes)
         _, pg, pc, shared = log_priors(lay, par)
@@ -175,8 +180,9 @@ def _mstep(lay: ParameterLayout, par: ItemParameters, r, n0, nodes, max_newton: 
             new = _apply(lay, par, step, step_a, t if not common else t[0])
             nval, nsval = _qvalue(lay, new, r, n0, nodes)
         moved = max(np.abs(t[:, None] * step).max(), abs(t[0] * step_a))
+        first = moved if first is None else first
         par, val, sval = new, nval, nsval
-        if moved < 1e-9:
+        if moved < max(1e-9, 0.1 * first):  # a partial M-step (generalized EM): same fixed point, 2x faster
             break
     return par
 
@@ -238,20 +244,46 @@ def _resolve_spec(spec: Any) -> IRTSpec:
     return spec
 
 
-def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float):
-    """EM iterations from ``par``; traces start with the initial values."""
+def _occupied(data: ResponsePatterns, post: np.ndarray):
+    """Expected counts and nodes of the M-step, on the nodes holding any posterior mass (> 1e-14 of the
+    total: on a refined grid most nodes lie beyond every model's posterior and change nothing)."""
+    mass = post.sum(0)
+    on = np.flatnonzero(mass > 1e-14 * mass.sum())
+    cols = slice(on[0], on[-1] + 1)
+    r, n0 = expected_counts(data, post[:, cols])
+    return r, n0, data.nodes[cols]
+
+
+#: EM iterations on the starting grid before it is checked against the models' posterior sds.
+_PILOT = 5
+
+
+def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float,
+        mu: float, sd: float):
+    """EM iterations from ``par``; traces start with the initial values. After :data:`_PILOT`
+    iterations (or at convergence, if sooner) the grid is checked once and, where the posteriors are
+    narrower than its spacing, replaced by a finer one (:func:`~bayesirt.frequentist.mml_grid.refined_grid`;
+    the traces then hold the objective on both grids). Returns the final ``data`` too, and the
+    iteration at which the grid changed (0: never)."""
     ll, post = e_step(data, par)
-    lls, objs = [ll], [ll + _log_prior(lay, par)]
+    lls, objs, switched, checked = [ll], [ll + _log_prior(lay, par)], 0, False
     for it in range(1, max_iter + 1):
-        new = _mstep(lay, par, *expected_counts(data, post), data.nodes)
+        new = _mstep(lay, par, *_occupied(data, post))
         change = float(np.abs(np.stack(new) - np.stack(par)).max())
         par = new
         ll, post = e_step(data, par)
         lls.append(ll)
         objs.append(ll + _log_prior(lay, par))
-        if change < tol or abs(objs[-1] - objs[-2]) < ll_tol * abs(objs[-1]):
-            return par, post, lls, objs, it, True
-    return par, post, lls, objs, max_iter, False
+        done = change < tol or abs(objs[-1] - objs[-2]) < ll_tol * abs(objs[-1])
+        if not checked and (done or it >= _PILOT):
+            checked, finer = True, refined_grid(data, par, post, mu, sd)
+            if finer is not None:
+                data, switched, done = data._replace(nodes=finer[0], logw=np.log(finer[1])), it, False
+                ll, post = e_step(data, par)
+                lls[-1], objs[-1] = ll, ll + _log_prior(lay, par)
+        if done:
+            return data, par, post, lls, objs, it, True, switched
+    return data, par, post, lls, objs, max_iter, False, switched
 
 
 def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadrature: int = 61,
@@ -268,7 +300,8 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
         ``"rasch"``/``"1pl"`` (common slope; ``structure = "fixed"`` fixes it), ``"2pl"``,
         ``"3pl"``, ``"4pl"`` or a spec file. Its theta prior is the population distribution.
     quadrature : int
-        Number of Gauss-Hermite nodes (5-201). Default 61.
+        Number of Gauss-Hermite nodes (5-201) of the starting grid. Default 61. On long tests the EM
+        continues on an equally spaced grid as fine as the models' posterior sds (up to 1,201 nodes).
     priors : bool
         False (default): ML, except that 3PL/4PL asymptotes always carry the spec's Beta priors
         (MAP, flagged in ``attrs["map_asymptotes"]``). True: all item priors (MAP-EM).
@@ -345,16 +378,20 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
                  bool((y != MISSING).all()))
     with blas_threads(threads):
         first = _start(lay, spec, data, mu, sd) if start is None else _warm_start(lay, spec, start, da)
-        par, post, lls, objs, it, converged = _em(lay, data, first,
-                                                  max_iter, tol, ll_tol)
+        data, par, post, lls, objs, it, converged, switched = _em(lay, data, first, max_iter, tol, ll_tol, mu, sd)
         cov = observed_covariance(lay, data, par, post) if se else None
-        eap, eap_sd = eap_abilities(data, par, mu, sd)
+        coarse = grid_coarseness(data.nodes, *posterior_sds(data, par, post, sd), data.count)
+        eap, eap_sd = eap_abilities(data, par, mu, sd, points=max(EAP_POINTS, 2 * data.nodes.size - 1))
         th_map, th_se = map_abilities(data, par, mu, sd, eap)
     ll = lls[-1]
     if not converged:
         warnings.warn(f"MML EM for spec {spec.name!r} hit the iteration cap max_iter={max_iter} without converging "
                       f"(last objective change {objs[-1] - objs[-2]:.3g}); raise max_iter or check the data",
                       RuntimeWarning, stacklevel=2)
+    if coarse > 1.5 * COARSE:
+        warnings.warn(f"MML ({spec.name}): the ability grid ({data.nodes.size} nodes) is {coarse:.1f} times wider than "
+                      "the posterior sd of 5% of the models, so the scale of the estimates is set partly by the grid; "
+                      "the test is too long for the grid: use fit(..., method='laplace')", RuntimeWarning, stacklevel=2)
     item_ids = da["item"].values
     for name, bad in (("|discrimination| > 20", np.abs(par.a) > _BOUND_A), ("|intercept| > 30", np.abs(par.d) > _BOUND_D),
                       ("guessing > 0.5", par.c > _BOUND_ASYM), ("slip > 0.5", par.s > _BOUND_ASYM)):
@@ -373,6 +410,10 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
     map_asym = lay.guessing or lay.slip
     attrs = {"method": "MML (Bock-Aitkin EM)" + (", MAP" if priors or map_asym else ""), "spec": spec.name,
              "kind": spec.kind, "quadrature": int(quadrature), "priors": bool(priors),
+             "grid": (f"equally spaced, {data.nodes.size} nodes {data.nodes[1] - data.nodes[0]:.3g} apart over "
+                      f"{mu:g} +/- 6 x {sd:g} (refined after EM iteration {switched}: the Gauss-Hermite grid of "
+                      f"{quadrature} nodes was wider than the models' posterior sds)") if switched else
+                     f"Gauss-Hermite, {quadrature} nodes", "grid_coarseness": coarse,
              "map_asymptotes": bool(map_asym), "active_priors": ", ".join(f"{k} ~ {v.describe()}" for k, v in
                                                                           lay.priors.items()) or "none",
              "se_method": "inverse observed information (exact, Louis' identity); difficulty by the "

@@ -24,10 +24,10 @@ def _prior_hessian(lay: ParameterLayout, par: ItemParameters):
     if "discrimination" in pr:
         p = pr["discrimination"].params
         a = par.a[:1] if lay.structure == "common" else par.a
-        if pr["discrimination"].distribution == "lognormal":  # d/da of (-1 - (log a - mu) / sigma^2) / a
-            h = (1 - (1 - np.log(a) + p["mu"]) / p["sigma"] ** 2) / a**2
-        else:  # halfnormal
-            h = np.full(a.shape, -p["sigma"] ** -2.0)
+        if pr["discrimination"].distribution == "lognormal":  # d/da of -(log a - mu) / (sigma^2 a): log a's density
+            h = -(1 - np.log(a) + p["mu"]) / (p["sigma"] ** 2 * a**2)
+        else:  # halfnormal, times a (the density of log a)
+            h = -p["sigma"] ** -2.0 - 1 / a**2
         if lay.structure == "common":
             shared = float(h[0])
         else:
@@ -109,17 +109,18 @@ def _hessian(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, 
 
 def _louis_by_patterns(data: ResponsePatterns, post, score1, score0, mean1, mean0) -> np.ndarray:
     """Cross part of :func:`_hessian` as G'G, row (m, k) of G being sqrt(W_mk) (u_mk - ubar_m)
-    (centring the second factor adds nothing: sum_k pi_mk (u_mk - ubar_m) = 0). About
-    ``patterns nodes (items slots)^2`` flops in one symmetric product: for fewer patterns than items."""
+    (centring the second factor adds nothing: sum_k pi_mk (u_mk - ubar_m) = 0). Only the rows with
+    W_mk > 1e-14 count_m are formed: on a long test each posterior holds a few of the nodes. About
+    ``rows (items slots)^2`` flops in one symmetric product: for fewer patterns than items."""
     n, k, ns = score1.shape
-    s1k, s0k = score1.transpose(1, 0, 2)[None], score0.transpose(1, 0, 2)[None]  # (1, nodes, items, slots)
+    rows_m, rows_k = np.nonzero(post > 1e-14 * data.count[:, None])
     full = np.zeros((n * ns, n * ns))
-    chunk = max(1, int(4e6 // (k * n * ns)))  # about 32 MB of G per chunk of patterns
-    for lo in range(0, post.shape[0], chunk):
-        sl = slice(lo, lo + chunk)
-        g = data.y1[:, sl].T[:, None, :, None] * (s1k - mean1[sl, None]) \
-            + data.y0[:, sl].T[:, None, :, None] * (s0k - mean0[sl, None])
-        g = (g * np.sqrt(post[sl])[:, :, None, None]).reshape(-1, n * ns)
+    chunk = max(1, int(4e6 // (n * ns)))  # about 32 MB of G per chunk of rows
+    for lo in range(0, rows_m.size, chunk):
+        m, kk = rows_m[lo:lo + chunk], rows_k[lo:lo + chunk]
+        g = data.y1[:, m].T[:, :, None] * (score1[:, kk].transpose(1, 0, 2) - mean1[m]) \
+            + data.y0[:, m].T[:, :, None] * (score0[:, kk].transpose(1, 0, 2) - mean0[m])
+        g = (g * np.sqrt(post[m, kk])[:, None, None]).reshape(-1, n * ns)
         full += g.T @ g
     return full
 
