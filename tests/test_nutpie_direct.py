@@ -104,22 +104,26 @@ def _check_against_pymc(spec, responses, seed):
 
 @pytest.mark.parametrize("name", ["2pl", *SPECS])
 @pytest.mark.parametrize(("n_models", "missing"), [(9, 0.0), (9, 0.15), (BY_MODEL_BELOW + 6, 0.0),
-                                                   (BY_MODEL_BELOW + 6, 0.15), (BY_MODEL_BELOW + 6, 0.6)])
+                                                   (BY_MODEL_BELOW + 6, 0.15), (BY_MODEL_BELOW + 6, 0.93)])
 def test_log_density_and_gradient_equal_pymcs(name, n_models, missing):
-    """The 1PL/2PL specs on the dense kernel, by item and by model rows, and (60% missing) on the cells' kernel."""
+    """The 1PL/2PL specs on the dense kernel, by item and by model rows, and (93% missing) on the cells' kernel."""
     spec, responses = _spec(name), _responses(23, n_models, missing, seed=n_models)
     assert direct_eligible(responses, spec)
-    assert (nutpie_direct._layout(responses["responses"].values, spec) == nutpie_direct.CELLS) == (missing > 0.5)
+    assert (nutpie_direct._layout(responses["responses"].values, spec) == nutpie_direct.CELLS) == (missing > 0.9)
     _check_against_pymc(spec, responses, n_models + int(100 * missing))
 
 
 @pytest.mark.parametrize("name", BUILTIN)
-@pytest.mark.parametrize("missing", [0.0, 0.3])
+@pytest.mark.parametrize("missing", [0.0, 0.3, 0.93])
 def test_asymptotes_and_hyperpriors_equal_pymcs(name, missing):
-    """Guessing and slip (in log-odds) on the cells' kernel and the learned hyperparameters of the
-    hierarchical spec, on a complete matrix and one with 30% of its cells missing."""
+    """Guessing and slip (in log-odds) on the dense kernel with asymptotes and (93% missing) on the cells'
+    kernel, and the learned hyperparameters of the hierarchical spec, on a complete matrix and ones with
+    30% and 93% of their cells missing."""
     spec, responses = load_spec(name), _responses(23, 17, missing, seed=3)
     assert direct_eligible(responses, spec)
+    layout = nutpie_direct._layout(responses["responses"].values, spec)
+    assert layout == (nutpie_direct.CELLS if missing > 0.9 else nutpie_direct.ASYMPTOTES if spec.has_guessing
+                      else nutpie_direct.BY_MODEL)
     _check_against_pymc(spec, responses, 7 + int(100 * missing))
 
 
@@ -133,8 +137,8 @@ def test_difficulty_form_and_common_slope_with_new_priors(name):
         text = text.replace("[priors.intercept]", "[priors.difficulty]").replace('structure = "item"', 'structure = "common"')
     else:
         text = text.replace('mu = { distribution = "normal", mu = 0.0, sigma = 0.5 }', "mu = 0.1")
-    responses = _responses(19, 11, 0.3, seed=5)
-    _check_against_pymc(parse_spec(text), responses, 11)
+    for missing in (0.3, 0.93):
+        _check_against_pymc(parse_spec(text), _responses(19, 11, missing, seed=5), 11)
 
 
 def test_callback_reports_wrong_dimension_and_non_finite_points():

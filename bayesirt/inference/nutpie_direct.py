@@ -14,10 +14,10 @@ bb9b694 and afeeb2d). The callbacks go through nutpie's model class for PyMC mod
 (``nutpie.compile_pymc.CompiledPyMCModel``, not public API: pyproject.toml keeps nutpie below 0.17),
 given our callbacks and data; ``tests/test_nutpie_direct.py`` samples through it.
 
-The likelihood kernel is the dense one of :mod:`bayesirt.models.kernels` (no asymptotes; missing cells
-masked) on a matrix at least :data:`CELLS_BELOW` observed, otherwise, and for every spec with guessing
-or slip, the kernel over the observed cells of :mod:`bayesirt.models.cell_kernel`, whose cost scales
-with them. Both callbacks are compiled once per machine and layout (numba's on-disk cache), and
+The likelihood kernel is a dense one of :mod:`bayesirt.models.kernels` (missing cells masked; the 2PL's,
+or the 3PL/4PL's with asymptotes) on a matrix at least :data:`CELLS_BELOW` observed, otherwise (and for a
+spec with a slip but no guessing asymptote) the kernel over the observed cells of
+:mod:`bayesirt.models.cell_kernel`, whose cost scales with them. Both callbacks are compiled once per machine and layout (numba's on-disk cache), and
 only while the files they compile in are as they were when they were cached (numba's cache checks a
 function's own file only: see :func:`_callbacks`). Every normalizing constant is PyMC's, so the value
 equals ``pm.Model.compile_logp(jacobian=True)`` of ``build_logistic``'s model at the same point
@@ -48,15 +48,19 @@ from bayesirt.inference.direct_posterior import (
 )
 from bayesirt.models import cell_kernel, kernels
 from bayesirt.models.cell_kernel import cell_loglik_and_gradient, cells_by_item
-from bayesirt.models.kernels import BY_MODEL_BELOW, loglik_and_gradient
+from bayesirt.models.kernels import BY_MODEL_BELOW, asymptote_loglik_and_gradient, loglik_and_gradient
 from bayesirt.models.specs import IRTSpec, Prior
 from bayesirt.utils.numba_cache import drop_stale, sources_digest
 
 __all__ = ["DirectModel", "direct_eligible", "direct_model", "CELLS_BELOW"]
 
-#: A 1PL/2PL's likelihood runs over the observed cells (:mod:`bayesirt.models.cell_kernel`) below this
-#: observed share of the matrix, over the dense matrix from it on (see ``benchmarks/direct_layouts.py``).
-CELLS_BELOW = 0.5
+#: The likelihood runs over the observed cells (:mod:`bayesirt.models.cell_kernel`) below this observed
+#: share of the matrix, over the dense matrix (missing cells masked) from it on. Measured at 200 models x
+#: 500 items, CPU ms of one logp + gradient: the dense 2PL kernel costs 0.17 at every share, the cells'
+#: 2.43 complete, 0.19 at 10% observed and 0.11 at 5%; the 3PL's dense kernel 0.25 (0.36 complete), the
+#: cells' 0.20 at 10% and 0.43 at 20% (``benchmarks/direct_layouts.py``, results/direct_layouts.md, a loaded
+#: machine): they cross near 9% (2PL) and 13% (3PL) observed.
+CELLS_BELOW = 0.1
 
 
 def direct_eligible(responses: xr.Dataset, spec) -> bool:
@@ -99,9 +103,10 @@ def _byte_offset(typingctx, pointer, offset):
 
 #: The likelihood's layouts of the responses after the header (a constant of each compiled callback):
 #: the dense int8 matrix by item rows or by model rows (:func:`bayesirt.models.kernels.loglik_and_gradient`,
-#: no asymptotes), or the observed cells by item (:func:`bayesirt.models.cell_kernel.cell_loglik_and_gradient`:
-#: int64 offsets, int32 model indices, int8 responses).
-BY_ITEM, BY_MODEL, CELLS = 0, 1, 2
+#: no asymptotes), the observed cells by item (:func:`bayesirt.models.cell_kernel.cell_loglik_and_gradient`:
+#: int64 offsets, int32 model indices, int8 responses), or the dense matrix by item rows of a spec with a
+#: guessing asymptote (:func:`bayesirt.models.kernels.asymptote_loglik_and_gradient`).
+BY_ITEM, BY_MODEL, CELLS, ASYMPTOTES = 0, 1, 2, 3
 
 
 @numba.njit
@@ -122,7 +127,7 @@ def _logp_callback_for(layout: int):
     compiles one likelihood kernel into it, not every layout's (a fit's compile from empty caches at
     300 x 1,000 went from 4.0 to 2.5 s with one of two dense kernels: ``benchmarks/nuts_numpyro.py`` at
     018b298 and at beed78e)."""
-    cells, by_model = layout == CELLS, layout == BY_MODEL
+    cells, by_model, asymptotes = layout == CELLS, layout == BY_MODEL, layout == ASYMPTOTES
 
     def logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
         """The log posterior density and its gradient at the unconstrained point ``x``. Returns 0, or
@@ -134,6 +139,10 @@ def _logp_callback_for(layout: int):
         x = numba.carray(x_pointer, (n_dim,))
         if cells:
             a, deviation, c, s, total, ga, gt, gd, gc, gs = _cells_loglik(x, data, head)
+        elif asymptotes:
+            a, deviation, intercept, c, s = parameters(x, head)
+            y = numba.carray(_byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
+            total, ga, gt, gd, gc, gs = asymptote_loglik_and_gradient(a, deviation, intercept, c, s, y)
         else:  # the dense matrix (no asymptotes: c = s = 0); by_model, a constant, selects one loop to compile
             a, deviation, intercept, c, s = parameters(x, head)
             y = numba.carray(_byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
@@ -194,11 +203,13 @@ def _callbacks(layout: int):
 
 
 def _layout(y: np.ndarray, spec: IRTSpec) -> int:
-    """The likelihood kernel for ``y``: the observed cells when the spec has an asymptote (the dense
-    kernels have none) or the matrix is sparse enough that they cost less (:data:`CELLS_BELOW`), else
-    the dense matrix by model rows when models are few, by item rows otherwise."""
-    if spec.has_guessing or spec.has_slip or float((y != MISSING).mean()) < CELLS_BELOW:
+    """The likelihood kernel for ``y``: the observed cells below :data:`CELLS_BELOW` observed or for a spec
+    with a slip but no guessing asymptote, else the dense matrix (by model rows when models are few and
+    the spec has no asymptote)."""
+    if float((y != MISSING).mean()) < CELLS_BELOW or (spec.has_slip and not spec.has_guessing):
         return CELLS
+    if spec.has_guessing:
+        return ASYMPTOTES
     return BY_MODEL if y.shape[1] < BY_MODEL_BELOW else BY_ITEM
 
 
