@@ -84,7 +84,7 @@ def _check_against_pymc(spec, responses, seed):
     1e-10; the log densities agree to 1e-10 up to one constant: PyMC evaluates some normalizing constants
     from float32 literals (``pt.gammaln(5.0)`` is float32: Beta(5, 17)'s log B is 1.1e-6 off per item), where
     the direct model's are exact, so differences between points (all that sampling uses) are compared at
-    1e-10 and the values themselves at 1e-7."""
+    1e-10 and the values themselves to within that constant (2e-6 per item)."""
     model = direct_model(responses, spec)
     pm_model = build_logistic(responses, spec)  # the PyTensor graph, not the kernel
     logp, dlogp = pm_model.compile_logp(jacobian=True), pm_model.compile_dlogp(jacobian=True)
@@ -98,7 +98,7 @@ def _check_against_pymc(spec, responses, seed):
         values.append(value)
         want.append(logp(point))
         np.testing.assert_allclose(grad, dlogp(point), rtol=1e-10, atol=1e-10 * np.abs(grad).max())
-    np.testing.assert_allclose(values, want, rtol=1e-7)
+    np.testing.assert_allclose(values, want, rtol=0, atol=2e-6 * responses.sizes["item"])
     np.testing.assert_allclose(np.diff(values), np.diff(want), rtol=0, atol=1e-10 * np.abs(want).max())
 
 
