@@ -10,7 +10,7 @@ at a cost that scales with the observed cells, where the dense kernel of
 :mod:`bayesirt.models.kernels` (no asymptotes) visits every cell of the matrix.
 
 The terms are those of :func:`bayesirt.models.logistic.fused_loglik`, the PyMC graph that is the
-oracle (``tests/test_cell_kernel.py``): with a lower asymptote log P = log(c + scale * sigmoid(eta)),
+oracle (through the direct model: ``tests/test_nutpie_direct.py``): with a lower asymptote log P = log(c + scale * sigmoid(eta)),
 without one log(scale) - softplus(-eta); with an upper one log(1 - P) = log(s + scale * sigmoid(-eta)),
 without one log(scale) - softplus(eta), where scale = 1 - c - s.
 """
