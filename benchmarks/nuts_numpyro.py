@@ -1,4 +1,9 @@
-"""Side-by-side benchmark: bayesirt's NUTS 2PL vs NumPyro (CPU), same data, priors, chains and draws.
+"""Side-by-side benchmark: bayesirt's NUTS 2PL/3PL/4PL vs NumPyro (CPU), same data, priors, chains and draws.
+
+``--spec 3pl`` / ``4pl`` simulates and fits that spec (guessing c ~ Beta(5, 17), slip s ~ Beta(2, 18) in every
+row, as ``models/3pl.toml`` and ``4pl.toml``; NumPyro's likelihood by probability c + (1 - c - s) sigmoid);
+``--missing 0.5`` leaves that share of cells missing at random (NumPyro masks them). The min bulk ESS is
+over theta, discrimination and intercept in every case.
 
 One simulated, complete 2PL matrix per seed (``bayesirt.data.simulate_pl("2pl", ...)``, default 300
 models x 1,000 items, seeds 20261129, 20261130, 20261131: ``--seeds 3``), the priors of
@@ -91,34 +96,46 @@ compile_s = []
 jax.monitoring.register_event_duration_secs_listener(
     lambda event, secs, **_: compile_s.append(secs) if event == "/jax/core/compile/backend_compile_duration" else None)
 
-def reparam(y):
+def likelihood(y, observed, eta, n_items):
+    """Bernoulli responses at the observed cells: by logits for the 2PL, by probability with the spec's
+    asymptotes (c ~ Beta(5, 17), s ~ Beta(2, 18), as models/3pl.toml and 4pl.toml)."""
+    if spec["spec"] == "2pl":
+        d = dist.Bernoulli(logits=eta)
+    else:
+        c = numpyro.sample("c", dist.Beta(5.0, 17.0).expand([n_items]))[:, None]
+        s = numpyro.sample("s", dist.Beta(2.0, 18.0).expand([n_items]))[:, None] if spec["spec"] == "4pl" else 0.0
+        d = dist.Bernoulli(probs=c + (1.0 - c - s) * jax.nn.sigmoid(eta))
+    numpyro.sample("y", d if observed is None else d.mask(observed), obs=y)
+
+def reparam(y, observed):
     n_items, n_models = y.shape
     theta_mean = numpyro.sample("theta_mean", dist.Normal(0.0, 1.0 / np.sqrt(n_models)))
     dev = numpyro.sample("theta_deviation", dist.ZeroSumNormal(1.0, event_shape=(n_models,)))
     a = numpyro.sample("a", dist.LogNormal(0.0, 0.5).expand([n_items]))
     d_c = numpyro.sample("d_centered", dist.Normal(a * theta_mean, 2.0))
-    numpyro.sample("y", dist.Bernoulli(logits=a[:, None] * dev[None, :] + d_c[:, None]), obs=y)
+    likelihood(y, observed, a[:, None] * dev[None, :] + d_c[:, None], n_items)
 
-def naive(y):
+def naive(y, observed):
     n_items, n_models = y.shape
     theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([n_models]))
     a = numpyro.sample("a", dist.LogNormal(0.0, 0.5).expand([n_items]))
     d = numpyro.sample("d", dist.Normal(0.0, 2.0).expand([n_items]))
-    numpyro.sample("y", dist.Bernoulli(logits=a[:, None] * theta[None, :] + d[:, None]), obs=y)
+    likelihood(y, observed, a[:, None] * theta[None, :] + d[:, None], n_items)
 
 model = {"reparam": reparam, "naive": naive}[spec["kind"]]
 y_np = np.load(spec["data_path"])["y"]
 t0 = time.perf_counter()
-y = jnp.asarray(y_np, dtype=jnp.float32)
+y = jnp.asarray(np.maximum(y_np, 0), dtype=jnp.float32)
+observed = None if (y_np >= 0).all() else jnp.asarray(y_np >= 0)
 mcmc = MCMC(NUTS(model), num_warmup=spec["tune"], num_samples=spec["draws"], num_chains=spec["chains"],
             chain_method="parallel", progress_bar=False)
-mcmc.run(jax.random.PRNGKey(spec["seed"]), y, extra_fields=("num_steps", "diverging"))
+mcmc.run(jax.random.PRNGKey(spec["seed"]), y, observed, extra_fields=("num_steps", "diverging"))
 samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
 extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
 wall_s = time.perf_counter() - t0
 run_compile_s = sum(compile_s)
 # one logp + gradient, jitted, at the initial point (CPU time of this thread; JAX may use more threads)
-init, potential, *_ = initialize_model(jax.random.PRNGKey(0), model, model_args=(y,))
+init, potential, *_ = initialize_model(jax.random.PRNGKey(0), model, model_args=(y, observed))
 vg = jax.jit(jax.value_and_grad(potential))
 x = init.z
 jax.block_until_ready(vg(x))
@@ -154,7 +171,7 @@ def run_numpyro(kind: str, responses, truth, args, peer: dict, workdir: Path) ->
         raise RuntimeError(f"peer failed to install: {peer.get('reason', '?')}")
     wd = Path(tempfile.mkdtemp(prefix=f"numpyro_{kind}_", dir=workdir))
     np.savez(wd / "data.npz", y=responses["responses"].values.astype(np.int8))
-    spec = {"kind": kind, "data_path": str(wd / "data.npz"), "seed": args.seed, "chains": args.chains,
+    spec = {"kind": kind, "spec": args.spec, "data_path": str(wd / "data.npz"), "seed": args.seed, "chains": args.chains,
             "tune": args.tune, "draws": args.draws, "grad_evals": args.grad_evals,
             "out_path": str(wd / "draws.npz"), "json_out": str(wd / "timings.json")}
     (wd / "spec.json").write_text(json.dumps(spec))
@@ -182,12 +199,12 @@ def run_numpyro(kind: str, responses, truth, args, peer: dict, workdir: Path) ->
     return out | diagnostics(post, stats, out, truth)
 
 
-def bayesirt_gradient_ms(responses, evals: int) -> float:
+def bayesirt_gradient_ms(responses, evals: int, spec: str = "2pl") -> float:
     """CPU ms of one logp + gradient of the model ``fit`` samples (the direct nutpie model's function)."""
     from bayesirt.inference.nutpie_direct import direct_model
     from bayesirt.models.specs import load_spec
 
-    model = direct_model(responses, load_spec("2pl"))
+    model = direct_model(responses, load_spec(spec))
     x = np.random.default_rng(0).normal(0.0, 0.3, model.compiled.n_dim)
     for _ in range(3):
         model.logp(x)
@@ -210,7 +227,8 @@ def make_rows(result: dict) -> list[dict]:
     b = runs.get("bayesirt_cold", {})
     b_ok = b.get("status") == "ok"
     seeds = cfg.get("seeds", [cfg["seed"]])
-    data_size = (f"{cfg['models']:,} models x {cfg['items']:,} items (simulated 2PL, complete, seeds "
+    shape = f"{cfg.get('spec', '2pl').upper()}, " + (f"{cfg['missing']:.0%} missing" if cfg.get("missing") else "complete")
+    data_size = (f"{cfg['models']:,} models x {cfg['items']:,} items (simulated {shape}, seeds "
                  f"{', '.join(map(str, seeds))}); {cfg['chains']} chains x ({cfg['tune']} tune + {cfg['draws']} draws)")
 
     def figure(r, what):
@@ -226,7 +244,7 @@ def make_rows(result: dict) -> list[dict]:
         ratio = b["ess_per_wall_s"] / r["ess_per_wall_s"] if ok and b_ok else None
         is_target = key == "numpyro_reparam" and (cfg["models"], cfg["items"]) == (300, 1000) and not cfg["quick"]
         rows.append(benchmark_row(
-            task="2PL posterior sampling, NUTS vs NumPyro on CPU (min bulk ESS per second)", data_size=data_size,
+            task=f"{cfg.get('spec', '2pl').upper()} posterior sampling, NUTS vs NumPyro on CPU (min bulk ESS per second)", data_size=data_size,
             bayesirt=b_fig, peer=f"NumPyro {pv.get('numpyro', '?')} / JAX {pv.get('jax', '?')}, CPU defaults "
                                  f"(float32, diagonal mass matrix), {ROWS[key]} (own venv {PEER_VENV.name})",
             peer_figure=figure(r, "") if ok else "—",
@@ -346,6 +364,9 @@ def main(argv=None) -> int:
     p.add_argument("--peer-timeout", type=float, default=3 * 3600, help="seconds per NumPyro run")
     p.add_argument("--reinstall-peer", action="store_true", help="delete and re-create the NumPyro venv first")
     p.add_argument("--render", action="store_true", help="only re-render the Markdown from the existing --out JSON")
+    p.add_argument("--spec", default="2pl", choices=("2pl", "3pl", "4pl"),
+                   help="the simulated and fitted spec (models/<spec>.toml's priors in every row)")
+    p.add_argument("--missing", type=float, default=0.0, help="share of cells missing at random (default 0)")
     p.add_argument("--out", type=Path, default=HERE / "results" / "nuts_numpyro.json")
     args = p.parse_args(argv)
     if args.render:
@@ -377,7 +398,7 @@ def main(argv=None) -> int:
         def run():
             args.warm_cache = warm
             row = run_in_worker("bayesirt", models, items, args, workdir)
-            return row | {"grad_cpu_ms": bayesirt_gradient_ms(responses, args.grad_evals)} if warm else row
+            return row | {"grad_cpu_ms": bayesirt_gradient_ms(responses, args.grad_evals, args.spec)} if warm else row
         return run
 
     runners = {"bayesirt_cold": bayesirt_row(False), "bayesirt_warm": bayesirt_row(True),
@@ -387,7 +408,7 @@ def main(argv=None) -> int:
     try:
         for seed in seeds:
             args.seed = seed
-            responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=seed)
+            responses, truth = simulate_pl(args.spec, n_items=items, n_models=models, seed=seed, missing=args.missing)
             runs = runs_by_seed[str(seed)] = {}
             for key, label in ROWS.items():
                 if key in skip:
@@ -411,6 +432,7 @@ def main(argv=None) -> int:
               "bayesirt_source": source_state(), "peer_venv": peer, "loadavg_start": load_start, "loadavg_end": _load(),
               "config": {"models": models, "items": items, "draws": args.draws, "tune": args.tune,
                          "chains": args.chains, "seed": first_seed, "seeds": seeds, "quick": args.quick,
+                         "spec": args.spec, "missing": args.missing,
                          "skip": sorted(skip)},
               "runs": pool(runs_by_seed), "runs_by_seed": runs_by_seed}
     result["benchmark_rows"] = make_rows(result)

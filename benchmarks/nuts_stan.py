@@ -269,7 +269,7 @@ def run_bayesirt(responses, truth, args) -> dict:
     nutpie.sample = timed_sample
     t0, c0 = time.perf_counter(), _cpu()
     try:
-        tree = fit(responses, "2pl", method="nuts", draws=args.draws, tune=args.tune, chains=args.chains,
+        tree = fit(responses, getattr(args, "spec", "2pl"), method="nuts", draws=args.draws, tune=args.tune, chains=args.chains,
                    seed=args.seed, progress=False)
     finally:
         nutpie.sample = original
@@ -317,7 +317,8 @@ def run_in_worker(key: str, models: int, items: int, args, workdir: Path) -> dic
         env["PYTENSOR_FLAGS"] = ",".join([*flags, f"base_compiledir={out / 'pytensor'}"])
         env["NUMBA_CACHE_DIR"] = str(out / "numba")
     cmd = [sys.executable, __file__, "--worker", key, "--sizes", f"{models}x{items}", "--draws", str(args.draws),
-           "--tune", str(args.tune), "--chains", str(args.chains), "--seed", str(args.seed), "--out", str(out / "row.json")]
+           "--tune", str(args.tune), "--chains", str(args.chains), "--seed", str(args.seed), "--out", str(out / "row.json"),
+           "--spec", getattr(args, "spec", "2pl"), "--missing", str(getattr(args, "missing", 0.0))]
     p = subprocess.run(cmd, env=env, cwd=HERE.parent, text=True, capture_output=True)
     sys.stdout.write(p.stdout[-2000:])
     if p.returncode != 0:
@@ -335,7 +336,7 @@ def worker(args) -> int:
     from bayesirt.data import simulate_pl
 
     (models, items), = [parse_size(s) for s in args.sizes.split(",")]
-    responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=args.seed)
+    responses, truth = simulate_pl(args.spec, n_items=items, n_models=models, seed=args.seed, missing=args.missing)
     row = (run_bayesirt if args.worker == "bayesirt" else run_naive_nutpie)(responses, truth, args)
     args.out.write_text(json.dumps(row, default=float))
     return 0
@@ -613,6 +614,8 @@ def main(argv=None) -> int:
                    help="bayesirt and nutpie rows with this user's PyTensor/numba caches (default: empty caches, "
                         "so their compile is timed from scratch as Stan's)")
     p.add_argument("--worker", choices=("bayesirt", "naive_nutpie"), help=argparse.SUPPRESS)
+    p.add_argument("--spec", default="2pl", help=argparse.SUPPRESS)  # a worker's spec and missing share (nuts_numpyro.py)
+    p.add_argument("--missing", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=HERE / "results" / "nuts_stan.json")
     args = p.parse_args(argv)
     if args.worker:

@@ -119,10 +119,10 @@ def fit(
     sampler : {"nutpie", "pymc", "numpyro", "blackjax"}, default "nutpie"
         NUTS implementation. nutpie is the default: on the same naive model it gave 2.4x-5x the
         minimum bulk ESS per second of PyMC's sampler across runs (``benchmarks/results/``). For a
-        1PL/2PL spec with number-valued priors (normal ability and location, lognormal or fixed slope)
-        on a matrix at least 80% observed, nutpie samples the same posterior written directly in numba
-        (:mod:`~bayesirt.inference.nutpie_direct`: no PyTensor compilation, 2.9 s from empty caches and
-        0.3 s warm at 300 x 1,000); ``bayesirt_settings`` records ``nutpie_model`` "direct" or "pymc".
+        1PL-4PL spec with a lognormal or fixed slope (hierarchical item priors too), at any observed share,
+        nutpie samples the same posterior written directly in numba
+        (:mod:`~bayesirt.inference.nutpie_direct`: no PyTensor compilation; one build per machine and
+        likelihood layout, 20-25 s from empty caches on a loaded machine, under 1 s warm); ``bayesirt_settings`` records ``nutpie_model`` "direct" or "pymc".
         "numpyro" and "blackjax" are PyMC's JAX samplers (``pip install "bayesirt[jax]"``), for a
         machine with an accelerator; they run all chains at once (``cores`` does not apply) and
         JAX compiles the model on every fit (``compile_s`` in the timings: XLA compile time).
@@ -198,7 +198,7 @@ def fit(
 
     t0 = time.perf_counter()
     nutpie_nuts = method == "nuts" and sampler == "nutpie"
-    # NUTS with nutpie on a 1PL/2PL: the posterior's log density and gradient written in numba
+    # NUTS with nutpie on a 1PL-4PL: the posterior's log density and gradient written in numba
     # (inference.nutpie_direct), compiled once per machine and called by nutpie as a C callback, instead of
     # PyTensor's graph compiled by nutpie (2.5 s against 11.5 s from empty caches, 0.1 s against 4.2 s warm at
     # 300 x 1,000; benchmarks/nuts_numpyro.py); the same density (tests/test_nutpie_direct.py)
@@ -210,7 +210,7 @@ def fit(
         if spec.kind == "mirt":
             pm_model = build_mirt(responses, spec)
         else:
-            # NUTS with nutpie on a dense 1PL/2PL the direct model does not cover (hyperpriors) evaluates
+            # NUTS with nutpie on a dense 1PL/2PL the direct model does not cover (a half-normal slope) evaluates
             # the likelihood and its gradient with the fused kernel (bayesirt.models.kernels): one evaluation at
             # 1,000 x 300 costs about a twelfth of the graph's
             pm_model = build_logistic(responses, spec, batch_size=advi_batch_size, fused_kernel=nutpie_nuts)

@@ -1,41 +1,28 @@
-"""The 1PL/2PL posterior as a nutpie model without PyTensor: log density and gradient written in numba.
+"""The 1PL-4PL posterior as a nutpie model without PyTensor: log density and gradient written in numba.
 
 ``nutpie.compile_pymc_model`` compiles PyTensor's graph of the model of
 :func:`bayesirt.models.logistic.build_logistic` into two numba functions, about 180 numba
 compilations that take 11.5 s at 300 models x 1,000 items with empty caches and 4.2 s with warm ones
 (sampling then takes 12-30 s). :func:`direct_model` hands nutpie the same posterior, the log density
 and its gradient in the same unconstrained coordinates, as a C callback (a numba ``cfunc``) made of
-:func:`_parameters`, the likelihood kernel :func:`bayesirt.models.kernels.loglik_and_gradient` and
-:func:`_log_posterior`, and the draws' reported variables as a second one (:func:`_expand`). nutpie's
-chains, threads of this process, call the callbacks without Python or its GIL: at 300 x 1,000 with 2
-chains, 4,023 gradient evaluations a second against 3,713 through nutpie's Python-callback route
+``direct_posterior.parameters``, a likelihood kernel and ``direct_posterior.log_posterior``, and the
+draws' reported variables as a second one (``direct_posterior.expand``). nutpie's chains, threads of
+this process, call the callbacks without Python or its GIL: at 300 x 1,000 with 2 chains, 4,023 gradient
+evaluations a second against 3,713 through nutpie's Python-callback route
 (``nutpie.compiled_pyfunc.from_pyfunc``) with the same kernel (``benchmarks/nuts_numpyro.py``, runs at
-bb9b694 and afeeb2d). The callbacks go through nutpie's model
-class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API: pyproject.toml
-keeps nutpie below 0.17), given our callbacks and data; ``tests/test_nutpie_direct.py`` samples
-through it.
+bb9b694 and afeeb2d). The callbacks go through nutpie's model class for PyMC models
+(``nutpie.compile_pymc.CompiledPyMCModel``, not public API: pyproject.toml keeps nutpie below 0.17),
+given our callbacks and data; ``tests/test_nutpie_direct.py`` samples through it.
 
-Both callbacks are compiled once per machine (numba's on-disk cache; 2.5 s from empty caches at
-300 x 1,000, 0.1 s from warm ones: ``benchmarks/nuts_numpyro.py`` at beed78e), the logp callback once per
-matrix layout (:func:`_logp_callback_for`) and only while the kernel's file is as it was when the callback
-was cached (numba's cache checks a function's own file only: see :func:`_callbacks`).
-
-The unconstrained point is, in order (PyMC's order of the free variables and its transforms):
-
-* ``theta_mean`` ~ N(mu, sigma / sqrt(n_models));
-* ``theta_deviation`` ~ ZeroSumNormal(sigma), as its n_models - 1 coordinates under PyMC's
-  ``ZeroSumTransform`` (an isometry onto the zero-sum vectors; log-Jacobian 0);
-* the log of ``discrimination`` ~ LogNormal (one per item, one common value, or none for a fixed
-  slope); LogNormal's ``-log a`` and the log transform's Jacobian ``log a`` cancel, so its density
-  in these coordinates is the normal one (PyMC adds ``-log(exp(u)) + u``, zero to rounding);
-* ``intercept_centered`` ~ N(mu + a * theta_mean, sigma) (slope-intercept), or
-  ``difficulty_centered`` ~ N(mu - theta_mean, sigma) with the likelihood's intercept -a * b_c.
-
-Every normalizing constant is PyMC's, so the value equals ``pm.Model.compile_logp(jacobian=True)`` of
-``build_logistic``'s model at the same point (``tests/test_nutpie_direct.py`` checks value and
-gradient against it). The draws are expanded to the variables a fit reports (``theta``,
-``discrimination``, ``intercept``, and ``difficulty`` when the spec puts its prior there), with the
-shapes, dims and dtypes of the PyMC path.
+The likelihood kernel is a dense one of :mod:`bayesirt.models.kernels` (missing cells masked; the 2PL's,
+or the 3PL/4PL's with asymptotes) on a matrix at least :data:`CELLS_BELOW` observed, otherwise (and for a
+spec with a slip but no guessing asymptote) the kernel over the observed cells of
+:mod:`bayesirt.models.cell_kernel`, whose cost scales with them. Both callbacks are compiled once per machine and layout (numba's on-disk cache), and
+only while the files they compile in are as they were when they were cached (numba's cache checks a
+function's own file only: see :func:`_callbacks`). Every normalizing constant is PyMC's, so the value
+equals ``pm.Model.compile_logp(jacobian=True)`` of ``build_logistic``'s model at the same point
+(``tests/test_nutpie_direct.py`` checks value and gradient against it). The draws are expanded to the
+variables a fit reports, with the shapes, dims and dtypes of the PyMC path.
 """
 
 from __future__ import annotations
@@ -54,36 +41,44 @@ from numba import types
 from numba.extending import intrinsic
 
 from bayesirt.data.responses import MISSING
-from bayesirt.models import kernels
-from bayesirt.models.kernels import BY_MODEL_BELOW, loglik_and_gradient
-from bayesirt.models.logistic import DENSE_FROM
-from bayesirt.models.specs import IRTSpec
+from bayesirt.inference import direct_posterior
+from bayesirt.inference.direct_posterior import (
+    A_MU_PRIOR, A_SIGMA_PRIOR, C_PRIOR, COLS, HEADER, HYPER, L_MU_PRIOR, L_SIGMA_PRIOR, N_CELLS, N_DIM, OFF_A_MU,
+    OFF_C, OFF_L_MU, OFF_LOC, OFF_S, OFF_SLOPES, ROWS, S_PRIOR, expand, log_posterior, parameters,
+)
+from bayesirt.models import cell_kernel, kernels
+from bayesirt.models.cell_kernel import cell_loglik_and_gradient, cells_by_item
+from bayesirt.models.kernels import BY_MODEL_BELOW, asymptote_loglik_and_gradient, loglik_and_gradient
+from bayesirt.models.specs import IRTSpec, Prior
 from bayesirt.utils.numba_cache import drop_stale, sources_digest
 
-__all__ = ["DirectModel", "direct_eligible", "direct_model"]
+__all__ = ["DirectModel", "direct_eligible", "direct_model", "CELLS_BELOW"]
 
-_LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))  # as PyMC writes the normal constant: log(sqrt(2 pi))
+#: The likelihood runs over the observed cells (:mod:`bayesirt.models.cell_kernel`) below this observed
+#: share of the matrix, over the dense matrix (missing cells masked) from it on. Measured at 200 models x
+#: 500 items, CPU ms of one logp + gradient: the dense 2PL kernel costs 0.17 at every share, the cells'
+#: 2.43 complete, 0.19 at 10% observed and 0.11 at 5%; the 3PL's dense kernel 0.25 (0.36 complete), the
+#: cells' 0.20 at 10% and 0.43 at 20% (``benchmarks/direct_layouts.py``, results/direct_layouts.md, a loaded
+#: machine): they cross near 9% (2PL) and 13% (3PL) observed.
+CELLS_BELOW = 0.1
 
 
 def direct_eligible(responses: xr.Dataset, spec) -> bool:
-    """Whether :func:`direct_model` can express the posterior of ``spec`` on ``responses``: a 1PL/2PL
-    logistic spec (no asymptotes) whose priors have plain-number parameters (no hyperpriors), a normal
-    ability and location prior, a lognormal or fixed slope, and a matrix dense enough for the dense
-    likelihood (observed share >= :data:`~bayesirt.models.logistic.DENSE_FROM`, as ``build_logistic``)."""
-    if not isinstance(spec, IRTSpec) or spec.has_guessing or spec.has_slip or spec.hierarchical:
+    """Whether :func:`direct_model` can express the posterior of ``spec`` on ``responses``: a 1PL-4PL
+    logistic spec with a normal ability prior of plain numbers, a lognormal or fixed slope, and any
+    location, guessing and slip priors the spec format allows (hierarchical ones too), on a matrix with an
+    observed cell."""
+    if not isinstance(spec, IRTSpec) or spec.priors["theta"].hierarchical:
         return False
-    priors = spec.priors
-    if priors["theta"].distribution != "normal" or priors[spec.location].distribution != "normal":
-        return False
-    if spec.discrimination_structure != "fixed" and priors["discrimination"].distribution != "lognormal":
+    if spec.discrimination_structure != "fixed" and spec.priors["discrimination"].distribution != "lognormal":
         return False
     y = responses["responses"].values
-    return y.size > 0 and float((y != MISSING).mean()) >= DENSE_FROM
+    return bool(y.size > 0 and (y != MISSING).any())
 
 
 @dataclass(frozen=True)
 class DirectModel:
-    """A nutpie model of a 1PL/2PL posterior (``compiled``, for ``nutpie.sample``), the variables its
+    """A nutpie model of a 1PL-4PL posterior (``compiled``, for ``nutpie.sample``), the variables its
     draws are expanded to (``reported_variables``, as ``build_logistic``'s model lists them), and the
     functions nutpie calls: ``logp(x)`` -> (log density, gradient) at an unconstrained point, and
     ``initial_point(seed)``."""
@@ -92,134 +87,6 @@ class DirectModel:
     reported_variables: list[str]
     logp: Callable[[np.ndarray], tuple[float, np.ndarray]]
     initial_point: Callable[[int], np.ndarray]
-
-
-@numba.njit(inline="always")
-def _parameters(x, n_models, n_items, n_slopes, slope, difficulty):
-    """(a per item, ability deviation per model, the likelihood's intercept per item) at the
-    unconstrained point ``x``; the deviation is PyMC's ``ZeroSumTransform.extend_axis``, written as it
-    is there. (Scalar loops: numba compiles them in a fraction of the time of array expressions.)"""
-    n = np.float64(n_models)
-    total = 0.0
-    for m in range(1, n_models):
-        total += x[m]
-    norm = total / (np.sqrt(n) + n)
-    deviation = np.empty(n_models)
-    for m in range(n_models - 1):
-        deviation[m] = x[1 + m] - norm
-    deviation[n_models - 1] = (norm - total / np.sqrt(n)) - norm
-    start = n_models + n_slopes
-    a = np.empty(n_items)
-    intercept = np.empty(n_items)
-    for i in range(n_items):
-        if n_slopes == n_items:
-            a[i] = np.exp(x[n_models + i])
-        elif n_slopes == 1:
-            a[i] = np.exp(x[n_models])
-        else:
-            a[i] = slope
-        intercept[i] = -a[i] * x[start + i] if difficulty else x[start + i]
-    return a, deviation, intercept
-
-
-@numba.njit(inline="always")
-def _log_posterior(x, a, deviation, loglik, grad_a, grad_t, grad_d, n_models, n_items, n_slopes, difficulty, hyper):
-    """(log posterior density, its gradient) at ``x`` from the likelihood and its gradient with respect to
-    (a, deviation, intercept) at :func:`_parameters`' values; ``hyper`` holds the prior parameters (theta
-    mu, sigma of theta_mean, theta sigma, discrimination mu and sigma, location mu and sigma)."""
-    mu_t, sigma_mean, sigma_t, mu_a, sigma_a, mu_l, sigma_l = hyper
-    grad = np.empty(x.size)
-    theta_mean = x[0]
-    # theta_mean ~ N(mu_t, sigma_mean)
-    r = (theta_mean - mu_t) / sigma_mean
-    logp = loglik - 0.5 * r * r - np.log(sigma_mean) - _LOG_SQRT_2PI
-    grad_mean = -r / sigma_mean
-    # theta_deviation ~ ZeroSumNormal(sigma_t): n - 1 degrees of freedom; gradient through the transform
-    g = np.empty(n_models)
-    square = 0.0
-    for m in range(n_models):
-        v = deviation[m] / sigma_t
-        square += v * v
-        g[m] = grad_t[m] - v / sigma_t
-    logp += -0.5 * square - (n_models - 1) * (_LOG_SQRT_2PI + np.log(sigma_t))
-    n = np.float64(n_models)
-    shared = 0.0
-    for m in range(n_models - 1):
-        shared += g[m]
-    shared = shared / (np.sqrt(n) + n) + g[n_models - 1] / np.sqrt(n)
-    for m in range(n_models - 1):
-        grad[1 + m] = g[m] - shared
-    # the centred location and its prior; grad_slope collects d logp / d a_i
-    start = n_models + n_slopes
-    grad_slope = np.empty(n_items)
-    for i in range(n_items):
-        value = x[start + i]
-        if difficulty:  # b_c ~ N(mu_l - theta_mean, sigma_l), likelihood intercept -a * b_c
-            r = (value - (mu_l - theta_mean)) / sigma_l
-            grad_mean -= r / sigma_l
-            grad[start + i] = -a[i] * grad_d[i] - r / sigma_l
-            grad_slope[i] = grad_a[i] - value * grad_d[i]
-        else:  # d_c ~ N(mu_l + a * theta_mean, sigma_l), likelihood intercept d_c
-            r = (value - (mu_l + a[i] * theta_mean)) / sigma_l
-            grad_mean += r / sigma_l * a[i]
-            grad[start + i] = grad_d[i] - r / sigma_l
-            grad_slope[i] = grad_a[i] + r / sigma_l * theta_mean
-        logp += -0.5 * r * r - np.log(sigma_l) - _LOG_SQRT_2PI
-    grad[0] = grad_mean
-    # log a ~ N(mu_a, sigma_a): LogNormal's -log(a) cancels the log transform's Jacobian
-    for k in range(n_slopes):
-        u = x[n_models + k]
-        r = (u - mu_a) / sigma_a
-        logp += -0.5 * r * r - np.log(sigma_a) - _LOG_SQRT_2PI
-        if n_slopes == n_items:
-            chain = grad_slope[k] * a[k]
-        else:  # a common slope: every item's
-            chain = 0.0
-            for i in range(n_items):
-                chain += grad_slope[i] * a[i]
-        grad[n_models + k] = chain - r / sigma_a
-    return logp, grad
-
-
-#: The model's numbers, a float64 header in front of the response matrix in one buffer, which the C
-#: callbacks receive as nutpie's user-data pointer: these header slots, then the 7 prior parameters
-#: of :func:`_log_posterior` (slots 8-14), slot 15 unused (the matrix starts 128 bytes in), then the
-#: int8 matrix (rows x cols: items x models, or its transpose when stored by model), C order.
-_N_MODELS, _N_ITEMS, _N_SLOPES, _SLOPE, _DIFFICULTY, _ROWS, _COLS, _REPORT_SLOPE = range(8)
-_HYPER = slice(8, 15)
-_HEADER = 16
-
-
-@numba.njit(inline="always")
-def _at(x, head):
-    """(n_models, n_items, n_slopes, difficulty, a, deviation, intercept): the sizes of the model in
-    ``head`` and :func:`_parameters` at the unconstrained point ``x``."""
-    n_models, n_items, n_slopes = np.int64(head[_N_MODELS]), np.int64(head[_N_ITEMS]), np.int64(head[_N_SLOPES])
-    difficulty = head[_DIFFICULTY] != 0.0
-    a, deviation, intercept = _parameters(x, n_models, n_items, n_slopes, head[_SLOPE], difficulty)
-    return n_models, n_items, n_slopes, difficulty, a, deviation, intercept
-
-
-@numba.njit(inline="always")
-def _expand(x, head, out):
-    """Write the reported variables at ``x`` into ``out``, flat, in order: theta, discrimination (per item
-    or one value), intercept, and difficulty when the location prior is on it."""
-    n_models, n_items, n_slopes, difficulty, a, deviation, _ = _at(x, head)
-    theta_mean, start = x[0], n_models + n_slopes
-    for m in range(n_models):
-        out[m] = theta_mean + deviation[m]
-    k = n_models
-    n_reported = np.int64(head[_REPORT_SLOPE])
-    for i in range(n_reported):
-        out[k + i] = a[i]
-    k += n_reported
-    for i in range(n_items):
-        centred = x[start + i]
-        if difficulty:
-            out[k + i] = -a[i] * (centred + theta_mean)
-            out[k + n_items + i] = centred + theta_mean
-        else:
-            out[k + i] = centred - a[i] * theta_mean
 
 
 @intrinsic
@@ -234,32 +101,54 @@ def _byte_offset(typingctx, pointer, offset):
     return types.voidptr(types.voidptr, offset), codegen
 
 
-@numba.njit(inline="always")
-def _buffer(data):
-    """(header, response matrix) of the buffer at ``data``."""
-    head = numba.carray(data, (_HEADER,), np.float64)
-    y = numba.carray(_byte_offset(data, 8 * _HEADER), (np.int64(head[_ROWS]), np.int64(head[_COLS])), np.int8)
-    return head, y
+#: The likelihood's layouts of the responses after the header (a constant of each compiled callback):
+#: the dense int8 matrix by item rows or by model rows (:func:`bayesirt.models.kernels.loglik_and_gradient`,
+#: no asymptotes), the observed cells by item (:func:`bayesirt.models.cell_kernel.cell_loglik_and_gradient`:
+#: int64 offsets, int32 model indices, int8 responses), or the dense matrix by item rows of a spec with a
+#: guessing asymptote (:func:`bayesirt.models.kernels.asymptote_loglik_and_gradient`).
+BY_ITEM, BY_MODEL, CELLS, ASYMPTOTES = 0, 1, 2, 3
 
 
-def _logp_callback_for(by_model: bool):
-    """nutpie's logp callback for a response matrix stored by model rows (``by_model``) or by item rows.
-    ``by_model`` is a constant of the compiled callback, so numba compiles the kernel's loop for that
-    layout only: one compilation of the kernel, not two (a fit's compile from empty caches at 300 x 1,000
-    went from 4.0 to 2.5 s: ``benchmarks/nuts_numpyro.py`` at 018b298 and at beed78e)."""
+@numba.njit
+def _cells_loglik(x, data, head):
+    """(parameters at ``x``, log-likelihood and its gradients) over the observed cells after the header."""
+    a, deviation, intercept, c, s = parameters(x, head)
+    rows, n_cells = np.int64(head[ROWS]), np.int64(head[N_CELLS])
+    start = numba.carray(_byte_offset(data, 8 * HEADER), (rows + 1,), np.int64)
+    model = numba.carray(_byte_offset(data, 8 * (HEADER + rows + 1)), (n_cells,), np.int32)
+    y = numba.carray(_byte_offset(data, 8 * (HEADER + rows + 1) + 4 * n_cells), (n_cells,), np.int8)
+    total, ga, gt, gd, gc, gs = cell_loglik_and_gradient(a, deviation, intercept, c, s, start, model, y,
+                                                         head[OFF_C] >= 0, head[OFF_S] >= 0)
+    return a, deviation, c, s, total, ga, gt, gd, gc, gs
+
+
+def _logp_callback_for(layout: int):
+    """nutpie's logp callback for the responses in ``layout``, a constant of the compiled callback, so numba
+    compiles one likelihood kernel into it, not every layout's (a fit's compile from empty caches at
+    300 x 1,000 went from 4.0 to 2.5 s with one of two dense kernels: ``benchmarks/nuts_numpyro.py`` at
+    018b298 and at beed78e)."""
+    cells, by_model, asymptotes = layout == CELLS, layout == BY_MODEL, layout == ASYMPTOTES
 
     def logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
         """The log posterior density and its gradient at the unconstrained point ``x``. Returns 0, or
         nutpie's own codes (those of ``nutpie.compile_pymc``'s callback): -1 wrong dimension, 3 a
         non-finite gradient, 4 a non-finite density."""
-        head, y = _buffer(data)
-        if n_dim != np.int64(head[_N_MODELS]) + np.int64(head[_N_SLOPES]) + np.int64(head[_N_ITEMS]):
+        head = numba.carray(data, (HEADER,), np.float64)
+        if n_dim != np.int64(head[N_DIM]):
             return -1
         x = numba.carray(x_pointer, (n_dim,))
-        n_models, n_items, n_slopes, difficulty, a, deviation, intercept = _at(x, head)
-        total, grad_a, grad_t, grad_d = loglik_and_gradient(a, deviation, intercept, y, by_model)
-        logp, gradient = _log_posterior(x, a, deviation, total, grad_a, grad_t, grad_d, n_models, n_items,
-                                        n_slopes, difficulty, head[_HYPER])
+        if cells:
+            a, deviation, c, s, total, ga, gt, gd, gc, gs = _cells_loglik(x, data, head)
+        elif asymptotes:
+            a, deviation, intercept, c, s = parameters(x, head)
+            y = numba.carray(_byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
+            total, ga, gt, gd, gc, gs = asymptote_loglik_and_gradient(a, deviation, intercept, c, s, y)
+        else:  # the dense matrix (no asymptotes: c = s = 0); by_model, a constant, selects one loop to compile
+            a, deviation, intercept, c, s = parameters(x, head)
+            y = numba.carray(_byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
+            total, ga, gt, gd = loglik_and_gradient(a, deviation, intercept, y, by_model)
+            gc, gs = c, s
+        logp, gradient = log_posterior(x, head, a, deviation, total, ga, gt, gd, c, s, gc, gs)
         out = numba.carray(gradient_pointer, (n_dim,))
         finite = True
         for k in range(n_dim):
@@ -277,13 +166,14 @@ def _logp_callback_for(by_model: bool):
 
 def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
     """nutpie's expand callback: the reported variables of one draw."""
-    head, _ = _buffer(data)
-    _expand(numba.carray(x_pointer, (n_dim,)), head, numba.carray(out_pointer, (n_expanded,)))
+    expand(numba.carray(x_pointer, (n_dim,)), numba.carray(data, (HEADER,), np.float64),
+           numba.carray(out_pointer, (n_expanded,)))
     return 0
 
 
-#: The digest of this module's source and the kernel's, frozen into the cached :func:`_compiled_sources`.
-_SOURCES = sources_digest(__file__, kernels.__file__)
+#: The digest of this module's source and of the files it compiles in, frozen into the cached
+#: :func:`_compiled_sources`.
+_SOURCES = sources_digest(__file__, kernels.__file__, cell_kernel.__file__, direct_posterior.__file__)
 
 
 @numba.njit(cache=True)
@@ -293,23 +183,100 @@ def _compiled_sources():
 
 
 @functools.cache
-def _callbacks(by_model: bool):
-    """The two C callbacks for a matrix stored by model rows or not, compiled on first use in this process
-    or loaded from numba's cache.
+def _callbacks(layout: int):
+    """The two C callbacks for responses in ``layout``, compiled on first use in this process or loaded
+    from numba's cache.
 
-    numba checks a cached function against its own file only, so the logp callback, which inlines
-    the kernel of ``kernels.py``, is taken from the cache only while :func:`_compiled_sources` (cached
-    with it) gives today's digest of both files. Otherwise, as after an edit to the kernel alone, it is
-    dropped from the cache (both layouts': one cache index) and compiled afresh (and cached again):
+    numba checks a cached function against its own file only, so the callbacks, which compile in the
+    code of other files, are taken from the cache only while :func:`_compiled_sources` (cached with them)
+    gives today's digest of every file. Otherwise, as after an edit to the kernel alone, they are dropped
+    from the cache (every layout's: one cache index) and compiled afresh (and cached again):
     :func:`bayesirt.utils.numba_cache.drop_stale`."""
     double = types.CPointer(types.float64)
-    logp_callback = _logp_callback_for(by_model)
-    drop_stale(_compiled_sources, _SOURCES, logp_callback)
+    logp_callback = _logp_callback_for(layout)
+    drop_stale(_compiled_sources, _SOURCES, logp_callback, _expand_callback)
     logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr),
                        cache=True)(logp_callback)
-    expand = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),
-                         cache=True)(_expand_callback)
-    return logp, expand
+    expand_ = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),
+                          cache=True)(_expand_callback)
+    return logp, expand_
+
+
+def _layout(y: np.ndarray, spec: IRTSpec) -> int:
+    """The likelihood kernel for ``y``: the observed cells below :data:`CELLS_BELOW` observed or for a spec
+    with a slip but no guessing asymptote, else the dense matrix (by model rows when models are few and
+    the spec has no asymptote)."""
+    if float((y != MISSING).mean()) < CELLS_BELOW or (spec.has_slip and not spec.has_guessing):
+        return CELLS
+    if spec.has_guessing:
+        return ASYMPTOTES
+    return BY_MODEL if y.shape[1] < BY_MODEL_BELOW else BY_ITEM
+
+
+def _free_variables(spec: IRTSpec, n_models: int, n_items: int) -> tuple[dict, list]:
+    """(offset of each block of the point, the learned hyperparameters' names in order), the blocks in
+    ``build_logistic``'s order of its free variables (module docstring of ``direct_posterior``)."""
+    n_slopes = {"item": n_items, "common": 1, "fixed": 0}[spec.discrimination_structure]
+    offsets, names, k = {}, [], n_models
+    for name, block, size in (("discrimination", "slopes", n_slopes), (spec.location, "loc", n_items)):
+        if name in spec.priors:
+            for key, value in spec.priors[name].params.items():
+                if isinstance(value, Prior):
+                    offsets[(name, key)] = k
+                    names.append(f"{name}_{key}")
+                    k += 1
+        offsets[block] = k
+        k += size
+    for name in ("guessing", "slip"):
+        offsets[name] = k if name in spec.priors else -1
+        k += n_items if name in spec.priors else 0
+    offsets["n_dim"] = k
+    return offsets, names
+
+
+def _header(spec: IRTSpec, n_models: int, n_items: int, layout: int, rows: int, cols: int, n_cells: int):
+    """The float64 header of the model's buffer (``direct_posterior``'s slots) and the hyperparameters'
+    names."""
+    offsets, hyper_names = _free_variables(spec, n_models, n_items)
+    structure, priors = spec.discrimination_structure, spec.priors
+    head = np.full(HEADER, -1.0)
+    n_slopes = {"item": n_items, "common": 1, "fixed": 0}[structure]
+    slope = float(spec.discrimination_value) if structure == "fixed" else 1.0
+    head[:8] = (n_models, n_items, n_slopes, slope, spec.location == "difficulty", rows, cols,
+                n_items if structure == "item" else 1)
+    theta, location = priors["theta"].params, priors[spec.location].params
+    disc = priors["discrimination"].params if structure != "fixed" else {"mu": 0.0, "sigma": 1.0}
+    number = lambda v: 0.0 if isinstance(v, Prior) else float(v)  # noqa: E731 (a learned one is read from x)
+    # sigma of theta_mean computed as build_logistic does
+    head[HYPER] = (theta["mu"], float(theta["sigma"] / np.sqrt(n_models)), theta["sigma"], number(disc["mu"]),
+                   number(disc["sigma"]), number(location["mu"]), number(location["sigma"]))
+    head[N_CELLS] = n_cells
+    for (name, slot, prior_slot, sigma_slot) in (("discrimination", OFF_A_MU, A_MU_PRIOR, A_SIGMA_PRIOR),
+                                                 (spec.location, OFF_L_MU, L_MU_PRIOR, L_SIGMA_PRIOR)):
+        params = priors[name].params if name in priors else {}
+        if isinstance(params.get("mu"), Prior):
+            head[slot] = offsets[(name, "mu")]
+            head[prior_slot] = (params["mu"].params["mu"], params["mu"].params["sigma"])
+        if isinstance(params.get("sigma"), Prior):
+            head[slot + 1] = offsets[(name, "sigma")]
+            head[sigma_slot] = params["sigma"].params["sigma"]
+    head[OFF_SLOPES], head[OFF_LOC], head[N_DIM] = offsets["slopes"], offsets["loc"], offsets["n_dim"]
+    for name, slot, prior_slot in (("guessing", OFF_C, C_PRIOR), ("slip", OFF_S, S_PRIOR)):
+        head[slot] = offsets[name]
+        if name in priors:
+            alpha, beta = priors[name].params["alpha"], priors[name].params["beta"]
+            head[prior_slot] = (alpha, beta, math.lgamma(alpha) + math.lgamma(beta) - math.lgamma(alpha + beta))
+    return head, offsets, hyper_names
+
+
+def _responses_buffer(y_item_model: np.ndarray, layout: int) -> tuple[np.ndarray, int, int, int]:
+    """(the responses as the bytes after the header, rows, cols, observed cells) in ``layout``."""
+    if layout == CELLS:
+        start, model, response = cells_by_item(y_item_model)
+        data = np.concatenate([start.view(np.uint8), model.view(np.uint8), response.view(np.uint8)])
+        return data, y_item_model.shape[0], y_item_model.shape[1], response.size
+    y = np.ascontiguousarray(y_item_model.T if layout == BY_MODEL else y_item_model, dtype=np.int8)
+    return y.reshape(-1).view(np.uint8), *y.shape, int((y != MISSING).sum())
 
 
 def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
@@ -319,23 +286,12 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
 
     y_item_model = responses["responses"].values
     n_items, n_models = y_item_model.shape
-    by_model = n_models < BY_MODEL_BELOW
-    y = np.ascontiguousarray(y_item_model.T if by_model else y_item_model, dtype=np.int8)
-    structure, difficulty = spec.discrimination_structure, spec.location == "difficulty"
-    n_slopes = {"item": n_items, "common": 1, "fixed": 0}[structure]
-    slope = float(spec.discrimination_value) if structure == "fixed" else 1.0
-    theta, location = spec.priors["theta"].params, spec.priors[spec.location].params
-    disc = spec.priors["discrimination"].params if structure != "fixed" else {"mu": 0.0, "sigma": 1.0}
-    n_dim = n_models + n_slopes + n_items
-
-    buffer = np.zeros(8 * _HEADER + y.size, dtype=np.uint8)
-    head = buffer[:8 * _HEADER].view(np.float64)
-    head[:8] = (n_models, n_items, n_slopes, slope, difficulty, *y.shape, n_items if structure == "item" else 1)
-    # sigma of theta_mean computed as build_logistic does
-    head[_HYPER] = (theta["mu"], float(theta["sigma"] / np.sqrt(n_models)), theta["sigma"], disc["mu"],
-                    disc["sigma"], location["mu"], location["sigma"])
-    buffer[8 * _HEADER:] = y.reshape(-1).view(np.uint8)
-    logp_callback, expand_callback = _callbacks(by_model)
+    layout = _layout(y_item_model, spec)
+    data, rows, cols, n_cells = _responses_buffer(y_item_model, layout)
+    head, offsets, hyper_names = _header(spec, n_models, n_items, layout, rows, cols, n_cells)
+    buffer = np.concatenate([head.view(np.uint8), data])
+    n_dim = offsets["n_dim"]
+    logp_callback, expand_callback = _callbacks(layout)
 
     def logp(x):
         """(log density, gradient) at ``x`` from the callback nutpie calls."""
@@ -348,31 +304,60 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
             raise ValueError(f"a point of {x.size} coordinates for a model of {n_dim}")
         return float(value[0]), gradient
 
-    def initial_point(seed):
-        """PyMC's default start as nutpie uses it: the support point of every variable in the unconstrained
-        space (a location prior's evaluated at the jittered start of its parents), plus U(-1, 1) jitter."""
-        rng = np.random.default_rng(seed)
-        x = np.empty(n_dim)
-        x[0] = theta["mu"] + rng.uniform(-1.0, 1.0)
-        x[1:n_models] = rng.uniform(-1.0, 1.0, n_models - 1)
-        x[n_models:n_models + n_slopes] = disc["mu"] + 0.5 * disc["sigma"] ** 2 + rng.uniform(-1.0, 1.0, n_slopes)
-        a = np.exp(x[n_models:n_models + n_slopes]) if n_slopes else np.full(n_items, slope)
-        support = location["mu"] - x[0] if difficulty else location["mu"] + a * x[0]
-        x[n_models + n_slopes:] = support + rng.uniform(-1.0, 1.0, n_items)
-        return x
-
-    names = ["theta", "discrimination", "intercept"] + ["difficulty"] * difficulty
-    shapes = {"theta": (n_models,), "discrimination": (n_items,) if structure == "item" else (),
-              "intercept": (n_items,), "difficulty": (n_items,)}
-    dims = {"theta": ("model",), "discrimination": ("item",) if structure == "item" else (),
-            "intercept": ("item",), "difficulty": ("item",)}
+    names = ["theta", "discrimination", "intercept"] + ["difficulty"] * (spec.location == "difficulty") \
+        + ["guessing"] * spec.has_guessing + ["slip"] * spec.has_slip + hyper_names
+    item_slope = spec.discrimination_structure == "item"
+    shapes = {n: (n_items,) for n in names} | {"theta": (n_models,), "discrimination": (n_items,) if item_slope else ()}
+    shapes |= {n: () for n in hyper_names}
+    dims = {n: ("item",) if shapes[n] == (n_items,) else () for n in names} | {"theta": ("model",)}
     compiled = CompiledPyMCModel(
         dims={n: dims[n] for n in names},
-        compiled_logp_func=logp_callback, compiled_expand_func=expand_callback, initial_point_func=initial_point,
+        compiled_logp_func=logp_callback, compiled_expand_func=expand_callback,
+        initial_point_func=functools.partial(start_point, spec, offsets, n_models, n_items),
         shared_data={}, shared_var_keys={}, user_data=buffer,
         n_expanded=sum(int(np.prod(shapes[n])) for n in names),
         shape_info=(names, [None] * len(names), [shapes[n] for n in names]), logp_func=None, expand_func=None,
         _n_dim=n_dim, _shapes={n: shapes[n] for n in names},
         _coords={"item": pd.Index(responses["item"].values), "model": pd.Index(responses["model"].values)},
     )
-    return DirectModel(compiled, names, logp, initial_point)
+    return DirectModel(compiled, names, logp, functools.partial(start_point, spec, offsets, n_models, n_items))
+
+
+def start_point(spec: IRTSpec, offsets: dict, n_models: int, n_items: int, seed) -> np.ndarray:
+    """PyMC's default start as nutpie uses it: the support point of every free variable in the unconstrained
+    space (a child's evaluated at the jittered start of its parents), plus U(-1, 1) jitter, drawn block by
+    block in the point's order."""
+    rng = np.random.default_rng(seed)
+    x = np.empty(offsets["n_dim"])
+    priors, structure = spec.priors, spec.discrimination_structure
+    theta = priors["theta"].params
+    x[0] = theta["mu"] + rng.uniform(-1.0, 1.0)
+    x[1:n_models] = rng.uniform(-1.0, 1.0, n_models - 1)
+
+    def learned(name):
+        """The prior's parameters at the start: a learned one's value, jittered, written into x."""
+        params = dict(priors[name].params)
+        for key, value in params.items():
+            if isinstance(value, Prior):
+                o = offsets[(name, key)]
+                support = value.params["mu"] if key == "mu" else math.log(value.params["sigma"])
+                x[o] = support + rng.uniform(-1.0, 1.0)
+                params[key] = x[o] if key == "mu" else math.exp(x[o])
+        return params
+
+    slopes, loc = offsets["slopes"], offsets["loc"]
+    if structure == "fixed":
+        a = np.full(n_items, float(spec.discrimination_value))
+    else:
+        disc = learned("discrimination")
+        n_slopes = loc - slopes - sum(isinstance(v, Prior) for v in priors[spec.location].params.values())
+        x[slopes:slopes + n_slopes] = disc["mu"] + 0.5 * disc["sigma"] ** 2 + rng.uniform(-1.0, 1.0, n_slopes)
+        a = np.exp(x[slopes:slopes + n_slopes]) if n_slopes else None
+    location = learned(spec.location)
+    support = location["mu"] - x[0] if spec.location == "difficulty" else location["mu"] + a * x[0]
+    x[loc:loc + n_items] = support + rng.uniform(-1.0, 1.0, n_items)
+    for name in ("guessing", "slip"):
+        if offsets[name] >= 0:
+            alpha, beta = priors[name].params["alpha"], priors[name].params["beta"]
+            x[offsets[name]:offsets[name] + n_items] = math.log(alpha / beta) + rng.uniform(-1.0, 1.0, n_items)
+    return x

@@ -38,7 +38,8 @@ from pytensor.graph.op import Op
 from numba import literal_unroll, types
 from numba.extending import intrinsic
 
-__all__ = ["LogisticLoglik", "logistic_loglik", "loglik_and_gradient", "exp_clipped"]
+__all__ = ["LogisticLoglik", "logistic_loglik", "loglik_and_gradient", "asymptote_loglik_and_gradient",
+           "exp_clipped"]
 
 # No fast-math flags: with them (PyTensor's set, "contract" and "reassoc" among them) LLVM may round
 # differently depending on where the kernel is inlined, and a fit compiled from scratch (its IR inlined
@@ -254,6 +255,76 @@ def loglik_and_gradient(a, t, d, y, by_model=False):
     else:
         total, ga, gt, gd = _row_kernel(a, t, d, y, True)
     return total, ga.astype(a.dtype), gt.astype(a.dtype), gd.astype(a.dtype)
+
+
+#: Rows between renormalizations of the products of :func:`asymptote_loglik_and_gradient`, whose factors
+#: may be as small as the asymptotes c, 1 - c, s or 1 - s: 4 rows keep them normal numbers above 1e-76.
+_ASYMPTOTE_RENORM_ROWS = 4
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def asymptote_loglik_and_gradient(a, t, d, c, s, y):
+    """(log-likelihood, gradients with respect to a, t, d, c, s) of the 3PL/4PL over the observed cells of the
+    (item, model) int8 matrix ``y`` (negative = missing), P = c + (1 - c - s) sigmoid(x), x = a_i t_m + d_i
+    (``s`` zeros for a 3PL).
+
+    With z = exp(-|x|) <= 1, P = n / (1 + z) and 1 - P = n' / (1 + z) for numerators that are sums of c,
+    1 - c, s, 1 - s and z: for x <= 0, n = c + (1 - s) z and n' = 1 - c + s z; for x > 0, n = c z + 1 - s and
+    n' = (1 - c) z + s, or with no slip (s = 0) n' = (1 - c) z, whose log is log(1 - c) - x, kept as that
+    linear term. The logs of the numerators and of 1 + z are summed as the logs of per-model products,
+    renormalized by their binary exponent every ``_ASYMPTOTE_RENORM_ROWS`` items, so the loop over a row
+    vectorizes (z by :func:`exp_clipped`) with one division per cell and two logs per model in all, as the
+    2PL kernel's :func:`_row_kernel`."""
+    _prefer_512_bit_vectors()
+    n_items, n_models = y.shape
+    ga, gd, gc, gs = np.zeros(n_items), np.zeros(n_items), np.zeros(n_items), np.zeros(n_items)
+    gt = np.zeros(n_models)
+    numerator, denominator, linear = np.ones(n_models), np.ones(n_models), np.zeros(n_models)
+    exp_num, exp_den = np.zeros(n_models, dtype=np.int64), np.zeros(n_models, dtype=np.int64)
+    res, r_c, r_s = np.empty(n_models), np.empty(n_models), np.empty(n_models)
+    tt = t.astype(np.float64)
+    for i in range(n_items):
+        ai, di, ci, si = np.float64(a[i]), np.float64(d[i]), np.float64(c[i]), np.float64(s[i])
+        scale = 1.0 - ci - si
+        no_slip = si == 0.0
+        yi = y[i]
+        for m in range(n_models):
+            x = _fma(ai, tt[m], di)
+            z = exp_clipped(-abs(x))
+            one_z = 1.0 + z
+            positive = x > 0.0
+            observed = yi[m] >= 0
+            correct = yi[m] > 0
+            # every value computed, then selected (a branch kept the loop from vectorizing)
+            p = (1.0 if positive else z) / one_z  # sigmoid(x)
+            q = (z if positive else 1.0) / one_z  # sigmoid(-x)
+            n_correct = _fma(ci, z, 1.0 - si) if positive else _fma(1.0 - si, z, ci)
+            linear_term = positive and no_slip and not correct
+            n_wrong = (1.0 - ci) if linear_term else (_fma(1.0 - ci, z, si) if positive else _fma(si, z, 1.0 - ci))
+            n = n_correct if correct else n_wrong
+            ratio = one_z / n  # 1 / P or 1 / (1 - P), times z on the linear term's cells
+            q_part = 1.0 / one_z if linear_term else q
+            sign = 1.0 if correct else -1.0
+            residual = sign * scale * p * q_part * ratio
+            res[m] = residual if observed else 0.0
+            r_c[m] = sign * q_part * ratio if observed else 0.0
+            r_s[m] = -sign * p * ratio if observed else 0.0
+            numerator[m] *= n if observed else 1.0
+            denominator[m] *= one_z if observed else 1.0
+            linear[m] -= x if (observed and linear_term) else 0.0
+            gt[m] = _fma(res[m], ai, gt[m])
+        ga[i], gd[i] = _dot_and_sum(res, tt)
+        _, gc[i] = _dot_and_sum(r_c, tt)
+        _, gs[i] = _dot_and_sum(r_s, tt)
+        if i % _ASYMPTOTE_RENORM_ROWS == _ASYMPTOTE_RENORM_ROWS - 1:
+            _renormalize(numerator, exp_num)
+            _renormalize(denominator, exp_den)
+    _renormalize(numerator, exp_num)
+    _renormalize(denominator, exp_den)
+    total = 0.0
+    for m in range(n_models):
+        total += linear[m] + (np.log(numerator[m]) - np.log(denominator[m])) + (exp_num[m] - exp_den[m]) * _LN2
+    return total, ga, gt, gd, gc, gs
 
 
 class LogisticLoglik(Op):

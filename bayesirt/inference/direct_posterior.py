@@ -1,0 +1,247 @@
+"""The 1PL-4PL posterior of ``build_logistic``'s model in its unconstrained coordinates, in numba: the
+parameters at a point, the log prior density with its Jacobians, the gradient through the transforms,
+and the draws' reported variables. :mod:`bayesirt.inference.nutpie_direct` wraps them, with a likelihood
+kernel, into the C callbacks nutpie calls.
+
+The model's numbers are a float64 header (the slots below) in front of its data in one buffer. The
+unconstrained point is, in PyMC's order of the free variables and its transforms:
+
+* ``theta_mean`` ~ N(mu, sigma / sqrt(n_models));
+* ``theta_deviation`` ~ ZeroSumNormal(sigma), as its n_models - 1 coordinates under PyMC's
+  ``ZeroSumTransform`` (an isometry onto the zero-sum vectors; log-Jacobian 0);
+* the learned ``discrimination_mu`` ~ N and the log of ``discrimination_sigma`` ~ HalfNormal of a
+  hierarchical slope prior, in the spec's order (the log transform's Jacobian ``u`` added);
+* the log of ``discrimination`` ~ LogNormal (one per item, one common value, or none for a fixed
+  slope); LogNormal's ``-log a`` and the log transform's Jacobian ``log a`` cancel, so its density
+  in these coordinates is the normal one;
+* the learned hyperparameters of the location prior, as those of the slope;
+* ``intercept_centered`` ~ N(mu + a * theta_mean, sigma) (slope-intercept), or
+  ``difficulty_centered`` ~ N(mu - theta_mean, sigma) with the likelihood's intercept -a * b_c;
+* the log-odds of ``guessing`` c ~ Beta and of ``slip`` s ~ Beta (PyMC's ``LogOddsTransform``, Jacobian
+  log c + log(1 - c)).
+
+Every normalizing constant is PyMC's, so the value equals ``pm.Model.compile_logp(jacobian=True)``
+(``tests/test_nutpie_direct.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["log_posterior", "parameters", "expand", "HEADER"]
+
+_LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))  # as PyMC writes the normal constant: log(sqrt(2 pi))
+_LOG_SQRT_2_OVER_PI = math.log(math.sqrt(2.0 / math.pi))  # HalfNormal's constant, as PyMC writes it
+
+#: Header slots: sizes; the fixed prior parameters (theta mu, sigma of theta_mean, theta sigma,
+#: discrimination mu and sigma, location mu and sigma: used where not learned); the offsets in the
+#: point of each block (-1: absent); the hyperpriors' parameters; the Beta priors' (alpha, beta, log B).
+(N_MODELS, N_ITEMS, N_SLOPES, SLOPE, DIFFICULTY, ROWS, COLS, REPORT_SLOPE) = range(8)
+HYPER = slice(8, 15)
+N_CELLS = 15
+OFF_A_MU, OFF_A_SIGMA, OFF_SLOPES, OFF_L_MU, OFF_L_SIGMA, OFF_LOC, OFF_C, OFF_S, N_DIM = range(16, 25)
+A_MU_PRIOR, A_SIGMA_PRIOR, L_MU_PRIOR, L_SIGMA_PRIOR = slice(25, 27), 27, slice(28, 30), 30
+C_PRIOR, S_PRIOR = slice(31, 34), slice(34, 37)
+HEADER = 40
+
+
+@numba.njit
+def _learned(x, head, offset, fixed, log_scale):
+    """A prior parameter: x at the header's ``offset`` slot (exp of it for a scale), or ``fixed``."""
+    o = np.int64(head[offset])
+    if o < 0:
+        return fixed
+    return np.exp(x[o]) if log_scale else x[o]
+
+
+@numba.njit
+def _sigmoid(u):
+    e = np.exp(-abs(u))
+    return 1.0 / (1.0 + e) if u >= 0.0 else e / (1.0 + e)
+
+
+@numba.njit
+def parameters(x, head):
+    """(a, deviation, intercept, c, s) per item / model at the unconstrained point ``x``; the deviation is
+    PyMC's ``ZeroSumTransform.extend_axis``, written as it is there; c and s are zeros where absent."""
+    n_models, n_items, n_slopes = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES])
+    difficulty = head[DIFFICULTY] != 0.0
+    n = np.float64(n_models)
+    total = 0.0
+    for m in range(1, n_models):
+        total += x[m]
+    norm = total / (np.sqrt(n) + n)
+    deviation = np.empty(n_models)
+    for m in range(n_models - 1):
+        deviation[m] = x[1 + m] - norm
+    deviation[n_models - 1] = (norm - total / np.sqrt(n)) - norm
+    slopes, start = np.int64(head[OFF_SLOPES]), np.int64(head[OFF_LOC])
+    off_c, off_s = np.int64(head[OFF_C]), np.int64(head[OFF_S])
+    a, intercept = np.empty(n_items), np.empty(n_items)
+    c, s = np.zeros(n_items), np.zeros(n_items)
+    for i in range(n_items):
+        if n_slopes == n_items:
+            a[i] = np.exp(x[slopes + i])
+        elif n_slopes == 1:
+            a[i] = np.exp(x[slopes])
+        else:
+            a[i] = head[SLOPE]
+        intercept[i] = -a[i] * x[start + i] if difficulty else x[start + i]
+        if off_c >= 0:
+            c[i] = _sigmoid(x[off_c + i])
+        if off_s >= 0:
+            s[i] = _sigmoid(x[off_s + i])
+    return a, deviation, intercept, c, s
+
+
+@numba.njit
+def _hyperpriors(x, head, grad, mu_slot, sigma_slot, mu_prior, sigma_prior, g_mu, g_sigma):
+    """The log density of a learned mu ~ N and log sigma ~ HalfNormal (with the log transform's Jacobian),
+    and their gradients added to ``grad`` with the likelihood-and-prior parts ``g_mu`` and ``g_sigma`` (with
+    respect to mu and to log sigma)."""
+    logp = 0.0
+    o = np.int64(head[mu_slot])
+    if o >= 0:
+        m, sd = head[mu_prior][0], head[mu_prior][1]
+        r = (x[o] - m) / sd
+        logp += -0.5 * r * r - np.log(sd) - _LOG_SQRT_2PI
+        grad[o] = g_mu - r / sd
+    o = np.int64(head[sigma_slot])
+    if o >= 0:
+        sd = head[sigma_prior]
+        v = np.exp(x[o])
+        r = v / sd
+        logp += -0.5 * r * r + _LOG_SQRT_2_OVER_PI - np.log(sd) + x[o]
+        grad[o] = g_sigma - r * r + 1.0
+    return logp
+
+
+@numba.njit
+def _beta_logits(x, head, grad, offset, prior, p, g_p):
+    """The log density of Beta(alpha, beta) probabilities ``p`` in their log-odds coordinates (with the
+    Jacobian), and its gradient with the likelihood's ``g_p`` (with respect to p) set in ``grad``."""
+    o = np.int64(head[offset])
+    if o < 0:
+        return 0.0
+    alpha, beta, log_b = head[prior][0], head[prior][1], head[prior][2]
+    logp = 0.0
+    for i in range(p.size):
+        u = x[o + i]
+        log_p = -(max(-u, 0.0) + np.log1p(np.exp(-abs(u))))  # log sigmoid(u)
+        log_q = -(max(u, 0.0) + np.log1p(np.exp(-abs(u))))  # log sigmoid(-u)
+        logp += alpha * log_p + beta * log_q - log_b
+        grad[o + i] = (g_p[i] * p[i] + alpha) * (1.0 - p[i]) - beta * p[i]
+    return logp
+
+
+@numba.njit
+def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, grad_c, grad_s):
+    """(log posterior density, its gradient) at ``x`` from the likelihood and its gradient with respect to
+    (a, deviation, intercept, c, s) at :func:`parameters`' values."""
+    n_models, n_items, n_slopes = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES])
+    difficulty = head[DIFFICULTY] != 0.0
+    hyper = head[HYPER]
+    mu_t, sigma_mean, sigma_t = hyper[0], hyper[1], hyper[2]
+    mu_a = _learned(x, head, OFF_A_MU, hyper[3], False)
+    sigma_a = _learned(x, head, OFF_A_SIGMA, hyper[4], True)
+    mu_l = _learned(x, head, OFF_L_MU, hyper[5], False)
+    sigma_l = _learned(x, head, OFF_L_SIGMA, hyper[6], True)
+    grad = np.empty(x.size)
+    theta_mean = x[0]
+    # theta_mean ~ N(mu_t, sigma_mean)
+    r = (theta_mean - mu_t) / sigma_mean
+    logp = loglik - 0.5 * r * r - np.log(sigma_mean) - _LOG_SQRT_2PI
+    grad_mean = -r / sigma_mean
+    # theta_deviation ~ ZeroSumNormal(sigma_t): n - 1 degrees of freedom; gradient through the transform
+    g = np.empty(n_models)
+    square = 0.0
+    for m in range(n_models):
+        v = deviation[m] / sigma_t
+        square += v * v
+        g[m] = grad_t[m] - v / sigma_t
+    logp += -0.5 * square - (n_models - 1) * (_LOG_SQRT_2PI + np.log(sigma_t))
+    n = np.float64(n_models)
+    shared = 0.0
+    for m in range(n_models - 1):
+        shared += g[m]
+    shared = shared / (np.sqrt(n) + n) + g[n_models - 1] / np.sqrt(n)
+    for m in range(n_models - 1):
+        grad[1 + m] = g[m] - shared
+    # the centred location and its prior; grad_slope collects d logp / d a_i
+    start, slopes = np.int64(head[OFF_LOC]), np.int64(head[OFF_SLOPES])
+    grad_slope = np.empty(n_items)
+    g_mu_l = g_sigma_l = 0.0
+    for i in range(n_items):
+        value = x[start + i]
+        if difficulty:  # b_c ~ N(mu_l - theta_mean, sigma_l), likelihood intercept -a * b_c
+            r = (value - (mu_l - theta_mean)) / sigma_l
+            grad_mean -= r / sigma_l
+            grad[start + i] = -a[i] * grad_d[i] - r / sigma_l
+            grad_slope[i] = grad_a[i] - value * grad_d[i]
+        else:  # d_c ~ N(mu_l + a * theta_mean, sigma_l), likelihood intercept d_c
+            r = (value - (mu_l + a[i] * theta_mean)) / sigma_l
+            grad_mean += r / sigma_l * a[i]
+            grad[start + i] = grad_d[i] - r / sigma_l
+            grad_slope[i] = grad_a[i] + r / sigma_l * theta_mean
+        logp += -0.5 * r * r - np.log(sigma_l) - _LOG_SQRT_2PI
+        g_mu_l += r / sigma_l
+        g_sigma_l += r * r - 1.0
+    grad[0] = grad_mean
+    # log a ~ N(mu_a, sigma_a): LogNormal's -log(a) cancels the log transform's Jacobian
+    g_mu_a = g_sigma_a = 0.0
+    for k in range(n_slopes):
+        u = x[slopes + k]
+        r = (u - mu_a) / sigma_a
+        logp += -0.5 * r * r - np.log(sigma_a) - _LOG_SQRT_2PI
+        if n_slopes == n_items:
+            chain = grad_slope[k] * a[k]
+        else:  # a common slope: every item's
+            chain = 0.0
+            for i in range(n_items):
+                chain += grad_slope[i] * a[i]
+        grad[slopes + k] = chain - r / sigma_a
+        g_mu_a += r / sigma_a
+        g_sigma_a += r * r - 1.0
+    logp += _hyperpriors(x, head, grad, OFF_A_MU, OFF_A_SIGMA, A_MU_PRIOR, A_SIGMA_PRIOR, g_mu_a, g_sigma_a)
+    logp += _hyperpriors(x, head, grad, OFF_L_MU, OFF_L_SIGMA, L_MU_PRIOR, L_SIGMA_PRIOR, g_mu_l, g_sigma_l)
+    logp += _beta_logits(x, head, grad, OFF_C, C_PRIOR, c, grad_c)
+    logp += _beta_logits(x, head, grad, OFF_S, S_PRIOR, s, grad_s)
+    return logp, grad
+
+
+@numba.njit
+def expand(x, head, out):
+    """Write the reported variables at ``x`` into ``out``, flat, in ``build_logistic``'s order: theta,
+    discrimination (per item or one value), intercept, difficulty when the location prior is on it,
+    guessing, slip, and the learned hyperparameters."""
+    n_models, n_items = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS])
+    difficulty = head[DIFFICULTY] != 0.0
+    a, deviation, _, c, s = parameters(x, head)
+    theta_mean, start = x[0], np.int64(head[OFF_LOC])
+    for m in range(n_models):
+        out[m] = theta_mean + deviation[m]
+    k = n_models
+    n_reported = np.int64(head[REPORT_SLOPE])
+    for i in range(n_reported):
+        out[k + i] = a[i]
+    k += n_reported
+    for i in range(n_items):
+        centred = x[start + i]
+        if difficulty:
+            out[k + i] = -a[i] * (centred + theta_mean)
+            out[k + n_items + i] = centred + theta_mean
+        else:
+            out[k + i] = centred - a[i] * theta_mean
+    k += n_items * (2 if difficulty else 1)
+    for offset, values in ((OFF_C, c), (OFF_S, s)):
+        if head[offset] >= 0:
+            out[k:k + n_items] = values
+            k += n_items
+    slopes, n_slopes = np.int64(head[OFF_SLOPES]), np.int64(head[N_SLOPES])
+    for lo, hi, sigma in ((n_models, slopes, OFF_A_SIGMA), (slopes + n_slopes, start, OFF_L_SIGMA)):
+        for j in range(lo, hi):
+            out[k] = np.exp(x[j]) if j == head[sigma] else x[j]
+            k += 1
