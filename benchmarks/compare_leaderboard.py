@@ -10,10 +10,13 @@ ten-option items), written to a temporary CSV.
 Parts (each appends to ``benchmarks/results/compare_leaderboard.{json,md}`` when it ends, with the
 1-minute load average before and after, since the machine is shared):
 
-- ``cli``: the command a user runs, ``bayesirt compare FILE --specs rasch,2pl,3pl --method advi``
-  (default ``--kfold auto``: leave-one-model-out PSIS, then exact 5-fold by model if Pareto k flags
-  more than 5% of the models), in a child process: wall time, peak memory (max RSS of the child
-  and its workers) and its stage lines (stderr), which time each phase.
+- ``cli``: the command a user runs, ``bayesirt compare FILE --specs rasch,2pl,3pl`` at its defaults
+  (issue 42: the fit method chosen by size, ``--nuts-max-cells``; ``--kfold auto``: leave-one-model-out
+  PSIS, then exact 5-fold by model if Pareto k flags more than 5% of the models), in a child
+  process: wall and CPU time, peak memory (max RSS of the child and its workers), the method chosen
+  and why, the table (elpd, differences and their dse, stacking weights), whether a spec leading by
+  more than 4 dse got a weight of at least .9, and the stage lines (stderr), which time each phase.
+- ``cli_advi``: the same with ``--method advi`` (the method the size rule picks here; the earlier runs).
 - ``stages``: the same work piece by piece, per spec: ADVI fit, the marginal likelihood of every
   held-out model over the posterior draws (shared grid), PSIS; the old adaptive Gauss-Hermite
   path (21 nodes) timed on a few draws and its largest difference from the grid there.
@@ -82,7 +85,7 @@ def _tree_rss(pid: int) -> int:
 def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
     """One ``bayesirt compare`` in a child process: wall seconds, child max RSS, stage lines."""
     command = [sys.executable, "-m", "bayesirt", "compare", str(data), "--specs", ",".join(SPECS),
-               "--method", "advi", "--out", str(out), "--force", *extra]
+               "--out", str(out), "--force", *extra]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     load0, t0 = _load(), time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
@@ -97,7 +100,7 @@ def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         err.seek(0)
         stderr = err.read()
-    stages = [line for line in re.split(r"[\r\n]", stderr) if line.startswith("compare: ")]
+    stages = [line for line in re.split(r"[\r\n]", stderr) if line.startswith(("compare: ", "bayesirt: refit"))]
     result = {"command": " ".join(["bayesirt", *command[3:]]), "returncode": child.returncode, "wall_s": round(wall, 1),
               "cpu_s": round(usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime, 1),
               "peak_rss_gb_job_and_workers": round(peak / 2**30, 2), "load_1min_before": load0,
@@ -106,9 +109,23 @@ def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
     if child.returncode == 0:
         table = pd.read_csv(out / "compare.csv").round(2)
         result["table"] = table.astype(object).where(table.notna(), None).to_dict(orient="records")  # NaN: null
+        summary = json.loads((out / "summary.json").read_text())
+        result["fit_method"] = summary.get("fit_method")
+        result["leader_check"] = leader_check(table)
     else:
         result["stderr_tail"] = stderr[-2000:]
     return result
+
+
+def leader_check(table: pd.DataFrame) -> dict:
+    """The issue's acceptance: a spec leading the next best by more than 4 dse gets a weight >= .9."""
+    ranked = table.sort_values("rank")
+    best, second = ranked.iloc[0], ranked.iloc[1]
+    ratio = abs(float(second["elpd_diff"])) / float(second["dse"]) if second["dse"] > 0 else float("inf")
+    return {"best": best["spec"], "lead_over_second": round(-float(second["elpd_diff"]), 1),
+            "dse": round(float(second["dse"]), 1), "lead_in_dse": round(ratio, 2),
+            "best_weight": round(float(best["weight"]), 3),
+            "passes": bool(ratio <= 4 or float(best["weight"]) >= 0.9)}
 
 
 def stages(data: Path) -> dict:
@@ -152,8 +169,10 @@ def markdown(result: dict) -> str:
              f"Data: {result['data']}", "",
              "Command: `.venv/bin/python benchmarks/compare_leaderboard.py` (load averages are the machine's "
              "1-minute load, 2 cores shared with other jobs).", ""]
-    for part, title in (("cli", "End to end, default (--kfold auto)"), ("cli_second_run", "Second run of the same"),
-                        ("cli_earlier_run", "First run of the same"),
+    for part, title in (("cli", "End to end, the defaults (method by size, --kfold auto)"),
+                        ("cli_advi", "End to end, --method advi (--kfold auto)"),
+                        ("cli_second_run", "Second run of --method advi"),
+                        ("cli_earlier_run", "First run of --method advi"),
                         ("kfold", "End to end, --kfold always")):
         if part in result:
             r = result[part]
@@ -161,7 +180,22 @@ def markdown(result: dict) -> str:
                       f"Wall {r['wall_s']} s, CPU {r.get('cpu_s', r.get('cpu_s_lower_bound_polled'))} s (job and "
                       f"workers; on 2 idle cores the wall time would be at least half of it); peak memory {r['peak_rss_gb_job_and_workers']} GB (resident, job and "
                       f"workers together, sampled every 2 s); 1-minute load {r['load_1min_before']} before, "
-                      f"{r['load_1min_mean_during']} mean during, {r['load_1min_after']} after; exit {r['returncode']}.", "", "```", *r["stage_lines"], "```", ""]
+                      f"{r['load_1min_mean_during']} mean during, {r['load_1min_after']} after; exit {r['returncode']}.", ""]
+            if r.get("fit_method"):
+                lines += [f"Fit method chosen: {r['fit_method']['reason']}.", ""]
+            if r.get("leader_check"):
+                c = r["leader_check"]
+                lines += [f"Leader {c['best']}: ahead by {c['lead_over_second']} elpd, {c['lead_in_dse']} dse "
+                          f"(dse {c['dse']}); its stacking weight {c['best_weight']}; weight >= .9 when the lead "
+                          f"exceeds 4 dse: {'yes' if c['passes'] else 'NO'}.", ""]
+            if r.get("table"):
+                table = pd.DataFrame(r["table"])
+                cols = [c for c in ("spec", "rank", "elpd", "se", "elpd_diff", "dse", "weight", "method", "bad_k")
+                        if c in table]
+                lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+                          *("| " + " | ".join(str(v) for v in row) + " |" for row in table[cols].itertuples(index=False)),
+                          ""]
+            lines += ["```", *r["stage_lines"], "```", ""]
     if "stages" in result:
         s = result["stages"]
         lines += ["## Stages per spec", "", f"Load {s['load_1min_before']} -> {s['load_1min_after']}; max RSS "
@@ -180,7 +214,7 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="models-by-items file [a simulated 755 x 1,351 3PL matrix]")
-    parser.add_argument("--parts", default="cli,stages", help="comma-separated: cli, stages, kfold")
+    parser.add_argument("--parts", default="cli,stages", help="comma-separated: cli, cli_advi, stages, kfold")
     parser.add_argument("--fresh", action="store_true", help="drop the results of parts not run now")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -194,11 +228,14 @@ def main() -> None:
         if "cli" in parts:
             result["cli"] = run_cli(data, tmp / "default", [])
             write_results(OUT, result, markdown)
+        if "cli_advi" in parts:
+            result["cli_advi"] = run_cli(data, tmp / "advi", ["--method", "advi"])
+            write_results(OUT, result, markdown)
         if "stages" in parts:
             result["stages"] = stages(data)
             write_results(OUT, result, markdown)
         if "kfold" in parts:
-            result["kfold"] = run_cli(data, tmp / "kfold", ["--kfold", "always"])
+            result["kfold"] = run_cli(data, tmp / "kfold", ["--method", "advi", "--kfold", "always"])
             write_results(OUT, result, markdown)
     print(markdown(result))
 

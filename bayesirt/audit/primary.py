@@ -13,6 +13,7 @@ enters only through its scores.
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,7 @@ from bayesirt.audit.engine.ranking import (
 )
 from bayesirt.audit.engine.resampling import matched_random_controls
 from bayesirt.audit.engine.result import AuditConfig, AuditResult, FoldResult, input_sha256
+from bayesirt.audit.engine.settings import SMALL_SAMPLE_PAIRS
 from bayesirt.data.populations import audit_population
 from bayesirt.data.responses import MISSING
 from bayesirt.models.family_dif import EASINESS_SD
@@ -248,6 +250,13 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
                              "rate has no denominator")
         result.warnings.append(summary["reason"])
         return result
+    if summary["eligible_pairs"] < SMALL_SAMPLE_PAIRS:
+        n = summary["eligible_pairs"]
+        summary["small_sample_note"] = (
+            f"only {n} eligible near-tie pair{'s' if n != 1 else ''} (fewer than {SMALL_SAMPLE_PAIRS}): one reversal "
+            f"moves the rate by {100 / n:.1f} pp, so the rate, its excess over the matched-random controls and the p "
+            "value rest on very few pairs; read them as indicative only")
+        warnings.warn(summary["small_sample_note"], stacklevel=2)
     fold_inputs = [{"y": y[:, f.target_index], "observed": observed[:, f.target_index],
                     "full": f.target["full"].to_numpy(),
                     "pairs": f.pairs, "cell": f.purification.cell, "anchor_weights": f.purification.weights,

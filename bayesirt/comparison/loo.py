@@ -24,6 +24,7 @@ every spec at once, :func:`kfold_specs`) are fitted in parallel through
 from __future__ import annotations
 
 import json
+import time
 
 import arviz as az
 import numpy as np
@@ -39,7 +40,7 @@ from bayesirt.comparison.grid import Patterns, grid_log_marginal
 from bayesirt.comparison.marginal import GH_NODES, ItemDraws, pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
 from bayesirt.utils.parallel import blas_threads, parallel_map
-from bayesirt.utils.progress import progress_bar
+from bayesirt.utils.progress import format_duration, progress_bar, stage
 from bayesirt.comparison.psis import psis_loo
 from bayesirt.comparison.stacking import stacking_weights
 from bayesirt.models.specs import parse_spec
@@ -198,15 +199,34 @@ def loo_cells(tree: xr.DataTree, *, chunk_cells: int = 200_000, progress: bool =
                        elpd_i=cells["elpd_i"], pareto_k=cells["pareto_k"])
 
 
-def _kfold_task(task: dict) -> tuple[np.ndarray, int]:
-    """Held-out models' log predictive densities of one fold, and the posterior sample count."""
+def _kfold_task(task: dict) -> tuple[np.ndarray, int, float]:
+    """Held-out models' log predictive densities of one fold, the posterior sample count and the
+    seconds the refit and its scoring took."""
     from bayesirt.inference.fitting import fit  # imported in the worker
 
+    start = time.perf_counter()
     train, test = task["train"], task["test"]
     tree = fit(train, task["spec"], seed=task["seed"], progress=False, cores=1, **task["fit_options"])
     ll = marginal_log_likelihood(tree, test, progress=False)
     n = ll.sizes["chain"] * ll.sizes["draw"]
-    return logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n), n
+    return logsumexp(ll.values.reshape(n, -1), axis=0) - np.log(n), n, time.perf_counter() - start
+
+
+class _RefitLines:
+    """One line per finished K-fold refit: which, how long it took, and the time left at the pace
+    so far (wall time per finished refit, whatever the number of workers, times the refits left)."""
+
+    def __init__(self, names: list[str], enabled: bool):
+        self.names, self.enabled = names, enabled
+        self.start, self.done = time.perf_counter(), 0
+
+    def __call__(self, index: int, result: tuple) -> None:
+        self.done += 1
+        left = len(self.names) - self.done
+        elapsed = time.perf_counter() - self.start
+        eta = (f"about {format_duration(elapsed / self.done * left)} left" if left else "all done")
+        stage(f"refit {self.done} of {len(self.names)} done ({self.names[index]}, {format_duration(result[2])}); "
+              f"{format_duration(elapsed)} elapsed, {eta}", enabled=self.enabled)
 
 
 def kfold_models(responses: xr.Dataset, spec, *, folds: int = 5, seed: int = 0, full_fit: xr.DataTree | None = None,
@@ -245,12 +265,14 @@ def kfold_specs(responses: xr.Dataset, specs: dict, *, folds: int = 5, seed: int
               for k in range(folds)]
     tasks = [{"train": train, "test": test, "spec": spec, "seed": seed + k, "fit_options": fit_options}
              for spec in specs.values() for k, (train, test) in enumerate(splits)]
-    results = parallel_map(_kfold_task, tasks, workers=workers, scheduler=scheduler, progress=progress,
-                           description=f"{folds}-fold refits")
+    names = [f"{label}, fold {k + 1} of {folds}" for label in specs for k in range(folds)]
+    lines = _RefitLines(names, progress)
+    results = parallel_map(_kfold_task, tasks, workers=workers, scheduler=scheduler, progress=False,
+                           description=f"{folds}-fold refits", on_result=lines)
     out = {}
     for j, label in enumerate(specs):
         elpd = np.empty(n_models)
-        for k, (values, _) in enumerate(results[j * folds:(j + 1) * folds]):
+        for k, (values, _, _) in enumerate(results[j * folds:(j + 1) * folds]):
             elpd[assignment == k] = values
         lpd = (full_lpd or {}).get(label)
         out[label] = ELPDDataLOOKFold(

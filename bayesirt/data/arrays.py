@@ -70,7 +70,7 @@ def matrix_layout(shape: tuple[int, int], meta: dict[str, Any], orientation: str
         return Layout("items-rows", "NumPy matrices are rows = items"), None
     reason = (f"the matrix is square ({n_rows} x {n_cols}), so its ids fit either way" if named
               else "the matrix has no item_id or model_id")
-    return (Layout("items-rows", "guessed: NumPy matrices are rows = items"),
+    return (Layout("items-rows", "guessed: NumPy's convention (rows = items)"),
             f"{reason}; NumPy matrices are read as rows = items, the layout of bayesirt's responses and the NT files")
 
 

@@ -94,7 +94,8 @@ def _resolve_orientation(orientation: str, row_label: Any, columns: list[str],
         doubt = (f"the column headers look like model ids too ({cols_text})" if cols_like
                  else f"only {rows_count} row ids look like model ids" if rows_like < 0.5 else None)
         return Layout("models-rows", f"row ids that look like model ids ({rows_text})"), doubt
-    return (Layout("models-rows", "guessed: the psychometric convention, rows = respondents"),
+    return (Layout("models-rows", "guessed: the psychometric convention (rows = respondents), as nothing in "
+                                 "the file tells which side holds the models"),
             "neither the row-id header (model/item) nor the ids (none looks like a model id) tell which side holds "
             "the models, so the psychometric convention rows = respondents was applied")
 

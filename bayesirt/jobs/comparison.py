@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bayesirt import __version__
-from bayesirt.comparison.settings import KFOLD_MODES, UNITS
+from bayesirt.comparison.settings import KFOLD_MODES, NUTS_MAX_CELLS, UNITS
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import MIRTSpec, load_spec
 from bayesirt.utils.options import comma_ints, comma_list, declare, option, options_of
+from bayesirt.utils.progress import format_duration
 from bayesirt.utils.outputs import KeptUnits, check_output, staged_output, write_json, write_netcdf
 
 if TYPE_CHECKING:  # annotations only
     import xarray as xr
 
-__all__ = ["run_compare_job"]
+__all__ = ["run_compare_job", "choose_method"]
 
 
 #: Settings of ``fit`` that apply to one family of methods only (the others are listed for all).
@@ -54,6 +56,33 @@ def _fingerprint(responses: xr.Dataset, specs: dict, settings: dict) -> str:
     digest.update(json.dumps({label: spec.text for label, spec in specs.items()}, sort_keys=True).encode())
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return digest.hexdigest()
+
+
+def choose_method(responses: xr.Dataset, specs: dict, requested: str | None, nuts_max_cells: int) -> tuple[str, str]:
+    """The fit method of a comparison and the sentence saying why: the one requested, else NUTS up
+    to ``nuts_max_cells`` observed responses, else Laplace when every spec allows it (a 2PL with
+    fixed priors, :func:`bayesirt.inference.laplace.laplace_prior`), else ADVI."""
+    if requested is not None:
+        return requested, f"{requested}, as requested (--method)"
+    from bayesirt.data.responses import MISSING  # import time: the parser imports this module
+    from bayesirt.inference.laplace import MAX_MODELS, laplace_prior  # import time, as above
+
+    cells = int((responses["responses"].values != MISSING).sum())
+    if cells <= nuts_max_cells:
+        return "nuts", f"nuts: {cells:,} observed responses, within --nuts-max-cells {nuts_max_cells:,}"
+    above = (f"{cells:,} observed responses exceed --nuts-max-cells {nuts_max_cells:,}, above which NUTS on every "
+             "spec (and on any K-fold refits) is too slow for a default run")
+    refused = []
+    for label, spec in specs.items():
+        try:
+            laplace_prior(spec)
+        except ConfigError:
+            refused.append(label)
+    if not refused and responses.sizes["model"] <= MAX_MODELS:
+        return "laplace", f"laplace: {above}, and every spec is a 2PL with fixed priors, which Laplace approximates"
+    why_not = (f"Laplace approximates only a 2PL with fixed priors, not {', '.join(refused)}" if refused else
+               f"Laplace holds at most {MAX_MODELS:,} models")
+    return "advi", f"advi: {above}; {why_not}; give --method nuts to sample anyway"
 
 
 def _comparison_specs(specs, dims, mirt_spec) -> dict:
@@ -92,6 +121,10 @@ def run_compare_job(data, out, *,
                     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
                                                          "workers)", type=str,
                                                    toml="a running scheduler's address belongs to one session"),
+                    nuts_max_cells: int = option(NUTS_MAX_CELLS, "without --method, the most observed responses "
+                                                 "(models x items) fitted by NUTS; above it Laplace if every spec "
+                                                 "allows it, else ADVI (the choice and its reason are reported)",
+                                                 low=0),
                     force: bool = False, progress: bool = True, **fit_options) -> Path:
     """Fit several specs (or MIRT dimensions) and compare them by cross-validated elpd.
 
@@ -101,6 +134,10 @@ def run_compare_job(data, out, *,
     cross-validation by model on the same folds (paired differences). ``unit="cell"``: PSIS-LOO
     over single responses. Writes ``compare.csv``, ``compare.png``, ``elpd.nc`` (pointwise elpd and
     Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
+
+    Without ``method``, the fit method follows the size (:func:`choose_method`): NUTS up to
+    ``nuts_max_cells`` observed responses, above it Laplace when every spec allows it, else ADVI;
+    the choice and why are written to the console, ``report.md`` and ``summary.json``.
     """
     check_output(out, force=force)
     specs = _comparison_specs(specs, dims, mirt_spec)
@@ -114,7 +151,9 @@ def run_compare_job(data, out, *,
 
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
-    method = fit_options.get("method", "nuts")
+    method, why_method = choose_method(responses, specs, fit_options.get("method"), nuts_max_cells)
+    fit_options = {**fit_options, "method": method}
+    _stage(f"fit method: {why_method}", progress)
     kept = KeptUnits(out, _fingerprint(responses, specs, {"unit": unit, "rotation": rotation, **fit_options}))
     finished = kept.load()
     if finished:
@@ -125,16 +164,20 @@ def run_compare_job(data, out, *,
                 for n, (label, spec) in enumerate(specs.items(), start=1)}
     results = {label: d["result"] for label, d in done.items()}
     fit_seconds = {label: d["fit_seconds"] for label, d in done.items()}
-    notes = [d["note"] for d in done.values()]
+    notes = [f"Fit method: {why_method}.", *(d["note"] for d in done.values())]
     flagged = {lab: float((r.pareto_k > r.good_k).mean()) for lab, r in results.items()}
     if unit == "model" and (kfold == "always" or (kfold == "auto" and max(flagged.values()) > kfold_trigger)):
         why = "on request" if kfold == "always" else (f"because Pareto k flagged more than {kfold_trigger:.0%} of "
                                                      f"the models (worst: {max(flagged.values()):.0%})")
         notes.append(f"elpd from exact {folds}-fold cross-validation by model {why}; same folds for every spec")
         slowest_first = sorted(specs, key=lambda lab: -fit_seconds[lab])
-        where = "in this process" if workers == 1 and scheduler is None else "in parallel workers"
+        n_workers = 1 if workers == 1 and scheduler is None else (workers or os.cpu_count() or 1)
+        where = "in this process" if n_workers == 1 else f"in {n_workers} parallel workers"
+        # a refit costs about its spec's full fit and scoring; they run n_workers at a time
+        expected = sum(d["fit_seconds"] + d.get("loo_seconds", 0.0) for d in done.values()) * folds / n_workers
         _stage(f"exact {folds}-fold cross-validation by model {why}: {folds * len(specs)} refits ({len(specs)} specs "
-               f"x {folds} folds), {where}", progress)
+               f"x {folds} folds), {where}; expected about {format_duration(expected)} at the full fits' pace, a "
+               "line per finished refit", progress)
         start = time.perf_counter()
         with kept.on_interrupt(len(specs), then=f"the {folds}-fold refits"):
             refits = kfold_specs(responses, {lab: specs[lab] for lab in slowest_first}, folds=folds, seed=seed,
@@ -158,8 +201,9 @@ def run_compare_job(data, out, *,
                 loadings[label] = f"loadings_{label}.csv"
                 done[label]["loadings"].to_csv(folder / loadings[label], index=False)
         settings = {"unit": unit, "kfold": kfold, "folds": folds, "kfold_trigger": kfold_trigger,
-                    "rotation": rotation, **_fit_settings(fit_options)}
+                    "rotation": rotation, "nuts_max_cells": nuts_max_cells, **_fit_settings(fit_options)}
         summary = {"data": responses.attrs.get("name", ""), "specs": {lab: s.name for lab, s in specs.items()},
+                   "fit_method": {"method": method, "reason": why_method},
                    "table": json.loads(table.reset_index().to_json(orient="records")), "notes": notes,
                    "settings": settings,
                    "timings": {lab: d["timings"] for lab, d in done.items()}}
@@ -191,10 +235,11 @@ def _score_spec(responses, label, spec, n, n_specs, unit, rotation, kept, progre
         f"PSIS-LOO over {int((responses['responses'] != MISSING).sum()):,} responses"), progress)
     start = time.perf_counter()
     result = (loo_models if unit == "model" else loo_cells)(tree, progress=progress)
+    loo_seconds = time.perf_counter() - start
     bad = int((result.pareto_k > result.good_k).sum())
     _stage(f"{head} - elpd {result.elpd:,.1f} (SE {result.se:,.1f}), {bad} of {result.n_data_points:,} {unit}s with "
-           f"Pareto k > {result.good_k:.2f} ({time.perf_counter() - start:.0f} s)", progress)
-    done = {"result": result, "fit_seconds": fit_seconds, "timings": json.loads(tree.attrs["bayesirt_timings"]),
+           f"Pareto k > {result.good_k:.2f} ({loo_seconds:.0f} s)", progress)
+    done = {"result": result, "fit_seconds": fit_seconds, "loo_seconds": loo_seconds, "timings": json.loads(tree.attrs["bayesirt_timings"]),
             "note": f"{label}: {bad} of {result.n_data_points} {unit}s with Pareto k > {result.good_k:.2f}",
             "loadings": loading_table(tree, rotation=rotation) if spec.kind == "mirt" else None}
     kept.keep(label, done)

@@ -99,7 +99,11 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
         tree = result.to_datatree()
         tree.attrs["bayesirt_reading"] = to_json(summary["reading"], indent=None)  # how the data were read
         write_netcdf(tree, folder / "mml.nc")
-        title = f"Marginal MAP (MAP-EM), {spec.title}" if priors else f"MML {spec.title}"
+        # the spec's title names its priors ("regularized"), which plain MML does not use
+        unpriored = ("no priors on slopes and intercepts; the asymptotes keep their Beta priors"
+                     if result.attrs.get("map_asymptotes") else "no item priors")
+        title = (f"Marginal MAP (MAP-EM), {spec.title}" if priors else
+                 f"Plain MML (maximum marginal likelihood, {unpriored}), spec {spec.name}")
         lines = (_header(title, responses) + reading_lines(responses) + mml_section(result, summary)
                  + _warnings_section(messages))
         (folder / "report.md").write_text("\n".join(lines))

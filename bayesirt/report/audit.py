@@ -45,7 +45,8 @@ def _headline(summary: dict, notes: Notes) -> list[str]:
         rows += [("matched-random median (2.5-97.5th percentiles of the random subtests' rates)",
                   f"{_pct(summary['matched_random_median'])} ({_pct(lo)}-{_pct(hi)})"
                   + notes.mark("matched_random_interval")),
-                 ("excess reversals", f"{summary['excess_pp']:+.1f} pp"),
+                 ("excess reversals", f"{summary['excess_pp']:+.1f} pp"
+                  + (" (small sample: see the note below)" if "small_sample_note" in summary else "")),
                  ("one-sided randomization p (plus-one)", f"{summary['p_value']:.4g} "
                   f"(smallest possible {summary['min_resolvable_p']:.4g})")]
     tau = f"{summary['mean_tau_b']:.3f}"
@@ -64,7 +65,8 @@ def _headline(summary: dict, notes: Notes) -> list[str]:
               _pct(summary["all_cross_family_reversal_rate"])),
              ("selected K per audit fold", " / ".join(map(str, summary["selected_k"]))),
              ("anchors per audit fold", " / ".join(map(str, summary["anchor_counts"])))]
-    return [markdown_table(pd.DataFrame(rows, columns=["quantity", "value"])), "", *notes.lines()]
+    small = [f"**Small sample**: {summary['small_sample_note']}.", ""] if "small_sample_note" in summary else []
+    return [markdown_table(pd.DataFrame(rows, columns=["quantity", "value"])), "", *small, *notes.lines()]
 
 
 def _within_section(w: dict) -> list[str]:

@@ -63,6 +63,9 @@ _CAVEATS = {
     "advi": "Fitted by mean-field ADVI, which under-disperses (its posterior is too narrow and ignores "
             "correlations between parameters) and whose draws are not posterior draws, so the importance "
             "ratios, the elpd values, their differences and SEs are approximate; confirm a close call with `--method nuts`.",
+    "laplace": "Fitted by a Laplace approximation (a joint Gaussian at the items' marginal mode), which cannot show "
+               "where the posterior is skewed, so the importance ratios, the elpd values, their differences and SEs are "
+               "approximate; confirm a close call with `--method nuts`.",
     "fullrank_advi": "Fitted by full-rank ADVI, a Gaussian approximation of the posterior, so the elpd values "
                      "and their differences are approximate; confirm a close call with `--method nuts`.",
 }

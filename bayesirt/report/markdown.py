@@ -214,8 +214,11 @@ def reading_lines(ds: xr.Dataset) -> list[str]:
         lines += [f"Scores >= {rec['threshold']} counted as correct (binarize).", ""]
     if rec.get("orientation"):
         rows = "models" if rec["orientation"]["layout"] == "models-rows" else "items"
-        lines += [f"- layout: one row per {rows[:-1]} (`{rec['orientation']['layout']}`), from "
-                  f"{rec['orientation']['basis'] or 'the reader'}; `--orientation` sets it"]
+        basis = rec["orientation"]["basis"] or "the reader"
+        # a guessed layout says so: "guessed by the psychometric convention (...)", not "from guessed: ..."
+        how = f"guessed by {basis.removeprefix('guessed: ')}" if basis.startswith("guessed: ") else f"from {basis}"
+        lines += [f"- layout: one row per {rows[:-1]} (`{rec['orientation']['layout']}`), {how}; `--orientation` "
+                  "sets it"]
     if rec.get("answer_key"):
         lines += [f"- multiple-choice answers scored with the key `{rec['answer_key']}`: 1 where the answer equals "
                   "the item's key, 0 otherwise, missing kept missing"]

@@ -64,6 +64,9 @@ def parallel_map(
     scheduler: str | None = SCHEDULER,
     progress: bool = True,
     description: str = option("tasks", "what the progress bar counts"),
+    on_result: Callable[[int, Any], None] | None = option(None, "called with (task index, result) as each task "
+                                                                "finishes, in this process", type=object,
+                                                          cli="a Python callable", toml="a Python callable"),
 ) -> list[Any]:
     """Apply ``function`` to every task; return the results in task order.
 
@@ -84,6 +87,9 @@ def parallel_map(
         A progress bar over tasks (advanced as tasks finish, in any order).
     description : str
         Label of the progress bar.
+    on_result : callable, optional
+        ``on_result(index, result)`` in this process as each task finishes (in any order): per-task
+        progress lines of the caller.
 
     Returns
     -------
@@ -95,8 +101,8 @@ def parallel_map(
     if scheduler is None:
         workers = workers or os.cpu_count() or 1
         if workers == 1 or len(tasks) <= 1:
-            return _serial(function, tasks, progress, description)
-    return _distributed(function, tasks, workers, scheduler, progress, description)
+            return _serial(function, tasks, progress, description, on_result)
+    return _distributed(function, tasks, workers, scheduler, progress, description, on_result)
 
 
 @contextlib.contextmanager
@@ -136,16 +142,18 @@ def shared_cluster(workers: int | None, scheduler: str | None) -> Iterator[tuple
         yield workers, cluster.scheduler_address
 
 
-def _serial(function, tasks, progress, description) -> list:
+def _serial(function, tasks, progress, description, on_result) -> list:
     out = []
     with progress_bar(len(tasks), description, enabled=progress) as advance:
-        for task in tasks:
+        for k, task in enumerate(tasks):
             out.append(function(task))
+            if on_result is not None:
+                on_result(k, out[-1])
             advance(1)
     return out
 
 
-def _distributed(function, tasks, workers, scheduler, progress, description) -> list:
+def _distributed(function, tasks, workers, scheduler, progress, description, on_result) -> list:
     try:
         from distributed import Client
     except ImportError:  # pragma: no cover (a declared dependency)
@@ -157,10 +165,10 @@ def _distributed(function, tasks, workers, scheduler, progress, description) -> 
         except OSError as err:
             raise BayesIRTError(f"cannot reach the Dask scheduler at {address} ({err}); check the address or "
                                 "omit it to run locally") from None
-        return _gather(client, function, tasks, progress, description)
+        return _gather(client, function, tasks, progress, description, on_result)
 
 
-def _gather(client, function, tasks, progress, description) -> list:
+def _gather(client, function, tasks, progress, description, on_result) -> list:
     from distributed import as_completed
 
     try:
@@ -170,7 +178,10 @@ def _gather(client, function, tasks, progress, description) -> list:
         results: list = [None] * len(tasks)
         with progress_bar(len(tasks), description, enabled=progress) as advance:
             for future in as_completed(futures):
-                results[index[future.key]] = future.result()  # re-raises a task's exception
+                k = index[future.key]
+                results[k] = future.result()  # re-raises a task's exception
+                if on_result is not None:
+                    on_result(k, results[k])
                 advance(1)
         return results
     finally:

@@ -4,7 +4,11 @@ command-line parser does not import it."""
 
 from bayesirt.utils.options import option
 
-__all__ = ["ADJUSTMENTS", "ANCHOR_FRACTION", "EPSILON"]
+__all__ = ["ADJUSTMENTS", "ANCHOR_FRACTION", "EPSILON", "SMALL_SAMPLE_PAIRS"]
+
+#: Fewest eligible near-tie pairs for which the reversal rate and its excess are reported without a
+#: small-sample note (below it one reversal moves the rate by more than 3 pp).
+SMALL_SAMPLE_PAIRS = 30
 
 ADJUSTMENTS = ("spectral", "direct-mirt", "bayes-mirt")
 """Ability adjustments: NT's spectral working model (C.2), direct penalized joint MIRT (B.1), or the
