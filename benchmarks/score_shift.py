@@ -52,7 +52,9 @@ from bayesirt.safety.bank import read_bank  # noqa: E402
 from bayesirt.safety.scores import score_models  # noqa: E402
 from bayesirt.safety.short_test import select_items  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm" / "open_llm_leaderboard_v1"
+#: ``../shared/data`` beside the repository (or beside the folder of worktrees holding it).
+DATA = next((p / "shared" / "data" / "llm" / "open_llm_leaderboard_v1" for p in Path(__file__).resolve().parents[2:4]
+             if (p / "shared" / "data").is_dir()), Path("../shared/data/llm/open_llm_leaderboard_v1"))
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET = (0.85, 0.95)
 
