@@ -53,7 +53,7 @@ ABILITY_PRIORS = ("bank", "wide")
 #: How much wider than the bank's population sd the ``"wide"`` ability prior is.
 WIDE_PRIOR_FACTOR = 3.0
 
-#: How ``score`` treats a model outside the bank's support (:func:`bayesirt.safety.scoring.extrapolated`):
+#: How ``score`` treats a model outside the bank's support (:func:`bayesirt.safety.scores.envelope`):
 #: ``"envelope"`` widens its interval to hold the predictive intervals under both ability priors and is never
 #: narrowed by the rescaling calibrated inside the support; ``"none"`` leaves it as scored (flagged only).
 EXTRAPOLATION = ("envelope", "none")
