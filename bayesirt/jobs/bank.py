@@ -5,6 +5,7 @@ folder through :mod:`bayesirt.report.bank`."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,8 @@ import numpy as np
 
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import DataError, recorded_warnings
-from bayesirt.safety.settings import CALIBRATION_RULES, DEFAULT_RULE, INTERVALS, SELECTION_METHODS
+from bayesirt.safety.settings import (ABILITY_PRIORS, CALIBRATION_RULES, DEFAULT_RULE, EXTRAPOLATION, INTERVALS,
+                                      SELECTION_METHODS, WIDE_PRIOR_FACTOR)
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output
 from bayesirt.utils.progress import stage
@@ -86,10 +88,18 @@ def run_select_job(bank, out, *,
     import pandas as pd
     from bayesirt.report.bank import write_selection  # import time, as above
     from bayesirt.safety.bank import read_bank  # import time, as above
-    from bayesirt.safety.short_test import default_method, harness_ids, select_items  # import time, as above
+    from bayesirt.safety.short_test import MIN_SCORE_MODELS, default_method, harness_ids, select_items  # import time
 
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     chosen = method or default_method(b)
+    notes = [_calibration_note(b)]
+    if method is None and chosen == "information":
+        notes.append("selection: the information test, not the score-recovery test, because "
+                     + ("the bank has no calibration responses" if b.calibration is None else
+                        f"the bank has the responses of only {b.calibration.sizes['model']} calibration models "
+                        f"(fewer than {MIN_SCORE_MODELS})"))
+    _say_notes(b.notes + notes)
+    stage(f"select: choosing {budget} items ({chosen})")
     items = select_items(b, budget, method=chosen, stratify=stratify, seed=seed)
     point = b.point()
     a, d = point.discrimination[items], point.intercept[items]
@@ -103,8 +113,23 @@ def run_select_job(bank, out, *,
         note = str(err)
     summary = {"budget": int(budget), "method": chosen, "method_text": _METHOD_TEXT[chosen], "stratify": stratify,
                "task": task, "bank": b.summary(), "harness_rule": HARNESS_RULE, "harness_files": harness is not None,
-               "harness_note": note, "items": table["item_id"].tolist()}
+               "harness_note": note, "notes": notes, "items": table["item_id"].tolist()}
     return write_selection(out, table, harness, summary, force=force)
+
+
+def _calibration_note(bank) -> str:
+    """Where the bank's calibration responses came from (or that it has none, and what that changes)."""
+    if bank.calibration is None:
+        return ("calibration responses: none (the bank does not store them: an mml.nc of an earlier version); "
+                "pass --calibration DATA, the responses it was fitted to, for a calibrated interval, the 'score' "
+                "selection and an empirical person-fit cut-off")
+    return (f"calibration responses: {bank.calibration.sizes['model']:,} models, {bank.calibration_origin}")
+
+
+def _say_notes(notes) -> None:
+    """Each note as one console line (always, like a warning: a note says how the numbers were made)."""
+    for note in notes:
+        print(f"bayesirt: note: {note}", file=sys.stderr, flush=True)
 
 
 def _load(responses) -> xr.Dataset:
@@ -132,6 +157,12 @@ def run_score_job(bank, responses, out, *,
                                                 type=str, choices=INTERVALS),
                   rule: str = option(DEFAULT_RULE, "how the calibrated interval's factor is chosen",
                                      choices=CALIBRATION_RULES, flag="--interval-rule"),
+                  ability_prior: str = option("bank", "ability prior of the scored models: bank: the calibration "
+                                                      f"population; wide: its sd x {WIDE_PRIOR_FACTOR:g} (new models "
+                                                      "stronger than the cohort)", choices=ABILITY_PRIORS),
+                  extrapolation: str = option("envelope", "models outside the bank's support: envelope: widen the "
+                                                          "interval to hold the model-based intervals under both "
+                                                          "ability priors; none: flag only", choices=EXTRAPOLATION),
                   draws: int = option(200, "item-parameter draws read from the bank", low=1),
                   samples: int = option(2000, "predictive draws per model", low=1),
                   seed: int = option(0, "random seed", low=0),
@@ -168,9 +199,21 @@ def run_score_job(bank, responses, out, *,
     rule : {"conservative", "nearest"}
         How the calibrated interval's factor is chosen (:func:`bayesirt.safety.scoring.interval_scale`):
         at least ``level`` of the calibration cohort covered, or the coverage nearest ``level``.
+    ability_prior : {"bank", "wide"}
+        The scored models' ability prior: the bank's calibration population, or the same with its sd
+        times 3 (for models that may be stronger than the cohort).
+    extrapolation : {"envelope", "none"}
+        For each model outside the bank's support (``outside_range``): ``"envelope"`` widens its
+        interval to hold the model-based interval (never narrowed by a calibration factor below 1)
+        and the model-based interval under the other ability prior (column ``extrapolated``);
+        ``"none"`` flags it only.
     draws, samples, seed : int
         Item-parameter draws read from the bank, predictive draws per model, seed.
     force : bool
+
+    Every fallback and rescaling (where the calibration responses came from, the interval used and
+    why, the factor, the prior, the widening) is a note in the console, ``report.md`` and
+    ``summary.json`` (``notes``); ``summary.json`` ``interval`` is the interval used.
     """
     check_output(out, force=force)
     # import time: loaded when the job runs, not when the command line lists its options
@@ -182,10 +225,19 @@ def run_score_job(bank, responses, out, *,
     stage(f"score: reading the bank ({draws} item-parameter draws)")
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
     data = _load(responses)
+    _say_notes(b.notes + [_calibration_note(b)])
     stage(f"score: scoring {data.sizes['model']:,} models ({samples:,} predictive draws each)")
-    (scores, warnings), messages = recorded_warnings(score_models, b, data, task=task, models=models, level=level,
-                                                     fpr=fpr, samples=samples, seed=seed, interval=interval, rule=rule)
-    summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task, "interval": interval,
+    (scores, warnings, notes), messages = recorded_warnings(
+        score_models, b, data, task=task, models=models, level=level, fpr=fpr, samples=samples, seed=seed,
+        interval=interval, rule=rule, ability_prior=ability_prior, extrapolation=extrapolation, progress=True)
+    _say_notes(notes)
+    notes = [_calibration_note(b)] + notes
+    summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task,
+               "interval": scores.attrs["interval"], "interval_requested": interval,
+               "interval_text": scores.attrs["interval_text"], "ability_prior": ability_prior,
+               "ability_prior_sd": scores.attrs["ability_prior_sd"], "extrapolation": extrapolation,
+               "extrapolated": int(scores["extrapolated"].sum()), "notes": notes,
+               "outside_range_models": scores["model"].values[scores["outside_range"].values].astype(str).tolist(),
                "calibration_rule": scores.attrs["calibration_rule"],
                "cutoff_method": scores.attrs["cutoff_method"], "bank": b.summary(),
                "responses": str(data.attrs.get("name", responses if not isinstance(responses, xr.Dataset) else "")),

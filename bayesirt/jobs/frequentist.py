@@ -68,6 +68,20 @@ def _mml_summary(result, n_models: int) -> dict:
             "priors": bool(result.attrs.get("priors")), "quadrature": result.attrs.get("quadrature")}
 
 
+def _with_responses(tree, responses):
+    """mml.nc with the fitted responses in ``observed_data`` / ``constant_data`` (as ``map.nc``), so a bank
+    read from it (``select``, ``score``) has its calibration cohort without ``--calibration``."""
+    # import time: loaded when the job runs, not when the command line lists its options
+    import xarray as xr
+    from bayesirt.data.responses import to_observed_data  # import time, as above
+
+    observed, constant = to_observed_data(responses)
+    groups = {name: tree[name].to_dataset() for name in tree.children}
+    out = xr.DataTree.from_dict({**groups, "observed_data": observed, "constant_data": constant})
+    out.attrs = dict(tree.attrs)
+    return out
+
+
 @declare(positional={"data": DATA_HELP})
 def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                 priors: bool = option(False, "add the spec's item priors (MAP-EM)"),
@@ -96,7 +110,7 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
         items.to_csv(folder / "items.csv", index=False)
         models.to_csv(folder / "models.csv", index=False)
         write_json(folder / "summary.json", summary)
-        tree = result.to_datatree()
+        tree = _with_responses(result.to_datatree(), responses)
         tree.attrs["bayesirt_reading"] = to_json(summary["reading"], indent=None)  # how the data were read
         write_netcdf(tree, folder / "mml.nc")
         # the spec's title names its priors ("regularized"), which plain MML does not use

@@ -36,6 +36,13 @@ def _bank_lines(bank: dict) -> list[str]:
     return lines + [f"- {n}" for n in bank["notes"]] + ([""] if bank["notes"] else [])
 
 
+def _notes(summary: dict) -> list[str]:
+    """The notes on how the output was made (fallbacks, rescaling, widening) as a Markdown section."""
+    if not summary.get("notes"):
+        return []
+    return ["## How these numbers were made", "", *[f"- {n}" for n in summary["notes"]], ""]
+
+
 def write_selection(out, table: pd.DataFrame, harness: dict | None, summary: dict, *, force: bool) -> Path:
     """``test_items.csv`` (``item_id`` first), ``lm_eval_samples.json`` and ``inspect_sample_ids.json``
     (``task -> ids``, when the ids map to harness tasks), ``summary.json`` and ``report.md``."""
@@ -44,6 +51,7 @@ def write_selection(out, table: pd.DataFrame, harness: dict | None, summary: dic
         lines = [f"# Short test: {len(table)} of {summary['bank']['n_items']} items", ""]
         lines += _bank_lines(summary["bank"])
         lines += [f"Selection: {summary['method_text']}.", ""]
+        lines += _notes(summary)
         if harness is not None:
             _json(folder / "lm_eval_samples.json", harness)
             _json(folder / "inspect_sample_ids.json", harness)
@@ -108,16 +116,18 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
         lines += [f"Each model's ability posterior integrates over the bank's item draws (mixed by the marginal "
                   f"likelihood of its answers); the predicted accuracy over all {summary['bank']['n_items']} bank "
                   f"items is its observed answers plus the posterior predictive of the items it did not run, with a "
-                  f"{level:.0%} interval from {summary['samples']} predictive draws (ability, item and binomial "
-                  "uncertainty)" + (f", its half-widths rescaled to cover {level:.0%} of the calibration cohort scored "
-                                    "from the same items (factor in `scale`; the model-based interval is in "
-                                    "`model_lower`, `model_upper`)" if summary["interval"] == "calibrated" else
-                                    " (the model-based posterior predictive interval)")
-                  + ". Person fit: l_z on the observed items against the "
+                  f"{level:.0%} interval from {summary['samples']} predictive draws. Interval used: "
+                  f"**{summary['interval']}**, {summary['interval_text']}"
+                  + (f"; for the {summary['extrapolated']} model(s) outside the bank's support it is widened to the "
+                     "extrapolation envelope (column `extrapolated`)" if summary["extrapolated"] else "")
+                  + ". The interval is for the model's proportion correct over all the bank's items. "
+                  "Person fit: l_z on the observed items against the "
                   f"{summary['fpr']:.0%} cut-off of the calibration cohort on the same items "
                   f"({summary['cutoff_method']}); a flagged pattern is not explained by the bank and its interval is "
                   "not trusted. 'outside': the model lies outside the abilities the bank was calibrated on; its "
-                  "interval is not trusted either.", ""]
+                  "interval rests on extrapolation (widened unless `--extrapolation none`): check it with items near "
+                  "its ability.", ""]
+        lines += _notes(summary)
         table = pd.DataFrame({
             "model": frame["model"], "items run": frame["n_items"], "correct": frame["n_correct"],
             "predicted accuracy": frame["predicted_accuracy"].map(lambda v: f"{v:.3f}"),
@@ -126,9 +136,10 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
             "l_z (cut-off)": [f"{z:.2f} ({c:.2f})" if np.isfinite(z) else "—"
                               for z, c in zip(frame["lz"], frame["lz_cutoff"], strict=True)],
             "flags": [", ".join(f for f, on in (("person misfit", p), ("outside calibrated range", o),
+                                                ("interval widened (extrapolation)", e),
                                                 ("at the test's ceiling / floor", c)) if on) or "—"
-                      for p, o, c in zip(frame["person_fit_flag"], frame["outside_range"], frame["at_ceiling"],
-                                         strict=True)]})
+                      for p, o, e, c in zip(frame["person_fit_flag"], frame["outside_range"], frame["extrapolated"],
+                                            frame["at_ceiling"], strict=True)]})
         lines += ["## Models", "", markdown_table(table), "", f"![predicted accuracy]({figure})", ""]
         n_models = scores.sizes["model"]
         lines += [forest_note(n_models, "models", "scores.csv"), ""] * (n_models > MAX_FOREST_ROWS)

@@ -13,8 +13,9 @@ Two kinds of fit are read (:func:`read_bank`):
   independent normals per parameter (the a-d correlation is then lost, said in ``kind``); with
   neither, the point estimates alone (item uncertainty ignored, said in ``kind``). Draws of a
   discrimination below 1e-3 or of an asymptote outside [0, 0.5] are clipped (noted in ``notes``).
-  The calibration abilities are its EAPs; the calibration responses are not stored in ``mml.nc``
-  and may be passed as ``calibration``.
+  The calibration abilities are its EAPs; the calibration responses are read from the fit's
+  ``observed_data`` group (``map.nc``, and ``mml.nc`` of this version, store them) or passed as
+  ``calibration`` (``mml.nc`` of earlier versions).
 
 Items and models are matched by id (:meth:`Bank.index`): ids the bank does not know are a
 :class:`~bayesirt.errors.DataError` naming them.
@@ -33,11 +34,14 @@ from bayesirt.data import load
 from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.models.information import ItemBank
 
-__all__ = ["Bank", "read_bank", "bank_from_posterior", "bank_from_mml", "BANK_KINDS"]
+__all__ = ["Bank", "read_bank", "bank_from_posterior", "bank_from_mml", "BANK_KINDS", "CALIBRATION_ORIGINS"]
 
 #: What a bank's item draws are (attribute ``kind``).
 BANK_KINDS = ("posterior draws", "Laplace draws (joint covariance)", "Laplace draws (independent standard errors)",
               "point estimates")
+
+#: Where a bank's calibration responses came from (attribute ``calibration_origin``).
+CALIBRATION_ORIGINS = ("stored in the fit", "passed with --calibration", "none")
 
 _PARAMS = ("discrimination", "intercept", "guessing", "slip")
 _MIN_SLOPE = 1e-3
@@ -62,6 +66,8 @@ class Bank:
         One of :data:`BANK_KINDS`.
     source : str
     notes : list of str
+    calibration_origin : str
+        Where ``calibration`` came from, one of :data:`CALIBRATION_ORIGINS`.
     """
 
     item_ids: np.ndarray
@@ -77,6 +83,7 @@ class Bank:
     kind: str = "posterior draws"
     source: str = ""
     notes: list = field(default_factory=list)
+    calibration_origin: str = "none"
 
     @property
     def n_items(self) -> int:
@@ -121,6 +128,8 @@ class Bank:
         return {"source": self.source, "kind": self.kind, "n_items": self.n_items, "n_draws": self.n_draws,
                 "n_calibration_models": int(self.abilities.size), "ability_range": [lo, hi],
                 "calibration_responses": self.calibration is not None,
+                "calibration_origin": self.calibration_origin,
+                "n_calibration_responses": 0 if self.calibration is None else int(self.calibration.sizes["model"]),
                 "population": f"Normal({self.prior_mean:g}, {self.prior_sd:g})", "notes": list(self.notes)}
 
 
@@ -154,6 +163,29 @@ def _calibration(calibration, item_ids: np.ndarray) -> xr.Dataset | None:
     return calibration.assign_coords(item=have).sel(item=item_ids)
 
 
+def _stored_responses(tree: xr.DataTree | None, item_ids: np.ndarray) -> xr.Dataset | None:
+    """The responses a fit stored in its ``observed_data`` group (``posterior.nc``, ``map.nc``, ``mml.nc``
+    of this version), restricted to the bank's items; None when it stored none."""
+    if tree is None or "observed_data" not in tree.children or "responses" not in tree["observed_data"].to_dataset():
+        return None
+    obs = tree["observed_data"]["responses"].transpose("item", "model")
+    values = np.where(np.isnan(obs.values), -1, obs.values).astype(np.int8)
+    cal = xr.Dataset({"responses": (("item", "model"), values)},
+                     coords={"item": obs["item"].values.astype(str), "model": obs["model"].values.astype(str)})
+    if np.setdiff1d(item_ids, cal["item"].values).size:
+        return None
+    return cal.sel(item=item_ids)
+
+
+def _calibration_of(tree, calibration, item_ids) -> tuple[xr.Dataset | None, str]:
+    """The calibration responses and where they came from (:data:`CALIBRATION_ORIGINS`): the ones
+    passed, else the ones the fit stored, else none."""
+    if calibration is not None:
+        return _calibration(calibration, item_ids), CALIBRATION_ORIGINS[1]
+    stored = _stored_responses(tree, item_ids)
+    return (stored, CALIBRATION_ORIGINS[0]) if stored is not None else (None, CALIBRATION_ORIGINS[2])
+
+
 def bank_from_posterior(tree: xr.DataTree, *, draws: int = 200, seed: int = 0, calibration=None,
                         source: str = "") -> Bank:
     """A bank from a Bayesian fit (``posterior.nc``): ``draws`` joint posterior draws of the items."""
@@ -181,17 +213,9 @@ def bank_from_posterior(tree: xr.DataTree, *, draws: int = 200, seed: int = 0, c
     const = tree["constant_data"].to_dataset() if "constant_data" in tree.children else None
     groups = _coord(const, "item_group", n_items, "all")
     abilities = post["theta"].mean(("chain", "draw")).values if "theta" in post else np.zeros(1)
-    cal = None
-    if calibration is not None:
-        cal = _calibration(calibration, item_ids)
-    elif "observed_data" in tree.children and "responses" in tree["observed_data"].to_dataset():
-        obs = tree["observed_data"]["responses"].transpose("item", "model")
-        values = np.where(np.isnan(obs.values), -1, obs.values).astype(np.int8)
-        cal = xr.Dataset({"responses": (("item", "model"), values)},
-                         coords={"item": obs["item"].values.astype(str), "model": obs["model"].values.astype(str)})
-        cal = cal.sel(item=item_ids)
+    cal, origin = _calibration_of(tree, calibration, item_ids)
     return Bank(item_ids, groups, a, d, grab("guessing", 0.0), grab("slip", 0.0), np.asarray(abilities, float), cal,
-                kind=BANK_KINDS[0], source=source or "posterior", notes=[])
+                kind=BANK_KINDS[0], source=source or "posterior", notes=[], calibration_origin=origin)
 
 
 def _population(attrs: dict) -> tuple[float, float]:
@@ -260,9 +284,9 @@ def bank_from_mml(result, *, draws: int = 200, seed: int = 0, calibration=None, 
     groups = _coord(items, "item_group", n, "all")
     abilities = abil["eap"].values if abil is not None and "eap" in abil else np.zeros(1)
     mu, sd = _population(attrs)
-    cal = _calibration(calibration, item_ids)
+    cal, origin = _calibration_of(result if isinstance(result, xr.DataTree) else None, calibration, item_ids)
     return Bank(item_ids, groups, out["discrimination"], out["intercept"], out["guessing"], out["slip"],
-                np.asarray(abilities, float), cal, mu, sd, kind, source or "mml", notes)
+                np.asarray(abilities, float), cal, mu, sd, kind, source or "mml", notes, origin)
 
 
 def read_bank(bank, *, draws: int = 200, seed: int = 0, calibration=None) -> Bank:

@@ -1,64 +1,156 @@
 """The scores of models against a calibrated item bank (:func:`score_models`): each model's predicted
-full-benchmark accuracy with its interval, person fit and the warnings a reader needs (outside the
-calibrated range, at the ceiling, flagged, in the calibration cohort)."""
+full-benchmark accuracy with its interval, person fit, the warnings a reader needs (outside the
+calibrated range, at the ceiling, flagged, in the calibration cohort) and notes stating every
+fallback, rescaling and widening that produced the interval shown."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
 
 from bayesirt.errors import ConfigError
 from bayesirt.safety.scoring import align_responses, at_ceiling, outside_calibration, person_fit_flags, predict_accuracy
-from bayesirt.safety.settings import DEFAULT_RULE, INTERVALS
+from bayesirt.safety.settings import ABILITY_PRIORS, DEFAULT_RULE, EXTRAPOLATION, INTERVALS, WIDE_PRIOR_FACTOR
 from bayesirt.utils.validation import check_choice
 
-__all__ = ["score_models", "INTERVALS", "DEFAULT_RULE", "MIN_CALIBRATED_MODELS"]
+__all__ = ["score_models", "Scores", "envelope", "INTERVALS", "DEFAULT_RULE", "MIN_CALIBRATED_MODELS",
+           "INTERVAL_TEXT", "EDGE"]
 
 
 #: Calibration models below which ``score`` defaults to the model-based interval (the 90% quantile of
 #: fewer would set the rescaling factor on a handful of models).
 MIN_CALIBRATED_MODELS = 100
 
+#: The edge of the bank's support: a model whose score on its items, or whose ability, fewer than this share
+#: of the calibration cohort reaches (either tail) gets the extrapolation envelope.
+EDGE = 0.05
 
-def _interval(interval: str | None, bank) -> str:
+#: What each interval kind is, as report.md and summary.json name it.
+INTERVAL_TEXT = {
+    "calibrated": "the model-based posterior predictive interval with its half-widths rescaled to cover the level "
+                  "on the calibration cohort scored from the same items (conformal factor in `scale`; the "
+                  "model-based interval is in `model_lower`, `model_upper`)",
+    "model": "the model-based posterior predictive interval (ability, item-parameter and binomial uncertainty), "
+             "not rescaled",
+}
+
+
+class Scores(NamedTuple):
+    """What :func:`score_models` returns: the scores Dataset (dim ``model``), the warnings about models,
+    and the notes saying how the intervals were made (fallbacks, rescaling, widening)."""
+
+    data: xr.Dataset
+    warnings: list
+    notes: list
+
+
+def _interval(interval: str | None, bank, notes: list) -> str:
+    n_cal = 0 if bank.calibration is None else int(bank.calibration.sizes["model"])
     if interval is None:
-        ok = bank.calibration is not None and bank.calibration.sizes["model"] >= MIN_CALIBRATED_MODELS
-        return "calibrated" if ok else "model"
+        if n_cal >= MIN_CALIBRATED_MODELS:
+            return "calibrated"
+        why = ("the bank has no calibration responses (an mml.nc of an earlier version: pass --calibration DATA, the "
+               "responses it was fitted to)" if bank.calibration is None else
+               f"the bank has the responses of only {n_cal} calibration models (fewer than {MIN_CALIBRATED_MODELS})")
+        notes.append(f"interval: model-based, not calibrated, because {why}")
+        return "model"
     check_choice(interval, INTERVALS, name="interval", caller="score_models")
     if interval == "calibrated" and bank.calibration is None:
         raise ConfigError("interval='calibrated' needs the bank's calibration responses (a posterior.nc carries them; "
-                            "with an mml.nc pass --calibration DATA); or use interval='model'")
+                          "with an mml.nc pass --calibration DATA); or use interval='model'")
     return interval
 
 
+def envelope(lower, upper, model_lower, model_upper, other_lower, other_upper):
+    """The extrapolation envelope: the smallest interval holding the interval shown, the model-based one
+    (so a calibrated factor below 1, fitted inside the bank's support, never narrows it) and the
+    model-based interval under the other ability prior. All arrays of one shape; returns (lower, upper)."""
+    lo = np.minimum.reduce([np.asarray(lower), np.asarray(model_lower), np.asarray(other_lower)])
+    hi = np.maximum.reduce([np.asarray(upper), np.asarray(model_upper), np.asarray(other_upper)])
+    return lo, hi
+
+
 def score_models(bank, responses, *, task: str | None = None, models=None, level: float = 0.9, fpr: float = 0.1,
-                 samples: int = 2000, seed: int = 0, interval: str | None = None,
-                 rule: str = DEFAULT_RULE) -> tuple[xr.Dataset, list[str]]:
-    """The scores Dataset (dim ``model``) of a response Dataset against a :class:`~bayesirt.safety.bank.Bank`,
-    and warnings. ``interval``: see :data:`INTERVALS` (default ``"calibrated"`` when the bank has its
-    calibration responses, else ``"model"``)."""
-    interval = _interval(interval, bank)
+                 samples: int = 2000, seed: int = 0, interval: str | None = None, rule: str = DEFAULT_RULE,
+                 ability_prior: str = "bank", extrapolation: str = "envelope", progress: bool = False) -> Scores:
+    """Score a response Dataset against a :class:`~bayesirt.safety.bank.Bank`.
+
+    ``interval``: see :data:`INTERVALS` (default ``"calibrated"`` when the bank has the calibration
+    responses of at least :data:`MIN_CALIBRATED_MODELS` models, else ``"model"``, said in the notes).
+    ``ability_prior``: ``"bank"`` (the calibration population) or ``"wide"`` (its sd times
+    :data:`~bayesirt.safety.settings.WIDE_PRIOR_FACTOR`). ``extrapolation``: for every model outside
+    the bank's support (:func:`~bayesirt.safety.scoring.outside_calibration`) ``"envelope"`` widens
+    the interval to :func:`envelope` (the model-based interval under the other prior computed for
+    those models); ``"none"`` only flags them.
+    """
+    check_choice(ability_prior, ABILITY_PRIORS, name="ability_prior", caller="score_models")
+    check_choice(extrapolation, EXTRAPOLATION, name="extrapolation", caller="score_models")
+    notes: list[str] = []
+    interval = _interval(interval, bank, notes)
+    scale_of = {"bank": 1.0, "wide": WIDE_PRIOR_FACTOR}
     y, model_ids = align_responses(bank, responses, task=task, models=models)
     pred = predict_accuracy(bank, y, level=level, samples=samples, seed=seed, calibrate=interval == "calibrated",
-                            rule=rule)
+                            rule=rule, prior_scale=scale_of[ability_prior],
+                            progress="score: models" if progress else None)
     fit = person_fit_flags(bank, y, fpr=fpr, seed=seed)
     outside = outside_calibration(bank, y, pred.theta_mean)
+    edge = outside | outside_calibration(bank, y, pred.theta_mean, tail=EDGE, ability_tail=EDGE)
+    lower, upper = pred.lower.copy(), pred.upper.copy()
+    widened = np.zeros(model_ids.size, dtype=bool)
+    other = "wide" if ability_prior == "bank" else "bank"
+    if extrapolation == "envelope" and edge.any():
+        alt = predict_accuracy(bank, y[:, edge], level=level, samples=samples, seed=seed,
+                               prior_scale=scale_of[other],
+                               progress="score: models at the edge of the support, other prior" if progress else None)
+        lower[edge], upper[edge] = envelope(lower[edge], upper[edge], pred.model_lower[edge], pred.model_upper[edge],
+                                            alt.model_lower, alt.model_upper)
+        widened[edge] = (lower[edge] < pred.lower[edge]) | (upper[edge] > pred.upper[edge])
+    prior_sd = bank.prior_sd * scale_of[ability_prior]
+    notes.append(f"ability prior of the scored models: Normal({bank.prior_mean:g}, {prior_sd:g})"
+                 + (f", {WIDE_PRIOR_FACTOR:g} times the bank's population sd" if ability_prior == "wide" else
+                    " (the bank's calibration population)"))
+    if interval == "calibrated":
+        scales = pred.scale[np.isfinite(pred.scale)]
+        if scales.size:
+            lo_s, hi_s = float(scales.min()), float(scales.max())
+            factor = f"{lo_s:.2f}" if np.isclose(lo_s, hi_s) else f"{lo_s:.2f} to {hi_s:.2f}"
+            notes.append(f"interval: calibrated, the model-based half-widths multiplied by {factor} to cover "
+                         f"{level:.0%} of up to 2,000 calibration models scored from the same items (rule {rule}; "
+                         f"calibration responses {bank.calibration_origin})")
+    if edge.any():
+        notes.append(f"extrapolation: {int(outside.sum())} model(s) outside the bank's support and "
+                     f"{int((edge & ~outside).sum())} more at its edge (a score on these items or an ability "
+                     f"reached by fewer than {EDGE:.0%} of the calibration cohort); "
+                     + (f"their intervals widened to hold the model-based interval under both ability priors "
+                        f"({int(widened.sum())} changed; column `extrapolated`)" if extrapolation == "envelope" else
+                        "their intervals left as scored (--extrapolation none)"))
     data = {k: ("model", np.asarray(v)) for k, v in pred._asdict().items()}
-    data |= {"theta_map": ("model", fit.theta_map), "lz": ("model", fit.lz), "lz_cutoff": ("model", fit.cutoff),
+    data |= {"lower": ("model", lower), "upper": ("model", upper), "extrapolated": ("model", widened),
+             "theta_map": ("model", fit.theta_map), "lz": ("model", fit.lz), "lz_cutoff": ("model", fit.cutoff),
              "person_fit_flag": ("model", fit.flag), "outside_range": ("model", outside),
              "at_ceiling": ("model", at_ceiling(y))}
     ds = xr.Dataset(data, coords={"model": model_ids})
     ds.attrs = {"level": level, "fpr": fpr, "cutoff_method": fit.method, "samples": samples, "seed": seed,
-                "interval": interval, "calibration_rule": rule if interval == "calibrated" else "",
+                "interval": interval, "interval_text": INTERVAL_TEXT[interval],
+                "calibration_rule": rule if interval == "calibrated" else "", "ability_prior": ability_prior,
+                "ability_prior_sd": prior_sd, "extrapolation": extrapolation,
                 "bank_kind": bank.kind, "bank_items": bank.n_items,
                 "accuracy": "proportion correct over all bank items: observed answers plus predicted rest"}
+    return Scores(ds, _warnings(bank, pred, fit, outside, y, model_ids), notes)
+
+
+def _warnings(bank, pred, fit, outside, y, model_ids) -> list[str]:
     warnings = []
     if (pred.n_items == 0).any():
         warnings.append(f"{int((pred.n_items == 0).sum())} model(s) ran none of the bank's items: their prediction "
                         "is the calibration population's")
     if outside.any():
-        warnings.append(f"{int(outside.sum())} model(s) lie outside the abilities the bank was calibrated on (e.g. "
-                        f"{str(model_ids[outside][0])!r}): their intervals rest on extrapolation and are not trusted")
+        shown = ", ".join(repr(str(m)) for m in model_ids[outside][:5]) + (", ..." if outside.sum() > 5 else "")
+        warnings.append(f"{int(outside.sum())} model(s) lie outside the abilities the bank was calibrated on ({shown}; "
+                        "column `outside_range`): their intervals rest on extrapolation beyond the calibration cohort; "
+                        "calibrate a bank that includes models like them, or run items chosen near their ability")
     ceiling = at_ceiling(y)
     if ceiling.any():
         warnings.append(f"{int(ceiling.sum())} model(s) answered every item run correctly (or every one wrongly): the "
@@ -77,4 +169,4 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
     if low_ess.any() and bank.n_draws > 1:
         warnings.append(f"{int(low_ess.sum())} model(s) put most posterior weight on few item draws (effective "
                         f"number below 10% of {bank.n_draws}): read the bank with more draws")
-    return ds, warnings
+    return warnings

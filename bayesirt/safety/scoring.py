@@ -43,6 +43,7 @@ from bayesirt.safety.bank import Bank
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics
 from bayesirt.safety.settings import CALIBRATION_RULES
 from bayesirt.safety.short_test import harness_ids
+from bayesirt.utils.progress import progress_bar, stage
 
 __all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "person_fit_flags", "PersonFit",
            "align_responses", "outside_calibration", "interval_scale", "at_ceiling"]
@@ -121,7 +122,8 @@ def joint_log_posterior(responses, discrimination, intercept, guessing=None, sli
 
 def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int = 2000, points: int = 241,
                      seed: int = 0, calibrate: bool = False, max_models: int = 2000,
-                     rule: str = "conservative") -> AccuracyPrediction:
+                     rule: str = "conservative", prior_scale: float = 1.0,
+                     progress: str | None = None) -> AccuracyPrediction:
     """Ability posterior and posterior predictive full-benchmark accuracy of every model.
 
     Parameters
@@ -147,6 +149,12 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
         held-out coverage of both intervals).
     rule : {"conservative", "nearest"}, default "conservative"
         How :func:`interval_scale` picks the factor (see there).
+    prior_scale : float, default 1
+        The ability prior of the scored models is ``Normal(bank.prior_mean, prior_scale * bank.prior_sd)``
+        (``> 1``: a wider prior for new models that may lie beyond the calibration population; the
+        calibration factor is computed under the same prior).
+    progress : str, optional
+        Description of a progress report over the models (none when omitted).
 
     Returns
     -------
@@ -163,7 +171,9 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
         raise BayesIRTError(f"samples must be an integer >= 100 (Monte Carlo draws per model); got {samples!r}")
     y = _as_y(responses, bank.n_items)
     n_bank, n_models = y.shape
-    nodes, logw = ability_grid(points, prior_mean=bank.prior_mean, prior_sd=bank.prior_sd)
+    if not (np.isfinite(prior_scale) and prior_scale > 0):
+        raise BayesIRTError(f"prior_scale must be a positive number; got {prior_scale!r}")
+    nodes, logw = ability_grid(points, prior_mean=bank.prior_mean, prior_sd=bank.prior_sd * prior_scale)
     rng = np.random.default_rng(seed)
     obs = y >= 0
     out = {k: np.full(n_models, np.nan) for k in AccuracyPrediction._fields}
@@ -171,55 +181,20 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
     tail = (1 - level) / 2
     # models that ran the same items share the table of P over their unobserved items
     masks, group = np.unique(obs.T, axis=0, return_inverse=True)
-    for g, mask in enumerate(masks):
-        members = np.flatnonzero(group.reshape(-1) == g)
-        seen, rest = np.flatnonzero(mask), np.flatnonzero(~mask)
-        if bank.n_draws * rest.size * nodes.size <= _TABLE_LIMIT:
-            p_rest = _probabilities(bank, rest, nodes)  # (draws, rest, nodes), float32
-            mu_rest = p_rest.sum(axis=1, dtype=float)  # (draws, nodes): expected correct among the unobserved
-        else:  # a large bank: the expected count by blocks of items, P of the sampled pairs when needed
-            p_rest = None
-            mu_rest = sum(_probabilities(bank, part, nodes).sum(axis=1, dtype=float)
-                          for part in np.array_split(rest, -(-rest.size * bank.n_draws * nodes.size // _TABLE_LIMIT)))
-            rest_draws = bank.subset_draws(rest)
-        for start in range(0, members.size, _CHUNK):
-            block = members[start:start + _CHUNK]
-            lw = joint_log_posterior(y[np.ix_(seen, block)], *bank.subset_draws(seen), nodes=nodes, log_weights=logw)
-            w = np.exp(lw)  # (models, draws, nodes)
-            marg = w.sum(axis=1)
-            mean = marg @ nodes
-            out["theta_mean"][block] = mean
-            out["theta_sd"][block] = np.sqrt(np.einsum("mq,mq->m", marg, (nodes[None] - mean[:, None]) ** 2))
-            cdf = np.cumsum(marg, axis=1)
-            out["theta_lower"][block] = nodes[np.minimum((cdf < tail).sum(1), nodes.size - 1)]
-            out["theta_upper"][block] = nodes[np.minimum((cdf < 1 - tail).sum(1), nodes.size - 1)]
-            per_draw = w.sum(axis=2)
-            out["draw_ess"][block] = 1.0 / (per_draw**2).sum(axis=1)
-            correct = out["n_correct"][block].astype(float)
-            out["predicted_accuracy"][block] = (correct + np.einsum("msq,sq->m", w, mu_rest)) / n_bank
-            flat = w.reshape(block.size, -1).cumsum(axis=1)
-            for k, m in enumerate(block):
-                pick = np.minimum(np.searchsorted(flat[k], rng.random(samples) * flat[k, -1]), flat.shape[1] - 1)
-                ds, dq = np.divmod(pick, nodes.size)
-                if rest.size:
-                    if p_rest is not None:
-                        prob = p_rest[ds, :, dq]  # (samples, rest)
-                    else:
-                        ra, rd, rc, rs = (x[ds] for x in rest_draws)
-                        prob = probability(ra * nodes[dq][:, None] + rd, rc, rs)
-                    count = (rng.random(prob.shape) < prob).sum(axis=1)
-                else:
-                    count = np.zeros(samples)
-                acc = (correct[k] + count) / n_bank
-                out["lower"][m], out["upper"][m] = np.quantile(acc, [tail, 1 - tail], method="inverted_cdf")
+    with progress_bar(n_models, progress or "", enabled=progress is not None) as advance:
+        for g, mask in enumerate(masks):
+            _predict_group(bank, y, np.flatnonzero(group.reshape(-1) == g), mask, nodes, logw, out, rng,
+                           samples=samples, tail=tail, advance=advance)
     out["model_lower"], out["model_upper"] = out["lower"].copy(), out["upper"].copy()
     out["scale"] = np.full(n_models, np.nan)
     if calibrate:
         ref_all = bank.calibration["responses"].transpose("item", "model").values.astype(np.int8)
         for g, mask in enumerate(masks):
             members = np.flatnonzero(group.reshape(-1) == g)
+            if progress is not None:
+                stage(f"{progress}: calibrating the interval on the cohort's answers to {int(mask.sum())} item(s)")
             scale = interval_scale(bank, ref_all, mask, level=level, samples=samples, points=points, seed=seed,
-                                   max_models=max_models, rule=rule)
+                                   max_models=max_models, rule=rule, prior_scale=prior_scale)
             out["scale"][members] = scale
             lo_bound = out["n_correct"][members] / n_bank
             hi_bound = (out["n_correct"][members] + (~mask).sum()) / n_bank
@@ -229,8 +204,54 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
     return AccuracyPrediction(**out)
 
 
+def _predict_group(bank: Bank, y, members, mask, nodes, logw, out, rng, *, samples, tail, advance) -> None:
+    """Fill ``out`` for the models ``members``, which all ran the items of ``mask``."""
+    n_bank = y.shape[0]
+    seen, rest = np.flatnonzero(mask), np.flatnonzero(~mask)
+    if bank.n_draws * rest.size * nodes.size <= _TABLE_LIMIT:
+        p_rest = _probabilities(bank, rest, nodes)  # (draws, rest, nodes), float32
+        mu_rest = p_rest.sum(axis=1, dtype=float)  # (draws, nodes): expected correct among the unobserved
+    else:  # a large bank: the expected count by blocks of items, P of the sampled pairs when needed
+        p_rest = None
+        mu_rest = sum(_probabilities(bank, part, nodes).sum(axis=1, dtype=float)
+                      for part in np.array_split(rest, -(-rest.size * bank.n_draws * nodes.size // _TABLE_LIMIT)))
+        rest_draws = bank.subset_draws(rest)
+    for start in range(0, members.size, _CHUNK):
+        block = members[start:start + _CHUNK]
+        lw = joint_log_posterior(y[np.ix_(seen, block)], *bank.subset_draws(seen), nodes=nodes, log_weights=logw)
+        w = np.exp(lw)  # (models, draws, nodes)
+        marg = w.sum(axis=1)
+        mean = marg @ nodes
+        out["theta_mean"][block] = mean
+        out["theta_sd"][block] = np.sqrt(np.einsum("mq,mq->m", marg, (nodes[None] - mean[:, None]) ** 2))
+        cdf = np.cumsum(marg, axis=1)
+        out["theta_lower"][block] = nodes[np.minimum((cdf < tail).sum(1), nodes.size - 1)]
+        out["theta_upper"][block] = nodes[np.minimum((cdf < 1 - tail).sum(1), nodes.size - 1)]
+        per_draw = w.sum(axis=2)
+        out["draw_ess"][block] = 1.0 / (per_draw**2).sum(axis=1)
+        correct = out["n_correct"][block].astype(float)
+        out["predicted_accuracy"][block] = (correct + np.einsum("msq,sq->m", w, mu_rest)) / n_bank
+        flat = w.reshape(block.size, -1).cumsum(axis=1)
+        for k, m in enumerate(block):
+            pick = np.minimum(np.searchsorted(flat[k], rng.random(samples) * flat[k, -1]), flat.shape[1] - 1)
+            ds, dq = np.divmod(pick, nodes.size)
+            if rest.size:
+                if p_rest is not None:
+                    prob = p_rest[ds, :, dq]  # (samples, rest)
+                else:
+                    ra, rd, rc, rs = (x[ds] for x in rest_draws)
+                    prob = probability(ra * nodes[dq][:, None] + rd, rc, rs)
+                count = (rng.random(prob.shape) < prob).sum(axis=1)
+            else:
+                count = np.zeros(samples)
+            acc = (correct[k] + count) / n_bank
+            out["lower"][m], out["upper"][m] = np.quantile(acc, [tail, 1 - tail], method="inverted_cdf")
+        advance(block.size)
+
+
 def interval_scale(bank: Bank, reference: np.ndarray, mask: np.ndarray, *, level: float = 0.9, samples: int = 2000,
-                   points: int = 241, seed: int = 0, max_models: int = 2000, rule: str = "conservative") -> float:
+                   points: int = 241, seed: int = 0, max_models: int = 2000, rule: str = "conservative",
+                   prior_scale: float = 1.0) -> float:
     """The factor on the model-based interval's half-widths that covers ``level`` of the reference cohort.
 
     ``reference`` (bank items x models) are the calibration responses; the models that answered
@@ -254,7 +275,7 @@ def interval_scale(bank: Bank, reference: np.ndarray, mask: np.ndarray, *, level
         return 1.0
     actual = (ref == 1).sum(0) / (ref >= 0).sum(0)
     part = np.where(mask[:, None], ref, -1).astype(np.int8)
-    pred = predict_accuracy(bank, part, level=level, samples=samples, points=points, seed=seed)
+    pred = predict_accuracy(bank, part, level=level, samples=samples, points=points, seed=seed, prior_scale=prior_scale)
     p = pred.predicted_accuracy
     with np.errstate(invalid="ignore", divide="ignore"):
         need = np.where(actual >= p, (actual - p) / (pred.upper - p), (p - actual) / (p - pred.lower))
@@ -322,7 +343,8 @@ def person_fit_flags(bank: Bank, responses, *, fpr: float = 0.1, seed: int = 0) 
     return PersonFit(theta, lz, cut, flag.astype(bool), method)
 
 
-def outside_calibration(bank: Bank, responses, theta_mean, *, tail: float = 0.01) -> np.ndarray:
+def outside_calibration(bank: Bank, responses, theta_mean, *, tail: float = 0.01,
+                        ability_tail: float = 0.0) -> np.ndarray:
     """True for models outside the range of abilities the bank was calibrated on.
 
     A model is outside when its posterior mean ability lies outside the range of the calibration
@@ -332,9 +354,15 @@ def outside_calibration(bank: Bank, responses, theta_mean, *, tail: float = 0.01
     all 10 items of a test that almost no calibration model passes whole. The second rule matters
     for short tests, where the ability prior (the calibration population) holds the posterior
     mean inside the range whatever the answers.
+
+    ``ability_tail > 0`` narrows the ability range to the cohort's ``ability_tail`` and
+    ``1 - ability_tail`` quantiles: with ``tail = ability_tail = 0.05`` it marks the models at the
+    edge of the support, where a factor calibrated on the whole cohort does not describe them
+    (``score``'s extrapolation envelope covers both).
     """
     y = _as_y(responses, bank.n_items)
-    lo, hi = bank.ability_range()
+    lo, hi = (bank.ability_range() if ability_tail <= 0 else
+              tuple(float(v) for v in np.quantile(bank.abilities, [ability_tail, 1 - ability_tail])))
     theta = np.asarray(theta_mean, float)
     out = (theta < lo) | (theta > hi)
     if bank.calibration is None:

@@ -4,7 +4,8 @@ from the computations (NumPy, SciPy, numba) so that building the command-line pa
 them."""
 
 __all__ = ["SELECTION_RULES", "ESTIMATORS", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "STATISTICS", "NULLS",
-           "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES"]
+           "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES",
+           "ABILITY_PRIORS", "WIDE_PRIOR_FACTOR", "EXTRAPOLATION"]
 
 #: Item selection rules of :func:`~bayesirt.safety.adaptive.run_cat`.
 SELECTION_RULES = ("fisher", "posterior", "kl")
@@ -44,3 +45,15 @@ SELECTION_METHODS = ("score", "information")
 
 #: Rules of :func:`~bayesirt.safety.scoring.interval_scale`.
 CALIBRATION_RULES = ("conservative", "nearest")
+
+#: Ability priors of ``score`` for the models scored: the bank's calibration population, or the same
+#: mean with :data:`WIDE_PRIOR_FACTOR` times its sd (new models are often stronger than the cohort).
+ABILITY_PRIORS = ("bank", "wide")
+
+#: How much wider than the bank's population sd the ``"wide"`` ability prior is.
+WIDE_PRIOR_FACTOR = 3.0
+
+#: How ``score`` treats a model outside the bank's support (:func:`bayesirt.safety.scores.envelope`):
+#: ``"envelope"`` widens its interval to hold the predictive intervals under both ability priors and is never
+#: narrowed by the rescaling calibrated inside the support; ``"none"`` leaves it as scored (flagged only).
+EXTRAPOLATION = ("envelope", "none")
