@@ -48,12 +48,11 @@ def _suite_clusters(tmp_path, r, names):
 
     tmp_path.mkdir()
     solutions = [factor_solution(r, k, "oblimin", 0.0, 170, names) for k in (1, 2)]
-    _write_solutions(tmp_path, solutions, [], None, "")
+    eig = np.linspace(3.0, 0.1, len(names))  # parallel analysis retains two factors
+    parallel = SimpleNamespace(observed_fa=eig, reference_fa=np.where(np.arange(len(names)) < 2, eig - 0.1, eig + 0.1),
+                               observed_pc=eig, reference_pc=eig)
+    _write_solutions(tmp_path, solutions, [], parallel, "")
     pd.DataFrame({"benchmark": names, "polarity": 1}).to_csv(tmp_path / "polarity.csv", index=False)
-    eig = np.linspace(3.0, 0.1, len(names))
-    pd.DataFrame({"rank": range(1, len(names) + 1), "observed_fa": eig,
-                  "reference_fa": np.where(np.arange(len(names)) < 2, eig - 0.1, eig + 0.1), "observed_pc": eig,
-                  "reference_pc": eig}).to_csv(tmp_path / "parallel.csv", index=False)
     return solutions[1], read_structure(tmp_path, list(names))[1]
 
 
