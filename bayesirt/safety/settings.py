@@ -4,7 +4,8 @@ from the computations (NumPy, SciPy, numba) so that building the command-line pa
 them."""
 
 __all__ = ["SELECTION_RULES", "ESTIMATORS", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "STATISTICS", "NULLS",
-           "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES"]
+           "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES", "STATIC_DESIGNS",
+           "STATIC_DESIGN"]
 
 #: Item selection rules of :func:`~bayesirt.safety.adaptive.run_cat`.
 SELECTION_RULES = ("fisher", "posterior", "kl")
@@ -44,3 +45,12 @@ SELECTION_METHODS = ("score", "information")
 
 #: Rules of :func:`~bayesirt.safety.scoring.interval_scale`.
 CALIBRATION_RULES = ("conservative", "nearest")
+
+#: Designs of a short static test (:mod:`bayesirt.safety.static_design`).
+STATIC_DESIGNS = ("stratified", "population", "max_information")
+
+#: The static design of the SAFE steps (the CAT study's static test, the sandbag step's ability-shift
+#: test, the factors step's pair test), chosen by measurement on the five Open LLM Leaderboard files and
+#: a curated bank (``benchmarks/results/static_design.md``): unlike SAFE's maximum-information test it
+#: does not lose to random items.
+STATIC_DESIGN = "stratified"
