@@ -5,7 +5,7 @@ them."""
 
 __all__ = ["SELECTION_RULES", "ESTIMATORS", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "STATISTICS", "NULLS",
            "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES", "STATIC_DESIGNS",
-           "STATIC_DESIGN"]
+           "STATIC_DESIGN", "CALIBRATION_NULLS", "FLIP_RATE"]
 
 #: Item selection rules of :func:`~bayesirt.safety.adaptive.run_cat`.
 SELECTION_RULES = ("fisher", "posterior", "kl")
@@ -54,3 +54,11 @@ STATIC_DESIGNS = ("stratified", "population", "max_information")
 #: a curated bank (``benchmarks/results/static_design.md``): unlike SAFE's maximum-information test it
 #: does not lose to random items.
 STATIC_DESIGN = "stratified"
+
+#: Nulls of the sandbagging detectors' cut-offs (:mod:`bayesirt.safety.recollection`): simulated honest
+#: re-collections of the genuine cohort (default), or the cohort's own history (SAFE, in-sample).
+CALIBRATION_NULLS = ("recollection", "in_sample")
+
+#: Self-disagreement of an honest re-collection: SAFE App. B's median share of cells that differ between
+#: repeated collections of the same model.
+FLIP_RATE = 0.028
