@@ -6,9 +6,11 @@ with abilities N(0, 1) and 100 curated 2PL items, discriminations lognormal(0, 0
 difficulties at the cohort's ability quantiles, as a curated benchmark spreads its items). Per data set
 and design (``stratified``, ``population``, ``max_information``):
 
-1. CAT study (:func:`bayesirt.safety.cat_study.cat_study`, ``--splits`` 75/25 splits, ``--random``
-   random subsets): held-out RMSE of the predicted full score (proportion correct) at 10, 25, 50 items,
-   static design vs the mean of random subsets (and the CAT);
+1. CAT study's static and random designs (as :func:`bayesirt.safety.cat_study.cat_study`: ``--splits``
+   75/25 splits, 2PL by regularized MML on the calibration models, full score predicted from the
+   reduced score and EAP ability by the spline of ``score_calibration``; ``--random`` random subsets,
+   the same for every design; the adaptive test is left out): held-out RMSE of the predicted full score
+   (proportion correct) at 10, 25, 50 items, each static design vs the mean of the random subsets;
 2. ability-shift detector recall: 2PL (regularized MML) on the cohort; 200 seeded models sandbag
    uniformly by one logit (``sandbag``, coherent ability shift, direction down); a run is caught when
    its 40-item MAP ability minus its historical (all-item) MAP exceeds the resolvable gap of that test
@@ -20,7 +22,7 @@ and design (``stratified``, ``population``, ``max_information``):
 
 Usage::
 
-    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/static_design.py              # full (~30 min, loaded machine)
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/static_design.py              # all six data sets
     python benchmarks/static_design.py --quick                                   # one benchmark, small sizes
 
 Writes ``benchmarks/results/static_design.{json,md}``.
@@ -44,7 +46,7 @@ from bayesirt.data import load  # noqa: E402
 from bayesirt.data.responses import informative_items, make_responses  # noqa: E402
 from bayesirt.frequentist.mml import fit_mml  # noqa: E402
 from bayesirt.safety.adaptive import score_test, static_test  # noqa: E402
-from bayesirt.safety.cat_study import cat_study  # noqa: E402
+from bayesirt.safety.cat_study import score_calibration  # noqa: E402
 from bayesirt.safety.fingerprint import gap_at, resolvable_gap  # noqa: E402
 from bayesirt.safety.personfit import item_parameters  # noqa: E402
 from bayesirt.safety.sandbagging import sandbag  # noqa: E402
@@ -116,15 +118,32 @@ def shift_and_pairs(ds, args, rng) -> dict:
 
 
 def cat_rmse(ds, args) -> dict:
-    out = {}
-    for design in STATIC_DESIGNS:
-        study = cat_study(ds, budgets=BUDGETS, splits=args.splits, random_subsets=args.random, static_design=design,
-                          seed=args.seed, progress=False)
-        rmse = study["rmse"].mean("split").sel(benchmark="all")
-        out[design] = {int(k): float(rmse.sel(design="static", budget=k)) * 100 for k in BUDGETS}
-        out["random"] = {int(k): float(rmse.sel(design="random", budget=k)) * 100 for k in BUDGETS}
-        out["cat"] = {int(k): float(rmse.sel(design="cat", budget=k)) * 100 for k in BUDGETS}
-    return out
+    """The CAT study's static and random designs (its splits, 2PL calibration and score calibration;
+    :mod:`bayesirt.safety.cat_study`), every design on the same splits and random subsets."""
+    y = ds["responses"].transpose("item", "model").values.astype(np.int8)
+    full = (y == 1).sum(0) / (y >= 0).sum(0)
+    errors = {d: {k: [] for k in BUDGETS} for d in (*STATIC_DESIGNS, "random")}
+    for split in range(args.splits):
+        rng = np.random.default_rng([args.seed, split])
+        perm = rng.permutation(y.shape[1])
+        n_cal = int(round(0.75 * y.shape[1]))
+        cal, test = np.sort(perm[:n_cal]), np.sort(perm[n_cal:])
+        fit = fit_mml(ds.isel(model=cal), "2pl", priors=True, se=False)
+        a, d = fit.items["discrimination"].values, fit.items["intercept"].values
+        theta_cal = score_test(y[:, cal], a, d).theta
+
+        def rmse(items):
+            score = (y[items] == 1).mean(axis=0)
+            theta = score_test(y, a, d, items).theta
+            predict = score_calibration(score[cal], theta[cal], full[cal])
+            return float(np.sqrt(np.mean((predict(score[test], theta[test]) - full[test]) ** 2))) * 100
+
+        for k in BUDGETS:
+            for design in STATIC_DESIGNS:
+                errors[design][k].append(rmse(static_test(a, d, theta_cal, k, design=design)))
+            errors["random"][k].append(np.mean([rmse(rng.choice(a.size, k, replace=False))
+                                                for _ in range(args.random)]))
+    return {d: {k: float(np.mean(v)) for k, v in r.items()} for d, r in errors.items()}
 
 
 def markdown(result: dict) -> str:
@@ -135,12 +154,12 @@ def markdown(result: dict) -> str:
              f"splits x {s['random']} random subsets, {s['random_tests']} random 40-item tests, {s['pair_models']} "
              f"models for the pair test. Default design: `{s['default']}` (`safety.settings.STATIC_DESIGN`).", "",
              "## CAT study: held-out RMSE of the predicted full score (percentage points; lower is better)", "",
-             "| data | k | " + " | ".join(STATIC_DESIGNS) + " | random | CAT |", "|---|---|" + "---|" * 5]
+             "| data | k | " + " | ".join(STATIC_DESIGNS) + " | random |", "|---|---|" + "---|" * 4]
     for name, r in result["data"].items():
         for k in BUDGETS:
             c = r["cat"]
             lines.append(f"| {name} | {k} | " + " | ".join(f"{c[d][str(k)]:.2f}" for d in STATIC_DESIGNS)
-                         + f" | {c['random'][str(k)]:.2f} | {c['cat'][str(k)]:.2f} |")
+                         + f" | {c['random'][str(k)]:.2f} |")
     lines += ["", "## Ability-shift detector (40 items): recall of one-logit uniform sandbagging (200 runs) and "
               "in-sample false-positive rate; pair test: share of model pairs told apart (40 items; full test)", "",
               "| data | " + " | ".join(f"{d} recall" for d in STATIC_DESIGNS) + " | random recall | "
@@ -173,7 +192,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default=str(RESULTS / "static_design.json"))
+    parser.add_argument("--merge", help="comma-separated results JSONs of runs on disjoint data sets: one table")
     args = parser.parse_args()
+    if args.merge:
+        import json
+
+        parts = [json.loads(Path(p).read_text()) for p in args.merge.split(",")]
+        merged = {"settings": parts[0]["settings"], "data": {k: v for p in parts for k, v in p["data"].items()}}
+        write_results(args.out, merged, markdown, echo=True)
+        return
     if args.quick:
         args.models, args.splits, args.random, args.random_tests, args.pair_models = 300, 2, 3, 2, 200
         args.data = "arc"

@@ -387,7 +387,8 @@ def _distinguish_lines(distinguished: pd.DataFrame, matched) -> str:
     lines = ["", "## Pair distinguishability (SAFE Ability shift, Figure 5B)", "",
              "Share of pairs of models (observed on every benchmark) whose abilities differ by more than 1.96 sds of "
              "their difference, per benchmark and on at least one (`any`). "
-             + ("The first column uses each benchmark's maximum-information static test of the stated length (SAFE: a "
+             + ("The first column uses each benchmark's static test of the stated length, of the design `static_design` "
+                "in the settings (SAFE's is the maximum-information test; a "
                 "40-item test distinguishes 99.5% of pairs), the second the full benchmark."
                 if distinguished.shape[1] > 1 else "Full benchmarks (no short test: abilities given or not MAP)."), "",
              markdown_table(distinguished.map(lambda v: f"{v:.1%}").rename_axis("benchmark").reset_index()), ""]
