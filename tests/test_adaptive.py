@@ -149,7 +149,8 @@ def test_cat_first_item_is_most_informative_at_prior_mean_and_ties_go_low():
     a, d = np.array([1.0, 2.0, 2.0, 0.5]), np.array([0.0, 0.0, 0.0, 0.0])
     y = np.ones((4, 2), dtype=np.int8)
     assert run_cat(y, a, d, budget=1).items[:, 0].tolist() == [1, 1]
-    assert static_test(a, d, [0.0], 2).tolist() == [1, 2]
+    assert static_test(a, d, [0.0], 2, design="max_information").tolist() == [1, 2]
+    assert static_test(a, d, [0.0], 2).tolist() == [1, 2]  # both strata at 0: the two best, ties low
 
 
 def test_cat_skips_missing_and_stops_when_bank_runs_out():
@@ -201,17 +202,40 @@ def test_static_test_is_optimal_and_respects_quotas():
     a, d, _, _ = _bank(9, 17)
     abilities = np.random.default_rng(18).normal(0, 1, 50)
     score = item_information(abilities, a, d).sum(1)
-    chosen = static_test(a, d, abilities, 3)
+    chosen = static_test(a, d, abilities, 3, design="max_information")
     assert score[chosen].sum() == pytest.approx(max(score[list(c)].sum() for c in combinations(range(9), 3)))
     assert np.all(np.diff(score[chosen]) <= 0)  # selection order
     groups = np.array(list("aaabbbbcc"))
     quotas = {"a": 1, "b": 0, "c": 2}
-    got = static_test(a, d, abilities, 3, groups=groups, quotas=quotas)
+    got = static_test(a, d, abilities, 3, groups=groups, quotas=quotas, design="max_information")
     assert {g: int(np.sum(groups[got] == g)) for g in "abc"} == quotas
     assert set(got[groups[got] == "c"]) == {7, 8}
     assert sorted(got[groups[got] == "a"]) == [max(range(3), key=score.__getitem__)]
-    prop = static_test(a, d, abilities, 5, groups=groups)
-    assert {g: int(np.sum(groups[prop] == g)) for g in "abc"} == quota_counts(groups, 5)
+    for design in ("max_information", "stratified", "population"):
+        prop = static_test(a, d, abilities, 5, groups=groups, design=design)
+        assert {g: int(np.sum(groups[prop] == g)) for g in "abc"} == quota_counts(groups, 5)
+        assert len(set(prop.tolist())) == 5
+
+
+def test_static_designs_follow_the_cohort():
+    """A cohort of 80 weak models (theta -1.5) and 20 strong ones (+1.5), items of discrimination 2 with
+    difficulties every 0.5 logits: the maximum-information test puts all 5 items at or below 0 (summed
+    information is dominated by the weak cluster); the stratified test takes, for the strata medians
+    (quantiles .1 .3 .5 .7 = -1.5, .9 = +1.5), the best free item at each, ties to the lowest index; the
+    population design spends its first item where the cohort is dense (argmax of mean log(1 + I)), then
+    reaches the strong models once the weak ones are measured (diminishing returns)."""
+    b = np.arange(-3.0, 3.01, 0.5)
+    a = np.full_like(b, 2.0)
+    d = -a * b
+    theta = np.r_[np.full(80, -1.5), np.full(20, 1.5)]
+    assert np.all(b[static_test(a, d, theta, 5, design="max_information")] <= 0.0)
+    assert b[static_test(a, d, theta, 5, design="stratified")].tolist() == [-1.5, -2.0, -1.0, -2.5, 1.5]
+    pop = static_test(a, d, theta, 5, design="population")
+    gain = np.log(1.0 + item_information(theta, a, d)).mean(axis=1)
+    assert pop[0] == int(np.argmax(gain)) and b[pop[0]] == -1.5
+    assert b[pop].tolist() == [-1.5, -1.0, -2.0, 1.5, -0.5]
+    with pytest.raises(BayesIRTError, match="'design' parameter of static_test must be one of"):
+        static_test(a, d, theta, 5, design="random")
 
 
 def test_score_test_subsets_missing_and_no_data():

@@ -3,9 +3,10 @@
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 
 from bayesirt.report.factors import _fit_frame, _flag_lines, solution_flags
-from bayesirt.structure.factor import PSI_BOUNDS, factor_solution
+from bayesirt.structure.factor import PSI_BOUNDS, factor_solution, improper_variables
 
 
 def _solution(k, loadings, uniquenesses, rmsea, heywood=False):
@@ -38,3 +39,37 @@ def test_real_solutions_flagged():
     one, two = (factor_solution(r, k, "oblimin", 0.0, 200, ("a", "b", "c", "d")) for k in (1, 2))
     assert [f.split(" ")[0] for f in solution_flags(one)] == ["RMSEA"] and one.fit.rmsea > 1
     assert solution_flags(two) == []
+
+
+def _suite_clusters(tmp_path, r, names):
+    """The factors folder's fit table as the report writes it, read back as the SAFE suite reads it."""
+    from bayesirt.jobs.suite import read_structure
+    from bayesirt.report.factors import _write_solutions
+
+    tmp_path.mkdir()
+    solutions = [factor_solution(r, k, "oblimin", 0.0, 170, names) for k in (1, 2)]
+    eig = np.linspace(3.0, 0.1, len(names))  # parallel analysis retains two factors
+    parallel = SimpleNamespace(observed_fa=eig, reference_fa=np.where(np.arange(len(names)) < 2, eig - 0.1, eig + 0.1),
+                               observed_pc=eig, reference_pc=eig)
+    _write_solutions(tmp_path, solutions, [], parallel, "")
+    pd.DataFrame({"benchmark": names, "polarity": 1}).to_csv(tmp_path / "polarity.csv", index=False)
+    return solutions[1], read_structure(tmp_path, list(names))[1]
+
+
+def test_one_improper_rule_and_the_suite_builds_no_bank_from_it(tmp_path):
+    """A cohort whose 2-factor oblimin solution has a loading of 1.016 with every uniqueness above its bound
+    (the case the suite used to build a bank from): improper by the one rule, in the report, in
+    ``fit_indices.csv`` and for the suite, which builds no latent-ability bank; a proper cohort gets its banks."""
+    r = np.array([[1.0, 0.608, 0.432, 0.588, 0.572], [0.608, 1.0, 0.455, 0.886, 0.342],
+                  [0.432, 0.455, 1.0, 0.473, 0.283], [0.588, 0.886, 0.473, 1.0, 0.3],
+                  [0.572, 0.342, 0.283, 0.3, 1.0]])
+    names = ("arc", "gsm8k", "mmlu", "truthfulqa", "winogrande")
+    two, clusters = _suite_clusters(tmp_path / "improper", r, names)
+    at_bound, over_one = improper_variables(two.loadings, two.uniquenesses)
+    assert not at_bound.any() and over_one.tolist() == [False, False, False, True, False]
+    assert two.heywood and solution_flags(two) == ["Heywood: a loading of 1 or more for truthfulqa"]
+    assert pd.read_csv(tmp_path / "improper" / "fit_indices.csv")["heywood"].tolist() == [False, True]
+    assert clusters == {}
+    r = np.array([[1, .7, .2, .1], [.7, 1, .3, .2], [.2, .3, 1, .75], [.1, .2, .75, 1.0]])
+    two, clusters = _suite_clusters(tmp_path / "proper", r, ("a", "b", "c", "d"))
+    assert not two.heywood and len(clusters) == 2

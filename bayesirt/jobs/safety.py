@@ -11,12 +11,16 @@ import numpy as np
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import BayesIRTError, ConfigError, DataError, recorded_warnings
 from bayesirt.safety.settings import (
+    CALIBRATION_NULLS,
     DEFAULT_SHIFTS,
     DIRECTIONS,
     ESTIMATORS,
+    FLIP_RATE,
     MODES,
     NULLS,
     SELECTION_RULES,
+    STATIC_DESIGN,
+    STATIC_DESIGNS,
     STATISTICS,
     TARGETS,
 )
@@ -63,6 +67,8 @@ def run_cat_job(data, out, *,
                                              "over pooled benchmarks (auto: the mean when the bank pools benchmarks)",
                                      choices=TARGETS),
                 quotas: bool = option(False, "keep per-item-group quotas in the CAT, static and random tests"),
+                static_design: str = option(STATIC_DESIGN, "design of the static test (max_information: SAFE's)",
+                                            choices=STATIC_DESIGNS),
                 workers: int | None = option(None, "worker processes for the splits: 1 runs them in this process, N > 1 "
                                                    "starts a local cluster of N [one per core]", type=int, low=1),
                 scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local "
@@ -88,9 +94,10 @@ def run_cat_job(data, out, *,
 
     study = cat_study(responses, budgets=budgets, splits=splits, random_subsets=random_subsets,
                       calibration=calibration, rule=rule, estimator=estimator, per_benchmark=per_benchmark,
-                      target=target, quotas=quotas, seed=seed, workers=workers, scheduler=scheduler, progress=progress)
+                      target=target, quotas=quotas, static_design=static_design, seed=seed, workers=workers,
+                      scheduler=scheduler, progress=progress)
     curves = summarize_study(study)
-    tests = static_tests(responses, budgets, quotas=quotas)
+    tests = static_tests(responses, budgets, quotas=quotas, design=static_design)
     with staged_output(out, force=force) as folder:
         write_netcdf(study, folder / "cat.nc")
         curves.to_csv(folder / "cat_curves.csv", index=False)
@@ -283,6 +290,13 @@ def run_sandbag_job(data, out, *,
                     test_length: int = option(40, "items of the ability-shift test", low=1),
                     level: float = option(0.95, "confidence of the resolvable gap of the ability-shift test", low=0,
                                           high=1, open=True),
+                    static_design: str = option(STATIC_DESIGN, "design of the ability-shift test (max_information: "
+                                                               "SAFE's)", choices=STATIC_DESIGNS),
+                    null: str = option("recollection", "where the detectors' cut-offs come from: simulated honest "
+                                                       "re-collections of the genuine cohort, or its own history "
+                                                       "(in_sample, SAFE)", choices=CALIBRATION_NULLS),
+                    flip_rate: float = option(FLIP_RATE, "self-disagreement of an honest re-collection: share of cells "
+                                                         "flipped (SAFE App. B median)", low=0, high=1, open=True),
                     seed: int = option(0, "random seed", low=0),
                     reference=option(None, "a separate genuine cohort (data file): DATA then holds real suspect runs, "
                                            "scored against it by person fit and ability shift instead of a simulation",
@@ -320,7 +334,8 @@ def run_sandbag_job(data, out, *,
     if reference is not None:
         cohort = reference if isinstance(reference, xr.Dataset) else load(reference)
         (suspects, genuine, settings), messages = recorded_warnings(score_suspects, responses, cohort, fpr=fpr,
-                                                                    statistic=statistic, level=level, seed=seed)
+                                                                    statistic=statistic, level=level, null=null,
+                                                                    flip_rate=flip_rate, seed=seed)
         settings["reference"] = (str(reference) if not isinstance(reference, xr.Dataset)
                                  else reference.attrs.get("name", "dataset"))
         roc = None
@@ -331,7 +346,8 @@ def run_sandbag_job(data, out, *,
     result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, mode=mode,
                                          shifts=shifts, strengths=strengths, direction=direction,
                                          trigger_fraction=trigger_fraction, target=target, groups=groups,
-                                         test_length=test_length, level=level, seed=seed, workers=workers,
+                                         test_length=test_length, level=level, static_design=static_design,
+                                         null=null, flip_rate=flip_rate, seed=seed, workers=workers,
                                          scheduler=scheduler, progress=progress)
     return write_sandbag(result, responses, out, warnings=messages, force=force)
 

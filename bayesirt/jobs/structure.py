@@ -13,6 +13,7 @@ import numpy as np
 from bayesirt.errors import ConfigError
 from bayesirt.inference.methods import ADVI_ITERATIONS, CHAINS, DRAWS, TUNE
 from bayesirt.models.settings import ROTATIONS
+from bayesirt.safety.settings import STATIC_DESIGN, STATIC_DESIGNS
 from bayesirt.structure.settings import ABILITY_ESTIMATES, ABILITY_METHODS, AUTO_POLARITY_THRESHOLD, COHORTS
 from bayesirt.utils.options import comma_ints, declare, option, polarity_flags
 from bayesirt.utils.outputs import check_output
@@ -56,6 +57,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                                                                    "(SAFE: minres)", choices=("minres", "smc")),
                     test_length: int = option(40, "items of each benchmark's static test for pair distinguishability "
                                                   "and ability-matched pairs (SAFE: 40)", low=1),
+                    static_design: str = option(STATIC_DESIGN, "design of that static test (max_information: SAFE's)",
+                                                choices=STATIC_DESIGNS),
                     seed: int = option(0, "random seed", low=0),
                     force: bool = False, progress: bool = True) -> Path:
     """The ``bayesirt factors`` job: factor structure of abilities, written to a folder.
@@ -97,7 +100,8 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         always reported beside it.
     test_length : int, default 40
         Response files with ``method="map"``: pair distinguishability (SAFE: 99.5% of pairs on at
-        least one benchmark) on a ``test_length``-item maximum-information test per benchmark, and
+        least one benchmark) on a ``test_length``-item static test per benchmark (design
+        ``static_design``, :func:`bayesirt.safety.adaptive.static_test`), and
         the ability-matched pairs it cannot separate with their item disagreements (Fig. 5B).
     seed : int, default 0
         Seeds the fits, the bootstrap and the parallel analysis.
@@ -152,6 +156,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
         datasets = {n: load(p) for n, p in zip(names, paths)}
         abilities = ability_matrix(datasets, method=method, estimate=estimate, draws=draws, tune=tune, chains=chains,
                                    advi_iterations=advi_iterations, seed=fit_seed, test_length=test_length,
+                                   static_design=static_design,
                                    progress=progress)
     if cohort == "complete":
         complete = abilities["ability"].notnull().all("benchmark")
@@ -187,6 +192,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
     settings = {"inputs": [str(p) for p in paths], "n_factors": counts, "rotation": rotation, "gamma": gamma,
                 "seed": seed, "parallel_iter": parallel_iter, "parallel_communalities": parallel_communalities,
                 "cohort": cohort, "bootstrap": loading_bootstrap, "disattenuate": disattenuate, "test_length": test_length,
+                "static_design": static_design,
                 "declared_polarity": declared, "auto_polarity": auto,
                 "auto_polarity_threshold": AUTO_POLARITY_THRESHOLD}
     if len(paths) > 1:

@@ -376,7 +376,7 @@ def read_structure(folder: str | Path | None, names: list[str],
     folder's ``polarity.csv``, else ``declared``, else +1); ``clusters`` maps ``ability1``... to
     ``{benchmark: sign}`` for the solution with as many factors as the minres-matched parallel
     analysis retains (``parallel.csv``), or the largest fitted one below that, leaving out improper
-    solutions (a Heywood case: a communality of 1 or more; ``fit_indices.csv``), when that is two or
+    solutions (:attr:`bayesirt.structure.factor.FactorSolution.heywood`: a uniqueness at its bound or a loading of 1 or more; the ``heywood`` column of ``fit_indices.csv``), when that is two or
     more factors.
     """
     declared = dict(declared or {})

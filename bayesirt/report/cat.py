@@ -100,7 +100,8 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figures: list[str] | str
              f"{a['n_models']} models x {a['n_items']} items; {a['splits']} random splits into "
              f"{a['calibration']:.0%} calibration and {1 - a['calibration']:.0%} held-out models. Per split: "
              f"{a['model']} on the calibration models; CAT ({a['rule']} selection, {a['estimator'].upper()} updates), "
-             f"the static test most informative over the calibration abilities, and {a['random_subsets']} random "
+             f"the static test of design `{a.get('static_design', 'max_information')}` for the calibration abilities "
+             f"(SAFE's is `max_information`), and {a['random_subsets']} random "
              "item sets" + (" (all three keep proportional per-item-group quotas)" if int(a.get("quotas", 1))
                             else " (no quotas: items drawn from the whole bank, SAFE's unconstrained CAT)")
              + ". Every test's reduced score and ability go through the same spline calibration to the full score, "

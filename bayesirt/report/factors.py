@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
-from bayesirt.structure.factor import PSI_BOUNDS  # noqa: E402
+from bayesirt.structure.factor import improper_variables  # noqa: E402
 from bayesirt.structure.polarity import AUTO_POLARITY_THRESHOLD, flagged_polarity  # noqa: E402
 from bayesirt.utils.outputs import staged_output, write_netcdf  # noqa: E402
 
@@ -163,10 +163,9 @@ def solution_flags(solution) -> list[str]:
     or below the lower bound, or a loading of absolute value 1 or more) and an RMSEA above 1."""
     names = np.asarray(solution.variables)
     flags = []
-    low = solution.uniquenesses <= PSI_BOUNDS[0] + 1e-8
+    low, big = improper_variables(solution.loadings, solution.uniquenesses)
     if low.any():
         flags.append("Heywood: uniqueness at its bound for " + ", ".join(names[low]))
-    big = np.abs(solution.loadings).max(axis=1) >= 1
     if big.any():
         flags.append("Heywood: a loading of 1 or more for " + ", ".join(names[big]))
     if np.isfinite(solution.fit.rmsea) and solution.fit.rmsea > 1:
@@ -177,7 +176,7 @@ def solution_flags(solution) -> list[str]:
 def _fit_frame(solutions) -> pd.DataFrame:
     return pd.DataFrame([{"factors": s.n_factors, "chi2": s.fit.chi2, "dof": s.fit.dof, "RMSEA": s.fit.rmsea,
                           "CFI": s.fit.cfi, "TLI": s.fit.tli, "variance explained": s.variance_explained,
-                          "Heywood": bool(s.heywood or np.abs(s.loadings).max() >= 1),
+                          "Heywood": s.heywood,
                           "flags": "; ".join(solution_flags(s)) or "-"} for s in solutions])
 
 
@@ -388,7 +387,8 @@ def _distinguish_lines(distinguished: pd.DataFrame, matched) -> str:
     lines = ["", "## Pair distinguishability (SAFE Ability shift, Figure 5B)", "",
              "Share of pairs of models (observed on every benchmark) whose abilities differ by more than 1.96 sds of "
              "their difference, per benchmark and on at least one (`any`). "
-             + ("The first column uses each benchmark's maximum-information static test of the stated length (SAFE: a "
+             + ("The first column uses each benchmark's static test of the stated length, of the design `static_design` "
+                "in the settings (SAFE's is the maximum-information test; a "
                 "40-item test distinguishes 99.5% of pairs), the second the full benchmark."
                 if distinguished.shape[1] > 1 else "Full benchmarks (no short test: abilities given or not MAP)."), "",
              markdown_table(distinguished.map(lambda v: f"{v:.1%}").rename_axis("benchmark").reset_index()), ""]

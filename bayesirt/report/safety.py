@@ -180,16 +180,29 @@ def sandbag_section(detection: pd.DataFrame, settings: dict, figures: dict) -> l
              f"({settings['groups']}); triggered scope: a random {settings['trigger_fraction']:.0%} of the items per "
              "run. Detection is blind: fixed item parameters calibrated on the genuine cohort.", "",
              f"- Person fit: flag {settings['statistic']} <= {settings['cutoff']:.3f} (the {settings['fpr']:.0%} point "
-             "of the genuine cohort).",
-             f"- Ability shift: MAP ability from a {settings['test_length']}-item maximum-information test minus the "
-             "historical (full-data) ability; flagged beyond the gap the test resolves at that ability "
+             "of the genuine runs).",
+             f"- Ability shift: MAP ability from a {settings['test_length']}-item static test (design "
+             f"`{settings.get('static_design', 'max_information')}`) minus the historical (full-data) ability; flagged "
+             f"beyond {settings.get('shift_multiplier', 1.0):.2f} times the gap the test resolves at that ability "
              f"(pairs distinguished at {settings['level']:.0%}; the test distinguishes "
              f"{settings['resolved_pairs']:.1%} of cohort pairs).",
              "- Combined: flagged by either (its genuine false-positive rate is the first row).", "",
+             *null_lines(settings), "",
              "Rates are over runs that changed at least one response (`runs`).", "",
              markdown_table(detection), ""]
     lines += [f"![{caption}]({name})" for caption, name in figures.items()]
     return lines + [""]
+
+
+def null_lines(settings: dict) -> list[str]:
+    """Where the detectors' false-positive rates come from (:mod:`bayesirt.safety.recollection`)."""
+    lines = [f"- **Error rates: {settings.get('null_description', 'in-sample')}.**"]
+    crossfit = settings.get("crossfit_fpr") or {}
+    if crossfit:
+        lines.append(f"- Out-of-sample (cross-fitted) false-positive rates at the stated {settings['fpr']:.0%}: person "
+                     f"fit {crossfit['personfit']:.1%}, shift {crossfit['shift']:.1%}, either "
+                     f"{crossfit['combined']:.1%}.")
+    return lines
 
 
 def fingerprint_section(matches: pd.DataFrame, null: xr.Dataset, alpha: float, figure: str) -> list[str]:
@@ -313,12 +326,14 @@ def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, ou
                  f"Reference cohort {st['reference']}: {st['reference_models']} models, {st['reference_items']} items, "
                  f"calibrated by the regularized 2PL (MAP-EM). The suspects' {st['test_items']} items are their test.", "",
                  f"- Person fit: {st['statistic']} on those items, flagged at or below {st['cutoff']:.3f}, the "
-                 f"reference cohort's {st['fpr']:.0%} quantile on the same items.",
+                 f"{st['fpr']:.0%} quantile of the reference cohort's genuine runs on the same items.",
                  f"- Ability shift: the ability from those items minus the historical ability (the same model's "
                  f"full-data ability in the reference; {st['suspects_with_history']} of {suspects.sizes['model']} "
-                 f"suspects have one), flagged beyond the gap the test resolves at {st['level']:.0%}.",
-                 f"- False-positive rates on the reference cohort: person fit {rates['personfit']:.1%}, shift "
-                 f"{rates['shift']:.1%}, either {rates['combined']:.1%}.", "",
+                 f"suspects have one), flagged beyond {st.get('shift_multiplier', 1.0):.2f} times the gap the test "
+                 f"resolves at {st['level']:.0%}.",
+                 f"- Flag rates of the reference cohort's genuine runs (calibration sample): person fit "
+                 f"{rates['personfit']:.1%}, shift {rates['shift']:.1%}, either {rates['combined']:.1%}.",
+                 *null_lines(st), "",
                  f"Flagged: person fit {flagged['personfit']}, shift {flagged['shift']}, either {flagged['combined']} "
                  f"of {suspects.sizes['model']} runs.", "",
                  markdown_table(table[[c for c in columns if c in table]].round(3)), "", *labelled]

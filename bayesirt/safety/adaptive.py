@@ -1,7 +1,9 @@
 """Static and computerized adaptive tests (CAT) for unidimensional 1PL-4PL item banks.
 
-- :func:`static_test` picks ``k`` items once, maximizing Fisher information summed over a set of
-  calibration abilities, optionally with per-benchmark (``item_group``) quotas.
+- :func:`static_test` picks ``k`` items once for a cohort of calibration abilities, by one of the
+  designs of :mod:`bayesirt.safety.static_design` (default :data:`STATIC_DESIGN`; SAFE's
+  maximum summed information is ``design="max_information"``), optionally with per-benchmark
+  (``item_group``) quotas.
 - :func:`score_test` scores respondents on any subset of items: EAP (and posterior SD) on an
   equally spaced grid under a ``Normal(prior_mean, prior_sd)`` ability prior, or MAP by Newton.
 - :func:`run_cat` administers an adaptive test to every respondent at once, using their real
@@ -25,7 +27,8 @@ from scipy.special import logsumexp
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.information import ItemBank, item_bank, item_information
 from bayesirt.models.response import curves, derivative, second_derivative
-from bayesirt.safety.settings import ESTIMATORS, SELECTION_RULES
+from bayesirt.safety.settings import ESTIMATORS, SELECTION_RULES, STATIC_DESIGN, STATIC_DESIGNS
+from bayesirt.safety.static_design import design_order
 from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["ability_grid", "Abilities", "quota_counts", "static_test", "grid_log_posterior", "score_test",
@@ -144,12 +147,8 @@ def quota_counts(groups, k: int, quotas="proportional") -> dict:
 
 
 def static_test(discrimination, intercept, abilities, k, *, guessing=0.0, slip=0.0, groups=None,
-                quotas=None) -> np.ndarray:
-    """The ``k`` items with the most Fisher information over a set of calibration abilities.
-
-    Information adds over items, so the selection maximizing the summed (equivalently, mean)
-    information over ``abilities`` takes the items with the largest per-item totals, within
-    each group's quota when ``groups`` is given.
+                quotas=None, design: str = STATIC_DESIGN, prior_sd: float = 1.0) -> np.ndarray:
+    """A ``k``-item static test for the cohort of calibration ``abilities``.
 
     Parameters
     ----------
@@ -165,31 +164,34 @@ def static_test(discrimination, intercept, abilities, k, *, guessing=0.0, slip=0
     quotas : dict or "proportional", optional
         Items per group (see :func:`quota_counts`). Default ``"proportional"`` when ``groups``
         is given.
+    design : {"stratified", "population", "max_information"}, default :data:`STATIC_DESIGN`
+        How the items are chosen (:mod:`bayesirt.safety.static_design`): information at the
+        cohort's ability quantiles, information integrated over the cohort with diminishing
+        returns, or SAFE's maximum summed information (ties to the lowest index).
+    prior_sd : float, default 1
+        ``"population"``: the ability prior's SD (its precision is the information before any item).
 
     Returns
     -------
     ndarray of int, shape (k,)
-        Item indices in selection order: decreasing information, ties to the lowest index.
+        Item indices in selection order.
     """
+    check_choice(design, STATIC_DESIGNS, name="design", caller="static_test")
     bank = item_bank(discrimination, intercept, guessing, slip)
     theta = np.asarray(abilities, dtype=float).ravel()
     if theta.size == 0 or not np.all(np.isfinite(theta)):
         raise BayesIRTError("abilities must be a non-empty array of finite values; pass calibration ability estimates")
     k = check_int(k, name="k", caller="static_test", low=1, high=bank.n_items)  # the test length, at most the bank
-    score = sum(bank.information(part).sum(axis=1) for part in np.array_split(theta, -(-theta.size // _CHUNK)))
-    order = np.lexsort((np.arange(bank.n_items), -score))  # decreasing information, ties to lowest index
     if groups is None:
         if quotas is not None:
             raise BayesIRTError("quotas were given without groups; pass groups (one label per item) as well")
-        return order[:k].astype(np.int64)
+        return design_order(bank, theta, [None] * k, design, prior_sd=prior_sd, chunk=_CHUNK)
     labels = np.asarray(groups)
     if labels.shape != (bank.n_items,):
         raise BayesIRTError(f"groups must have one label per item ({bank.n_items}), got shape {labels.shape}")
     counts = quota_counts(labels, k, "proportional" if quotas is None else quotas)
-    ranked, take = labels[order], np.zeros(bank.n_items, dtype=bool)
-    for g, n in counts.items():
-        take[np.flatnonzero(ranked == g)[:n]] = True  # the group's n best, in overall order
-    return order[take].astype(np.int64)
+    path = [g for g, n in counts.items() for _ in range(n)] if quotas is not None else _quota_path(labels, k)
+    return design_order(bank, theta, path, design, groups=labels, prior_sd=prior_sd, chunk=_CHUNK)
 
 
 def grid_log_posterior(responses, bank: ItemBank, nodes: np.ndarray, log_weights: np.ndarray) -> np.ndarray:

@@ -6,8 +6,9 @@ For each of ``splits`` random calibration/test splits of the models (75/25 by de
    (:func:`bayesirt.frequentist.mml.fit_mml`, ``priors=True``);
 2. for each item budget ``k``, give every model (calibration and test) three ``k``-item tests
    built from the calibration fit, using its real responses: an adaptive test
-   (:func:`bayesirt.safety.adaptive.run_cat`, unconstrained as SAFE's), the static test most
-   informative over the calibration abilities (:func:`bayesirt.safety.adaptive.static_test`) and
+   (:func:`bayesirt.safety.adaptive.run_cat`, unconstrained as SAFE's), the static test
+   for the calibration abilities (:func:`bayesirt.safety.adaptive.static_test`, design
+   ``static_design``, default :data:`~bayesirt.safety.settings.STATIC_DESIGN`) and
    ``random_subsets`` random item sets; with ``quotas`` the static and random tests (and the CAT)
    keep per-``item_group`` quotas, as SAFE's per-ability static tests and their random baselines;
 3. map each model's reduced-test score and ability estimate to a predicted full score with a
@@ -40,7 +41,7 @@ from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
 from bayesirt.safety.adaptive import ESTIMATORS, SELECTION_RULES, quota_counts, run_cat, score_test, static_test
-from bayesirt.safety.settings import TARGETS
+from bayesirt.safety.settings import STATIC_DESIGN, STATIC_DESIGNS, TARGETS
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
 from bayesirt.utils.validation import check_choice
 
@@ -188,7 +189,7 @@ def _one_split(task: dict) -> dict:
         if k not in ok:
             continue
         out["cat"][b] = evaluate(cat.items[:, :k], cat.theta[:, k])
-        chosen = static_test(*a_d, theta_full[cal], k, groups=groups if balance else None)
+        chosen = static_test(*a_d, theta_full[cal], k, groups=groups if balance else None, design=task["design"])
         out["static"][b] = evaluate(chosen, score_test(y_u, *a_d, chosen).theta)
         counts = quota_counts(groups, k) if balance else {}
         for r in range(n_random):
@@ -200,7 +201,8 @@ def _one_split(task: dict) -> dict:
     return out
 
 
-def static_tests(responses: xr.Dataset, budgets: Sequence[int], *, quotas: bool = False) -> pd.DataFrame:
+def static_tests(responses: xr.Dataset, budgets: Sequence[int], *, quotas: bool = False,
+                 design: str = STATIC_DESIGN) -> pd.DataFrame:
     """The static test of each budget for the whole cohort, the items a short fixed test would
     administer: the regularized 2PL fitted to every model (items without variance removed), then
     :func:`static_test` over their abilities (with per-``item_group`` quotas when ``quotas``; as the
@@ -215,7 +217,8 @@ def static_tests(responses: xr.Dataset, budgets: Sequence[int], *, quotas: bool 
     balance = quotas and np.unique(groups).size > 1
     rows = []
     for k in sorted({int(b) for b in budgets if b <= a.size}):
-        for rank, i in enumerate(static_test(a, d, theta, k, groups=groups if balance else None), start=1):
+        for rank, i in enumerate(static_test(a, d, theta, k, groups=groups if balance else None, design=design),
+                                 start=1):
             rows.append({"budget": k, "rank": rank, "item": ids[i], "item_group": groups[i],
                          "discrimination": a[i], "difficulty": -d[i] / a[i]})
     return pd.DataFrame(rows, columns=["budget", "rank", "item", "item_group", "discrimination", "difficulty"])
@@ -235,8 +238,8 @@ def _check_budgets(budgets, n_items: int) -> tuple[int, ...]:
 
 def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 100), splits: int = 20,
               random_subsets: int = 100, calibration: float = 0.75, rule: str = "fisher", estimator: str = "eap",
-              per_benchmark: bool = False, target: str = "auto", quotas: bool = False, seed: int = 0,
-              workers: int | None = None, scheduler: str | None = None, progress: bool = True) -> xr.Dataset:
+              per_benchmark: bool = False, target: str = "auto", quotas: bool = False,
+              static_design: str = STATIC_DESIGN, seed: int = 0, workers: int | None = None, scheduler: str | None = None, progress: bool = True) -> xr.Dataset:
     """Held-out recovery of full scores from short adaptive, static and random tests.
 
     Parameters
@@ -262,6 +265,9 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
         Keep per-``item_group`` quotas (proportional) in the CAT, static and random tests. SAFE's
         CAT is unconstrained; its per-ability static tests and their random baselines keep
         per-benchmark quotas.
+    static_design : {"stratified", "population", "max_information"}, default :data:`STATIC_DESIGN`
+        The static test's design (:func:`bayesirt.safety.adaptive.static_test`); SAFE's is
+        ``"max_information"``, which loses to random items on LLM cohorts.
 
     Items every model answers alike (or none answers) are removed first: they carry no information
     and make random subsets look better than they are (SAFE). Their ids are the attribute
@@ -288,7 +294,8 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
                                        - round(calibration * ds.sizes["model"])) < 3:
         raise BayesIRTError(f"calibration={calibration!r} with {ds.sizes['model']} models leaves fewer than 3 models "
                             "on one side; use a share in (0, 1) and at least 12 models")
-    for name, value, allowed in (("rule", rule, SELECTION_RULES), ("estimator", estimator, ESTIMATORS)):
+    for name, value, allowed in (("rule", rule, SELECTION_RULES), ("estimator", estimator, ESTIMATORS),
+                                 ("static_design", static_design, STATIC_DESIGNS)):
         if value not in allowed:
             raise BayesIRTError(f"The '{name}' parameter must be one of {set(allowed)}. Got {value!r} instead.")
     benches = {"all": ds}
@@ -302,7 +309,7 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
     seeds = spawn_seeds(seed, len(benches) * splits)
     tasks = [{"data": b, "seed": seeds[i * splits + s], "budgets": budgets, "random_subsets": int(random_subsets),
               "calibration": float(calibration), "rule": rule, "estimator": estimator, "target": target,
-              "quotas": bool(quotas)}
+              "quotas": bool(quotas), "design": static_design}
              for i, b in enumerate(benches.values()) for s in range(splits)]
     results = parallel_map(_one_split, tasks, workers=workers, scheduler=scheduler, progress=progress,
                            description="CAT study splits")
@@ -320,7 +327,7 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
     out["theta_rmse"].attrs["description"] = "RMSE of k-item vs all-item EAP ability (same calibration), test models"
     out.attrs.update(splits=int(splits), random_subsets=int(random_subsets), calibration=float(calibration),
                      rule=rule, estimator=estimator, seed=int(seed), per_benchmark=int(per_benchmark),
-                     target=target, quotas=int(bool(quotas)),
+                     target=target, quotas=int(bool(quotas)), static_design=static_design,
                      n_items=int(ds.sizes["item"]), n_models=int(ds.sizes["model"]), model="2pl (MML, priors=True)",
                      removed_items=json.dumps(removed),
                      name=str(ds.attrs.get("name", "")))

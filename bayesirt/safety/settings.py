@@ -5,7 +5,8 @@ them."""
 
 __all__ = ["SELECTION_RULES", "ESTIMATORS", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "STATISTICS", "NULLS",
            "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES",
-           "ABILITY_PRIORS", "WIDE_PRIOR_FACTOR", "EXTRAPOLATION"]
+           "ABILITY_PRIORS", "WIDE_PRIOR_FACTOR", "EXTRAPOLATION", "STATIC_DESIGNS", "STATIC_DESIGN",
+           "CALIBRATION_NULLS", "FLIP_RATE"]
 
 #: Item selection rules of :func:`~bayesirt.safety.adaptive.run_cat`.
 SELECTION_RULES = ("fisher", "posterior", "kl")
@@ -57,3 +58,20 @@ WIDE_PRIOR_FACTOR = 3.0
 #: ``"envelope"`` widens its interval to hold the predictive intervals under both ability priors and is never
 #: narrowed by the rescaling calibrated inside the support; ``"none"`` leaves it as scored (flagged only).
 EXTRAPOLATION = ("envelope", "none")
+
+#: Designs of a short static test (:mod:`bayesirt.safety.static_design`).
+STATIC_DESIGNS = ("stratified", "population", "max_information")
+
+#: The static design of the SAFE steps (the CAT study's static test, the sandbag step's ability-shift
+#: test, the factors step's pair test), chosen by measurement on the five Open LLM Leaderboard files and
+#: a curated bank (``benchmarks/results/static_design.md``): unlike SAFE's maximum-information test it
+#: does not lose to random items.
+STATIC_DESIGN = "stratified"
+
+#: Nulls of the sandbagging detectors' cut-offs (:mod:`bayesirt.safety.recollection`): simulated honest
+#: re-collections of the genuine cohort (default), or the cohort's own history (SAFE, in-sample).
+CALIBRATION_NULLS = ("recollection", "in_sample")
+
+#: Self-disagreement of an honest re-collection: SAFE App. B's median share of cells that differ between
+#: repeated collections of the same model.
+FLIP_RATE = 0.028

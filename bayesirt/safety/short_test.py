@@ -9,7 +9,8 @@
     answers on the chosen items plus the expected number correct on the rest, under the grid
     posterior of their ability at the bank's mean item parameters);
   * ``"information"``: the SAFE static test (:func:`bayesirt.safety.adaptive.static_test`), the
-    items with the most Fisher information summed over the calibration abilities.
+    items with the most Fisher information summed over the calibration abilities (``design=
+    "max_information"``; the SAFE steps' static tests use :data:`~bayesirt.safety.settings.STATIC_DESIGN`).
 
   With ``stratify``, proportional quotas per ``item_group`` (each benchmark keeps its share).
 - :func:`harness_ids`: the test as the subset lists evaluation harnesses accept. The rule that
@@ -90,7 +91,7 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     groups = bank.item_group if (stratify or quotas is not None) else None
     if method == "information":
         return static_test(point.discrimination, point.intercept, bank.abilities, budget, guessing=point.guessing,
-                           slip=point.slip, groups=groups, quotas=quotas)
+                           slip=point.slip, groups=groups, quotas=quotas, design="max_information")
     if bank.calibration is None:
         raise BayesIRTError("method='score' needs the bank's calibration responses (a posterior.nc carries them; with an "
                             "mml.nc pass calibration=the fitted data, --calibration); or use method='information'")

@@ -32,6 +32,7 @@ from bayesirt.data.responses import informative_items
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.safety.adaptive import score_test, static_test
+from bayesirt.safety.settings import STATIC_DESIGN
 from bayesirt.structure.factor import check_n_factors, factor_analysis, parallel_analysis
 from bayesirt.structure.pairs import DISTINGUISH_Z, ability_matched_pairs, pair_distinguishability  # noqa: F401
 from bayesirt.structure.polarity import (  # noqa: F401 (re-exported: the polarity API lived here)
@@ -77,7 +78,8 @@ def read_abilities(path) -> pd.DataFrame:
 
 def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", estimate: str = "mode",
                    draws: int = 1000, tune: int = 1000, chains: int = 4, advi_iterations: int = 50_000, seed: int = 0,
-                   test_length: int | None = None, progress: bool = True) -> xr.Dataset:
+                   test_length: int | None = None, static_design: str = STATIC_DESIGN,
+                   progress: bool = True) -> xr.Dataset:
     """Fit a 2PL to each benchmark and join the abilities on model id (SAFE's two-stage design).
 
     Items without variance (every observed model right, or every one wrong) are removed before the
@@ -98,7 +100,9 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
         or the EAP with its posterior sd.
     test_length : int, optional
         With ``method="map"``: also each model's MAP ability and standard error from the
-        ``test_length``-item maximum-information static test of each benchmark (all its items when
+        ``test_length``-item static test of each benchmark (design ``static_design``, default
+        :data:`~bayesirt.safety.settings.STATIC_DESIGN`;
+        :func:`bayesirt.safety.adaptive.static_test`) (all its items when
         it has fewer): ``test_ability``, ``test_ability_sd`` (SAFE's 40-item test).
     seed : int, default 0
         Seeds the fits (one child seed per benchmark).
@@ -128,7 +132,8 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
             mean, sd = (result.abilities["map"], result.abilities["map_se"]) if estimate == "mode" else (eap, eap_sd)
             if test_length:
                 a, d = result.items["discrimination"].values, result.items["intercept"].values
-                chosen = static_test(a, d, result.abilities["map"].values, min(int(test_length), a.size))
+                chosen = static_test(a, d, result.abilities["map"].values, min(int(test_length), a.size),
+                                     design=static_design)
                 short = score_test(responses["responses"].values, a, d, chosen, method="map")
                 tests[name] = [pd.Series(v, index=result.abilities["model"].values.astype(str))
                                for v in (short.theta, short.sd)]
@@ -152,7 +157,7 @@ def ability_matrix(datasets: Mapping[str, xr.Dataset], *, method: str = "map", e
                  for k, var in enumerate(("test_ability", "test_ability_sd"))}
     return xr.Dataset(data, coords={"model": models.to_numpy(), "benchmark": list(columns)},
                       attrs={"method": method, "estimate": estimate if method == "map" else "posterior mean",
-                             "test_length": int(test_length) if tests else 0,
+                             "test_length": int(test_length) if tests else 0, "static_design": static_design,
                              "irt_spec": "2pl", "seed": seed, "fits": json.dumps(fits),
                              "dropped_items": json.dumps(dropped)})
 

@@ -27,7 +27,7 @@ from bayesirt.errors import BayesIRTError
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.rotation import ROTATIONS, reflect, rotate_one
 
-__all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "ParallelAnalysis",
+__all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "improper_variables", "ParallelAnalysis",
            "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis",
            "check_n_factors", "check_positive_definite", "factor_solution"]
 
@@ -272,6 +272,17 @@ def fit_indices(corr, loadings, phi=None, *, n_obs: int) -> FitIndices:
     return _fit(r, lam, phi, _check_n_obs(n_obs, r.shape[0]))
 
 
+def improper_variables(loadings, uniquenesses) -> np.ndarray:
+    """The one improper-solution (Heywood) rule of the package, per variable: ``(at_bound, over_one)``,
+    a uniqueness at (or below) its lower bound, and a (rotated pattern) loading of absolute value 1 or
+    more; a solution with either anywhere is improper. The factors report, the ``heywood`` column of
+    ``fit_indices.csv`` (which the SAFE suite reads) and the suite's choice of a latent-ability bank all
+    use it, so no bank is built from a solution the report calls improper."""
+    at_bound = np.asarray(uniquenesses) <= PSI_BOUNDS[0] + 1e-8
+    over_one = np.abs(np.asarray(loadings)).max(axis=1) >= 1
+    return np.stack([at_bound, over_one])
+
+
 @dataclass(frozen=True)
 class FactorSolution:
     """A rotated minres solution: ``loadings`` (p, k) pattern, ``phi`` (k, k), ``rotation_matrix``
@@ -298,8 +309,8 @@ class FactorSolution:
 
     @property
     def heywood(self) -> bool:
-        """True when a uniqueness sits at the lower bound (a Heywood case: read the solution with care)."""
-        return bool(np.any(self.uniquenesses <= PSI_BOUNDS[0] + 1e-8))
+        """Improper by the one rule of :func:`improper_variables` (read the solution with care)."""
+        return bool(np.any(improper_variables(self.loadings, self.uniquenesses)))
 
 
 def factor_solution(r, k, rotation, gamma, n, variables) -> FactorSolution:

@@ -1,0 +1,101 @@
+"""Designs of a short static test for the cohort it serves (:data:`~bayesirt.safety.settings.STATIC_DESIGNS`).
+
+A static test is one item set given to every model, so its items should measure well *where the
+cohort is*, across the whole ability range. Three designs, each deterministic (ties to the lowest
+item index) and each choosing within per-group quotas when given:
+
+- ``"stratified"`` (the default, :data:`~bayesirt.safety.settings.STATIC_DESIGN`): the cohort's
+  ability distribution is cut into ``k`` strata of equal size; item ``j`` is the not-yet-chosen
+  item with the most Fisher information at the median of stratum ``j`` (the ``(j - 1/2) / k``
+  quantile of the calibration abilities), strata taken from the lowest. The items' difficulties
+  follow the cohort's ability quantiles, so every part of the cohort gets items near its level.
+- ``"population"``: information integrated over the cohort's ability distribution with
+  diminishing returns: greedy maximization of the mean over the cohort of
+  ``log(1 / prior_var + I_test(theta))`` (the expected log posterior precision, a Bayesian
+  D-optimal design averaged over the population; van der Linden 2005, ch. 4). An ability
+  already measured well gains little from one more item there, so items spread where the
+  cohort is dense *and* not yet measured.
+- ``"max_information"``: SAFE's static test, the ``k`` items with the most Fisher information
+  summed over the calibration abilities. On LLM cohorts with a cluster of weak models and very
+  discriminating items it concentrates the test where that cluster sits (issue 44: OLL ARC, test
+  information peaking at theta -1.55), and loses to random items; kept as an option.
+
+Quantiles are taken on at most :data:`NODES` points (the cohort's abilities when fewer), so the
+cost does not grow with the cohort.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bayesirt.models.information import ItemBank
+from bayesirt.safety.settings import STATIC_DESIGNS
+
+__all__ = ["design_order", "STATIC_DESIGNS", "NODES"]
+
+#: Ability quantiles on which the ``"population"`` criterion is averaged.
+NODES = 256
+
+
+def _quantiles(theta: np.ndarray, n: int) -> np.ndarray:
+    """The ``(j - 1/2) / n`` quantiles of ``theta``, ``j = 1..n``."""
+    return np.quantile(theta, (np.arange(n) + 0.5) / n)
+
+
+def _max_information(bank: ItemBank, theta: np.ndarray, path: list, groups: np.ndarray | None,
+                     chunk: int) -> np.ndarray:
+    score = sum(bank.information(part).sum(axis=1) for part in np.array_split(theta, -(-theta.size // chunk)))
+    order = np.lexsort((np.arange(bank.n_items), -score))  # decreasing information, ties to lowest index
+    if groups is None:
+        return order[:len(path)]
+    ranked, take = groups[order], np.zeros(bank.n_items, dtype=bool)
+    for g in dict.fromkeys(path):
+        take[np.flatnonzero(ranked == g)[:path.count(g)]] = True  # the group's n best, in overall order
+    return order[take]
+
+
+def _stratified(bank: ItemBank, theta: np.ndarray, path: list, groups: np.ndarray | None) -> np.ndarray:
+    chosen = np.zeros(bank.n_items, dtype=bool)
+    order = []
+    for g in dict.fromkeys(path):
+        member = np.ones(bank.n_items, dtype=bool) if groups is None else groups == g
+        info = bank.information(_quantiles(theta, path.count(g)))  # (items, strata)
+        for j in range(info.shape[1]):
+            i = int(np.argmax(np.where(member & ~chosen, info[:, j], -np.inf)))
+            chosen[i] = True
+            order.append(i)
+    return np.asarray(order)
+
+
+def _population(bank: ItemBank, theta: np.ndarray, path: list, groups: np.ndarray | None,
+                prior_sd: float) -> np.ndarray:
+    nodes = _quantiles(theta, min(NODES, theta.size))
+    info = bank.information(nodes)  # (items, nodes)
+    precision = np.full(nodes.size, 1.0 / prior_sd**2)
+    chosen = np.zeros(bank.n_items, dtype=bool)
+    order = []
+    for g in path:
+        allowed = ~chosen if groups is None else ~chosen & (groups == g)
+        gain = np.log(precision[None, :] + info).mean(axis=1)
+        i = int(np.argmax(np.where(allowed, gain, -np.inf)))
+        chosen[i] = True
+        precision += info[i]
+        order.append(i)
+    return np.asarray(order)
+
+
+def design_order(bank: ItemBank, theta: np.ndarray, path: list, design: str, *, groups=None,
+                 prior_sd: float = 1.0, chunk: int = 4096) -> np.ndarray:
+    """Item indices of the static test of ``design`` (module docstring), ``len(path)`` items.
+
+    ``path`` is the group of each item (all ``None`` without groups; with groups, any order of the
+    quota counts); ``theta`` the calibration abilities (finite, non-empty, flat).
+    """
+    labels = None if groups is None else np.asarray(groups)
+    if design == "max_information":
+        out = _max_information(bank, theta, path, labels, chunk)
+    elif design == "stratified":
+        out = _stratified(bank, theta, path, labels)
+    else:
+        out = _population(bank, theta, path, labels, prior_sd)
+    return np.asarray(out, dtype=np.int64)
