@@ -161,8 +161,10 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     result, out, table = audited
     resolved = (table["prob_a_ahead"] >= RESOLVED) | (table["prob_a_ahead"] <= 1 - RESOLVED)
     robust = (table["prob_reversal"] <= ROBUST) & (table["random_reversal_rate"] <= ROBUST)
-    dif = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
-    np.testing.assert_allclose(table["excess_p"], dif, atol=1e-6)
+    old = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
+    np.testing.assert_allclose(table["excess_p"], old, atol=1e-6)
+    dif = table["composition_p"]
+    assert ((dif >= 1 / 21 - 1e-12) & (dif <= 1)).all()  # floor 1 / (bayes_controls + 1)
     expected = np.where(resolved, np.where(robust, CATEGORIES[0], np.where(dif <= SENSITIVE_P, CATEGORIES[1],
                                                                              CATEGORIES[2])), CATEGORIES[3])
     assert (table["category"] == expected).all()
@@ -173,7 +175,8 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     assert (out / "near_ties.png").stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "## Near-tie leaderboard with uncertainty" in report and "near_ties.png" in report
-    for name in ("prob_a_ahead", "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "mcnemar_p"):
+    for name in ("prob_a_ahead", "prob_a_ahead_mcse", "both_gap_pp", "prob_theta_a_ahead", "prob_reversal",
+                 "random_reversal_rate", "mcnemar_p", "composition_p"):
         assert f"- `{name}`: " in report  # one sentence per probability: what it is of, what it conditions on
     assert "never .95" not in report and "prob_exceeds_random" not in report
     assert "conditional on the spectral working model" in report
@@ -205,7 +208,8 @@ def test_excess_p_is_valid_when_the_anchors_are_a_random_recomposition():
 def test_categorize_at_the_boundaries():
     got = categorize([0.95, 0.95, 0.95, 0.95, 0.9499, 0.95, 0.05, 0.0501],
                      [0.05, 0.0501, 1.0, 0.9, 0.0, 0.5, 0.0, 0.0],
-                     [0.05, 0.0, 0.05, 0.0451, 0.0, 0.5, 0.0, 0.0])
+                     [0.05, 0.0, 0.05, 0.0451, 0.0, 0.5, 0.0, 0.0],
+                     [0.01, 0.05, 0.01, 0.0501, 0.01, np.nan, 0.01, 0.01])
     assert list(got) == [CATEGORIES[0], CATEGORIES[1], CATEGORIES[1], CATEGORIES[2], CATEGORIES[3], CATEGORIES[2],
                          CATEGORIES[0], CATEGORIES[3]]
 
