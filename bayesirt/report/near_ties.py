@@ -77,12 +77,11 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
              *[f"- `{name}`: {note}." for name, note in COLUMN_NOTES.items()], "",
              f"Categories: not resolved when {1 - RESOLVED:.2g} < P(a ahead) < {RESOLVED:g}; otherwise composition-robust when "
              f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when "
-             f"composition_p <= {SENSITIVE_P:g} (the low-DIF recomposition cuts a's lead more than "
-             f"{100 * (1 - SENSITIVE_P):g}% of blueprint-matched random ones; per-pair randomization p, floor "
-             + (f"{info['composition_p_floor']:.4f} = 1/(controls per draw + 1)" if info.get("composition_p_floor")
-                else "1/(controls per draw + 1)")
-             + "), else composition-sensitive (recompositions flip it, the DIF-guided one does not stand out). "
-             f"Pairs with composition_p <= {SENSITIVE_P:g}, resolved or not: {info.get('dif_sensitive_any', 0):,} "
+             f"dif_p <= {SENSITIVE_P:g} (a's wins over b sit on the items whose residual DIF favours a's family, "
+             f"more than in {100 * (1 - SENSITIVE_P):g}% of within-stratum permutations of that DIF; per-pair "
+             f"randomization p, smallest attainable {info.get('dif_p_floor', 1 / 201):.4f} = 1/(permutations + 1)), "
+             "else composition-sensitive (recompositions flip it, its DIF does not stand out). "
+             f"Pairs with dif_p <= {SENSITIVE_P:g}, resolved or not: {info.get('dif_sensitive_any', 0):,} "
              f"(old rule, excess_p <= {SENSITIVE_P:g}: {info.get('excess_p_le_05', 0):,}). Power of the rule "
              "(benchmarks/audit_calibration.md): it flags about half of the near ties whose true order is DIF's at "
              "strong simulated DIF (sd 1.2 logits) and few under the null; a pair it does not flag may still be "
@@ -119,7 +118,7 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
                               "excess (90% MC)": [f"{e:+.3f} ({lo:+.3f}, {hi:+.3f})" for e, lo, hi in
                                                   zip(top["excess_reversal"], top["excess_lower"], top["excess_upper"],
                                                       strict=True)],
-                              "composition_p": top["composition_p"].map(lambda v: f"{v:.3g}")})
+                              "dif_p": top["dif_p"].map(lambda v: f"{v:.3g}")})
         lines += [f"### {category[0].upper()}{category[1:]}: top {len(top)} of {len(sel):,} "
                   f"({_ORDER_TEXT[category]})", "", markdown_table(shown), "", *notes.lines()]
     return lines

@@ -46,19 +46,19 @@ in (0, epsilon], in the full score's direction (``not_both_answered_near_ties`` 
 counts the others); ``benchmarks/audit_calibration.py`` compares this with selecting on the
 both-answered gap alone.
 
-``composition_p`` (:func:`bayesirt.audit.bayes.posterior.composition_p`, issue 46) replaces
-``excess_p`` in the categories: the per-pair randomization p of the lead the low-DIF anchor score
-leaves a, against the leads under the same draw's blueprint-matched random subtests, averaged over
-the draws. ``excess_p`` needs random recompositions to flip the pair at most 5% of the time, which
-almost no 1 pp near tie meets (it flagged nothing at strong DIF); the lead uses the size of the
-change, not only its sign. Its floor is 1 / (controls per draw + 1) (1/101 by default). Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
+``dif_p`` (:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p`, issue 46) replaces ``excess_p`` in
+the categories: the per-pair randomization p of the alignment between the items a wins over b and
+the two families' residual DIF (posterior mean of the audit half), against within-stratum
+permutations of that DIF. ``excess_p`` needs random recompositions to flip the pair at most 5% of
+the time, which almost no 1 pp near tie meets (it flagged nothing at strong DIF). The floor of
+``dif_p`` is 1 / (:data:`bayesirt.audit.bayes.pair_dif.PERMUTATIONS` + 1) = 1/201. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
 :data:`ROBUST`, :data:`SENSITIVE_P`):
 
 1. "not resolved by the data": .05 < prob_a_ahead < .95 (resolved: called either way);
 2. "resolved, composition-robust": resolved, and both the DIF-guided and the random
    recompositions rarely flip it (prob_reversal <= .05 and random_reversal_rate <= .05);
-3. "resolved, DIF-sensitive": resolved, not robust, and composition_p <= .05 (the low-DIF
-   recomposition cuts a's lead more than 95% of random ones of the same blueprint);
+3. "resolved, DIF-sensitive": resolved, not robust, and dif_p <= .05 (a's wins over b sit on the
+   items that favour a's family more than in 95% of within-stratum permutations of the DIF);
 4. "resolved, composition-sensitive": resolved, and recompositions flip it without the DIF-guided
    one standing out from random ones.
 """
@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesirt.audit.bayes.pair_dif import PERMUTATIONS, pair_dif_p
 from bayesirt.audit.bayes.paired import MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
 from bayesirt.audit.engine.ranking import GAP_TOLERANCE, TIE_TOLERANCE, pair_reversals
 from bayesirt.audit.engine.result import AuditResult
@@ -97,7 +98,7 @@ CATEGORIES = ("resolved, composition-robust", "resolved, DIF-sensitive", "resolv
 COLUMNS = ("fold", "model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full_gap_pp", "both_gap_pp",
            "prob_a_ahead", "prob_a_ahead_mcse", "gap_lower_pp", "gap_upper_pp", "n10", "n01", "mcnemar_p",
            "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "excess_reversal", "excess_lower",
-           "excess_upper", "excess_p", "composition_p", "category")
+           "excess_upper", "excess_p", "dif_p", "category")
 #: What each probability column is of and what it conditions on (report.md, the netCDF attributes).
 COLUMN_NOTES = {
     "prob_a_ahead": "posterior probability that a's expected accuracy on the item population (new items from the "
@@ -126,10 +127,10 @@ COLUMN_NOTES = {
                        "interval over the finite draws and controls (precision of the difference, not a test)",
     "excess_p": "min(1, random_reversal_rate / prob_reversal): a conservative p (Markov's inequality) of the null "
                 "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair; kept for "
-                "reference (it almost never reaches .05 at a near tie), composition_p decides the category",
-    "composition_p": "per-pair randomization p of the DIF-guided recomposition: the share (with the +1 of a "
-                     "randomization test) of blueprint-matched random subtests that cut a's lead at least as much as "
-                     "the low-DIF anchor score does, averaged over the DIF draws; floor 1 / (controls per draw + 1)",
+                "reference (it almost never reaches .05 at a near tie), dif_p decides the category",
+    "dif_p": "per-pair randomization p that a's wins over b sit on the items whose residual DIF (posterior mean, "
+             "audit half) favours a's family over b's: sum_i d_i (y_ia - y_ib) against within-stratum permutations "
+             f"of d; floor 1 / ({PERMUTATIONS} + 1); decides DIF-sensitive",
 }
 _CHUNK = 20_000_000  # draw x pair comparisons held at once
 #: EM tolerance of the MAP-EM item fit (largest parameter change): P(a ahead of b) needs abilities to
@@ -201,16 +202,16 @@ def excess_p(prob_reversal, random_reversal_rate) -> np.ndarray:
         return np.where(rev > 0, np.minimum(1.0, rnd / rev), np.where(np.isnan(rnd), np.nan, 1.0))
 
 
-def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, composition_p, *, resolved: float = RESOLVED,
+def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, dif_p, *, resolved: float = RESOLVED,
                robust: float = ROBUST, sensitive: float = SENSITIVE_P) -> np.ndarray:
     """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). Resolved
     means called either way: prob_a_ahead >= ``resolved`` or <= 1 - ``resolved`` (b ahead on
     accuracy although a has the higher full score, possible only through missing responses). A NaN
-    random rate or composition p (no controls) is never robust nor DIF-sensitive."""
+    random rate (no controls) or dif_p is never robust nor DIF-sensitive."""
     ahead, rev = np.asarray(prob_a_ahead, dtype=float), np.asarray(prob_reversal, dtype=float)
     rnd = np.asarray(random_reversal_rate, dtype=float)
     robust_ = (rev <= robust) & (rnd <= robust)
-    dif = np.asarray(composition_p, dtype=float) <= sensitive
+    dif = np.asarray(dif_p, dtype=float) <= sensitive
     return np.where((ahead >= resolved) | (ahead <= 1 - resolved),
                     np.where(robust_, CATEGORIES[0], np.where(dif, CATEGORIES[1], CATEGORIES[2])), CATEGORIES[3])
 
@@ -252,7 +253,7 @@ def both_answered_gaps(y, observed, a, b) -> np.ndarray:
     return out
 
 
-def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed: int = 0,
+def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0,
                    epsilon: float = 0.01) -> pd.DataFrame:
     """One row per deterministically eligible near-tie pair of each fold (columns :data:`COLUMNS`).
 
@@ -268,6 +269,9 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
         its columns ``target_index``.
     item_group : array_like (item,)
         The strata of the paired accuracy model (:mod:`bayesirt.audit.bayes.paired`).
+    families : sequence of str
+        The family labels of the posterior's ``family`` columns, in order (the audit's sorted
+        retained families).
     seed : int, default 0
         Seed of the paired model's Monte Carlo draws (:func:`bayesirt.audit.bayes.paired.paired_accuracy`).
     epsilon : float, default 0.01
@@ -324,14 +328,25 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
             "prob_reversal": post["reversal_probability"].values[eligible].astype(float),
             "random_reversal_rate": random_rate, "excess_reversal": excess, "excess_lower": lower,
             "excess_upper": upper, "_full_a": full[a], "_full_b": full[b],
-            "composition_p": (post["composition_p"].values[eligible].astype(float) if "composition_p" in post
-                              else np.full(a.size, np.nan))}))
+            "dif_p": _dif_p(f, y[:, columns], observed[:, columns], item_group, families, t["family"].to_numpy(str),
+                            (a, b), seed)}))
         frames[-1]["excess_p"] = excess_p(frames[-1]["prob_reversal"], random_rate)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "_full_a", "_full_b"])
     table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"],
-                                   table["composition_p"])
+                                   table["dif_p"])
     table = table.sort_values(["fold", "_full_a", "_full_b"], ascending=[True, False, False], kind="stable")
     return table[list(COLUMNS)].reset_index(drop=True)
+
+
+def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed) -> np.ndarray:
+    """:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p` of the fold's pairs with the posterior mean
+    DIF of its audit half; NaN without the draws."""
+    a, b = pairs
+    if fold.draws is None or "family_effect" not in fold.draws:
+        return np.full(a.size, np.nan)
+    delta = fold.draws["family_effect"].mean("draw").transpose("item", "family").values
+    column = np.searchsorted(np.asarray(families, dtype=str), target_family)
+    return pair_dif_p(y, observed, item_group, delta, column[a], column[b], (a, b), seed=seed)
 
 
 def near_ties_summary(table: pd.DataFrame) -> dict:
@@ -341,7 +356,7 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
     ``called`` (prob_a_ahead >= .95 or <= .05) and ``called_mcnemar_p_le_10`` (the share of them
     whose McNemar p is <= .10), ``calls_within_2_mcse`` (calls within 2 Monte Carlo SE of the
     threshold: the seed can change them) and ``prob_a_ahead_mcse_max``, ``dif_sensitive_any``
-    (pairs with composition_p <= .05, resolved or not; ``excess_p_le_05`` the same for the old
+    (pairs with dif_p <= .05, resolved or not; ``excess_p_le_05`` the same for the old
     excess_p), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
     prob_theta_a_ahead >= .95 or <= .05, and those among them that prob_a_ahead leaves unresolved)."""
     counts = table["category"].value_counts()
@@ -358,7 +373,7 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
             "theta_resolved_accuracy_not": int((theta_called & ~called).sum()),
             "thresholds": {"prob_a_ahead": RESOLVED, "prob_reversal": ROBUST, "random_reversal_rate": ROBUST,
                            "excess_p": SENSITIVE_P},
-            "dif_sensitive_any": int((table["composition_p"].to_numpy(float) <= SENSITIVE_P).sum()),
+            "dif_sensitive_any": int((table["dif_p"].to_numpy(float) <= SENSITIVE_P).sum()),
             "excess_p_le_05": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum()),
             "prob_a_ahead_mcse_max": (float(np.nanmax(table["prob_a_ahead_mcse"])) if len(table) else None),
             "calls_within_2_mcse": int((called & (np.abs(np.abs(ahead - 0.5) - (RESOLVED - 0.5))
@@ -402,7 +417,9 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
     t = time.perf_counter()
     result.near_ties = near_tie_table(result.folds, theta, y=np.where(observed, y_all, 0), observed=observed,
                                       item_group=responses["item_group"].values.astype(str),
-                                      seed=spawn_seeds(config.seed, 7)[6], epsilon=config.epsilon)
+                                      seed=spawn_seeds(config.seed, 7)[6], epsilon=config.epsilon,
+                                      families=sorted(result.population.loc[result.population["status"] == "retained",
+                                                                             "family"].unique()))
     paired_seconds = time.perf_counter() - t
     _, strata_weights, pooled = paired_strata(responses["item_group"].values.astype(str))
     if pooled:
@@ -419,8 +436,7 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
             "paired_strata": int(strata_weights.size), "pooled_item_groups": int(pooled),
             "min_stratum_items": MIN_STRATUM,
             "not_both_answered_near_ties": int(eligible - len(result.near_ties)),
-            "composition_p_floor": (1 / (config.bayes_controls + 1)) if "composition_p" in result.folds[0].posterior
-            else None,
+            "dif_p_floor": 1 / (PERMUTATIONS + 1),
             "paired_s": round(paired_seconds, 3)}
     if tree.attrs.get("map_converged") == 0:
         result.warnings.append(f"the {info['ability_spec']} MAP-EM item fit of the near-tie table stopped at its "

@@ -48,13 +48,13 @@ import xarray as xr
 
 from bayesirt.audit.engine.anchors import anchor_weights, blueprint_cells, select_anchors
 from bayesirt.audit.engine.dif import DIF_CYCLES, fit_family_dif
-from bayesirt.audit.engine.ranking import TIE_TOLERANCE, pair_reversals, pooled_rate, weighted_scores
+from bayesirt.audit.engine.ranking import pair_reversals, pooled_rate, weighted_scores
 from bayesirt.audit.engine.resampling import matched_random_weights
 from bayesirt.errors import DataError
 from bayesirt.inference.fitting import sample_model
 from bayesirt.models.family_dif import build_family_dif
 
-__all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds", "composition_p",
+__all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds",
            "MAP_TOLERANCE", "REFERENCE_CYCLES", "REFERENCE_TOLERANCE", "INTERVAL", "CONDITIONAL"]
 
 #: L-BFGS-B gradient tolerance of the MAP (its delta was 1.6e-7 from the converged Newton in the test).
@@ -193,8 +193,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
         (draw, model), ``eligible`` and ``reversed`` (draw, pair; bool), ``n_eligible`` and
         ``n_reversed`` (draw); with ``controls``, ``control_eligible`` and ``control_reversed``
         (draw, replicate), ``control_reversal_rate`` (draw, pair: the share of the draw's controls
-        that strictly reverse the pair), ``random_reversal_rate`` (pair: its mean over draws) and
-        ``composition_p`` (pair: the mean over draws of :func:`composition_p`).
+        that strictly reverse the pair) and ``random_reversal_rate`` (pair: its mean over draws).
         Summaries: ``anchor_probability`` (item), ``reversal_probability``
         (pair: share of draws in which the pair is strictly reversed; a tie counts as not
         reversed). ``full_score`` (model). Coordinates ``item``, ``model`` and, on ``pair``,
@@ -241,19 +240,16 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
     if controls:
         counts = np.empty((2, n_draws, controls), dtype=np.int64)
         pair_rate = np.empty((n_draws, i.size), dtype=np.float32)
-        p_sum = np.zeros(i.size)
         for d in range(n_draws):
             random_weights = matched_random_weights(cell[d], weights[d], controls, seed)
-            control_scores = weighted_scores(y_target, random_weights, observed_target)  # (replicate, model)
-            control_eligible, control_reversed = pair_reversals(full, control_scores, (i, j))  # (replicate, pair)
+            control_eligible, control_reversed = pair_reversals(
+                full, weighted_scores(y_target, random_weights, observed_target), (i, j))  # (replicate, pair)
             counts[:, d] = control_eligible.sum(axis=1), control_reversed.sum(axis=1)
             pair_rate[d] = control_reversed.mean(axis=0)
-            p_sum += composition_p(full, scores[d], control_scores, (i, j))
         null = {"control_eligible": (("draw", "replicate"), counts[0]),
                 "control_reversed": (("draw", "replicate"), counts[1]),
                 "control_reversal_rate": (("draw", "pair"), pair_rate),
-                "random_reversal_rate": ("pair", pair_rate.mean(axis=0, dtype=np.float64)),
-                "composition_p": ("pair", p_sum / n_draws)}
+                "random_reversal_rate": ("pair", pair_rate.mean(axis=0, dtype=np.float64))}
 
     return xr.Dataset(
         {
@@ -273,41 +269,6 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
                 "model_i": ("pair", models[i]), "model_j": ("pair", models[j])},
         attrs={"alpha": alpha, "controls_per_draw": int(controls), "control_seed": int(seed)},
     )
-
-
-def composition_p(full, anchor, control, pairs) -> np.ndarray:
-    """Per-pair randomization p of the DIF-guided recomposition against its controls (issue 46).
-
-    The pair's lead under a score is a's minus b's score, a the model ahead on the full score. The
-    statistic is the lead under the anchor score; under the null of NT's randomization test (the
-    anchor set exchangeable with the blueprint-matched random subsets of the same cells) it is
-    exchangeable with the leads under the R controls, so
-
-        p = (1 + #{r: lead_r <= lead_anchor}) / (1 + R)
-
-    (R the controls with a defined score for both models) is a valid one-sided p: small when
-    removing the high-DIF items cuts a's lead more than nearly every random recomposition does.
-    Unlike the reversal count it uses the size of the change, so it has power at 1 pp near ties
-    that random half-tests flip often. Its floor is 1 / (R + 1). NaN when the anchor lead is.
-
-    Parameters
-    ----------
-    full : array_like (model,)
-    anchor : array_like (model,)
-        The anchor (low-DIF) scores.
-    control : array_like (replicate, model)
-        The controls' scores.
-    pairs : tuple (i, j) of int arrays
-    """
-    i, j = (np.asarray(p) for p in pairs)
-    full, anchor, control = (np.asarray(x, dtype=np.float64) for x in (full, anchor, control))
-    sign = np.sign(full[i] - full[j])
-    lead = sign * (anchor[i] - anchor[j])
-    leads = sign * (control[:, i] - control[:, j])
-    defined = ~np.isnan(leads)
-    below = (defined & (leads <= lead + TIE_TOLERANCE)).sum(axis=0)
-    with np.errstate(invalid="ignore"):
-        return np.where(np.isnan(lead), np.nan, (1.0 + below) / (1.0 + defined.sum(axis=0)))
 
 
 def pool_folds(folds: Sequence[xr.Dataset]) -> xr.DataTree:
