@@ -2,7 +2,8 @@
 (``dif_p``) against the old ``excess_p`` on ``simulate_dif_benchmark`` designs with the
 audit's Bayesian layer (issue 46 item 5).
 
-* ``null`` (target-side, as ``benchmarks/audit_null_power.py``): zero-sum DIF sd 0.8 on half of the
+* ``null``: no DIF at all (dif_sd 0): every flag is false.
+* ``target-null`` (target-side, as ``benchmarks/audit_null_power.py``): zero-sum DIF sd 0.8 on half of the
   items in the models of outer fold 0 only. Fold 0's anchors are chosen on a half with real DIF and
   scored on a half without any, fold 1's are chosen on a half without DIF: no target half's near
   ties are ordered by DIF, so every flag (dif_p <= .05) is a false flag.
@@ -23,7 +24,7 @@ import numpy as np
 from scipy.special import expit
 
 N_OWNERS, N_ITEMS, DRAWS = 60, 600, 100
-DESIGNS = {"null": 0.8, "strong": 1.2}
+DESIGNS = {"null": 0.0, "target-null": 0.8, "strong": 1.2}
 
 
 def _eta(truth) -> np.ndarray:
@@ -47,7 +48,7 @@ def one(design: str, seed: int) -> dict:
     y = (uniform < expit(eta + delta)).astype(np.int8)
     ds = ds.assign(responses=ds["responses"].copy(data=y))
     moved = 0
-    if design == "null":  # DIF only in fold 0's models; the split is recomputed until it is stable (<= 10 times)
+    if design == "target-null":  # DIF only in fold 0's models; the split is recomputed until it is stable (<= 10 times)
         for _ in range(10):
             dif = audit_population(ds)["fold"].to_numpy() == 0
             y = (uniform < expit(eta + np.where(dif[None, :], delta, 0.0))).astype(np.int8)
@@ -95,8 +96,10 @@ def composition_study(benchmarks: int) -> dict:
                         "other_flag_rate": (tot["other_flagged"] / (tot["pairs"] - tot["dif_pairs"])
                                             if tot["pairs"] > tot["dif_pairs"] else None),
                         "p_floor": 1 / 101, "audit_p": [r["audit_p"] for r in sel]})
-    note = (f"{N_OWNERS} owners x 5 families, {N_ITEMS} items, {DRAWS} DIF draws x 100 controls per draw per audit. "
-            "Null: DIF sd 0.8 on half of the items in fold 0's models only (every flag is false). Strong: DIF sd 1.2 "
+    note = (f"{N_OWNERS} owners x 5 families, {N_ITEMS} items, {DRAWS} DIF draws per audit half. Null: no DIF. "
+            "Target-null: DIF sd 0.8 on half of the items in fold 0's models only; the split is recomputed after "
+            "removing the DIF, and when models still change fold (models_moved in the JSON) some target models carry "
+            "DIF shared with the audit half, so flags are not all false. Strong: DIF sd 1.2 "
             "in every model; DIF-ordered = the pair's order in expected accuracy with the planted DIF differs from "
             "its order without it. Old excess_p <= .05: the rule before issue 46.")
     return {"summary": summary, "rows": rows, "note": note}

@@ -163,8 +163,8 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     robust = (table["prob_reversal"] <= ROBUST) & (table["random_reversal_rate"] <= ROBUST)
     old = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
     np.testing.assert_allclose(table["excess_p"], old, atol=1e-6)
-    dif = table["composition_p"]
-    assert ((dif >= 1 / 21 - 1e-12) & (dif <= 1)).all()  # floor 1 / (bayes_controls + 1)
+    dif = table["dif_p"]
+    assert ((dif >= 1 / 201 - 1e-12) & (dif <= 1)).all()  # floor 1 / (PERMUTATIONS + 1)
     expected = np.where(resolved, np.where(robust, CATEGORIES[0], np.where(dif <= SENSITIVE_P, CATEGORIES[1],
                                                                              CATEGORIES[2])), CATEGORIES[3])
     assert (table["category"] == expected).all()
@@ -176,7 +176,7 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     report = (out / "report.md").read_text()
     assert "## Near-tie leaderboard with uncertainty" in report and "near_ties.png" in report
     for name in ("prob_a_ahead", "prob_a_ahead_mcse", "both_gap_pp", "prob_theta_a_ahead", "prob_reversal",
-                 "random_reversal_rate", "mcnemar_p", "composition_p"):
+                 "random_reversal_rate", "mcnemar_p", "dif_p"):
         assert f"- `{name}`: " in report  # one sentence per probability: what it is of, what it conditions on
     assert "never .95" not in report and "prob_exceeds_random" not in report
     assert "conditional on the spectral working model" in report
