@@ -37,28 +37,33 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
 A pair is listed when it is eligible in the deterministic audit (tied under neither the full nor
 the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so with complete data the table
 has exactly ``eligible_pairs`` rows. With missing cells the audit's near ties are chosen on each
-model's own items while ``prob_a_ahead`` sees only the items both answered: a pair chosen as a 1 pp
-tie on extra items the posterior ignores is selected on data the posterior does not condition on,
-and its orientation (a the higher full score) leaks them too (issue 46: pairs stated at .15 were
-truly ahead about half the time, called pairs in the true order .85-.90). So with missing cells a
-pair is listed only when its gap on the items both answered (``both_gap_pp``) is also a near tie,
-in (0, epsilon], in the full score's direction (``not_both_answered_near_ties`` in the summary
-counts the others); ``benchmarks/audit_calibration.py`` compares this with selecting on the
-both-answered gap alone.
+model's own items while ``prob_a_ahead`` sees only the items both answered (``both_gap_pp`` is the
+gap on those): a pair chosen as a 1 pp tie on extra items the posterior ignores is selected on data
+the posterior does not condition on, and its orientation (a the higher full score) leaks them too.
+``benchmarks/audit_calibration.md`` measures it (issue 46): called pairs in the true order .93 /
+.91 / .89 at 10 / 20 / 30% missing, pairs stated at .25-.29 truly ahead about half the time;
+listing only pairs that are also both-answered near ties in the same direction did not help (.90,
+.89), selecting on the both-answered gap alone (which the audit's frozen pairs do not allow) gave
+.94 / .92 / .87 on few calls. Read ``prob_a_ahead`` of a pair with missing cells with that in mind.
 
-``dif_p`` (:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p`, issue 46) replaces ``excess_p`` in
-the categories: the per-pair randomization p of the alignment between the items a wins over b and
+``dif_p`` (:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p`, issue 46) is reported beside
+``excess_p`` and decides no category: the per-pair randomization p of the alignment between the items a wins over b and
 the two families' residual DIF (posterior mean of the audit half), against within-stratum
 permutations of that DIF. ``excess_p`` needs random recompositions to flip the pair at most 5% of
-the time, which almost no 1 pp near tie meets (it flagged nothing at strong DIF). The floor of
-``dif_p`` is 1 / (:data:`bayesirt.audit.bayes.pair_dif.PERMUTATIONS` + 1) = 1/201. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
+the time, which almost no 1 pp near tie meets (it flagged nothing at strong DIF); ``dif_p`` has
+power (it flagged every DIF-ordered pair at strong simulated DIF) but is not yet a valid test of
+"no planted DIF": on benchmarks without any DIF it flagged 12% of near ties at .05, since the
+residual family effects also carry the families' ability profiles, which persist in the target
+half (``benchmarks/audit_calibration.md``). The floor of ``dif_p`` is
+1 / (:data:`bayesirt.audit.bayes.pair_dif.PERMUTATIONS` + 1) = 1/201. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
 :data:`ROBUST`, :data:`SENSITIVE_P`):
 
 1. "not resolved by the data": .05 < prob_a_ahead < .95 (resolved: called either way);
 2. "resolved, composition-robust": resolved, and both the DIF-guided and the random
    recompositions rarely flip it (prob_reversal <= .05 and random_reversal_rate <= .05);
-3. "resolved, DIF-sensitive": resolved, not robust, and dif_p <= .05 (a's wins over b sit on the
-   items that favour a's family more than in 95% of within-stratum permutations of the DIF);
+3. "resolved, DIF-sensitive": resolved, not robust, and the excess is credibly positive:
+   excess_p <= .05 (the DIF-guided recomposition flips it at least 20 times as often as a
+   random one of the same blueprint);
 4. "resolved, composition-sensitive": resolved, and recompositions flip it without the DIF-guided
    one standing out from random ones.
 """
@@ -73,7 +78,7 @@ import xarray as xr
 
 from bayesirt.audit.bayes.pair_dif import PERMUTATIONS, pair_dif_p
 from bayesirt.audit.bayes.paired import MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
-from bayesirt.audit.engine.ranking import GAP_TOLERANCE, TIE_TOLERANCE, pair_reversals
+from bayesirt.audit.engine.ranking import pair_reversals
 from bayesirt.audit.engine.result import AuditResult
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
@@ -109,8 +114,8 @@ COLUMN_NOTES = {
     "prob_a_ahead_mcse": "Monte Carlo standard error of prob_a_ahead (0 with one stratum, where it is exact); a call "
                          "within about 2 MCSE of .95 or .05 can change with the seed",
     "both_gap_pp": "a's accuracy minus b's on the items both answered in the target half (the paired model's "
-                   "items), percentage points; with missing cells a pair is listed only when this gap is a near tie "
-                   "in the full score's direction",
+                   "items), percentage points; differs from full_gap_pp only with missing cells, where the pair was "
+                   "chosen on full_gap_pp and prob_a_ahead can overstate (benchmarks/audit_calibration.md)",
     "gap_lower_pp": "5% posterior quantile of that accuracy gap A_a - A_b, percentage points (same model)",
     "gap_upper_pp": "95% posterior quantile of that accuracy gap, percentage points (same model)",
     "mcnemar_p": "exact two-sided McNemar p of the discordant items (n10 a right b wrong, n01 the reverse), items "
@@ -127,10 +132,11 @@ COLUMN_NOTES = {
                        "interval over the finite draws and controls (precision of the difference, not a test)",
     "excess_p": "min(1, random_reversal_rate / prob_reversal): a conservative p (Markov's inequality) of the null "
                 "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair; kept for "
-                "reference (it almost never reaches .05 at a near tie), dif_p decides the category",
+                "reference (it almost never reaches .05 at a near tie), no replacement decides the category yet (dif_p is reported beside it)",
     "dif_p": "per-pair randomization p that a's wins over b sit on the items whose residual DIF (posterior mean, "
              "audit half) favours a's family over b's: sum_i d_i (y_ia - y_ib) against within-stratum permutations "
-             f"of d; floor 1 / ({PERMUTATIONS} + 1); decides DIF-sensitive",
+             f"of d; floor 1 / ({PERMUTATIONS} + 1); reference only (no category): it has power at near ties but "
+             "flagged 12% of near ties at .05 on simulated benchmarks without DIF",
 }
 _CHUNK = 20_000_000  # draw x pair comparisons held at once
 #: EM tolerance of the MAP-EM item fit (largest parameter change): P(a ahead of b) needs abilities to
@@ -202,16 +208,16 @@ def excess_p(prob_reversal, random_reversal_rate) -> np.ndarray:
         return np.where(rev > 0, np.minimum(1.0, rnd / rev), np.where(np.isnan(rnd), np.nan, 1.0))
 
 
-def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, dif_p, *, resolved: float = RESOLVED,
+def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, *, resolved: float = RESOLVED,
                robust: float = ROBUST, sensitive: float = SENSITIVE_P) -> np.ndarray:
     """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). Resolved
     means called either way: prob_a_ahead >= ``resolved`` or <= 1 - ``resolved`` (b ahead on
     accuracy although a has the higher full score, possible only through missing responses). A NaN
-    random rate (no controls) or dif_p is never robust nor DIF-sensitive."""
+    random rate (no controls) is never robust nor DIF-sensitive."""
     ahead, rev = np.asarray(prob_a_ahead, dtype=float), np.asarray(prob_reversal, dtype=float)
     rnd = np.asarray(random_reversal_rate, dtype=float)
     robust_ = (rev <= robust) & (rnd <= robust)
-    dif = np.asarray(dif_p, dtype=float) <= sensitive
+    dif = excess_p(rev, rnd) <= sensitive
     return np.where((ahead >= resolved) | (ahead <= 1 - resolved),
                     np.where(robust_, CATEGORIES[0], np.where(dif, CATEGORIES[1], CATEGORIES[2])), CATEGORIES[3])
 
@@ -253,8 +259,7 @@ def both_answered_gaps(y, observed, a, b) -> np.ndarray:
     return out
 
 
-def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0,
-                   epsilon: float = 0.01) -> pd.DataFrame:
+def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0) -> pd.DataFrame:
     """One row per deterministically eligible near-tie pair of each fold (columns :data:`COLUMNS`).
 
     Parameters
@@ -268,15 +273,12 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
         The whole response matrix (1 right) and its observed mask; each fold's target models are
         its columns ``target_index``.
     item_group : array_like (item,)
-        The strata of the paired accuracy model (:mod:`bayesirt.audit.bayes.paired`).
+        The item groups (the strata of :mod:`bayesirt.audit.bayes.paired`, small groups pooled).
     families : sequence of str
         The family labels of the posterior's ``family`` columns, in order (the audit's sorted
         retained families).
     seed : int, default 0
         Seed of the paired model's Monte Carlo draws (:func:`bayesirt.audit.bayes.paired.paired_accuracy`).
-    epsilon : float, default 0.01
-        The audit's near-tie band; with missing cells a pair is listed only when its gap on the items
-        both models answered is in (0, epsilon] in the full score's direction (module notes).
 
     Rows are in leaderboard order within each fold: model a's full score, then model b's,
     descending.
@@ -300,8 +302,6 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
         first = full[i] > full[j]
         columns = np.asarray(f.target_index)
         both = both_answered_gaps(y[:, columns], observed[:, columns], np.where(first, i, j), np.where(first, j, i))
-        if not observed[:, columns].all():  # select on the paired model's items (module notes)
-            eligible &= (both > TIE_TOLERANCE) & (both <= epsilon + GAP_TOLERANCE)
         a, b = np.where(first, i, j)[eligible], np.where(first, j, i)[eligible]
         pos_a, pos_b = index.get_indexer(ids[a]), index.get_indexer(ids[b])
         if (pos_a < 0).any() or (pos_b < 0).any():
@@ -332,8 +332,7 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
                             (a, b), seed)}))
         frames[-1]["excess_p"] = excess_p(frames[-1]["prob_reversal"], random_rate)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "_full_a", "_full_b"])
-    table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"],
-                                   table["dif_p"])
+    table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"])
     table = table.sort_values(["fold", "_full_a", "_full_b"], ascending=[True, False, False], kind="stable")
     return table[list(COLUMNS)].reset_index(drop=True)
 
@@ -356,8 +355,8 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
     ``called`` (prob_a_ahead >= .95 or <= .05) and ``called_mcnemar_p_le_10`` (the share of them
     whose McNemar p is <= .10), ``calls_within_2_mcse`` (calls within 2 Monte Carlo SE of the
     threshold: the seed can change them) and ``prob_a_ahead_mcse_max``, ``dif_sensitive_any``
-    (pairs with dif_p <= .05, resolved or not; ``excess_p_le_05`` the same for the old
-    excess_p), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
+    (pairs with excess_p <= .05, resolved or not; ``dif_p_le_05`` the same for
+    dif_p), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
     prob_theta_a_ahead >= .95 or <= .05, and those among them that prob_a_ahead leaves unresolved)."""
     counts = table["category"].value_counts()
     ahead = table["prob_a_ahead"].to_numpy(float)
@@ -373,8 +372,8 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
             "theta_resolved_accuracy_not": int((theta_called & ~called).sum()),
             "thresholds": {"prob_a_ahead": RESOLVED, "prob_reversal": ROBUST, "random_reversal_rate": ROBUST,
                            "excess_p": SENSITIVE_P},
-            "dif_sensitive_any": int((table["dif_p"].to_numpy(float) <= SENSITIVE_P).sum()),
-            "excess_p_le_05": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum()),
+            "dif_sensitive_any": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum()),
+            "dif_p_le_05": int((table["dif_p"].to_numpy(float) <= SENSITIVE_P).sum()),
             "prob_a_ahead_mcse_max": (float(np.nanmax(table["prob_a_ahead_mcse"])) if len(table) else None),
             "calls_within_2_mcse": int((called & (np.abs(np.abs(ahead - 0.5) - (RESOLVED - 0.5))
                                                   <= 2 * table["prob_a_ahead_mcse"].to_numpy(float))).sum())}
@@ -417,7 +416,7 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
     t = time.perf_counter()
     result.near_ties = near_tie_table(result.folds, theta, y=np.where(observed, y_all, 0), observed=observed,
                                       item_group=responses["item_group"].values.astype(str),
-                                      seed=spawn_seeds(config.seed, 7)[6], epsilon=config.epsilon,
+                                      seed=spawn_seeds(config.seed, 7)[6],
                                       families=sorted(result.population.loc[result.population["status"] == "retained",
                                                                              "family"].unique()))
     paired_seconds = time.perf_counter() - t
@@ -426,7 +425,6 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
         result.warnings.append(f"{pooled} item group(s) have fewer than {MIN_STRATUM} items, too few to stratify the "
                                "paired accuracy model: they are pooled into one stratum of near_ties.csv's "
                                "prob_a_ahead (their items treated as exchangeable)")
-    eligible = sum(int(f.eligible) for f in result.folds)
     info = {"ability_spec": str(tree.attrs.get("bayesirt_spec_name", config.bayes_ability_spec)), "method": method,
             "draws": int(theta.sizes["chain"] * theta.sizes["draw"]), "seed": int(seed),
             "models_fitted": int(retained.size), "fit_s": round(seconds, 3),
@@ -435,7 +433,6 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
             "item_groups": int(np.unique(responses["item_group"].values.astype(str)).size),
             "paired_strata": int(strata_weights.size), "pooled_item_groups": int(pooled),
             "min_stratum_items": MIN_STRATUM,
-            "not_both_answered_near_ties": int(eligible - len(result.near_ties)),
             "dif_p_floor": 1 / (PERMUTATIONS + 1),
             "paired_s": round(paired_seconds, 3)}
     if tree.attrs.get("map_converged") == 0:
