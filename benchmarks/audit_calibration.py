@@ -209,6 +209,18 @@ def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def _pooled_lines(rows) -> list[str]:
+    """The 3 pp rows pooled over the four generators, by selection, missing share and group size."""
+    lines = ["Pooled over the four generators (3 pp band):", "",
+             "| selection | missing | group size | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
+             "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in summarize_paired([r | {"kind": "all"} for r in rows if r["band"] == f"{100 * WIDE:g} pp"]):
+        lines.append(f"| {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['pairs']:,} | "
+                     f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
+                     f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")
+    return [*lines, ""]
+
+
 def markdown(result: dict) -> str:
     lines = ["# Calibration of the near-tie table off the easy case (issue 46)", "",
              f"{result['date']}; {result['machine']} (shared and loaded: ~8 users on 2 cores); command "
@@ -221,6 +233,8 @@ def markdown(result: dict) -> str:
              "the true order (target >= 95%); stated/observed: mean P(a ahead) and share truly ahead among pairs "
              "stated at .05-.35; MCSE: mean Monte Carlo SE of P(a ahead); seed flips: calls that change between two "
              "seeds of the paired model's draws, among pairs called in either.", "",
+             *_pooled_lines(result["rows"]),
+             "Per generator:", "",
              "| band | selection | missing | group size | generator | benchmarks | pairs | coverage | called | "
              "accuracy | stated / observed at .05-.35 | MCSE | seed flips |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in result["paired"]:
@@ -232,7 +246,7 @@ def markdown(result: dict) -> str:
                      f"{s['benchmarks']} | 0 | | | | | | |")
     dif = result.get("composition")
     if dif:
-        lines += ["", "## Composition p (per-pair randomization p of the DIF-guided recomposition)", "",
+        lines += ["", "## dif_p: per-pair randomization p of the alignment with the families' residual DIF (reference column, no category)", "",
                   "| design | benchmarks | pairs | flagged (p <= .05) | DIF-ordered pairs | flagged among them (recall) | "
                   "flagged among the others | old excess_p <= .05 | smallest attainable p |",
                   "|---|---|---|---|---|---|---|---|---|"]

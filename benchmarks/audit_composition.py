@@ -95,7 +95,7 @@ def composition_study(benchmarks: int) -> dict:
                         "recall": tot["dif_flagged"] / tot["dif_pairs"] if tot["dif_pairs"] else None,
                         "other_flag_rate": (tot["other_flagged"] / (tot["pairs"] - tot["dif_pairs"])
                                             if tot["pairs"] > tot["dif_pairs"] else None),
-                        "p_floor": 1 / 101, "audit_p": [r["audit_p"] for r in sel]})
+                        "p_floor": 1 / 201, "audit_p": [r["audit_p"] for r in sel]})
     note = (f"{N_OWNERS} owners x 5 families, {N_ITEMS} items, {DRAWS} DIF draws per audit half. Null: no DIF. "
             "Target-null: DIF sd 0.8 on half of the items in fold 0's models only; the split is recomputed after "
             "removing the DIF, and when models still change fold (models_moved in the JSON) some target models carry "
