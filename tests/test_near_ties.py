@@ -164,8 +164,10 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     result, out, table = audited
     resolved = (table["prob_a_ahead"] >= RESOLVED) | (table["prob_a_ahead"] <= 1 - RESOLVED)
     robust = (table["prob_reversal"] <= ROBUST) & (table["random_reversal_rate"] <= ROBUST)
-    dif = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
-    np.testing.assert_allclose(table["excess_p"], dif, atol=1e-6)
+    old = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
+    np.testing.assert_allclose(table["excess_p"], old, atol=1e-6)
+    dif = old
+    assert ((table["dif_p"] >= 1 / 201 - 1e-12) & (table["dif_p"] <= 1)).all()  # floor 1 / (PERMUTATIONS + 1)
     expected = np.where(resolved, np.where(robust, CATEGORIES[0], np.where(dif <= SENSITIVE_P, CATEGORIES[1],
                                                                              CATEGORIES[2])), CATEGORIES[3])
     assert (table["category"] == expected).all()
@@ -176,7 +178,8 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     assert (out / "near_ties.png").stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "## Near-tie leaderboard with uncertainty" in report and "near_ties.png" in report
-    for name in ("prob_a_ahead", "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "mcnemar_p"):
+    for name in ("prob_a_ahead", "prob_a_ahead_mcse", "both_gap_pp", "prob_theta_a_ahead", "prob_reversal",
+                 "random_reversal_rate", "mcnemar_p", "dif_p"):
         assert f"- `{name}`: " in report  # one sentence per probability: what it is of, what it conditions on
     assert "never .95" not in report and "prob_exceeds_random" not in report
     assert "conditional on the spectral working model" in report
@@ -257,3 +260,42 @@ def test_pairs_all_is_refused_for_the_marginal_map(tmp_path, capsys):
     assert main(["fit", "lsat7", "--method", "map", "--pairs", "all", "--no-progress", "--out",
                  str(tmp_path / "m")]) != 0
     assert "--pairs all needs posterior draws" in capsys.readouterr().err
+
+
+def test_pair_dif_p_by_hand_valid_under_the_null_and_powerful_under_dif():
+    """T = sum_i d_i (y_ia - y_ib) against within-stratum permutations of d: a hand case; under the
+    null (d unrelated to the responses) P(p <= .05) <= .05; DIF that favours a's family on its items
+    is found at a near tie."""
+    from bayesirt.audit.bayes.pair_dif import pair_dif_p
+
+    y = np.array([[1, 0], [1, 0], [0, 1], [1, 1]])
+    obs = np.ones_like(y, dtype=bool)
+    delta = np.array([[1.0, 0.0], [0.5, 0.0], [0.0, 0.0], [-1.0, 0.0]])  # family 0 favoured on items 0-1
+    pairs = (np.array([0]), np.array([1]))
+    p = pair_dif_p(y, obs, np.zeros(4), delta, [0], [1], pairs, permutations=2000, seed=1)
+    # T = 1 + .5 - 0 = 1.5 with e = (1, 1, -1, 0); the exact p is the share of the 24 arrangements of d
+    # over the items (one stratum) with T_r >= 1.5 (the +1 of the randomization test is negligible at 2,000)
+    arrangements = [(d0, d1, d2) for d0 in range(4) for d1 in range(4) for d2 in range(4) if len({d0, d1, d2}) == 3]
+    values = np.array([1.0, 0.5, 0.0, -1.0])
+    exact = np.mean([values[i] + values[j] - values[k] >= 1.5 - 1e-12 for i, j, k in arrangements])
+    assert p[0] == pytest.approx(exact, abs=0.03)
+    rng = np.random.default_rng(4)
+    n_items, n_pairs = 200, 400
+    y = (rng.random((n_items, 2 * n_pairs)) < 0.6).astype(int)
+    obs = rng.random(y.shape) > 0.1
+    a, b = np.arange(0, 2 * n_pairs, 2), np.arange(1, 2 * n_pairs, 2)
+    delta = rng.normal(0, 1, (n_items, 3))
+    fam_a = rng.integers(0, 3, n_pairs)
+    fam_b = (fam_a + rng.integers(1, 3, n_pairs)) % 3
+    null = pair_dif_p(y, obs, np.repeat(["g1", "g2"], 100), delta, fam_a, fam_b, (a, b), permutations=99, seed=2)
+    assert (null <= SENSITIVE_P).mean() <= SENSITIVE_P + 0.025 and null.min() >= 1 / 100
+    # DIF of sd 1 logit on the pair's families: a wins where its family is favoured
+    fa, fb = np.zeros(n_pairs, int), np.ones(n_pairs, int)
+    eta = rng.normal(0, 1, n_items)
+    ya = rng.random((n_items, n_pairs)) < 1 / (1 + np.exp(-(eta + delta[:, 0])[:, None]))
+    yb = rng.random((n_items, n_pairs)) < 1 / (1 + np.exp(-(eta + delta[:, 1])[:, None]))
+    y = np.empty((n_items, 2 * n_pairs), dtype=int)
+    y[:, a], y[:, b] = ya, yb
+    noisy = delta + rng.normal(0, 0.5, delta.shape)  # the audit half's estimate
+    power = pair_dif_p(y, np.ones_like(y, dtype=bool), np.zeros(n_items), noisy, fa, fb, (a, b), permutations=99)
+    assert (power <= SENSITIVE_P).mean() > 0.8

@@ -129,7 +129,8 @@ def _bayes_section(bayes: dict, result, notes: Notes) -> list[str]:
                   + notes.mark("bayes/excess_pp_q05_q50_q95")),
                  ("randomization p computed with each draw's anchors against its own matched-random subtests: "
                   "median (90% interval over the draws); the distribution of a p-value over the DIF posterior, not a "
-                  "posterior probability", "{:.3g} ({:.3g}-{:.3g})".format(*_median_first(bayes["draw_p_value_q05_q50_q95"]))
+                  f"posterior probability; smallest attainable p 1/({bayes['controls_per_draw']} + 1) = "
+                  f"{1 / (bayes['controls_per_draw'] + 1):.4f}", "{:.3g} ({:.3g}-{:.3g})".format(*_median_first(bayes["draw_p_value_q05_q50_q95"]))
                   + notes.mark("bayes/draw_p_value_q05_q50_q95")),
                  ("share of the posterior draws whose randomization p is <= .05", f"{bayes['share_draws_p_le_05']:.3f}"),
                  ("draws whose DIF Newton fit stopped at its step cap, per fold",

@@ -79,9 +79,15 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
              f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when "
              f"excess_p <= {SENSITIVE_P:g} (the DIF-guided recomposition flips it at least {1 / SENSITIVE_P:.0f} times as "
              "often as a random one; possible only when random recompositions flip it at most "
-             f"{100 * SENSITIVE_P:g}% of the time), else composition-sensitive (recompositions flip it, the DIF-guided "
+             f"{100 * SENSITIVE_P:g}% of the time, which almost no near tie meets: the rule has almost no power at "
+             "near ties), else composition-sensitive (recompositions flip it, the DIF-guided "
              f"one does not stand out). Pairs with excess_p <= {SENSITIVE_P:g}, resolved or not: "
-             f"{info.get('dif_sensitive_any', 0):,}.",
+             f"{info.get('dif_sensitive_any', 0):,}. Reference column dif_p (per-pair randomization p that a's wins "
+             "sit on the items whose residual DIF favours a's family; smallest attainable "
+             f"{info.get('dif_p_floor', 1 / 201):.4f} = 1/(permutations + 1); no category): "
+             f"{info.get('dif_p_le_05', 0):,} pairs at <= {SENSITIVE_P:g}. On simulated benchmarks "
+             "(benchmarks/audit_calibration.md) it flagged every DIF-ordered near tie at strong DIF, but also 12% of "
+             "near ties without any DIF: read it as family-item alignment, not as a calibrated DIF test.",
              "",
              markdown_table(pd.DataFrame([(c, f"{counts[c]:,}", _share(counts[c], info["pairs"])) for c in CATEGORIES],
                                          columns=["category", "pairs", "share"])), "",
@@ -90,7 +96,8 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
              + f". Of these, b is ahead in {info['b_ahead_resolved']:,} (only possible through missing responses). "
              f"The 2PL ability comparison (P(theta a ahead), not used for categories) calls "
              f"{info.get('theta_resolved', 0):,} pairs at {RESOLVED:g} either way, "
-             f"{info.get('theta_resolved_accuracy_not', 0):,} of which the accuracy comparison does not resolve.", ""]
+             f"{info.get('theta_resolved_accuracy_not', 0):,} of which the accuracy comparison does not resolve.",
+             *_caveats(info), ""]
     if figure:
         lines += [f"![Near-tie pairs by P(a ahead) and P(reversal)]({figure})", ""]
     for category in CATEGORIES:
@@ -113,10 +120,23 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
                               "excess (90% MC)": [f"{e:+.3f} ({lo:+.3f}, {hi:+.3f})" for e, lo, hi in
                                                   zip(top["excess_reversal"], top["excess_lower"], top["excess_upper"],
                                                       strict=True)],
-                              "excess_p": top["excess_p"].map(lambda v: f"{v:.3g}")})
+                              "dif_p": top["dif_p"].map(lambda v: f"{v:.3g}")})
         lines += [f"### {category[0].upper()}{category[1:]}: top {len(top)} of {len(sel):,} "
                   f"({_ORDER_TEXT[category]})", "", markdown_table(shown), "", *notes.lines()]
     return lines
+
+
+def _caveats(info: dict) -> list[str]:
+    """Monte Carlo error, pooled item groups and pairs left out for missing cells, when present."""
+    out = []
+    if info.get("prob_a_ahead_mcse_max") is not None:
+        out.append(f"Monte Carlo error of P(a ahead) (`prob_a_ahead_mcse`): at most {info['prob_a_ahead_mcse_max']:.4f}; "
+                   f"{info.get('calls_within_2_mcse', 0):,} call(s) lie within 2 MCSE of the threshold and may change "
+                   "with the seed.")
+    if info.get("pooled_item_groups"):
+        out.append(f"{info['pooled_item_groups']:,} item group(s) have fewer than {info.get('min_stratum_items')} items, too "
+                   "few to stratify: the paired model pools them into one stratum.")
+    return [" ".join(out)] if out else []
 
 
 def _gap_mark(gap: float, lower: float, upper: float, record: dict | None, notes: Notes) -> str:

@@ -35,8 +35,27 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   (:data:`bayesirt.audit.bayes.posterior.CONDITIONAL`).
 
 A pair is listed when it is eligible in the deterministic audit (tied under neither the full nor
-the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table has exactly
-``eligible_pairs`` rows. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
+the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so with complete data the table
+has exactly ``eligible_pairs`` rows. With missing cells the audit's near ties are chosen on each
+model's own items while ``prob_a_ahead`` sees only the items both answered (``both_gap_pp`` is the
+gap on those): a pair chosen as a 1 pp tie on extra items the posterior ignores is selected on data
+the posterior does not condition on, and its orientation (a the higher full score) leaks them too.
+``benchmarks/audit_calibration.md`` measures it (issue 46): called pairs in the true order .93 /
+.91 / .89 at 10 / 20 / 30% missing, pairs stated at .25-.29 truly ahead about half the time;
+listing only pairs that are also both-answered near ties in the same direction did not help (.90,
+.89), selecting on the both-answered gap alone (which the audit's frozen pairs do not allow) gave
+.94 / .92 / .87 on few calls. Read ``prob_a_ahead`` of a pair with missing cells with that in mind.
+
+``dif_p`` (:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p`, issue 46) is reported beside
+``excess_p`` and decides no category: the per-pair randomization p of the alignment between the items a wins over b and
+the two families' residual DIF (posterior mean of the audit half), against within-stratum
+permutations of that DIF. ``excess_p`` needs random recompositions to flip the pair at most 5% of
+the time, which almost no 1 pp near tie meets (it flagged nothing at strong DIF); ``dif_p`` has
+power (it flagged every DIF-ordered pair at strong simulated DIF) but is not yet a valid test of
+"no planted DIF": on benchmarks without any DIF it flagged 12% of near ties at .05, since the
+residual family effects also carry the families' ability profiles, which persist in the target
+half (``benchmarks/audit_calibration.md``). The floor of ``dif_p`` is
+1 / (:data:`bayesirt.audit.bayes.pair_dif.PERMUTATIONS` + 1) = 1/201. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
 :data:`ROBUST`, :data:`SENSITIVE_P`):
 
 1. "not resolved by the data": .05 < prob_a_ahead < .95 (resolved: called either way);
@@ -57,7 +76,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.bayes.paired import discordant_counts, paired_accuracy
+from bayesirt.audit.bayes.pair_dif import PERMUTATIONS, pair_dif_p
+from bayesirt.audit.bayes.paired import MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
 from bayesirt.audit.engine.ranking import pair_reversals
 from bayesirt.audit.engine.result import AuditResult
 from bayesirt.data.responses import MISSING
@@ -66,7 +86,7 @@ from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.parallel import spawn_seeds
 
-__all__ = ["add_near_ties", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
+__all__ = ["add_near_ties", "both_answered_gaps", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
            "near_ties_dataset", "excess_interval", "excess_p", "CATEGORIES", "RESOLVED", "ROBUST", "SENSITIVE_P", "COLUMNS",
            "COLUMN_NOTES"]
 
@@ -80,15 +100,22 @@ SENSITIVE_P = 0.05
 _Z90 = 1.6448536269514722
 CATEGORIES = ("resolved, composition-robust", "resolved, DIF-sensitive", "resolved, composition-sensitive",
               "not resolved by the data")
-COLUMNS = ("fold", "model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full_gap_pp", "prob_a_ahead",
-           "gap_lower_pp", "gap_upper_pp", "n10", "n01", "mcnemar_p", "prob_theta_a_ahead", "prob_reversal",
-           "random_reversal_rate", "excess_reversal", "excess_lower", "excess_upper", "excess_p", "category")
+COLUMNS = ("fold", "model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full_gap_pp", "both_gap_pp",
+           "prob_a_ahead", "prob_a_ahead_mcse", "gap_lower_pp", "gap_upper_pp", "n10", "n01", "mcnemar_p",
+           "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "excess_reversal", "excess_lower",
+           "excess_upper", "excess_p", "dif_p", "category")
 #: What each probability column is of and what it conditions on (report.md, the netCDF attributes).
 COLUMN_NOTES = {
     "prob_a_ahead": "posterior probability that a's expected accuracy on the item population (new items from the "
                     "same item groups, in the benchmark's proportions) exceeds b's, given only the two models' "
                     "responses on the items both answered in the target half (Dirichlet-multinomial of the "
-                    "discordant items within each item group, Jeffreys prior)",
+                    f"discordant items within each item group, groups under {MIN_STRATUM} items pooled into one "
+                    "stratum, strata weighted by their share of the benchmark, Jeffreys prior)",
+    "prob_a_ahead_mcse": "Monte Carlo standard error of prob_a_ahead (0 with one stratum, where it is exact); a call "
+                         "within about 2 MCSE of .95 or .05 can change with the seed",
+    "both_gap_pp": "a's accuracy minus b's on the items both answered in the target half (the paired model's "
+                   "items), percentage points; differs from full_gap_pp only with missing cells, where the pair was "
+                   "chosen on full_gap_pp and prob_a_ahead can overstate (benchmarks/audit_calibration.md)",
     "gap_lower_pp": "5% posterior quantile of that accuracy gap A_a - A_b, percentage points (same model)",
     "gap_upper_pp": "95% posterior quantile of that accuracy gap, percentage points (same model)",
     "mcnemar_p": "exact two-sided McNemar p of the discordant items (n10 a right b wrong, n01 the reverse), items "
@@ -104,7 +131,12 @@ COLUMN_NOTES = {
     "excess_reversal": "prob_reversal - random_reversal_rate; excess_lower / excess_upper: its 90% Monte Carlo "
                        "interval over the finite draws and controls (precision of the difference, not a test)",
     "excess_p": "min(1, random_reversal_rate / prob_reversal): a conservative p (Markov's inequality) of the null "
-                "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair",
+                "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair; kept for "
+                "reference (it almost never reaches .05 at a near tie), no replacement decides the category yet (dif_p is reported beside it)",
+    "dif_p": "per-pair randomization p that a's wins over b sit on the items whose residual DIF (posterior mean, "
+             "audit half) favours a's family over b's: sum_i d_i (y_ia - y_ib) against within-stratum permutations "
+             f"of d; floor 1 / ({PERMUTATIONS} + 1); reference only (no category): it has power at near ties but "
+             "flagged 12% of near ties at .05 on simulated benchmarks without DIF",
 }
 _CHUNK = 20_000_000  # draw x pair comparisons held at once
 #: EM tolerance of the MAP-EM item fit (largest parameter change): P(a ahead of b) needs abilities to
@@ -213,7 +245,21 @@ def excess_interval(reversed_, control_rate) -> tuple[np.ndarray, np.ndarray, np
     return mean, mean - half, mean + half
 
 
-def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed: int = 0) -> pd.DataFrame:
+def both_answered_gaps(y, observed, a, b) -> np.ndarray:
+    """Accuracy of model a minus model b on the items both answered, per pair (NaN without one)."""
+    a, b = np.asarray(a, dtype=np.intp), np.asarray(b, dtype=np.intp)
+    out = np.empty(a.size)
+    step = max(1, _CHUNK // max(1, y.shape[0]))
+    for start in range(0, a.size, step):
+        s = slice(start, start + step)
+        both = observed[:, a[s]] & observed[:, b[s]]
+        diff = np.where(both, (y[:, a[s]] == 1).astype(np.int8) - (y[:, b[s]] == 1), 0).sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[s] = diff / both.sum(axis=0)
+    return out
+
+
+def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0) -> pd.DataFrame:
     """One row per deterministically eligible near-tie pair of each fold (columns :data:`COLUMNS`).
 
     Parameters
@@ -227,13 +273,17 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
         The whole response matrix (1 right) and its observed mask; each fold's target models are
         its columns ``target_index``.
     item_group : array_like (item,)
-        The strata of the paired accuracy model (:mod:`bayesirt.audit.bayes.paired`).
+        The item groups (the strata of :mod:`bayesirt.audit.bayes.paired`, small groups pooled).
+    families : sequence of str
+        The family labels of the posterior's ``family`` columns, in order (the audit's sorted
+        retained families).
     seed : int, default 0
         Seed of the paired model's Monte Carlo draws (:func:`bayesirt.audit.bayes.paired.paired_accuracy`).
 
     Rows are in leaderboard order within each fold: model a's full score, then model b's,
     descending.
     """
+    stratum, weights, _ = paired_strata(item_group)
     samples = [d for d in theta.dims if d != "model"]
     draws = theta.stack(sample=samples).transpose("sample", "model").values if samples else theta.values[None, :]
     index = pd.Index(theta["model"].values.astype(str))
@@ -250,13 +300,14 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
             raise DataError(f"fold {f.audit_fold}: the posterior's pairs are not the fold's frozen pairs")
         eligible, _ = pair_reversals(full, t["anchor"].to_numpy(float), (i, j))
         first = full[i] > full[j]
+        columns = np.asarray(f.target_index)
+        both = both_answered_gaps(y[:, columns], observed[:, columns], np.where(first, i, j), np.where(first, j, i))
         a, b = np.where(first, i, j)[eligible], np.where(first, j, i)[eligible]
         pos_a, pos_b = index.get_indexer(ids[a]), index.get_indexer(ids[b])
         if (pos_a < 0).any() or (pos_b < 0).any():
             raise DataError(f"fold {f.audit_fold}: some near-tie models have no ability draws; fit every retained model")
-        columns = np.asarray(f.target_index)
-        paired = paired_accuracy(*discordant_counts(y[:, columns], observed[:, columns], item_group, (a, b)),
-                                 seed=seed)
+        paired = paired_accuracy(*discordant_counts(y[:, columns], observed[:, columns], stratum, (a, b)),
+                                 weights=weights, seed=seed)
         reversed_ = post["reversed"].transpose("draw", "pair").values[:, eligible]
         if "control_reversal_rate" in post:
             rates = post["control_reversal_rate"].transpose("draw", "pair").values[:, eligible]
@@ -268,15 +319,17 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
             "fold": f.audit_fold, "model_a": ids[a], "model_b": ids[b],
             "family_a": t["family"].to_numpy(str)[a], "family_b": t["family"].to_numpy(str)[b],
             "owner_a": t["owner"].to_numpy(str)[a], "owner_b": t["owner"].to_numpy(str)[b],
-            "full_gap_pp": 100 * (full[a] - full[b]),
-            "prob_a_ahead": paired["prob_a_ahead"].to_numpy(),
+            "full_gap_pp": 100 * (full[a] - full[b]), "both_gap_pp": 100 * both[eligible],
+            "prob_a_ahead": paired["prob_a_ahead"].to_numpy(), "prob_a_ahead_mcse": paired["prob_a_ahead_mcse"].to_numpy(),
             "gap_lower_pp": 100 * paired["gap_lower"].to_numpy(), "gap_upper_pp": 100 * paired["gap_upper"].to_numpy(),
             "n10": paired["n10"].to_numpy(), "n01": paired["n01"].to_numpy(),
             "mcnemar_p": paired["mcnemar_p"].to_numpy(),
             "prob_theta_a_ahead": _ahead(draws, pos_a, pos_b),
             "prob_reversal": post["reversal_probability"].values[eligible].astype(float),
             "random_reversal_rate": random_rate, "excess_reversal": excess, "excess_lower": lower,
-            "excess_upper": upper, "_full_a": full[a], "_full_b": full[b]}))
+            "excess_upper": upper, "_full_a": full[a], "_full_b": full[b],
+            "dif_p": _dif_p(f, y[:, columns], observed[:, columns], item_group, families, t["family"].to_numpy(str),
+                            (a, b), seed)}))
         frames[-1]["excess_p"] = excess_p(frames[-1]["prob_reversal"], random_rate)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "_full_a", "_full_b"])
     table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"])
@@ -284,13 +337,26 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, seed:
     return table[list(COLUMNS)].reset_index(drop=True)
 
 
+def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed) -> np.ndarray:
+    """:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p` of the fold's pairs with the posterior mean
+    DIF of its audit half; NaN without the draws."""
+    a, b = pairs
+    if fold.draws is None or "family_effect" not in fold.draws:
+        return np.full(a.size, np.nan)
+    delta = fold.draws["family_effect"].mean("draw").transpose("item", "family").values
+    column = np.searchsorted(np.asarray(families, dtype=str), target_family)
+    return pair_dif_p(y, observed, item_group, delta, column[a], column[b], (a, b), seed=seed)
+
+
 def near_ties_summary(table: pd.DataFrame) -> dict:
     """Counts of the categories (all of them, zeros included), the number of pairs,
     ``b_ahead_resolved`` (pairs with prob_a_ahead <= 1 - :data:`RESOLVED`: b credibly ahead on
     accuracy although a has the higher full score, possible only through missing responses),
     ``called`` (prob_a_ahead >= .95 or <= .05) and ``called_mcnemar_p_le_10`` (the share of them
-    whose McNemar p is <= .10), ``dif_sensitive_any`` (pairs with excess_p <= .05, resolved or
-    not), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
+    whose McNemar p is <= .10), ``calls_within_2_mcse`` (calls within 2 Monte Carlo SE of the
+    threshold: the seed can change them) and ``prob_a_ahead_mcse_max``, ``dif_sensitive_any``
+    (pairs with excess_p <= .05, resolved or not; ``dif_p_le_05`` the same for
+    dif_p), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
     prob_theta_a_ahead >= .95 or <= .05, and those among them that prob_a_ahead leaves unresolved)."""
     counts = table["category"].value_counts()
     ahead = table["prob_a_ahead"].to_numpy(float)
@@ -306,7 +372,11 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
             "theta_resolved_accuracy_not": int((theta_called & ~called).sum()),
             "thresholds": {"prob_a_ahead": RESOLVED, "prob_reversal": ROBUST, "random_reversal_rate": ROBUST,
                            "excess_p": SENSITIVE_P},
-            "dif_sensitive_any": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum())}
+            "dif_sensitive_any": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum()),
+            "dif_p_le_05": int((table["dif_p"].to_numpy(float) <= SENSITIVE_P).sum()),
+            "prob_a_ahead_mcse_max": (float(np.nanmax(table["prob_a_ahead_mcse"])) if len(table) else None),
+            "calls_within_2_mcse": int((called & (np.abs(np.abs(ahead - 0.5) - (RESOLVED - 0.5))
+                                                  <= 2 * table["prob_a_ahead_mcse"].to_numpy(float))).sum())}
 
 
 def near_ties_dataset(table: pd.DataFrame, info: dict) -> xr.Dataset:
@@ -346,14 +416,24 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
     t = time.perf_counter()
     result.near_ties = near_tie_table(result.folds, theta, y=np.where(observed, y_all, 0), observed=observed,
                                       item_group=responses["item_group"].values.astype(str),
-                                      seed=spawn_seeds(config.seed, 7)[6])
+                                      seed=spawn_seeds(config.seed, 7)[6],
+                                      families=sorted(result.population.loc[result.population["status"] == "retained",
+                                                                             "family"].unique()))
     paired_seconds = time.perf_counter() - t
+    _, strata_weights, pooled = paired_strata(responses["item_group"].values.astype(str))
+    if pooled:
+        result.warnings.append(f"{pooled} item group(s) have fewer than {MIN_STRATUM} items, too few to stratify the "
+                               "paired accuracy model: they are pooled into one stratum of near_ties.csv's "
+                               "prob_a_ahead (their items treated as exchangeable)")
     info = {"ability_spec": str(tree.attrs.get("bayesirt_spec_name", config.bayes_ability_spec)), "method": method,
             "draws": int(theta.sizes["chain"] * theta.sizes["draw"]), "seed": int(seed),
             "models_fitted": int(retained.size), "fit_s": round(seconds, 3),
             "eligibility": "deterministic: tied under neither the full nor the low-DIF anchor score",
             "paired_model": "Dirichlet-multinomial of discordant items by item group (strata), Jeffreys prior",
             "item_groups": int(np.unique(responses["item_group"].values.astype(str)).size),
+            "paired_strata": int(strata_weights.size), "pooled_item_groups": int(pooled),
+            "min_stratum_items": MIN_STRATUM,
+            "dif_p_floor": 1 / (PERMUTATIONS + 1),
             "paired_s": round(paired_seconds, 3)}
     if tree.attrs.get("map_converged") == 0:
         result.warnings.append(f"the {info['ability_spec']} MAP-EM item fit of the near-tie table stopped at its "

@@ -1,0 +1,297 @@
+"""Calibration of the near-tie table off the easy case (issue 46 items 1, 2, 5, 6): small item
+groups, missing cells, the per-pair composition p, and the Monte Carlo error of ``prob_a_ahead``.
+
+Part 1, the paired model (:mod:`bayesirt.audit.bayes.paired` with the strata of
+:func:`~bayesirt.audit.bayes.paired.paired_strata`, as the audit's near-tie table runs it). Each
+benchmark has :data:`MODELS` models and :data:`ITEMS` items in groups of ``size`` items (1, 2, 4,
+10; ``mixed``: uneven groups of 20-200), each group with its own difficulty shift, so items of a
+group are correlated. Generators the paired model does not assume and the 2PL does not fit:
+
+* ``3pl``: one ability, discriminations logN(0.3, 0.5), a group-specific guessing floor 0-0.35;
+* ``2d``: two abilities (correlation 0.2); half of the groups load on each, with discriminating
+  (logN(0.7, 0.3)) or flat (logN(-0.9, 0.3)) items;
+* ``heterogeneous``: 2PL items, plus a model-by-group skill N(0, 0.5^2) (uneven profiles);
+* ``testlets``: 2PL items in testlets of 5 consecutive items (within a group when the group has
+  5 or more items), each model-by-testlet effect N(0, 0.6^2).
+
+Truth: A_m = sum_g (n_g / N) E_{new items of group g}[P(right)] over :data:`FRESH` fresh items per
+group (fresh testlets for ``testlets``; common random numbers across models). Cells are missing
+completely at random at 0-30%. Pairs: all model pairs within 1 pp (the audit's near ties) and
+within :data:`WIDE` (where pairs get called), selected and oriented three ways: ``full`` (each
+model's own-item score, what the audit did before), ``both`` (the gap on the items both answered:
+the paired posterior's items) and ``both_and_full`` (in the band on both gaps, same sign).
+Reported: coverage of the 90% gap interval; the share of called pairs (P >= .95 or <= .05) in the
+true order; the mean stated P(a ahead) and the observed share truly ahead among pairs stated at
+.05-.35 (orientation leak); the mean Monte Carlo standard error and the share of calls that change
+with the seed of the paired model's draws.
+
+Part 2, the composition p (``composition_p``) of the audit's near-tie table on
+``simulate_dif_benchmark`` designs (NT's five families, audits with the Bayesian layer): the share
+of pairs flagged (p <= .05) under the target-side null of ``benchmarks/audit_null_power.py``, and
+at the strong-DIF design (zero-sum DIF sd 1.2 on half of the items, every model) the share flagged
+among pairs whose true order is DIF's (the pair's order in expected accuracy with DIF differs from
+the order without it: recall) and among the others.
+
+Usage::
+
+    nice -n 10 python benchmarks/audit_calibration.py [--benchmarks 3] [--dif-benchmarks 4] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import machine, versions, write_results  # noqa: E402
+
+MODELS = 120
+ITEMS = 1000
+#: Fresh items per benchmark for the truth (at least 40 per group): its Monte Carlo error is far below the gaps'.
+FRESH = 40_000
+EPSILON = 0.01
+WIDE = 0.03
+LEVEL = 0.95
+KINDS = ("3pl", "2d", "heterogeneous", "testlets")
+SIZES = (1, 2, 4, 10, "mixed")
+MISSING = (0.0, 0.1, 0.2, 0.3)
+SELECTIONS = ("full", "both", "both_and_full")
+TESTLET = 5
+
+
+def _sizes(size, n_items, rng) -> np.ndarray:
+    if size == "mixed":
+        raw = rng.uniform(20, 200, max(1, n_items // 110))
+        out = np.maximum(1, np.round(raw / raw.sum() * n_items)).astype(int)
+        out[-1] += n_items - out.sum()
+        return out
+    return np.full(n_items // size, size)
+
+
+def _items(kind, group_par, sizes, rng) -> dict:
+    g = np.repeat(np.arange(sizes.size), sizes)
+    n = g.size
+    b = group_par[g, 0] + rng.normal(0, 1.0, n)
+    out = {"group": g, "b": b, "a": rng.lognormal(0.3, 0.5, n)}
+    if kind == "2d":
+        dim = g % 2
+        out |= {"a": np.where(dim == 0, rng.lognormal(0.7, 0.3, n), rng.lognormal(-0.9, 0.3, n)), "dim": dim}
+    if kind == "3pl":
+        out["low"] = group_par[g, 1]
+    if kind == "testlets":  # testlets of TESTLET consecutive items within a group
+        start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        out["testlet"] = g * 10_000 + (np.arange(n) - start[g]) // TESTLET
+    return out
+
+
+def _prob(kind, items, theta, extra, rng=None) -> np.ndarray:
+    """P(right) (item, model); ``extra``: the models' group skills (heterogeneous)."""
+    g = items["group"]
+    if kind == "2d":
+        eta = items["a"][:, None] * theta[:, items["dim"]].T - items["b"][:, None]
+    else:
+        eta = items["a"][:, None] * (theta[None, :, 0] - items["b"][:, None])
+    if kind == "heterogeneous":
+        eta = eta + extra[g]
+    if kind == "testlets":
+        _, code = np.unique(items["testlet"], return_inverse=True)
+        eta = eta + rng.normal(0, 0.6, (code.max() + 1, theta.shape[0]))[code]
+    p = expit(eta)
+    return items["low"][:, None] + (1 - items["low"][:, None]) * p if kind == "3pl" else p
+
+
+def simulate(kind, size, seed) -> dict:
+    rng = np.random.default_rng(seed)
+    sizes = _sizes(size, ITEMS, rng)
+    n_groups = sizes.size
+    par = np.column_stack([rng.normal(0, 1, n_groups), rng.uniform(0, 0.35, n_groups)])
+    theta = rng.multivariate_normal([0, 0], [[1, 0.2], [0.2, 1]], MODELS)
+    extra = rng.normal(0, 0.5, (n_groups, MODELS))
+    items = _items(kind, par, sizes, rng)
+    y = (rng.random((items["group"].size, MODELS)) < _prob(kind, items, theta, extra, rng)).astype(np.int8)
+    truth = np.zeros(MODELS)
+    per = max(40, FRESH // n_groups)
+    for start in range(0, n_groups, 50):  # groups in blocks: fresh items of every group, common to all models
+        block = np.arange(start, min(start + 50, n_groups))
+        fresh = _items(kind, par[block], np.full(block.size, per), rng)
+        p = _prob(kind, fresh, theta, extra[block], rng)
+        truth += (sizes[block][:, None] / sizes.sum() * p.reshape(block.size, per, MODELS).mean(axis=1)).sum(axis=0)
+    return {"y": y, "group": items["group"], "truth": truth}
+
+
+def both_gaps(y, observed) -> tuple[np.ndarray, np.ndarray]:
+    """(model, model) accuracy gaps on the items both answered, and own-item full scores."""
+    o = observed.astype(np.float64)
+    right = (y == 1) & observed
+    common = right.T.astype(np.float64) @ o  # [i, j]: items i got right among those both answered
+    n = o.T @ o
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = (common - common.T) / n
+    return gap, right.sum(axis=0) / observed.sum(axis=0)
+
+
+def select(selection, gap, full, band) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (a, b), a ahead on the selection's own gap, 0 < |gap| <= band."""
+    i, j = np.triu_indices(full.size, 1)
+    g_full, g_both = full[i] - full[j], gap[i, j]
+    ok = lambda g: (np.abs(g) > 1e-12) & (np.abs(g) <= band + 1e-9)  # noqa: E731
+    if selection == "full":
+        keep, lead = ok(g_full), g_full
+    elif selection == "both":
+        keep, lead = ok(g_both), g_both
+    else:
+        keep, lead = ok(g_full) & ok(g_both) & (np.sign(g_full) == np.sign(g_both)), g_both
+    i, j, lead = i[keep], j[keep], lead[keep]
+    return np.where(lead > 0, i, j), np.where(lead > 0, j, i)
+
+
+def paired_rows(kind, size, seed) -> list[dict]:
+    from bayesirt.audit.bayes.paired import discordant_counts, paired_accuracy, paired_strata
+
+    sim = simulate(kind, size, seed)
+    stratum, weights, pooled = paired_strata(sim["group"])
+    rows = []
+    for missing in MISSING:
+        observed = np.random.default_rng(seed + 77).random(sim["y"].shape) >= missing
+        y = np.where(observed, sim["y"], 0)
+        gap, full = both_gaps(y, observed)
+        for selection in SELECTIONS if missing else ("both",):
+            a, b = select(selection, gap, full, WIDE)
+            counts = discordant_counts(y, observed, stratum, (a, b))
+            t = paired_accuracy(*counts, weights=weights, seed=seed)
+            t2 = paired_accuracy(*counts, weights=weights, seed=seed + 1) if selection == "both" else t  # seed flips
+            truth = sim["truth"][a] - sim["truth"][b]
+            own = gap[a, b] if selection != "full" else full[a] - full[b]
+            for band, sel in (("1 pp", np.abs(own) <= EPSILON + 1e-9), (f"{100 * WIDE:g} pp", np.ones(a.size, bool))):
+                p, p2, tr = t["prob_a_ahead"].to_numpy()[sel], t2["prob_a_ahead"].to_numpy()[sel], truth[sel]
+                call = np.where(p >= LEVEL, 1, np.where(p <= 1 - LEVEL, -1, 0))
+                call2 = np.where(p2 >= LEVEL, 1, np.where(p2 <= 1 - LEVEL, -1, 0))
+                low = (p >= 0.05) & (p <= 0.35)
+                rows.append({
+                    "kind": kind, "size": str(size), "missing": missing, "selection": selection, "band": band,
+                    "seed": seed, "pooled_groups": pooled, "pairs": int(sel.sum()), "called": int((call != 0).sum()),
+                    "called_right": int(((call == 1) & (tr > 0)).sum() + ((call == -1) & (tr < 0)).sum()),
+                    "covered": int(((t["gap_lower"].to_numpy()[sel] <= tr) & (tr <= t["gap_upper"].to_numpy()[sel])).sum()),
+                    "low_pairs": int(low.sum()), "low_stated": float(p[low].sum()), "low_ahead": int((tr[low] > 0).sum()),
+                    "mcse_sum": float(t["prob_a_ahead_mcse"].to_numpy()[sel].sum()),
+                    "call_changed": int((call != call2).sum()), "called_either": int(((call != 0) | (call2 != 0)).sum())})
+    return rows
+
+
+def summarize_paired(rows) -> list[dict]:
+    keys = sorted({(r["band"], r["selection"], r["missing"], r["size"], r["kind"]) for r in rows},
+                  key=lambda k: (k[0], SELECTIONS.index(k[1]), k[2], str(k[3]), k[4]))
+    out = []
+    for band, selection, missing, size, kind in keys:
+        sel = [r for r in rows if (r["band"], r["selection"], r["missing"], r["size"], r["kind"])
+               == (band, selection, missing, size, kind)]
+        tot = {k: sum(r[k] for r in sel) for k in ("pairs", "called", "called_right", "covered", "low_pairs",
+                                                    "low_stated", "low_ahead", "mcse_sum", "call_changed",
+                                                    "called_either")}
+        div = lambda x, y: x / y if y else None  # noqa: E731
+        out.append({"band": band, "selection": selection, "missing": missing, "size": size, "kind": kind,
+                    "benchmarks": len(sel), "pooled_groups": sel[0]["pooled_groups"], **tot,
+                    "coverage": div(tot["covered"], tot["pairs"]), "accuracy": div(tot["called_right"], tot["called"]),
+                    "low_stated_mean": div(tot["low_stated"], tot["low_pairs"]),
+                    "low_ahead_share": div(tot["low_ahead"], tot["low_pairs"]),
+                    "mcse_mean": div(tot["mcse_sum"], tot["pairs"]),
+                    "call_change_share": div(tot["call_changed"], tot["called_either"])})
+    return out
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _pooled_lines(rows) -> list[str]:
+    """The 3 pp rows pooled over the four generators, by selection, missing share and group size."""
+    lines = ["Pooled over the four generators (3 pp band):", "",
+             "| selection | missing | group size | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
+             "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in summarize_paired([r | {"kind": "all"} for r in rows if r["band"] == f"{100 * WIDE:g} pp"]):
+        lines.append(f"| {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['pairs']:,} | "
+                     f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
+                     f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")
+    return [*lines, ""]
+
+
+def markdown(result: dict) -> str:
+    lines = ["# Calibration of the near-tie table off the easy case (issue 46)", "",
+             f"{result['date']}; {result['machine']} (shared and loaded: ~8 users on 2 cores); command "
+             f"`{result['command']}`; {result['wall_s']:.0f} s wall.",
+             f"Versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.", "",
+             "## Paired model: gap coverage and called pairs", "",
+             f"{MODELS} models x {ITEMS:,} items per benchmark; group size `mixed` = uneven groups of 20-200 items; "
+             "groups under 20 items pooled into one stratum. Coverage: share of 90% gap intervals covering the true "
+             "expected-accuracy gap (target >= 88%); accuracy: share of called pairs (P(a ahead) >= .95 or <= .05) in "
+             "the true order (target >= 95%); stated/observed: mean P(a ahead) and share truly ahead among pairs "
+             "stated at .05-.35; MCSE: mean Monte Carlo SE of P(a ahead); seed flips: calls that change between two "
+             "seeds of the paired model's draws, among pairs called in either.", "",
+             *_pooled_lines(result["rows"]),
+             "Per generator:", "",
+             "| band | selection | missing | group size | generator | benchmarks | pairs | coverage | called | "
+             "accuracy | stated / observed at .05-.35 | MCSE | seed flips |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in result["paired"]:
+        lines.append(f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['kind']} | "
+                     f"{s['benchmarks']} | {s['pairs']:,} | {_pct(s['coverage'])} | {s['called']:,} | "
+                     f"{_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / {_pct(s['low_ahead_share'])} | "
+                     f"{s['mcse_mean']:.4f} | {s['call_changed']} of {s['called_either']} |" if s["pairs"] else
+                     f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['kind']} | "
+                     f"{s['benchmarks']} | 0 | | | | | | |")
+    dif = result.get("composition")
+    if dif:
+        lines += ["", "## dif_p: per-pair randomization p of the alignment with the families' residual DIF (reference column, no category)", "",
+                  "| design | benchmarks | pairs | flagged (p <= .05) | DIF-ordered pairs | flagged among them (recall) | "
+                  "flagged among the others | old excess_p <= .05 | smallest attainable p |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for s in dif["summary"]:
+            lines.append(f"| {s['design']} | {s['benchmarks']} | {s['pairs']:,} | {s['flagged']:,} ({_pct(s['flag_rate'])}) | "
+                         f"{s['dif_pairs']:,} | {_pct(s['recall'])} | {_pct(s['other_flag_rate'])} | {s['old_flagged']:,} | "
+                         f"{s['p_floor']:.4f} |")
+        lines += ["", dif["note"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--benchmarks", type=int, default=3)
+    parser.add_argument("--dif-benchmarks", type=int, default=4)
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument("--skip-paired", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    t0 = time.perf_counter()
+    rows = []
+    if args.skip_paired:  # keep part 1 of the last run
+        import json
+
+        rows = json.loads((Path(__file__).parent / "results" / "audit_calibration.json").read_text())["rows"]
+    else:
+        for kind in args.kinds:
+            for k, size in enumerate(SIZES):
+                for seed in range(args.benchmarks):
+                    new = paired_rows(kind, size, 1000 * k + seed + 100 * KINDS.index(kind))
+                    rows += new
+                    print(f"{kind} size {size} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    composition = None
+    if args.dif_benchmarks:
+        from audit_composition import composition_study  # noqa: E402 (part 2, its own module)
+
+        composition = composition_study(args.dif_benchmarks)
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
+              "command": "nice -n 10 python benchmarks/audit_calibration.py --benchmarks "
+                         f"{args.benchmarks} --dif-benchmarks {args.dif_benchmarks} --kinds {' '.join(args.kinds)}"
+                         + (" --skip-paired" if args.skip_paired else ""),
+              "versions": versions(("bayesirt", "numpy", "scipy")), "paired": summarize_paired(rows),
+              "composition": composition, "rows": rows}
+    write_results(Path(__file__).parent / "results" / "audit_calibration.json", result, markdown, echo=True)
+
+
+if __name__ == "__main__":
+    main()
