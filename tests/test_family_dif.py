@@ -63,7 +63,7 @@ def planted():
 
 def test_map_is_converged_newton(small):
     y, observed, offsets, family = small
-    tree = fit_family_dif_posterior(y, observed, offsets, family, 3, method="map")
+    tree = fit_family_dif_posterior(y, observed, offsets, family, 3, method="joint_map")
     newton = fit_family_dif(y, observed, offsets, family, 3, cycles=500, tolerance=1e-12)
     post = tree["posterior"]
     assert post.sizes["draw"] == 1 and post.sizes["chain"] == 1
@@ -251,7 +251,7 @@ def test_builder_rejects_bad_input(change, error, message):
 
 def test_propagation_rejects_bad_input():
     delta, easiness, y, full, pairs = _hand_case()
-    good = {"item_group": np.zeros(8), "alpha": 0.5, "y_target": y, "observed_target": np.ones(y.shape, bool),
+    good = {"item_group": np.zeros(8), "anchor_fraction": 0.5, "y_target": y, "observed_target": np.ones(y.shape, bool),
             "full": full, "pairs": pairs}
     with pytest.raises(DataError, match=r"draws_delta must be \(draw, item, family\)"):
         propagate_posterior(delta, easiness, **good)

@@ -15,7 +15,7 @@ from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.report.audit_sections import replication_section
 
-SMALL = AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9)
+SMALL = AuditConfig(quick=True, controls=9, composition_bootstrap=9, owner_bootstrap=9)
 R = 99
 
 
