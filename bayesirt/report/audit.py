@@ -52,7 +52,7 @@ def _headline(summary: dict, notes: Notes) -> list[str]:
     if "bootstrap_rate_range" in summary:
         lo, hi = summary["bootstrap_rate_range"]
         rows += [(f"low-DIF reversal rate (composition-bootstrap range: 2.5-97.5th percentiles of the rate recomputed "
-                  f"on {summary['config']['bootstrap']:,} recomposed benchmarks, {summary['bootstrap_units']} "
+                  f"on {summary['config']['composition_bootstrap']:,} recomposed benchmarks, {summary['bootstrap_units']} "
                   "resampled, pairs frozen; NT C.7)",
                   f"{_pct(summary['low_dif_reversal_rate'])} ({_pct(lo)}-{_pct(hi)}); replicate mean "
                   f"{_pct(summary['bootstrap_rate_mean'])}" + notes.mark("bootstrap_rate_range"))]
