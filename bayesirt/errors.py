@@ -3,9 +3,10 @@ one of these with a one-line message that names the problem and the fix; the com
 prints the message instead of a traceback."""
 
 import difflib
+import os
 import warnings
 
-__all__ = ["BayesIRTError", "ConfigError", "DataError", "SpecError", "OutputError", "recorded_warnings", "did_you_mean"]
+__all__ = ["BayesIRTError", "ConfigError", "DataError", "SpecError", "OutputError", "recorded_warnings", "did_you_mean", "warn"]
 
 
 class BayesIRTError(ValueError):
@@ -30,6 +31,15 @@ class OutputError(BayesIRTError):
     """An output location cannot be written as asked (e.g. it exists and --force was not given)."""
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """Issue a warning attributed to the first caller outside bayesirt (the user's line, however deep
+    in the package it arose), so Python's filters and the printed location point at the user's code."""
+    warnings.warn(message, category, skip_file_prefixes=(_PACKAGE,))
+
+
 def recorded_warnings(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` and the messages of the warnings it raised, re-emitted so they reach
     the terminal as well as the report that lists them."""
@@ -38,7 +48,7 @@ def recorded_warnings(fn, *args, **kwargs):
         result = fn(*args, **kwargs)
     messages = [str(w.message) for w in seen if issubclass(w.category, (RuntimeWarning, UserWarning))]
     for m in messages:
-        warnings.warn(m, RuntimeWarning, stacklevel=3)
+        warn(m)
     return result, messages
 
 

@@ -12,7 +12,7 @@ audit's Bayesian layer (issue 46 item 5).
   order without it (the truth's abilities and items); recall is the share of those flagged.
 
 Audits: :data:`N_OWNERS` owners x NT's five families, :data:`N_ITEMS` items in four groups,
-``AuditConfig(quick=True, controls=99, bootstrap=0, owner_bootstrap=0, bayes=True,
+``AuditConfig(quick=True, controls=99, composition_bootstrap=0, owner_bootstrap=0, bayes=True,
 bayes_draws=DRAWS)`` with the default 100 controls per draw (floor of the p: 1/101).
 """
 
@@ -56,7 +56,7 @@ def one(design: str, seed: int) -> dict:
             moved = int(((audit_population(ds)["fold"].to_numpy() == 0) != dif).sum())
             if not moved:
                 break
-    result = run_audit(ds, AuditConfig(quick=True, controls=99, bootstrap=0, owner_bootstrap=0, bayes=True,
+    result = run_audit(ds, AuditConfig(quick=True, controls=99, composition_bootstrap=0, owner_bootstrap=0, bayes=True,
                                        bayes_draws=DRAWS), progress=False)
     table = result.near_ties
     with_dif = expit(eta + np.where(dif[None, :], delta, 0.0)).mean(axis=0)

@@ -5,7 +5,7 @@ Benchmarks from ``simulate_dif_benchmark`` with NT's five families, 60 owners (o
 owner and family: 300 models), 1,000 items in four interleaved groups, three ability dimensions,
 and the audit's population rules (``audit_population`` defaults: owner cap 5, families of >= 20
 models, owner-disjoint balanced halves, one representative per owner and family). Audits run
-with ``AuditConfig(quick=True, controls=199, bootstrap=0, owner_bootstrap=0)`` (the deterministic
+with ``AuditConfig(quick=True, controls=199, composition_bootstrap=0, owner_bootstrap=0)`` (the deterministic
 audit: the randomization p is its test; the Bayesian layer adds no audit-level probability).
 
 * ``null`` (target-side): zero-sum DIF on half of the items (``dif_sd`` 0.8) in the models of
@@ -106,7 +106,7 @@ def one(task: tuple[str, float, int]) -> dict:
             leak = int((new != fold).sum())
             fold = new
         leak = 0 if stable else leak
-    result = run_audit(ds, AuditConfig(quick=True, controls=199, bootstrap=0, owner_bootstrap=0), progress=False)
+    result = run_audit(ds, AuditConfig(quick=True, controls=199, composition_bootstrap=0, owner_bootstrap=0), progress=False)
     return {"design": design, "dif_sd": dif_sd, "seed": seed, "split_stable": stable, "attempts": attempts,
             "models_moved": leak,
             "p_value": float(result.controls["p_value"].sel(pair_set="primary")),

@@ -59,7 +59,7 @@ def _one(task: tuple[str, int, str]) -> dict:
     if design == "planted":
         ds, _ = plant_family_advantage(ds, "Qwen", share=0.4, strength=0.9, seed=seed + 1000)
     t0 = time.perf_counter()
-    result = run_audit(ds, AuditConfig(quick=True, controls=99, bootstrap=0, owner_bootstrap=0, bayes=True,
+    result = run_audit(ds, AuditConfig(quick=True, controls=99, composition_bootstrap=0, owner_bootstrap=0, bayes=True,
                                        bayes_method=method, bayes_draws=100, bayes_controls=20, bayes_ability_spec=None), progress=False)
     bayes = result.summary["bayes"]
     return {"design": design, "seed": seed, "median_draw_p": bayes["draw_p_value_q05_q50_q95"][1],

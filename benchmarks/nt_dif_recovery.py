@@ -34,7 +34,7 @@ def main() -> None:
         aucs = []
         for seed in SEEDS:
             ds, truth = simulate_dif_benchmark(n_owners=owners, n_items=400, seed=seed)
-            result = run_audit(ds, AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9), progress=False)
+            result = run_audit(ds, AuditConfig(quick=True, controls=9, composition_bootstrap=9, owner_bootstrap=9), progress=False)
             aucs += [auc(f.purification.final_fit.dif_range, np.asarray(truth["dif_items"])) for f in result.folds]
         lines.append(f"| {owners} | {owners // 2} | {np.mean(aucs):.3f} | {np.min(aucs):.3f} | {len(aucs)} |")
         print(lines[-1], flush=True)

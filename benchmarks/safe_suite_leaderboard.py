@@ -42,7 +42,7 @@ def run(args) -> dict:
     steps = spec.pop("steps")
     options = {k: dict(v) for k, v in spec.items()}
     options["cat"] |= {"splits": args.splits, "random_subsets": args.random_subsets, "workers": 1}
-    options["factors"] |= {"bootstrap": args.bootstrap, "parallel_iter": args.parallel_iter}
+    options["factors"] |= {"loading_bootstrap": args.bootstrap, "parallel_iter": args.parallel_iter}
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="safe_suite_"))
     work.mkdir(parents=True, exist_ok=True)
     data = {n: load(Path(args.data) / f"{n}.csv") for n in NAMES}
@@ -67,7 +67,7 @@ def run(args) -> dict:
     return {"date": dt.date.today().isoformat(), "machine": machine(), "source": source_state(),
             "command": "benchmarks/safe_suite_leaderboard.py", "seconds": round(seconds),
             "settings": {"models": args.models, "splits": args.splits, "random_subsets": args.random_subsets,
-                         "bootstrap": args.bootstrap, "parallel_iter": args.parallel_iter, "seed": args.seed,
+                         "loading_bootstrap": args.bootstrap, "parallel_iter": args.parallel_iter, "seed": args.seed,
                          "suite": options},
             "status": json.loads((out / "summary.json").read_text())["steps"],
             "polarity": polarity.reset_index().to_dict("records"),

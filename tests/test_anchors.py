@@ -35,7 +35,7 @@ def test_selection_counts_round_half_to_even_and_break_ties_by_index():
     # k = max(1, round(.5 n)): 3 -> 2, 5 -> 2 (2.5 to even), 1 -> 1, 4 -> 2
     assert np.bincount(cell, weights=keep).tolist() == [2, 2, 1, 2]
     assert np.flatnonzero(keep).tolist() == [1, 2, 3, 6, 8, 9, 12]
-    with pytest.raises(ConfigError, match="alpha"):
+    with pytest.raises(ConfigError, match="anchor_fraction"):
         select_anchors(cell, dif, 0.0)
 
 

@@ -103,7 +103,7 @@ def outputs(tmp_path_factory):
                  "--out", str(root / "compare"), *QUIET]) == 0
     bench, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
     save_responses(bench, root / "bench.nc")
-    assert main(["audit", str(root / "bench.nc"), "--quick", "--controls", "19", "--bootstrap", "19", "--bayes",
+    assert main(["audit", str(root / "bench.nc"), "--quick", "--controls", "19", "--composition-bootstrap", "19", "--bayes",
                  "--bayes-draws", "60", "--out", str(root / "audit"), *QUIET]) == 0
     return root
 

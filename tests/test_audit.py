@@ -16,7 +16,7 @@ from bayesirt.data import simulate_dif_benchmark
 from bayesirt.jobs.audit import run_audit_job
 from bayesirt.report.audit_files import write_audit
 
-SMALL = AuditConfig(quick=True, controls=39, bootstrap=39, owner_bootstrap=39)
+SMALL = AuditConfig(quick=True, controls=39, composition_bootstrap=39, owner_bootstrap=39)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_job_writes_every_table_and_a_labelled_tree(bench, tmp_path):
 def test_cli_audit_and_its_errors(bench, tmp_path, capsys):
     path = tmp_path / "bench.nc"
     bench[0].to_netcdf(path)
-    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--controls", "19", "--bootstrap", "19",
+    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--controls", "19", "--composition-bootstrap", "19",
                  "--matched", "--profiles", "--no-progress"]) == 0
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert set(summary["matched_controls"]) >= {"excess_pp", "p_value", "g_ratio", "citc_ratio"}
@@ -150,7 +150,7 @@ def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
     small = tmp_path / "a.toml"
     small.write_text('[analysis]\nkind = "audit"\ndata = "simulate_dif_benchmark"\nout = "' + str(tmp_path / "o")
                      + '"\n[simulate]\nn_owners = 60\nn_items = 80\nseed = 1\n[audit]\nquick = true\ncontrols = 9\n'
-                     'bootstrap = 9\nowner_bootstrap = 9\n')
+                     'composition_bootstrap = 9\nowner_bootstrap = 9\n')
     out = run_analysis(small, progress=False)
     assert json.loads((out / "summary.json").read_text())["config"]["controls"] == 9
 
@@ -158,7 +158,7 @@ def test_declared_audit_analysis_runs_through_bayesirt_run(tmp_path):
 @pytest.mark.slow
 def test_bayesian_layer_reports_posterior_summaries_and_writes_them(tmp_path):
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
-    config = AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
+    config = AuditConfig(quick=True, controls=19, composition_bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
                          bayes_controls=20, bayes_method="advi", bayes_prior="hierarchical")
     result = run_audit(ds, config, progress=False)
     bayes = result.summary["bayes"]
@@ -191,24 +191,24 @@ def test_within_family_specificity_by_hand(audit):
 
 @pytest.mark.slow
 def test_threshold_and_fraction_curves_reuse_the_primary_run(bench, audit, tmp_path):
-    config = AuditConfig(quick=True, controls=39, bootstrap=39, owner_bootstrap=39, sensitivity=True)
+    config = AuditConfig(quick=True, controls=39, composition_bootstrap=39, owner_bootstrap=39, sensitivity=True)
     result = run_audit(bench[0], config, progress=False)
     s = result.sensitivity
-    primary = s.sel(alpha=0.5, threshold=1.0)
+    primary = s.sel(anchor_fraction=0.5, threshold=1.0)
     assert float(primary["low_dif_rate"]) == pytest.approx(audit.summary["low_dif_reversal_rate"])
     c = audit.controls.sel(pair_set="primary")  # same seed: the primary replicates at the primary settings
     assert float(primary["random_median"]) == pytest.approx(float(c["median"]))
     assert float(primary["p_value"]) == pytest.approx(float(c["p_value"]))
     assert (np.diff(s["eligible"].values, axis=1) >= 0).all()  # wider bands hold more pairs
-    assert list(s["anchors"].sel(alpha=0.5).values) == audit.summary["anchor_counts"]
-    assert (s["anchors"].sel(alpha=0.3).values < s["anchors"].sel(alpha=0.7).values).all()
+    assert list(s["anchors"].sel(anchor_fraction=0.5).values) == audit.summary["anchor_counts"]
+    assert (s["anchors"].sel(anchor_fraction=0.3).values < s["anchors"].sel(anchor_fraction=0.7).values).all()
     out = write_audit(result, bench[0], tmp_path / "s")
     assert {"sensitivity.csv", "sensitivity.png"} <= {p.name for p in out.iterdir()}
     assert "Score-gap thresholds" in (out / "report.md").read_text()
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"alpha": 0}, r"The 'alpha' parameter of AuditConfig must be a number in \(0, 1\]; got 0."),
+    ({"anchor_fraction": 0}, r"The 'anchor_fraction' parameter of AuditConfig must be a number in \(0, 1\]; got 0."),
     ({"controls": 0}, r"The 'controls' parameter of AuditConfig must be a positive integer; got 0."),
     ({"bayes_method": "mcmc"}, r"The 'bayes_method' parameter of AuditConfig must be one of"),
     ({"bayes_prior": "flat"}, r"The 'bayes_prior' parameter of AuditConfig must be one of"),
@@ -247,7 +247,7 @@ def test_population_perturbations_freeze_k_and_rerun_each_population(bench, audi
 @pytest.mark.slow
 def test_direct_mirt_adjustment_runs_the_same_audit_with_its_own_k_rule():
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, n_dims=2, seed=4)
-    result = run_audit(ds, AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9,
+    result = run_audit(ds, AuditConfig(quick=True, controls=9, composition_bootstrap=9, owner_bootstrap=9,
                                        adjustment="direct-mirt", max_k=4), progress=False)
     for fold in result.folds:
         assert "joint_updates" in fold.selection.table  # selected by the direct model's held-out loss
@@ -273,7 +273,7 @@ def test_bayes_mirt_adjustment_offsets_track_the_direct_ones():
 
 
 def test_max_k_above_the_training_rank_is_named_not_silently_capped(bench):
-    config = AuditConfig(max_k=500, controls=9, bootstrap=9, owner_bootstrap=9)
+    config = AuditConfig(max_k=500, controls=9, composition_bootstrap=9, owner_bootstrap=9)
     with pytest.warns(UserWarning, match=r"max_k = 500 is above the rank a 120 items x \d+ models training matrix "
                                          r"supports \(\d+\); K is chosen from \[1, 2, 4"):
         result = run_audit(bench[0], config, progress=False)

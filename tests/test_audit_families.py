@@ -17,7 +17,7 @@ from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.errors import ConfigError, DataError
 
-QUICK = ["--quick", "--controls", "9", "--bootstrap", "9", "--no-progress"]
+QUICK = ["--quick", "--controls", "9", "--composition-bootstrap", "9", "--no-progress"]
 NT_NAMES = {"Qwen": "family_0", "Llama": "family_1", "Gemma": "family_2"}
 LOWER = {"Qwen": "qwen", "Llama": "GPT", "Gemma": "Claude"}
 
@@ -154,7 +154,7 @@ def test_declared_analysis_takes_families_and_derive_families(tmp_path):
     spec = tmp_path / "a.toml"
     spec.write_text('[analysis]\nkind = "audit"\ndata = "simulate_dif_benchmark"\nout = "' + str(tmp_path / "o")
                     + '"\n[simulate]\nn_owners = 30\nn_items = 60\nseed = 4\n[audit]\nquick = true\ncontrols = 9\n'
-                    'bootstrap = 9\nowner_bootstrap = 9\nfamilies = ["Qwen", "Llama"]\nderive_families = true\n')
+                    'composition_bootstrap = 9\nowner_bootstrap = 9\nfamilies = ["Qwen", "Llama"]\nderive_families = true\n')
     assert load_analysis(spec)["options"]["families"] == ("Qwen", "Llama")
     summary = summary_of(run_analysis(spec, progress=False))
     assert summary["families"] == ["Llama", "Qwen"] and summary["family_source"] == "derived from model ids"

@@ -76,7 +76,7 @@ def _intervals_of_summary(summary, path=""):
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
-    config = AuditConfig(quick=True, controls=19, bootstrap=39, owner_bootstrap=39, bayes=True, bayes_draws=40,
+    config = AuditConfig(quick=True, controls=19, composition_bootstrap=39, owner_bootstrap=39, bayes=True, bayes_draws=40,
                          bayes_controls=10, sensitivity=True)
     result = run_audit(ds, config, progress=False)
     out = write_audit(result, ds, tmp_path_factory.mktemp("intervals") / "audit")

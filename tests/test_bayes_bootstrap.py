@@ -111,7 +111,7 @@ def test_audit_with_the_bootstrap_layer(tmp_path):
     path = tmp_path / "bench.nc"
     ds.to_netcdf(path)
     out = tmp_path / "audit"
-    code = main(["audit", str(path), "--out", str(out), "--quick", "--controls", "19", "--bootstrap", "0",
+    code = main(["audit", str(path), "--out", str(out), "--quick", "--controls", "19", "--composition-bootstrap", "0",
                  "--bayes", "--bayes-method", "bootstrap", "--bayes-draws", "12", "--bayes-controls", "5",
                  "--bayes-ability-spec", "none", "--workers", "1", "--no-progress"])
     assert code == 0
@@ -122,7 +122,7 @@ def test_audit_with_the_bootstrap_layer(tmp_path):
     assert bayes["newton_capped_draws"] == [0, 0]
     report = (out / "report.md").read_text()
     assert "Owner-clustered Bayesian bootstrap" in report and "Newton cycles" not in report
-    result = run_audit(ds, AuditConfig(quick=True, controls=19, bootstrap=0, owner_bootstrap=0, bayes=True,
+    result = run_audit(ds, AuditConfig(quick=True, controls=19, composition_bootstrap=0, owner_bootstrap=0, bayes=True,
                                        bayes_method="bootstrap", bayes_draws=12, bayes_controls=5,
                                        bayes_ability_spec=None), progress=False)
     assert result.summary["bayes"]["draw_p_value_q05_q50_q95"] == bayes["draw_p_value_q05_q50_q95"]  # reproducible

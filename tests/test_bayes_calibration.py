@@ -10,7 +10,7 @@ import pytest
 from bayesirt.audit import AuditConfig, run_audit
 from bayesirt.data import plant_family_advantage, simulate_dif_benchmark
 
-CONFIG = AuditConfig(quick=True, controls=99, bootstrap=0, owner_bootstrap=0, bayes=True, bayes_draws=100,
+CONFIG = AuditConfig(quick=True, controls=99, composition_bootstrap=0, owner_bootstrap=0, bayes=True, bayes_draws=100,
                      bayes_controls=20, bayes_ability_spec=None)  # the near-tie leaderboard's 2PL is not needed here
 
 

@@ -24,7 +24,7 @@ from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
 from bayesirt.errors import DataError
 
-CONFIG = AuditConfig(quick=True, controls=29, bootstrap=9, owner_bootstrap=9, sensitivity=True)
+CONFIG = AuditConfig(quick=True, controls=29, composition_bootstrap=9, owner_bootstrap=9, sensitivity=True)
 MATCHED = 30
 SEED = 7
 
@@ -57,7 +57,7 @@ def _with_posterior(result, ds, n_draws=3, noise=0.0, seed=0):
         b = fit.easiness[None] + noise * rng.standard_normal((n_draws, fit.easiness.size))
         delta -= delta.mean(axis=2, keepdims=True) if noise else 0.0  # family effects stay centred per item
         t = f.target_index
-        chain = propagate_posterior(delta, b, item_group=item_group, alpha=result.config.alpha, y_target=y[:, t],
+        chain = propagate_posterior(delta, b, item_group=item_group, anchor_fraction=result.config.anchor_fraction, y_target=y[:, t],
                                     observed_target=observed[:, t], full=f.target["full"].to_numpy(), pairs=f.pairs,
                                     model_ids=f.target["model_id"].to_numpy(), controls=5)
         draws = xr.Dataset({"family_effect": (("draw", "item", "family"), delta), "easiness": (("draw", "item"), b)},
@@ -131,19 +131,19 @@ def test_specificity_of_point_draws_is_the_deterministic_one(audit, point):
 @pytest.mark.slow
 def test_sensitivity_of_point_draws_is_the_deterministic_curve(bench, audit, point):
     y, observed, item_group = _arrays(bench)
-    purifications = fraction_purifications(audit.folds, _halves(audit, bench), alpha=0.5)
-    anchors = [[int(p.selected.sum()) for p in purifications[a]] for a in audit.sensitivity["alpha"].values]
+    purifications = fraction_purifications(audit.folds, _halves(audit, bench), anchor_fraction=0.5)
+    anchors = [[int(p.selected.sum()) for p in purifications[a]] for a in audit.sensitivity["anchor_fraction"].values]
     np.testing.assert_array_equal(anchors, audit.sensitivity["anchors"])  # the curve's own rebuilt anchors
-    scores = bd.fraction_scores(point.folds, purifications, y=y, observed=observed, item_group=item_group, alpha=0.5)
-    assert scores[0].dims == ("alpha", "draw", "model")
+    scores = bd.fraction_scores(point.folds, purifications, y=y, observed=observed, item_group=item_group, anchor_fraction=0.5)
+    assert scores[0].dims == ("anchor_fraction", "draw", "model")
     ds = bd.posterior_sensitivity(scores, [f.target for f in point.folds], sensitivity=audit.sensitivity)
     s = audit.sensitivity
     for key in ("low_dif_rate", "excess_pp"):
-        _same(ds[key].transpose("draw", "alpha", "threshold"), s[key].values)
+        _same(ds[key].transpose("draw", "anchor_fraction", "threshold"), s[key].values)
         _mean(ds[f"{key}_mean"], s[key].values)
-        _same(ds[f"{key}_quantiles"].transpose("quantile", "alpha", "threshold"), s[key].values)
+        _same(ds[f"{key}_quantiles"].transpose("quantile", "anchor_fraction", "threshold"), s[key].values)
     _same(ds["eligible"], s["eligible"].values)
-    assert ds["low_dif_rate"].dims == ("draw", "alpha", "threshold")
+    assert ds["low_dif_rate"].dims == ("draw", "anchor_fraction", "threshold")
 
 
 def test_matched_controls_of_point_draws_are_the_deterministic_ones(bench, point):
@@ -330,7 +330,7 @@ def test_cli_audit_with_bayes_and_diagnostics_end_to_end(tmp_path):
     path = tmp_path / "bench.nc"
     ds.to_netcdf(path)
     out = tmp_path / "a"
-    assert main(["audit", str(path), "--out", str(out), "--quick", "--controls", "19", "--bootstrap", "19", "--bayes",
+    assert main(["audit", str(path), "--out", str(out), "--quick", "--controls", "19", "--composition-bootstrap", "19", "--bayes",
                  "--matched", "--sensitivity", "--bayes-draws", "40", "--bayes-controls", "8", "--seed", "1",
                  "--no-progress"]) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -350,7 +350,7 @@ def test_cli_audit_with_bayes_and_diagnostics_end_to_end(tmp_path):
     spec_ds = tree["bayes/specificity"].to_dataset()
     np.testing.assert_allclose(spec_ds["cross_rate"], tree["bayes"]["low_dif_reversal_rate"])
     # per-draw values are one chain of draws in the file, ArviZ's sample dims (plain az.summary reads them)
-    assert tree["bayes/sensitivity"]["low_dif_rate"].dims == ("chain", "draw", "alpha", "threshold")
+    assert tree["bayes/sensitivity"]["low_dif_rate"].dims == ("chain", "draw", "anchor_fraction", "threshold")
     assert tree["bayes/matched"]["excess_pp"].dims == ("chain", "draw", "pair_set")
     assert tree["bayes/signatures"]["value"].dims == ("chain", "draw", "statistic")
     report = (out / "report.md").read_text()

@@ -103,7 +103,7 @@ def test_newton_step_caps_are_counted_and_warned_about(monkeypatch):
     _, _, info = laplace_draws(y, observed, offsets, family, 3, draws=5)
     assert info["newton_capped"] and info["newton_steps"] == 1
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
-    result = run_audit(ds, AuditConfig(quick=True, controls=9, bootstrap=0, owner_bootstrap=0, bayes=True, bayes_draws=8,
+    result = run_audit(ds, AuditConfig(quick=True, controls=9, composition_bootstrap=0, owner_bootstrap=0, bayes=True, bayes_draws=8,
                                        bayes_controls=3, bayes_ability_spec=None), progress=False)
     assert result.summary["bayes"]["newton_capped_draws"] == [8, 8]
     assert result.bayes.attrs["newton_capped_draws"] == 16

@@ -26,7 +26,7 @@ from bayesirt.data import simulate_dif_benchmark
 from bayesirt.utils.parallel import WORKER_ENV
 
 REPLICATES = 199  # --quick's controls and bootstraps: several tasks per resampling, so both workers get work
-CONFIG = AuditConfig(quick=True, controls=REPLICATES, bootstrap=REPLICATES, owner_bootstrap=39)
+CONFIG = AuditConfig(quick=True, controls=REPLICATES, composition_bootstrap=REPLICATES, owner_bootstrap=39)
 EXPECTED_TASKS = {"_control_task": len(control_blocks(REPLICATES, block=CONTROL_BLOCK)),
                   "_bootstrap_task": len(control_blocks(REPLICATES, block=BOOTSTRAP_BLOCK))}
 START_TIMEOUT = 60  # s; a loaded 2-core CI machine starts each process in a few seconds
@@ -189,7 +189,7 @@ def _without_timings(path: Path, name: str):
 def test_cli_audit_with_scheduler_writes_the_same_files_as_one_local_worker(cluster, bench, tmp_path, capsys):
     data = tmp_path / "bench.nc"
     bench.to_netcdf(data)
-    common = ["audit", str(data), "--quick", "--controls", str(REPLICATES), "--bootstrap", str(REPLICATES),
+    common = ["audit", str(data), "--quick", "--controls", str(REPLICATES), "--composition-bootstrap", str(REPLICATES),
               "--no-progress"]
     assert main([*common, "--out", str(tmp_path / "local"), "--workers", "1"]) == 0, capsys.readouterr().err
     with distributed.get_task_stream(client=cluster.client) as stream:

@@ -66,7 +66,7 @@ def planted():
 
 def test_map_is_converged_newton(small):
     y, observed, offsets, family = small
-    tree = fit_family_dif_posterior(y, observed, offsets, family, 3, method="map")
+    tree = fit_family_dif_posterior(y, observed, offsets, family, 3, method="joint_map")
     newton = fit_family_dif(y, observed, offsets, family, 3, cycles=500, tolerance=1e-12)
     post = tree["posterior"]
     assert post.sizes["draw"] == 1 and post.sizes["chain"] == 1
@@ -138,7 +138,7 @@ def test_anchor_probability_decisive_when_plentiful_spread_when_scarce(planted):
     target = planted["target"]
     full = weighted_scores(target, np.ones(target.shape[0]))
     pairs = near_tie_pairs(full, np.arange(60), np.arange(60) % 3, epsilon=0.05)
-    fold = propagate_posterior(delta, easiness, item_group=planted["group"], alpha=0.5, y_target=target,
+    fold = propagate_posterior(delta, easiness, item_group=planted["group"], anchor_fraction=0.5, y_target=target,
                                observed_target=np.ones(target.shape, bool), full=full, pairs=pairs,
                                item_ids=planted["tree"]["posterior"]["item"].values)
     probability = fold["anchor_probability"].values
@@ -165,7 +165,7 @@ def _hand_case():
 def test_identical_draws_give_the_deterministic_answer():
     delta, easiness, y, full, pairs = _hand_case()
     fold = propagate_posterior(np.repeat(delta[None], 5, axis=0), np.repeat(easiness[None], 5, axis=0),
-                               item_group=np.zeros(8), alpha=0.5, y_target=y, observed_target=np.ones(y.shape, bool),
+                               item_group=np.zeros(8), anchor_fraction=0.5, y_target=y, observed_target=np.ones(y.shape, bool),
                                full=full, pairs=pairs, model_ids=["m0", "m1", "m2"])
     np.testing.assert_array_equal(fold["anchor_probability"], [1, 0, 0, 1, 1, 0, 0, 1])
     np.testing.assert_allclose(fold["anchor_score"].values, np.tile([1.0, 0.75, 0.75], (5, 1)))
@@ -183,7 +183,7 @@ def test_propagation_matches_the_per_draw_chain():
     full = weighted_scores(y, np.ones(n_items), observed)
     pairs = near_tie_pairs(full, np.arange(n_models), np.arange(n_models) % 3, epsilon=0.1)
     delta[1], easiness[1] = delta[0], easiness[0]  # two identical draws: paired controls must coincide
-    fold = propagate_posterior(delta, easiness, item_group=group, alpha=0.3, y_target=y, observed_target=observed,
+    fold = propagate_posterior(delta, easiness, item_group=group, anchor_fraction=0.3, y_target=y, observed_target=observed,
                                full=full, pairs=pairs, controls=7, seed=11)
     for s in range(n_draws):
         cell = blueprint_cells(group, easiness[s])
@@ -254,7 +254,7 @@ def test_builder_rejects_bad_input(change, error, message):
 
 def test_propagation_rejects_bad_input():
     delta, easiness, y, full, pairs = _hand_case()
-    good = {"item_group": np.zeros(8), "alpha": 0.5, "y_target": y, "observed_target": np.ones(y.shape, bool),
+    good = {"item_group": np.zeros(8), "anchor_fraction": 0.5, "y_target": y, "observed_target": np.ones(y.shape, bool),
             "full": full, "pairs": pairs}
     with pytest.raises(DataError, match=r"draws_delta must be \(draw, item, family\)"):
         propagate_posterior(delta, easiness, **good)

@@ -30,7 +30,7 @@ def bench():
 
 @pytest.fixture(scope="module")
 def audit(bench):
-    return run_audit(bench, AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19), progress=False)
+    return run_audit(bench, AuditConfig(quick=True, controls=19, composition_bootstrap=19, owner_bootstrap=19), progress=False)
 
 
 @pytest.fixture(scope="module")

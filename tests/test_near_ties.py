@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
     ds, _ = simulate_dif_benchmark(n_owners=60, n_items=120, seed=2)
-    config = AuditConfig(quick=True, controls=19, bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
+    config = AuditConfig(quick=True, controls=19, composition_bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
                          bayes_controls=20)
     result = run_audit(ds, config, progress=False)
     out = write_audit(result, ds, tmp_path_factory.mktemp("ties") / "audit")

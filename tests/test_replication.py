@@ -18,7 +18,7 @@ from bayesirt.report.audit_sections import replication_section
 # module fixtures fit models (seconds to minutes under load): the whole module is in the slow tier
 pytestmark = pytest.mark.slow
 
-SMALL = AuditConfig(quick=True, controls=9, bootstrap=9, owner_bootstrap=9)
+SMALL = AuditConfig(quick=True, controls=9, composition_bootstrap=9, owner_bootstrap=9)
 R = 99
 
 

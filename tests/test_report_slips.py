@@ -65,7 +65,7 @@ def test_an_audit_with_few_near_tie_pairs_says_its_sample_is_small(tmp_path):
     # epsilon just above one item (1/120): few pairs of representatives are that close
     with pytest.warns(UserWarning, match="eligible near-tie pairs") as seen:  # the console's "bayesirt: warning:"
         assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--epsilon", "0.009", "--controls",
-                     "19", "--bootstrap", "19", "--no-progress"]) == 0
+                     "19", "--composition-bootstrap", "19", "--no-progress"]) == 0
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     n = summary["eligible_pairs"]
     assert 0 < n < SMALL_SAMPLE_PAIRS and "excess_pp" in summary
@@ -80,7 +80,7 @@ def test_an_audit_with_enough_pairs_has_no_small_sample_note(tmp_path):
     ds, _ = simulate_dif_benchmark(n_owners=90, n_items=120, seed=3)
     path = tmp_path / "bench.nc"
     ds.to_netcdf(path)
-    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--controls", "19", "--bootstrap", "19",
+    assert main(["audit", str(path), "--out", str(tmp_path / "a"), "--quick", "--controls", "19", "--composition-bootstrap", "19",
                  "--no-progress"]) == 0
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["eligible_pairs"] >= SMALL_SAMPLE_PAIRS and "small_sample_note" not in summary

@@ -103,7 +103,7 @@ def test_sandbagging_goes_the_other_way_on_a_reversed_benchmark():
 def test_suite_runs_factors_first_and_each_step_on_every_bank(tmp_path):
     files = [str(save_responses(ds, tmp_path / f"{name}.nc")) for name, ds in _benchmarks().items()]
     out = run_safety_suite(files, tmp_path / "suite", steps=["sandbag", "cat", "factors"], progress=False,
-                           options={"factors": {"bootstrap": 0, "parallel_iter": 50, "polarity": {"bench2": -1}},
+                           options={"factors": {"loading_bootstrap": 0, "parallel_iter": 50, "polarity": {"bench2": -1}},
                                     "sandbag": {"test_length": 8, "shifts": [1.0]},
                                     "cat": {"budgets": [5], "splits": 2, "random_subsets": 3, "workers": 1}})
     record = json.loads((out / "summary.json").read_text())
@@ -139,7 +139,7 @@ def test_two_latent_abilities_give_two_pooled_banks_with_their_static_tests(tmp_
                             discrimination=rng.lognormal(0.5, 0.2, 20))
         files.append(str(save_responses(ds, tmp_path / f"b{k}.nc")))
     out = run_safety_suite(files, tmp_path / "suite", steps=["cat", "factors"], progress=False,
-                           options={"factors": {"bootstrap": 0, "parallel_iter": 50},
+                           options={"factors": {"loading_bootstrap": 0, "parallel_iter": 50},
                                     "cat": {"budgets": [5], "splits": 2, "random_subsets": 2, "workers": 1}})
     table = pd.read_csv(out / "cat" / "scopes.csv", index_col="scope")
     assert list(table.index) == ["b0", "b1", "b2", "b3", "b4", "b5", "composite", "ability1", "ability2"]

@@ -41,9 +41,9 @@ def owner_source(family) -> str:
     return f"owners/shift_lower,shift_upper[{family}]"
 
 
-def sensitivity_source(alpha: float, threshold_pp: float) -> str:
+def sensitivity_source(anchor_fraction: float, threshold_pp: float) -> str:
     """``source`` of the bootstrap range at one anchor fraction and gap threshold (pp)."""
-    return f"sensitivity/bootstrap_lower,bootstrap_upper[{alpha:g},{threshold_pp:g}]"
+    return f"sensitivity/bootstrap_lower,bootstrap_upper[{anchor_fraction:g},{threshold_pp:g}]"
 
 
 def format_value(value: float, unit: str) -> str:
@@ -120,17 +120,17 @@ def _composition(result) -> list[dict]:
 
 def _sensitivity(ds) -> list[dict]:
     records = []
-    for alpha in ds["alpha"].values:
+    for anchor_fraction in ds["anchor_fraction"].values:
         for t in ds["threshold"].values:
-            v = ds.sel(alpha=alpha, threshold=t)
+            v = ds.sel(anchor_fraction=anchor_fraction, threshold=t)
             observed, lower, upper = (float(v[k]) for k in ("low_dif_rate", "bootstrap_lower", "bootstrap_upper"))
             note = recomposition_note(observed, lower, upper, mean=float(v["bootstrap_mean"]), band=t / 100,
                                       in_band_share=float(v["bootstrap_in_band_share"]),
                                       rate_in_band=float(v["bootstrap_rate_in_band"]),
                                       rate_out_band=float(v["bootstrap_rate_out_band"]))
             records.append(interval_record(
-                f"low-DIF reversal rate at anchor fraction {alpha:g}, gap <= {t:g} pp", observed, lower, upper,
-                unit="rate", note=note, source=sensitivity_source(alpha, t),
+                f"low-DIF reversal rate at anchor fraction {anchor_fraction:g}, gap <= {t:g} pp", observed, lower, upper,
+                unit="rate", note=note, source=sensitivity_source(anchor_fraction, t),
                 interval=f"2.5th-97.5th percentiles of the recomposed rate over {ds.attrs['bootstrap']:,} "
                          "composition-bootstrap replicates (NT C.7), pairs frozen at this threshold"))
     return records

@@ -13,7 +13,6 @@ enters only through its scores.
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -50,6 +49,7 @@ from bayesirt.audit.engine.result import AuditConfig, AuditResult, FoldResult, i
 from bayesirt.audit.engine.settings import SMALL_SAMPLE_PAIRS
 from bayesirt.data.populations import audit_population
 from bayesirt.data.responses import MISSING
+from bayesirt.errors import warn
 from bayesirt.models.family_dif import EASINESS_SD
 from bayesirt.utils.parallel import blas_threads, shared_cluster, spawn_seeds
 from bayesirt.utils.progress import stage
@@ -78,7 +78,7 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
     notes, gap, easiness_prior, capped = [], None, None, 0
     if config.bayes_method == "bootstrap":
         delta, easiness, info = bootstrap_draws(y_audit, obs_audit, family_audit, n_families, item_group, k,
-                                                owner_audit, draws=config.bayes_draws, alpha=config.alpha, seed=seed,
+                                                owner_audit, draws=config.bayes_draws, anchor_fraction=config.anchor_fraction, seed=seed,
                                                 svd_seed=purification.seed, return_info=True)
         capped = int((info["newton_capped"] > 0).sum())
         if capped:
@@ -112,7 +112,7 @@ def _posterior(y_audit, obs_audit, family_audit, owner_audit, n_families, item_g
                                             prior=config.bayes_prior, easiness_prior=easiness_prior,
                                             item_ids=item_ids, progress=False)
             delta, easiness = stacked_draws(tree)
-    chain = propagate_posterior(delta, easiness, item_group=item_group, alpha=config.alpha, item_ids=item_ids,
+    chain = propagate_posterior(delta, easiness, item_group=item_group, anchor_fraction=config.anchor_fraction, item_ids=item_ids,
                                 controls=config.bayes_controls, seed=spawn_seeds(seed, 1)[0], **target)
     chain.attrs.update(method=config.bayes_method, prior=config.bayes_prior if gap is not None else "none",
                        easiness_prior=str(easiness_prior), newton_capped_draws=int(capped),
@@ -135,7 +135,7 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
         selection = DimensionSelection(k=k, k_best=k, table=pd.DataFrame({"k": [k], "selected": [True]}),
                                        validation_owners=())
     purification = purify(y[:, audit], observed[:, audit], family_index[audit], n_families, item_group,
-                          selection.k, alpha=config.alpha, seed=seeds[1], adjustment=config.adjustment)
+                          selection.k, anchor_fraction=config.anchor_fraction, seed=seeds[1], adjustment=config.adjustment)
     y_t, obs_t = y[:, target], observed[:, target]
     full = weighted_scores(y_t, np.ones(y.shape[0]), obs_t)
     anchor = weighted_scores(y_t, purification.weights, obs_t)
@@ -256,7 +256,7 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
             f"only {n} eligible near-tie pair{'s' if n != 1 else ''} (fewer than {SMALL_SAMPLE_PAIRS}): one reversal "
             f"moves the rate by {100 / n:.1f} pp, so the rate, its excess over the matched-random controls and the p "
             "value rest on very few pairs; read them as indicative only")
-        warnings.warn(summary["small_sample_note"], stacklevel=2)
+        warn(summary["small_sample_note"], UserWarning)
     fold_inputs = [{"y": y[:, f.target_index], "observed": observed[:, f.target_index],
                     "full": f.target["full"].to_numpy(),
                     "pairs": f.pairs, "cell": f.purification.cell, "anchor_weights": f.purification.weights,
@@ -269,9 +269,9 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
                                                   progress=progress)
         timings["controls_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        if config.bootstrap:
+        if config.composition_bootstrap:
             result.composition = composition_bootstrap(fold_inputs, item_group=item_group,
-                                                       replicates=config.bootstrap, seed=seeds[3],
+                                                       replicates=config.composition_bootstrap, seed=seeds[3],
                                                        epsilon=config.epsilon, workers=workers,
                                                        scheduler=scheduler, progress=progress)
         timings["bootstrap_s"] = time.perf_counter() - t
@@ -284,10 +284,10 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
                 halves.append({"y": y[:, audit], "observed": observed[:, audit], "family": family_index[audit],
                                "n_families": len(families), "item_group": item_group, "seed": fold_seeds[h][1],
                                "adjustment": config.adjustment})
-            purifications = fraction_purifications(folds, halves, alpha=config.alpha)
+            purifications = fraction_purifications(folds, halves, anchor_fraction=config.anchor_fraction)
             result.sensitivity = gap_and_fraction_sensitivity(
-                folds, fold_inputs, halves, alpha=config.alpha, epsilon=config.epsilon, item_group=item_group,
-                controls=config.controls, bootstrap=config.bootstrap,
+                folds, fold_inputs, halves, anchor_fraction=config.anchor_fraction, epsilon=config.epsilon, item_group=item_group,
+                controls=config.controls, bootstrap=config.composition_bootstrap,
                 seeds={"controls": seeds[2], "bootstrap": seeds[3]}, workers=workers, scheduler=scheduler,
                 progress=progress, purifications=purifications)
             timings["sensitivity_s"] = time.perf_counter() - t
@@ -316,7 +316,7 @@ def _posterior_diagnostics(result: AuditResult, purifications, y, observed, item
                                                         result.controls))
     if result.sensitivity is not None:
         scores = fraction_scores(folds, purifications, y=y, observed=observed, item_group=item_group,
-                                 alpha=result.config.alpha)
+                                 anchor_fraction=result.config.anchor_fraction)
         attach(result, "sensitivity", posterior_sensitivity(scores, [f.target for f in folds],
                                                             sensitivity=result.sensitivity))
 

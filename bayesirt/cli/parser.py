@@ -16,7 +16,7 @@ import sys
 
 from bayesirt import __version__
 from bayesirt.errors import ConfigError, did_you_mean
-from bayesirt.utils.options import Option, check_options, options_of, positional_of
+from bayesirt.utils.options import Option, check_options, options_of, positional_of, renamed_of
 
 __all__ = ["COMMANDS", "build_parser", "command_job", "cli_options", "READ_GROUP"]
 
@@ -183,7 +183,7 @@ def _add_job(sub, command: str) -> None:
         p.add_argument(name, nargs="+" if name == "inputs" else None, help=help_text)
     for opt in cli_options(job).values():
         add_option(p, opt, command)
-    for old, new in job.__option_sources__["renamed"].items():
+    for old, new in renamed_of(job).items():
         opt = options_of(job)[new]
         if f"--{old.replace('_', '-')}" not in p._option_string_actions:
             p.add_argument(f"--{old.replace('_', '-')}", dest=new, type=_converter(opt, command), action=_Renamed,

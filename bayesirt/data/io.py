@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from bayesirt.data.files import read_string_table
 from bayesirt.data.registry import Reader, reader_for, readers
 from bayesirt.data.responses import validate_responses
 from bayesirt.data.settings import DATA_HELP, READ_OPTIONS
-from bayesirt.errors import DataError, OutputError
+from bayesirt.errors import DataError, OutputError, warn
 from bayesirt.utils.outputs import write_netcdf
 
 __all__ = ["load", "save_responses", "attach_metadata", "DATA_HELP", "READ_OPTIONS", "DeprecatedSpellingWarning"]
@@ -145,9 +144,8 @@ def load(source: str | os.PathLike[str], *, drop_empty: bool = True, keep_empty:
         No such file, unsupported format, or an unreadable / invalid file (message names it).
     """
     if keep_empty:
-        warnings.warn("--keep-empty (keep_empty=True) is deprecated: it never kept models or items without "
-                      "responses, it refused them; say --refuse-empty (drop_empty=False)", DeprecatedSpellingWarning,
-                      stacklevel=2)
+        warn("--keep-empty (keep_empty=True) is deprecated: it never kept models or items without "
+             "responses, it refused them; say --refuse-empty (drop_empty=False)", DeprecatedSpellingWarning)
         drop_empty = False
     p = Path(source)
     if not p.exists():

@@ -7,13 +7,12 @@ Dataset's attributes ``orientation`` and ``orientation_basis`` for the reading r
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, NamedTuple
 
 import xarray as xr
 
 from bayesirt.data.registry import ORIENTATIONS
-from bayesirt.errors import DataError
+from bayesirt.errors import DataError, warn
 
 __all__ = ["ORIENTATIONS", "Layout", "OrientationWarning", "check_orientation", "warn_layout", "record_layout"]
 
@@ -58,7 +57,7 @@ def warn_layout(where: Any, orientation: str, shape: tuple[int, int], reason: st
     else:
         text = (f"{where}: {read}, a guess: {reason}; pass --orientation {other} (orientation='{other}') if rows "
                 f"are {cols}, or --orientation {orientation} to confirm")
-    warnings.warn(text, OrientationWarning, stacklevel=4)
+    warn(text, OrientationWarning)
 
 
 def record_layout(ds: xr.Dataset, layout: Layout) -> xr.Dataset:

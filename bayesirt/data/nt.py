@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import xarray as xr
 
 from bayesirt.data.arrays import MATRIX_KEYS, from_matrix
 from bayesirt.data.files import NPZ_MAGIC, check_text, existing, np_load, parsing, reading
-from bayesirt.errors import DataError
+from bayesirt.errors import DataError, warn
 
 __all__ = ["read_nt_npz", "read_nt_dir"]
 
@@ -49,8 +48,8 @@ def read_nt_npz(
             raise DataError(f"NPZ lacks the array 'responses' (has {sorted(keys)[:8]}); save the matrix as "
                             f"responses=, with optional {', '.join(MATRIX_KEYS[1:])} (np.savez)")
         if keys - set(MATRIX_KEYS):
-            warnings.warn(f"{p}: arrays {sorted(keys - set(MATRIX_KEYS))[:8]} ignored; bayesirt reads "
-                          f"{', '.join(MATRIX_KEYS)}", UserWarning, stacklevel=3)
+            warn(f"{p}: arrays {sorted(keys - set(MATRIX_KEYS))[:8]} ignored; bayesirt reads "
+                 f"{', '.join(MATRIX_KEYS)}", UserWarning)
         arrays = {name: np_load(p, npz, name) for name in MATRIX_KEYS if name in keys}
         matrix = arrays.pop("responses")
         meta = {k: _strings(v) for k, v in arrays.items()}

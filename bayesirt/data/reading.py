@@ -11,12 +11,12 @@ that were dropped because they had no observed response, so a dropped row is nev
 from __future__ import annotations
 
 import json
-import warnings
 from typing import Any
 
 import xarray as xr
 
 from bayesirt.data.files import printable
+from bayesirt.errors import warn
 
 __all__ = ["reading_record", "shown_ids", "warn_dropped", "DroppedWarning"]
 
@@ -46,7 +46,7 @@ def warn_dropped(ds: xr.Dataset) -> None:
              if ids]
     if parts:
         where = ds.attrs.get("source", ds.attrs.get("name", "the data"))
-        warnings.warn(f"{where}: dropped " + " and ".join(parts), DroppedWarning, stacklevel=3)
+        warn(f"{where}: dropped " + " and ".join(parts), DroppedWarning)
 
 
 def reading_record(ds: xr.Dataset) -> dict[str, Any]:

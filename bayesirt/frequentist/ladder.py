@@ -18,6 +18,7 @@ import xarray as xr
 from scipy import stats
 
 from bayesirt.frequentist.mml import fit_mml
+from bayesirt.errors import warn
 
 __all__ = ["RUNGS", "BOUNDARY_CAVEAT", "pl_ladder", "information_criteria"]
 
@@ -96,7 +97,7 @@ def pl_ladder(
         fit, start, caught = _best_fit(responses, spec, previous, quadrature=quadrature, max_iter=max_iter, tol=tol,
                                        se=False, threads=threads)
         for w in caught:
-            warnings.warn(f"pl_ladder {label}: {w.message}", w.category, stacklevel=2)
+            warn(f"pl_ladder {label}: {w.message}", w.category)
         k = fit.n_parameters
         rows.append({
             "model": label, "spec": spec, "loglik": fit.loglik, "n_parameters": k,

@@ -22,7 +22,6 @@ tests: :mod:`bayesirt.frequentist.mml_grid`; ``attrs["grid"]`` says which ran).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import expit, logit
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, DataError, warn
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.specs import LOGISTIC_KINDS, IRTSpec, load_spec
 from bayesirt.frequentist.abilities import EAP_POINTS, eap_abilities, map_abilities
@@ -385,20 +384,20 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
         th_map, th_se = map_abilities(data, par, mu, sd, eap)
     ll = lls[-1]
     if not converged:
-        warnings.warn(f"MML EM for spec {spec.name!r} hit the iteration cap max_iter={max_iter} without converging "
-                      f"(last objective change {objs[-1] - objs[-2]:.3g}); raise max_iter or check the data",
-                      RuntimeWarning, stacklevel=2)
+        warn(f"MML EM for spec {spec.name!r} hit the iteration cap max_iter={max_iter} without converging "
+             f"(last objective change {objs[-1] - objs[-2]:.3g}); raise max_iter or check the data",
+             RuntimeWarning)
     if coarse > 1.5 * COARSE:
-        warnings.warn(f"MML ({spec.name}): the ability grid ({data.nodes.size} nodes) is {coarse:.1f} times wider than "
-                      "the posterior sd of 5% of the models, so the scale of the estimates is set partly by the grid; "
-                      "the test is too long for the grid: use fit(..., method='laplace')", RuntimeWarning, stacklevel=2)
+        warn(f"MML ({spec.name}): the ability grid ({data.nodes.size} nodes) is {coarse:.1f} times wider than "
+             "the posterior sd of 5% of the models, so the scale of the estimates is set partly by the grid; "
+             "the test is too long for the grid: use fit(..., method='laplace')", RuntimeWarning)
     item_ids = da["item"].values
     for name, bad in (("|discrimination| > 20", np.abs(par.a) > _BOUND_A), ("|intercept| > 30", np.abs(par.d) > _BOUND_D),
                       ("guessing > 0.5", par.c > _BOUND_ASYM), ("slip > 0.5", par.s > _BOUND_ASYM)):
         if bad.any():
-            warnings.warn(f"MML ({spec.name}): {int(bad.sum())} item(s) ran to a bound, {name} (e.g. item "
-                          f"{str(item_ids[bad][0])!r}); their estimates are unreliable (perfect separation or "
-                          "all-correct/all-wrong items); consider priors=True", RuntimeWarning, stacklevel=2)
+            warn(f"MML ({spec.name}): {int(bad.sum())} item(s) ran to a bound, {name} (e.g. item "
+                 f"{str(item_ids[bad][0])!r}); their estimates are unreliable (perfect separation or "
+                 "all-correct/all-wrong items); consider priors=True", RuntimeWarning)
     eap, eap_sd, th_map, th_se = (v[inv] for v in (eap, eap_sd, th_map, th_se))
     names, items = _item_table(lay, par, cov, da)
     icoords = {k: v for k, v in da.coords.items() if da[k].dims == ("item",)}

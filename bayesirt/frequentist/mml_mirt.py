@@ -28,7 +28,6 @@ engine (:mod:`.mml`), whose E-step it reuses (:mod:`.mml_model`).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -37,7 +36,7 @@ import xarray as xr
 from numpy.polynomial.hermite_e import hermegauss
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, DataError, warn
 from bayesirt.frequentist.ladder import information_criteria
 from bayesirt.frequentist.mml_model import ResponsePatterns, expected_counts, node_posterior, pattern_log_likelihood
 from bayesirt.frequentist.mml_mirt_start import anchor_index, free_mask, start_values
@@ -384,15 +383,15 @@ def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None =
         log_prior = float(-0.5 * (free_a**2).sum() / loading_prior**2
                           - free_a.size * (np.log(loading_prior) + 0.5 * np.log(2 * np.pi)))
     if not converged:
-        warnings.warn(f"MIRT MML (D = {n_dims}) hit the iteration cap max_iter={max_iter} without converging (last "
-                      f"objective change {objs[-1] - objs[-2]:.3g}); raise max_iter or check the data",
-                      RuntimeWarning, stacklevel=2)
+        warn(f"MIRT MML (D = {n_dims}) hit the iteration cap max_iter={max_iter} without converging (last "
+             f"objective change {objs[-1] - objs[-2]:.3g}); raise max_iter or check the data",
+             RuntimeWarning)
     for name, bad in (("|loading| > 20", np.abs(a).max(1) > _BOUND_A), ("|intercept| > 30", np.abs(d) > _BOUND_D)):
         if bad.any():
-            warnings.warn(f"MIRT MML (D = {n_dims}): {int(bad.sum())} item(s) ran to a bound, {name} (e.g. item "
-                          f"{str(item_ids[bad][0])!r}); their estimates are unreliable (perfect separation or an item "
-                          "without variation); " + ("consider loading_prior=1.5" if loading_prior is None else
-                                                    "drop items without variation"), RuntimeWarning, stacklevel=2)
+            warn(f"MIRT MML (D = {n_dims}): {int(bad.sum())} item(s) ran to a bound, {name} (e.g. item "
+                 f"{str(item_ids[bad][0])!r}); their estimates are unreliable (perfect separation or an item "
+                 "without variation); " + ("consider loading_prior=1.5" if loading_prior is None else
+                                           "drop items without variation"), RuntimeWarning)
     icoords = {k: v for k, v in da.coords.items() if da[k].dims == ("item",)}
     mcoords = {k: v for k, v in da.coords.items() if da[k].dims == ("model",)}
     dim = np.arange(1, n_dims + 1)

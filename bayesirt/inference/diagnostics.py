@@ -79,7 +79,7 @@ def diagnose(tree: xr.DataTree, stats: dict[str, xr.Dataset] | None = None) -> l
     """
     settings = json.loads(tree.attrs.get("bayesirt_settings", "{}"))
     method = settings.get("method", "nuts")
-    if method == "map":
+    if method in ("map", "joint_map"):  # MAP-EM (fit --method map) or sample_model's joint MAP
         return ["MAP gives a point estimate only: the tables show no posterior uncertainty (refit with --method nuts)."]
     if method == "laplace":
         return ["The Laplace fit is one Gaussian approximation of the posterior (2PL, priors fixed at the spec's "

@@ -262,7 +262,7 @@ def fit(
 def sample_model(
     pm_model: pm.Model,
     *,
-    method: str = option("nuts", "inference method", choices=MODEL_METHODS),
+    method: str = option("nuts", "inference method", choices=MODEL_METHODS, renamed={"map": "joint_map"}),
     sampler: str = SAMPLER,
     draws: int = DRAWS,
     tune: int = TUNE,
@@ -285,7 +285,7 @@ def sample_model(
         Any model, e.g. from :func:`bayesirt.models.logistic.build_logistic` or
         :func:`bayesirt.models.family_dif.build_family_dif`.
     method, sampler, draws, tune, chains, cores, seed, advi_iterations, advi_tolerance, advi_learning_rate, progress
-        As in :func:`fit` (same defaults and meaning); ``method`` may also be ``"map"``, the joint
+        As in :func:`fit` (same defaults and meaning); ``method`` may also be ``"joint_map"``, the joint
         posterior mode (one draw), meant for models without abilities such as the audit's
         family-DIF model (with abilities on short tests it diverges, which is why :func:`fit`
         does not offer it).

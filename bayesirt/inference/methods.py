@@ -14,7 +14,7 @@ each ability integrated out by its own Laplace step, not at the joint mode (whic
 abilities' scale), with exact joint draws from the inverse observed Hessian. The joint MAP itself is
 not one: as a point estimate it diverges on short tests (the marginal MAP of the items is
 ``bayesirt.fit_mml(..., priors=True)``, the command-line ``fit --method map``)."""
-MODEL_METHODS = ("nuts", "advi", "fullrank_advi", "map")
+MODEL_METHODS = ("nuts", "advi", "fullrank_advi", "joint_map")
 """Methods of :func:`~bayesirt.inference.fitting.sample_model` (of a built PyMC model, so not
 "laplace"): also the posterior mode, for models without abilities (the audit's family-DIF model)."""
 SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")

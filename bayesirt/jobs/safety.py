@@ -53,16 +53,17 @@ def _responses(data) -> xr.Dataset:
     return load(data)
 
 
-@declare(positional={"data": DATA_HELP})
+@declare(positional={"data": DATA_HELP}, renamed={"rule": "selection_rule", "calibration": "calibration_share"})
 def run_cat_job(data, out, *,
                 budgets=option((10, 25, 50, 100), "test lengths", parse=comma_ints, low=1),
                 splits: int = option(20, "random calibration/test splits of the models", low=1),
                 random_subsets: int = option(100, "random item subsets per budget and split", low=1),
                 seed: int = option(0, "seed of splits and subsets", low=0),
-                rule: str = option("fisher", "CAT item selection", choices=SELECTION_RULES),
+                selection_rule: str = option("fisher", "CAT item selection", choices=SELECTION_RULES),
                 estimator: str = option("eap", "ability update", choices=ESTIMATORS),
                 per_benchmark: bool = option(False, "also score each benchmark (item group) on its own items"),
-                calibration: float = option(0.75, "share of models that calibrate the items in each split", low=0, high=1, open=True),
+                calibration_share: float = option(0.75, "share of models that calibrate the items in each split", low=0,
+                                                  high=1, open=True),
                 target: str = option("auto", "full score: one benchmark's proportion correct, or the unweighted mean "
                                              "over pooled benchmarks (auto: the mean when the bank pools benchmarks)",
                                      choices=TARGETS),
@@ -93,9 +94,9 @@ def run_cat_job(data, out, *,
     from bayesirt.safety.cat_study import cat_study, static_tests, summarize_study  # import time, as above
 
     study = cat_study(responses, budgets=budgets, splits=splits, random_subsets=random_subsets,
-                      calibration=calibration, rule=rule, estimator=estimator, per_benchmark=per_benchmark,
-                      target=target, quotas=quotas, static_design=static_design, seed=seed, workers=workers,
-                      scheduler=scheduler, progress=progress)
+                      calibration=calibration_share, rule=selection_rule, estimator=estimator,
+                      per_benchmark=per_benchmark, target=target, quotas=quotas, static_design=static_design, seed=seed,
+                      workers=workers, scheduler=scheduler, progress=progress)
     curves = summarize_study(study)
     tests = static_tests(responses, budgets, quotas=quotas, design=static_design)
     with staged_output(out, force=force) as folder:

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from bayesirt.errors import ConfigError
+from bayesirt.errors import ConfigError, warn
 from bayesirt.inference.methods import ADVI_ITERATIONS, CHAINS, DRAWS, TUNE
 from bayesirt.models.settings import ROTATIONS
 from bayesirt.safety.settings import STATIC_DESIGN, STATIC_DESIGNS
@@ -176,7 +175,7 @@ def run_factors_job(inputs: Sequence[str | os.PathLike], out: str | os.PathLike,
                                           seed=boot_seed, progress=progress)
     polarities = polarity_table(general, declared, interval=interval, auto=auto)
     for line in flagged_polarity(polarities):
-        warnings.warn(line, RuntimeWarning, stacklevel=2)
+        warn(line, RuntimeWarning)
     composite = composite_scores(frame, polarities["polarity"])
     correlation = correlation_matrix(frame)[0]
     alignment = alignment_table(correlation, polarities["polarity"], retained_clusters(solutions, parallel))

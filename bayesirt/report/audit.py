@@ -53,7 +53,7 @@ def _headline(summary: dict, notes: Notes) -> list[str]:
     if "bootstrap_rate_range" in summary:
         lo, hi = summary["bootstrap_rate_range"]
         rows += [(f"low-DIF reversal rate (composition-bootstrap range: 2.5-97.5th percentiles of the rate recomputed "
-                  f"on {summary['config']['bootstrap']:,} recomposed benchmarks, {summary['bootstrap_units']} "
+                  f"on {summary['config']['composition_bootstrap']:,} recomposed benchmarks, {summary['bootstrap_units']} "
                   "resampled, pairs frozen; NT C.7)",
                   f"{_pct(summary['low_dif_reversal_rate'])} ({_pct(lo)}-{_pct(hi)}); replicate mean "
                   f"{_pct(summary['bootstrap_rate_mean'])}" + notes.mark("bootstrap_rate_range"))]
@@ -153,13 +153,13 @@ def _bayes_section(bayes: dict, result, notes: Notes) -> list[str]:
 
 def _sensitivity_section(ds: xr.Dataset, figure: str | None, notes: Notes) -> list[str]:
     rows = []
-    for alpha in ds["alpha"].values:
+    for fraction in ds["anchor_fraction"].values:
         for t in ds["threshold"].values:
-            v = ds.sel(alpha=alpha, threshold=t)
-            rows.append({"anchor fraction": f"{alpha:g}", "gap <= (pp)": f"{t:g}", "eligible pairs": int(v["eligible"]),
+            v = ds.sel(anchor_fraction=fraction, threshold=t)
+            rows.append({"anchor fraction": f"{fraction:g}", "gap <= (pp)": f"{t:g}", "eligible pairs": int(v["eligible"]),
                          "low-DIF (bootstrap range)": f"{_pct(float(v['low_dif_rate']))} "
                          f"({_pct(float(v['bootstrap_lower']))}-{_pct(float(v['bootstrap_upper']))})"
-                         + notes.mark(sensitivity_source(alpha, t)),
+                         + notes.mark(sensitivity_source(fraction, t)),
                          "random median": _pct(float(v["random_median"])),
                          "excess (pp)": f"{100 * (float(v['low_dif_rate']) - float(v['random_median'])):+.1f}",
                          "p": f"{float(v['p_value']):.3g}"})
@@ -173,17 +173,17 @@ def _sensitivity_section(ds: xr.Dataset, figure: str | None, notes: Notes) -> li
 
 def plot_sensitivity(ds: xr.Dataset, path: Path) -> Path:
     """Reversal rate against the near-tie threshold, one panel per anchor fraction (like NT Figure 2)."""
-    alphas = ds["alpha"].values
-    fig, axes = plt.subplots(1, alphas.size, figsize=(3.6 * alphas.size, 3.4), sharey=True, squeeze=False)
+    fractions = ds["anchor_fraction"].values
+    fig, axes = plt.subplots(1, fractions.size, figsize=(3.6 * fractions.size, 3.4), sharey=True, squeeze=False)
     x = ds["threshold"].values
-    for ax, alpha in zip(axes[0], alphas, strict=True):
-        v = ds.sel(alpha=alpha)
+    for ax, fraction in zip(axes[0], fractions, strict=True):
+        v = ds.sel(anchor_fraction=fraction)
         ax.fill_between(x, 100 * v["random_lower"], 100 * v["random_upper"], color="0.85", label="random 2.5-97.5%")
         ax.plot(x, 100 * v["random_median"], color="0.3", ls="--", marker="o", ms=3, label="random median")
         ax.plot(x, 100 * v["low_dif_rate"], color="C3", marker="o", ms=4, label="low-DIF anchor")
         ax.set_xscale("log")
         ax.set_xticks(x, [f"{t:g}" for t in x])
-        ax.set_title(f"anchor fraction {alpha:g}")
+        ax.set_title(f"anchor fraction {fraction:g}")
         ax.set_xlabel("full-score gap threshold (pp)")
     axes[0, 0].set_ylabel("reversal rate (%)")
     axes[0, 0].legend(frameon=False, fontsize=8)

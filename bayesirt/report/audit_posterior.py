@@ -77,14 +77,14 @@ def sensitivity_lines(ds: xr.Dataset) -> list[str]:
     """Markdown lines of :func:`posterior_sensitivity`."""
     rows = []
     has_excess = "excess_pp" in ds
-    for a in ds["alpha"].values:
+    for a in ds["anchor_fraction"].values:
         for t in ds["threshold"].values:
             row = {"anchor fraction": f"{a:g}", "gap <= (pp)": f"{t:g}",
-                   "low-DIF rate": _interval(ds, "low_dif_rate", _pct, alpha=a, threshold=t)}
+                   "low-DIF rate": _interval(ds, "low_dif_rate", _pct, anchor_fraction=a, threshold=t)}
             if has_excess:
-                row |= {"excess (pp)": _interval(ds, "excess_pp", _pp, alpha=a, threshold=t),
-                        "deterministic excess": _pp(float(ds["deterministic_excess_pp"].sel(alpha=a, threshold=t))),
-                        "P(excess > 0)": _prob(ds["prob_excess_pp_positive"].sel(alpha=a, threshold=t))}
+                row |= {"excess (pp)": _interval(ds, "excess_pp", _pp, anchor_fraction=a, threshold=t),
+                        "deterministic excess": _pp(float(ds["deterministic_excess_pp"].sel(anchor_fraction=a, threshold=t))),
+                        "P(excess > 0)": _prob(ds["prob_excess_pp_positive"].sel(anchor_fraction=a, threshold=t))}
             rows.append(row)
     return ["### Posterior counterpart (Bayesian layer)", "",
             _intro(ds) + "; pairs frozen per threshold, matched-random medians frozen per cell; at fractions other "

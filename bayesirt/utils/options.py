@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import warnings
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -26,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from bayesirt.errors import ConfigError, did_you_mean
+from bayesirt.errors import ConfigError, did_you_mean, warn
 from bayesirt.utils.validation import parameter_error
 
-__all__ = ["Option", "option", "option_table", "declare", "check_options", "renamed_options", "deprecated", "options_of", "positional_of", "call", "STANDARD", "comma_list",
+__all__ = ["Option", "option", "option_table", "declare", "check_options", "renamed_options", "renamed_of", "accept_renamed", "deprecated", "options_of", "positional_of", "call", "STANDARD", "comma_list",
            "comma_ints", "comma_floats", "names_or_assignments", "none_or_float", "none_or_text", "assignments", "polarity_flags"]
 
 #: Keyword parameters every job handles the same way; the command line gives them fixed flags
@@ -203,7 +202,7 @@ _INSIDE: ContextVar[bool] = ContextVar("bayesirt_declared_call", default=False)
 
 def deprecated(what: str) -> None:
     """Warn that an old spelling was used: ``what`` names the old and the new one."""
-    warnings.warn(f"{what}; the old spelling goes in the next release", FutureWarning, stacklevel=4)
+    warn(f"{what}; the old spelling goes in the next release", FutureWarning)
 
 
 def declare(*, forward: Callable | None = None, expand: Mapping[str, type] | None = None,
@@ -257,7 +256,7 @@ def _checked_function(func):
         if _INSIDE.get():
             return func(*args, **kwargs)
         if kwargs or checked.__option_sources__["check"] is not None:
-            if checked.__option_sources__["renamed"]:
+            if renamed_of(checked):
                 kwargs = renamed_options(checked, kwargs, caller=func.__name__)
             given = check_options(checked, kwargs, caller=func.__name__)
             kwargs |= {k: v for k, v in given.items() if isinstance(kwargs[k], str) and v != kwargs[k]}  # renamed values
@@ -290,11 +289,37 @@ def renamed_options(obj, values: Mapping[str, Any], *, caller: str, where: str =
     """``values`` with the old names of ``obj``'s renamed options replaced by the new ones (with a
     warning naming both)."""
     out = dict(values)
-    for old, new in obj.__option_sources__["renamed"].items():
+    for old, new in renamed_of(obj).items():
         if old in out:
             deprecated(f"{where + ' ' if where else ''}{caller}: option {old!r} is now {new!r}")
             out[new] = out.pop(old)
     return out
+
+
+def renamed_of(obj) -> dict[str, str]:
+    """``{old: new}`` option names of ``obj``: its own renamed options, those of the dataclasses it
+    expands and those of the function it forwards to."""
+    sources = obj.__option_sources__
+    out: dict[str, str] = {}
+    if sources["forward"] is not None:
+        out.update(renamed_of(sources["forward"]))
+    for cls in sources["expand"].values():
+        out.update(renamed_of(cls))
+    out.update(sources["renamed"])
+    return out
+
+
+def accept_renamed(cls):
+    """Decorator of a declared dataclass, applied above ``@dataclass``: its constructor takes the old
+    names of its renamed options for one release (with the warning :func:`renamed_options` gives)."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **renamed_options(cls, kwargs, caller=cls.__name__))
+
+    cls.__init__ = __init__
+    return cls
 
 
 def check_options(obj, values: Mapping[str, Any], *, caller: str, where: str = "", strict: bool = False) -> dict:

@@ -17,7 +17,6 @@ import platform
 import shutil
 import socket
 import tempfile
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayesirt.errors import OutputError
+from bayesirt.errors import OutputError, warn
 from bayesirt.utils.interrupts import Interrupted, check_interrupt, interrupt_received
 
 if TYPE_CHECKING:  # annotations only: xarray loads when something is written, not with the jobs' declarations
@@ -91,8 +90,8 @@ def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     if removed:
-        warnings.warn(f"removed {len(removed)} staging folder(s) left by an interrupted run on {target} "
-                      f"(their process is gone): {', '.join(p.name for p in removed)}", UserWarning, stacklevel=3)
+        warn(f"removed {len(removed)} staging folder(s) left by an interrupted run on {target} "
+             f"(their process is gone): {', '.join(p.name for p in removed)}", UserWarning)
     return removed
 
 
@@ -180,8 +179,8 @@ class KeptUnits:
                 record = pickle.load(handle)
             if record["fingerprint"] != self.fingerprint:
                 shutil.rmtree(self.folder, ignore_errors=True)
-                warnings.warn(f"removed the results kept in {self.folder} by an interrupted run with other data or "
-                              "settings; starting over", UserWarning, stacklevel=2)
+                warn(f"removed the results kept in {self.folder} by an interrupted run with other data or "
+                     "settings; starting over", UserWarning)
                 return {}
             found[record["label"]] = record["value"]
         self.labels = list(found)

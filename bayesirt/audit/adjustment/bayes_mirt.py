@@ -13,7 +13,6 @@ fit per candidate K would multiply the cost by the size of the K grid.
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 from scipy.special import logit
@@ -23,6 +22,7 @@ from bayesirt.audit.adjustment.spectral import MAX_OFFSET, working_responses
 from bayesirt.data.responses import MISSING, make_responses
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import load_spec
+from bayesirt.errors import warn
 
 __all__ = ["bayes_mirt_offsets", "ADVI_DRAWS"]
 
@@ -53,5 +53,5 @@ def bayes_mirt_offsets(y: np.ndarray, observed: np.ndarray, fit_items: np.ndarra
     intercept[rows] = post["intercept"].mean(("chain", "draw")).values
     items = fit_item_parameters(y, observed, theta, intercept, loading, threads=threads)
     if not (int(tree.attrs.get("advi_converged", 1)) and items.converged):
-        warnings.warn(f"Bayesian MIRT offsets at K={rank}: ADVI or the item fit hit its iteration cap", stacklevel=2)
+        warn(f"Bayesian MIRT offsets at K={rank}: ADVI or the item fit hit its iteration cap")
     return np.clip(items.loading @ theta.T, -MAX_OFFSET, MAX_OFFSET), rank

@@ -38,14 +38,13 @@ a proven global optimum.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit, logit
 
 from bayesirt.audit.adjustment.spectral import K_GRID, MAX_OFFSET, DimensionSelection, nested_split, working_responses
-from bayesirt.errors import DataError
+from bayesirt.errors import DataError, warn
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.utils.validation import check_int, parameter_error
 
@@ -351,8 +350,8 @@ def select_dimension_direct(y: np.ndarray, observed: np.ndarray, owner: np.ndarr
     table = selection.table
     chosen = int(np.flatnonzero(table["selected"])[0])
     if not table.at[chosen, "converged"]:
-        warnings.warn(f"direct MIRT fits at the selected K={table.at[chosen, 'k']} hit the update cap before the "
-                      "objective plateaued (see the table's 'converged'); treat the selection with care", stacklevel=2)
+        warn(f"direct MIRT fits at the selected K={table.at[chosen, 'k']} hit the update cap before the "
+             "objective plateaued (see the table's 'converged'); treat the selection with care")
     return selection
 
 
@@ -394,6 +393,6 @@ def direct_offsets(y: np.ndarray, observed: np.ndarray, fit_items: np.ndarray, k
     theta = joint.theta - centre
     items = fit_item_parameters(y, observed, theta, intercept, loading, threads=threads)
     if not (joint.converged and items.converged):
-        warnings.warn(f"direct MIRT offsets at K={rank} hit the update cap before the objective plateaued "
-                      f"(joint fit {joint.updates}, item fit {items.updates} updates)", stacklevel=2)
+        warn(f"direct MIRT offsets at K={rank} hit the update cap before the objective plateaued "
+             f"(joint fit {joint.updates}, item fit {items.updates} updates)")
     return np.clip(items.loading @ theta.T, -MAX_OFFSET, MAX_OFFSET), rank

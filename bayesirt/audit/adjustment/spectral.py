@@ -27,7 +27,6 @@ maximum-likelihood MIRT calibration.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +34,7 @@ import pandas as pd
 from scipy.special import logit
 from sklearn.utils.extmath import randomized_svd
 
-from bayesirt.errors import DataError
+from bayesirt.errors import DataError, warn
 
 __all__ = ["K_GRID", "MAX_OFFSET", "SVD_POWER_ITERATIONS", "COORDINATE_RIDGE", "VALIDATION_SHARE",
            "working_responses", "spectral_loadings", "spectral_offsets", "nested_split", "NestedSplit",
@@ -189,8 +188,8 @@ def nested_split(y: np.ndarray, observed: np.ndarray, owner: np.ndarray, item_gr
         raise DataError(f"no candidate K fits a {y.shape[0]} items x {(~held).sum()} models training matrix; "
                         "the audit half needs more models")
     if max_k is not None and max_k > ceiling:
-        warnings.warn(f"max_k = {max_k} is above the rank a {y.shape[0]} items x {(~held).sum()} models training "
-                      f"matrix supports ({ceiling}); K is chosen from {feasible}", UserWarning, stacklevel=2)
+        warn(f"max_k = {max_k} is above the rank a {y.shape[0]} items x {(~held).sum()} models training "
+             f"matrix supports ({ceiling}); K is chosen from {feasible}", UserWarning)
     y_e, obs_e = y[~calibrate][:, held], observed[~calibrate][:, held]
     n_seen = int((obs_e.sum(axis=0) > 0).sum())
     if n_seen < 2:

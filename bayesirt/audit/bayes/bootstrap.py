@@ -68,13 +68,13 @@ def owner_dirichlet_weights(owner, draws: int, seed: int) -> np.ndarray:
 
 def _draw(task: dict) -> tuple[np.ndarray, np.ndarray, int]:
     _, _, _, fit, _ = purification_rounds(task["y"], task["observed"], task["family"], task["n_families"],
-                                          task["item_group"], task["k"], alpha=task["alpha"], seed=task["seed"],
+                                          task["item_group"], task["k"], anchor_fraction=task["anchor_fraction"], seed=task["seed"],
                                           weights=task["weights"])
     return fit.family_effect, fit.easiness, fit.newton_capped
 
 
 def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, owner, *, draws: int = BOOTSTRAP_DRAWS,
-                    alpha: float = ANCHOR_FRACTION, seed: int = 0, svd_seed: int = 0, workers: int | None = 1,
+                    anchor_fraction: float = ANCHOR_FRACTION, seed: int = 0, svd_seed: int = 0, workers: int | None = 1,
                     progress: bool = False, return_info: bool = False) -> tuple:
     """Bayesian-bootstrap draws of the last purification round's (delta, b) in one audit half.
 
@@ -90,7 +90,7 @@ def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, ow
     owner : array_like (model,)
         Owner labels: the bootstrap's clusters.
     draws : int, default :data:`BOOTSTRAP_DRAWS`
-    alpha : float
+    anchor_fraction : float
         Anchor fraction of the purification rounds.
     seed : int
         Seed of the weights (:func:`owner_dirichlet_weights`).
@@ -116,7 +116,7 @@ def bootstrap_draws(y, observed, family, n_families: int, item_group, k: int, ow
     if weights.shape[1] != y.shape[1]:
         raise DataError(f"owner labels {weights.shape[1]} models but the responses hold {y.shape[1]}")
     common = {"y": y, "observed": observed, "family": np.asarray(family), "n_families": n_families,
-              "item_group": np.asarray(item_group), "k": k, "alpha": alpha, "seed": svd_seed}
+              "item_group": np.asarray(item_group), "k": k, "anchor_fraction": anchor_fraction, "seed": svd_seed}
     results = parallel_map(_draw, [common | {"weights": w} for w in weights], workers=workers, progress=progress,
                            description="bootstrap draws")
     delta, easiness = np.stack([r[0] for r in results]), np.stack([r[1] for r in results])

@@ -15,7 +15,7 @@ layer, the offsets, K, the near-tie pairs, the full scores and the spectral disc
   among same-family, different-owner near ties, the within excess over the deterministic run's
   matched-random within median, the cross-minus-within gap ``G^(s)`` and the specificity
   ``G^(s) - median_r G_r``. The controls are the deterministic run's (cell-matched, eq. 35): their
-  per-cell counts ``k_c = max(1, round(alpha n_c))`` depend only on the item-group sizes, never on
+  per-cell counts ``k_c = max(1, round(anchor_fraction n_c))`` depend only on the item-group sizes, never on
   the draw, and :func:`~bayesirt.audit.bayes.posterior.pool_folds` compares the primary rate with the same
   frozen controls, so the cross rate here is its ``low_dif_reversal_rate``.
 - :func:`posterior_matched_controls` (B.2, eq. 42-50): controls re-drawn for every draw, matched to
@@ -161,7 +161,7 @@ def posterior_specificity(chains: Sequence[xr.Dataset], within_pairs: Sequence, 
     return describe(ds, ["within_rate", "within_excess_pp", "gap_pp", "specificity_pp"])
 
 
-def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observed, item_group, alpha: float,
+def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observed, item_group, anchor_fraction: float,
                     fractions: Sequence[float] | None = None) -> list[xr.DataArray]:
     """Per-draw target-half anchor scores of every fold at every anchor fraction.
 
@@ -174,7 +174,7 @@ def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observ
     y, observed : ndarray (item, model)
         The whole response matrix and its observed mask (target columns at ``target_index``).
     item_group : array_like (item,)
-    alpha : float
+    anchor_fraction : float
         The primary anchor fraction: its scores are the Bayesian layer's own chain.
     fractions : sequence of float, optional
         Default: the keys of ``purifications``.
@@ -182,7 +182,7 @@ def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observ
     Returns
     -------
     list of xarray.DataArray
-        Per fold, ``anchor_score`` (alpha, draw, model). At another fraction the draws are moved to
+        Per fold, ``anchor_score`` (anchor_fraction, draw, model). At another fraction the draws are moved to
         that purification's ``selection_fit`` (:func:`shifted_draws`) and re-run through cells,
         anchors at that fraction and weights (:func:`~bayesirt.audit.bayes.posterior.propagate_posterior`).
     """
@@ -194,18 +194,18 @@ def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observ
         t = fold.target_index
         layers = []
         for fraction in fractions:
-            if np.isclose(fraction, alpha):
+            if np.isclose(fraction, anchor_fraction):
                 layers.append(fold.posterior["anchor_score"].transpose("draw", "model").values)
                 continue
             delta, b = shifted_draws(fold.draws, fold.purification.selection_fit,
                                      purifications[fraction][h].selection_fit)
             none = np.zeros(0, dtype=np.int64)
-            chain = propagate_posterior(delta, b, item_group=item_group, alpha=fraction, y_target=y[:, t],
+            chain = propagate_posterior(delta, b, item_group=item_group, anchor_fraction=fraction, y_target=y[:, t],
                                         observed_target=observed[:, t], full=fold.target["full"].to_numpy(),
                                         pairs=(none, none))
             layers.append(chain["anchor_score"].values)
-        out.append(xr.DataArray(np.stack(layers), dims=("alpha", "draw", "model"),
-                                coords={"alpha": fractions, "draw": fold.posterior["draw"].values,
+        out.append(xr.DataArray(np.stack(layers), dims=("anchor_fraction", "draw", "model"),
+                                coords={"anchor_fraction": fractions, "draw": fold.posterior["draw"].values,
                                         "model": fold.posterior["model"].values}, name="anchor_score"))
     return out
 
@@ -217,7 +217,7 @@ def posterior_sensitivity(scores: Sequence[xr.DataArray], targets: Sequence[pd.D
     Parameters
     ----------
     scores : sequence of xarray.DataArray
-        Per fold, per-draw anchor scores (alpha, draw, model) (:func:`fraction_scores`).
+        Per fold, per-draw anchor scores (anchor_fraction, draw, model) (:func:`fraction_scores`).
     targets : sequence of pandas.DataFrame
         Per fold, the target table (``full``, ``owner``, ``family`` per model, in ``scores``' model
         order): the pairs of every threshold are frozen from it, as in the deterministic curve.
@@ -230,37 +230,37 @@ def posterior_sensitivity(scores: Sequence[xr.DataArray], targets: Sequence[pd.D
     Returns
     -------
     xarray.Dataset
-        Dims ``draw``, ``alpha``, ``threshold`` (pp): ``low_dif_rate`` and ``eligible`` (pooled over
+        Dims ``draw``, ``anchor_fraction``, ``threshold`` (pp): ``low_dif_rate`` and ``eligible`` (pooled over
         folds); with ``sensitivity``, ``excess_pp`` = 100 (T^(s) - random median),
         ``random_median``, ``deterministic_low_dif_rate`` and ``deterministic_excess_pp``; and their
         :func:`describe` summaries.
     """
     if len(scores) != len(targets) or not scores:
         raise DataError(f"scores ({len(scores)}) and targets ({len(targets)}) must give the same folds")
-    alphas = scores[0]["alpha"].values
-    eligible = np.zeros((len(scores), alphas.size, len(epsilons), scores[0].sizes["draw"]), dtype=np.int64)
+    fraction_values = scores[0]["anchor_fraction"].values
+    eligible = np.zeros((len(scores), fraction_values.size, len(epsilons), scores[0].sizes["draw"]), dtype=np.int64)
     reversed_ = np.zeros_like(eligible)
     for h, (score, target) in enumerate(zip(scores, targets, strict=True)):
         full = target["full"].to_numpy()
         for e, epsilon in enumerate(epsilons):
             pairs = near_tie_pairs(full, target["owner"].to_numpy(), target["family"].to_numpy(), epsilon=epsilon)
-            for a in range(alphas.size):
+            for a in range(fraction_values.size):
                 eligible[h, a, e], reversed_[h, a, e] = reversal_counts(
-                    full, score.isel(alpha=a).transpose("draw", "model").values, pairs)
+                    full, score.isel(anchor_fraction=a).transpose("draw", "model").values, pairs)
     folds = len(scores)
     rate = pooled_rate(reversed_.reshape(folds, -1), eligible.reshape(folds, -1)).reshape(eligible.shape[1:])
-    dims = ("alpha", "threshold", "draw")
+    dims = ("anchor_fraction", "threshold", "draw")
     ds = xr.Dataset({"low_dif_rate": (dims, rate), "eligible": (dims, eligible.sum(axis=0))},
-                    coords={"alpha": alphas, "threshold": [100 * e for e in epsilons],
+                    coords={"anchor_fraction": fraction_values, "threshold": [100 * e for e in epsilons],
                             "draw": scores[0]["draw"].values})
     names = ["low_dif_rate"]
     if sensitivity is not None:
-        det = sensitivity.sel(alpha=ds["alpha"], threshold=ds["threshold"])
+        det = sensitivity.sel(anchor_fraction=ds["anchor_fraction"], threshold=ds["threshold"])
         median = det["random_median"].values
-        ds["random_median"] = (("alpha", "threshold"), median)
+        ds["random_median"] = (("anchor_fraction", "threshold"), median)
         ds["excess_pp"] = (dims, 100 * (rate - median[..., None]))
-        ds["deterministic_low_dif_rate"] = (("alpha", "threshold"), det["low_dif_rate"].values)
-        ds["deterministic_excess_pp"] = (("alpha", "threshold"), det["excess_pp"].values)
+        ds["deterministic_low_dif_rate"] = (("anchor_fraction", "threshold"), det["low_dif_rate"].values)
+        ds["deterministic_excess_pp"] = (("anchor_fraction", "threshold"), det["excess_pp"].values)
         names.append("excess_pp")
     ds["threshold"].attrs["units"] = "percentage points of full score"
     ds.attrs.update(reference="NT B.4, B.5, D.1 eq. 56 per posterior draw", interval=INTERVAL,
@@ -398,6 +398,6 @@ def _summary(name: str, ds: xr.Dataset) -> dict:
         return out
     if name == "sensitivity":
         keys = [k for k in ("low_dif_rate", "excess_pp") if k in ds]
-        return [{"alpha": float(a), "threshold_pp": float(t), **{k: _stat(ds, k, alpha=a, threshold=t) for k in keys}}
-                for a in ds["alpha"].values for t in ds["threshold"].values]
+        return [{"anchor_fraction": float(a), "threshold_pp": float(t), **{k: _stat(ds, k, anchor_fraction=a, threshold=t) for k in keys}}
+                for a in ds["anchor_fraction"].values for t in ds["threshold"].values]
     raise DataError(f"no summary for posterior diagnostic {name!r}")

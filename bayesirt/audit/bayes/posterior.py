@@ -81,10 +81,10 @@ def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, m
     ----------
     y, observed, offsets, family, n_families
         As in :func:`bayesirt.models.family_dif.build_family_dif`.
-    method : {"advi", "fullrank_advi", "nuts", "map"}, default "advi"
+    method : {"advi", "fullrank_advi", "nuts", "joint_map"}, default "advi"
         ADVI (mean-field, Adam, the project's loss-plateau stop) is the default: one fold of a
         real benchmark has 10^4-10^5 parameters and NUTS is the check, not the routine.
-        ``"map"`` gives the posterior mode (one draw) with L-BFGS-B's gradient tolerance
+        ``"joint_map"`` gives the posterior mode (one draw) with L-BFGS-B's gradient tolerance
         :data:`MAP_TOLERANCE` unless ``map_tolerance`` is passed.
     draws : int, default 500
         Draws from the approximation (ADVI), per chain (NUTS); ignored by MAP.
@@ -106,7 +106,7 @@ def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, m
         (and ``family_effect_sd`` when hierarchical). The model settings are in the attribute
         ``bayesirt_family_dif`` (JSON).
     """
-    if method == "map":
+    if method == "joint_map":
         options.setdefault("map_tolerance", MAP_TOLERANCE)
     pm_model = build_family_dif(y, observed, offsets, family, n_families, item_ids=item_ids,
                                 family_names=family_names, prior=prior, delta_sd=delta_sd,
@@ -157,7 +157,7 @@ def stacked_draws(tree: xr.DataTree) -> tuple[np.ndarray, np.ndarray]:
             stacked["easiness"].transpose("sample", "item").values)
 
 
-def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float, y_target, observed_target, full,
+def propagate_posterior(draws_delta, draws_easiness, *, item_group, anchor_fraction: float, y_target, observed_target, full,
                         pairs, item_ids=None, model_ids=None, controls: int = 0, seed: int = 0) -> xr.Dataset:
     """Run the anchor -> reversal chain of one fold once per posterior draw.
 
@@ -169,7 +169,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
         The same draws of b.
     item_group : array_like, shape (item,)
         Metadata item groups (blueprint cells are cut within them).
-    alpha : float
+    anchor_fraction : float
         Anchor fraction (NT: 0.5).
     y_target, observed_target : array_like, shape (item, model)
         Target-half responses of the representatives and the observed mask.
@@ -231,7 +231,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
     # (C cells per draw, fixed by the groups' sizes). Item order within a draw is kept, so ties
     # break by item index as in a per-draw call.
     flat_cell = cell + np.arange(n_draws)[:, None] * (cell.max() + 1)
-    selected = select_anchors(flat_cell.ravel(), dif_range.ravel(), alpha)
+    selected = select_anchors(flat_cell.ravel(), dif_range.ravel(), anchor_fraction)
     weights = anchor_weights(flat_cell.ravel(), selected).reshape(n_draws, n_items)
     scores = weighted_scores(y_target, weights, observed_target)  # (draw, model)
 
@@ -267,7 +267,7 @@ def propagate_posterior(draws_delta, draws_easiness, *, item_group, alpha: float
         },
         coords={"draw": np.arange(n_draws), "item": items, "model": models, "pair": np.arange(i.size),
                 "model_i": ("pair", models[i]), "model_j": ("pair", models[j])},
-        attrs={"alpha": alpha, "controls_per_draw": int(controls), "control_seed": int(seed)},
+        attrs={"anchor_fraction": anchor_fraction, "controls_per_draw": int(controls), "control_seed": int(seed)},
     )
 
 

@@ -1,10 +1,10 @@
 """Score-gap thresholds and anchor fractions (NT B.4, B.5, D.1 eq. 56): the reversal curve of
 NT Figure 2.
 
-For each anchor fraction alpha (0.3, 0.5, 0.7), the anchors are rebuilt by the same three-round
-purification with each fold's K frozen from the primary run (alpha = the primary fraction reuses
+For each anchor fraction (0.3, 0.5, 0.7), the anchors are rebuilt by the same three-round
+purification with each fold's K frozen from the primary run (the primary fraction reuses
 the primary anchors). For each near-tie threshold epsilon (0.25 ... 5 pp), the pair set is frozen
-from the observed full scores; the matched-random controls (matched to that alpha's anchors,
+from the observed full scores; the matched-random controls (matched to that fraction's anchors,
 same seed, so the replicate streams are the primary run's) and the composition bootstrap are
 recomputed on the same replicates for every threshold at once.
 """
@@ -25,12 +25,12 @@ THRESHOLDS = (0.0025, 0.005, 0.01, 0.02, 0.03, 0.05)
 FRACTIONS = (0.3, 0.5, 0.7)
 
 
-def fraction_purifications(folds, audit_halves: list[dict], *, alpha: float, fractions=FRACTIONS) -> dict:
+def fraction_purifications(folds, audit_halves: list[dict], *, anchor_fraction: float, fractions=FRACTIONS) -> dict:
     """Each anchor fraction's anchors per fold: ``{fraction: [Purification per fold]}``, the primary
-    run's at ``alpha`` and otherwise rebuilt by :func:`bayesirt.audit.engine.anchors.purify` with the fold's K
+    run's at ``anchor_fraction`` and otherwise rebuilt by :func:`bayesirt.audit.engine.anchors.purify` with the fold's K
     frozen (``audit_halves`` as in :func:`gap_and_fraction_sensitivity`)."""
-    return {fraction: [fold.purification if np.isclose(fraction, alpha) else
-                       purify(**audit_halves[h], k=fold.selection.k, alpha=fraction) for h, fold in enumerate(folds)]
+    return {fraction: [fold.purification if np.isclose(fraction, anchor_fraction) else
+                       purify(**audit_halves[h], k=fold.selection.k, anchor_fraction=fraction) for h, fold in enumerate(folds)]
             for fraction in fractions}
 
 
@@ -38,11 +38,11 @@ def _label(epsilon: float) -> str:
     return f"gap {100 * epsilon:g} pp"
 
 
-def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: list[dict], *, alpha: float,
+def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: list[dict], *, anchor_fraction: float,
                                  epsilon: float, item_group, controls: int, bootstrap: int, seeds: dict,
                                  thresholds=THRESHOLDS, fractions=FRACTIONS, workers=1, scheduler=None,
                                  progress=False, purifications: dict | None = None) -> xr.Dataset:
-    """Reversal rates, matched-random references and bootstrap ranges over (alpha, threshold).
+    """Reversal rates, matched-random references and bootstrap ranges over (anchor_fraction, threshold).
 
     Parameters
     ----------
@@ -53,7 +53,7 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
     audit_halves : list of dict
         Per fold, the keyword arguments of :func:`bayesirt.audit.engine.anchors.purify` for its audit half
         (``y``, ``observed``, ``family``, ``n_families``, ``item_group``, ``seed``).
-    alpha, epsilon : float
+    anchor_fraction, epsilon : float
         The primary anchor fraction and near-tie band.
     item_group : array_like
         Item groups (bootstrap units).
@@ -72,12 +72,12 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
     Returns
     -------
     xarray.Dataset
-        Dims ``alpha`` and ``threshold`` (in pp): ``low_dif_rate``, ``eligible``, ``random_median``,
+        Dims ``anchor_fraction`` and ``threshold`` (in pp): ``low_dif_rate``, ``eligible``, ``random_median``,
         ``random_lower``, ``random_upper``, ``excess_pp``, ``p_value``, ``bootstrap_lower``,
         ``bootstrap_upper``, ``bootstrap_mean`` and the band diagnostics ``bootstrap_in_band_share``,
         ``bootstrap_rate_in_band``, ``bootstrap_rate_out_band`` (``in_band_share``, ... of
         :func:`bayesirt.audit.engine.bootstrap.composition_bootstrap`, each pair set's band its threshold);
-        ``anchors`` (alpha, fold).
+        ``anchors`` (anchor_fraction, fold).
     """
     extra = [{_label(e): near_tie_pairs(f.target["full"].to_numpy(), f.target["owner"].to_numpy(),
                                         f.target["family"].to_numpy(), epsilon=e) for e in thresholds} for f in folds]
@@ -88,11 +88,11 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
             "bootstrap_rate_out_band")}
     anchors = np.zeros((len(fractions), len(folds)), dtype=np.int64)
     if purifications is None:
-        purifications = fraction_purifications(folds, audit_halves, alpha=alpha, fractions=fractions)
+        purifications = fraction_purifications(folds, audit_halves, anchor_fraction=anchor_fraction, fractions=fractions)
     for a, fraction in enumerate(fractions):
         inputs = []
         for h, (fold, base) in enumerate(zip(folds, fold_inputs, strict=True)):
-            if np.isclose(fraction, alpha):
+            if np.isclose(fraction, anchor_fraction):
                 cell, weights = base["cell"], base["anchor_weights"]
             else:
                 rebuilt = purifications[fraction][h]
@@ -113,8 +113,8 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
                             ("bootstrap_rate_out_band", boot["rate_out_band"])):
             out[key][a] = source.values
         out["eligible"][a] = ctrl["observed_eligible"].sum("fold").values
-    coords = {"alpha": list(fractions), "threshold": [100 * e for e in thresholds], "fold": [f.audit_fold for f in folds]}
-    ds = xr.Dataset({k: (("alpha", "threshold"), v) for k, v in out.items()} | {"anchors": (("alpha", "fold"), anchors)},
+    coords = {"anchor_fraction": list(fractions), "threshold": [100 * e for e in thresholds], "fold": [f.audit_fold for f in folds]}
+    ds = xr.Dataset({k: (("anchor_fraction", "threshold"), v) for k, v in out.items()} | {"anchors": (("anchor_fraction", "fold"), anchors)},
                     coords=coords)
     ds["threshold"].attrs["units"] = "percentage points of full score"
     ds.attrs.update(reference="NT B.4, B.5, D.1 eq. 56 (Figure 2)", controls=controls, bootstrap=bootstrap)

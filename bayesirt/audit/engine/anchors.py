@@ -4,7 +4,7 @@ purification of NT 3.3 and App. C.5.
 - Blueprint cells: within each item group of n_s items, items ordered by easiness b (ties by
   original item index) and cut into min(4, n_s) nonempty near-equal strata (sizes differ by at
   most one, larger strata first).
-- Selection: in each cell c of n_c items keep k_c = max(1, round(alpha n_c)) items with the
+- Selection: in each cell c of n_c items keep k_c = max(1, round(anchor_fraction n_c)) items with the
   smallest D_i (ties by item index); ``round`` is NumPy's (halves to even, as Python's).
 - Weights (eq. 6-7): n_c / k_c on selected items, 0 elsewhere, so every cell keeps its mass n_c
   and the weights sum to the number of items.
@@ -73,15 +73,15 @@ def blueprint_cells(item_group: np.ndarray, easiness: np.ndarray, strata: int = 
     return cell if easiness.ndim > 1 else cell[0]
 
 
-def select_anchors(cell: np.ndarray, dif_range: np.ndarray, alpha: float = ANCHOR_FRACTION) -> np.ndarray:
+def select_anchors(cell: np.ndarray, dif_range: np.ndarray, anchor_fraction: float = ANCHOR_FRACTION) -> np.ndarray:
     """Boolean mask of the k_c lowest-D items of every cell (ties by item index)."""
-    check_number(alpha, name="alpha", caller="select_anchors", low=0, high=1, low_open=True)
+    check_number(anchor_fraction, name="anchor_fraction", caller="select_anchors", low=0, high=1, low_open=True)
     keep = np.zeros(cell.size, bool)
     order = np.lexsort((np.arange(cell.size), dif_range, cell))  # by cell, then D, then index
     sorted_cell = cell[order]
     starts = np.flatnonzero(np.r_[True, sorted_cell[1:] != sorted_cell[:-1]])
     sizes = np.diff(np.r_[starts, cell.size])
-    k = np.maximum(1, np.rint(alpha * sizes).astype(np.int64))
+    k = np.maximum(1, np.rint(anchor_fraction * sizes).astype(np.int64))
     rank = np.arange(cell.size) - np.repeat(starts, sizes)
     keep[order] = rank < np.repeat(k, sizes)
     return keep
@@ -142,7 +142,7 @@ class Purification:
 
 
 def purification_rounds(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: int,
-                        item_group: np.ndarray, k: int, *, alpha: float = ANCHOR_FRACTION,
+                        item_group: np.ndarray, k: int, *, anchor_fraction: float = ANCHOR_FRACTION,
                         rounds: int = PURIFICATION_ROUNDS, seed: int = 0, dif_options: dict | None = None,
                         adjustment: str = "spectral", weights: np.ndarray | None = None):
     """The rounds of :func:`purify` without its final refit; ``weights`` are model frequency
@@ -161,7 +161,7 @@ def purification_rounds(y: np.ndarray, observed: np.ndarray, family: np.ndarray,
         offsets, rank = capability_offsets(y, observed, current, k, seed=seed, adjustment=adjustment, weights=weights)
         fit = fit_family_dif(y, observed, offsets, family, n_families, weights=weights, **dif_options)
         cell = blueprint_cells(item_group, fit.easiness)
-        chosen = select_anchors(cell, fit.dif_range, alpha)
+        chosen = select_anchors(cell, fit.dif_range, anchor_fraction)
         jaccard = (chosen & current).sum() / (chosen | current).sum()
         rows.append({"round": t, "anchors": int(chosen.sum()), "jaccard_with_previous": jaccard, "rank": rank,
                      "dif_cycles": fit.cycles, "dif_last_change": fit.last_change})
@@ -170,7 +170,7 @@ def purification_rounds(y: np.ndarray, observed: np.ndarray, family: np.ndarray,
 
 
 def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: int, item_group: np.ndarray, k: int,
-           *, alpha: float = ANCHOR_FRACTION, rounds: int = PURIFICATION_ROUNDS, seed: int = 0,
+           *, anchor_fraction: float = ANCHOR_FRACTION, rounds: int = PURIFICATION_ROUNDS, seed: int = 0,
            dif_options: dict | None = None, adjustment: str = "spectral") -> Purification:
     """Three-round anchor purification in one audit half (NT C.5).
 
@@ -184,7 +184,7 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
     item_group : ndarray (item,)
     k : int
         The fold's selected dimension K*.
-    alpha : float
+    anchor_fraction : float
         Anchor fraction (0.5 primary; 0.3 and 0.7 as sensitivity).
     rounds : int
         Purification rounds (NT: 3).
@@ -200,7 +200,7 @@ def purify(y: np.ndarray, observed: np.ndarray, family: np.ndarray, n_families: 
     Purification
     """
     rounds_table, cell, current, fit, rows_used = purification_rounds(
-        y, observed, family, n_families, item_group, k, alpha=alpha, rounds=rounds, seed=seed,
+        y, observed, family, n_families, item_group, k, anchor_fraction=anchor_fraction, rounds=rounds, seed=seed,
         dif_options=dif_options, adjustment=adjustment)
     offsets, _ = capability_offsets(y, observed, current, k, seed=seed, adjustment=adjustment)
     final = fit_family_dif(y, observed, offsets, family, n_families, **(dif_options or {}))

@@ -12,7 +12,7 @@ import numpy as np
 from bayesirt.audit.engine.settings import ADJUSTMENTS, ANCHOR_FRACTION, EPSILON
 from bayesirt.data.settings import POPULATION_SEED, REPRESENTATIVE_RULES
 from bayesirt.errors import DataError
-from bayesirt.utils.options import comma_ints, comma_list, declare, none_or_text, option
+from bayesirt.utils.options import accept_renamed, comma_ints, comma_list, declare, none_or_text, option
 from bayesirt.utils.validation import parameter_error
 
 if TYPE_CHECKING:  # annotations only: the command line's parser reads AuditConfig without the audit's engine
@@ -68,8 +68,9 @@ def _audit_rules(v: dict) -> str | None:
     return None
 
 
+@accept_renamed
 @dataclass(frozen=True)
-@declare(check=_audit_rules)
+@declare(check=_audit_rules, renamed={"alpha": "anchor_fraction", "bootstrap": "composition_bootstrap"})
 class AuditConfig:
     """Settings of the primary audit; defaults are NT's frozen specification (Table 12).
 
@@ -79,7 +80,7 @@ class AuditConfig:
     every family label of the data except ``"other"`` and ``"ambiguous"``, labels used as given; a
     tuple of labels restricts the audit to them (``summary["families"]`` records the families
     actually audited). ``fixed_k`` freezes K per audit fold
-    instead of selecting it (the population perturbations of NT D.2). ``bootstrap = 0`` or
+    instead of selecting it (the population perturbations of NT D.2). ``composition_bootstrap = 0`` or
     ``owner_bootstrap = 0`` skips that bootstrap. ``adjustment`` is the ability adjustment:
     NT's spectral working model, "direct-mirt", the direct penalized joint MIRT of NT B.1
     (K selected by the same nested one-SE rule on its own held-out loss), or "bayes-mirt", the
@@ -116,10 +117,10 @@ class AuditConfig:
     lineage_filter: bool = option(False, "drop models whose ids contain a lineage term (merge, distill, ...; NT D.2)")
     fixed_k: tuple[int, int] | None = option(None, "K per audit fold instead of selecting it, e.g. 8,8", type=tuple,
                                              parse=comma_ints, low=1)
-    alpha: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell", low=0, high=1, open="low")
+    anchor_fraction: float = option(ANCHOR_FRACTION, "anchor fraction kept in each blueprint cell", low=0, high=1, open="low")
     epsilon: float = EPSILON
     controls: int = option(1000, "matched-random subtests per fold", low=1)
-    bootstrap: int = option(2000, "composition bootstrap replicates (0: none)", low=0)
+    composition_bootstrap: int = option(2000, "composition bootstrap replicates (0: none)", low=0)
     owner_bootstrap: int = option(2000, "owner bootstrap replicates (0: none)", low=0)
     max_k: int | None = option(None, "largest K of the grid [256; 32 with --quick]", type=int, low=1)
     population_seed: int = option(POPULATION_SEED, "seed of the owner split into audit halves (NT's frozen value)", low=0)
@@ -157,7 +158,7 @@ class AuditConfig:
             return self
         return AuditConfig(**(asdict(self) | {"max_k": min(self.max_k or QUICK_MAX_K, QUICK_MAX_K),
                                                "controls": min(self.controls, QUICK_CONTROLS),
-                                               "bootstrap": min(self.bootstrap, QUICK_CONTROLS),
+                                               "composition_bootstrap": min(self.composition_bootstrap, QUICK_CONTROLS),
                                                "owner_bootstrap": min(self.owner_bootstrap, QUICK_CONTROLS)}))
 
 

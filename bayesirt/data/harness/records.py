@@ -29,7 +29,6 @@ import logging
 import math
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -41,7 +40,7 @@ import xarray as xr
 from bayesirt.data.files import existing, one_line, printable
 from bayesirt.data.formats.harnesses import AGGREGATES, ON_DAMAGED
 from bayesirt.data.responses import make_responses
-from bayesirt.errors import DataError
+from bayesirt.errors import DataError, warn
 
 __all__ = ["AGGREGATES", "ON_DAMAGED", "DamagedFile", "HarnessWarning", "Reading", "Record", "build_dataset",
            "check_options", "as_paths", "read_json", "json_problem", "per_task", "check_on_damaged"]
@@ -149,7 +148,7 @@ class Reading:
 
     def warn(self, message: str) -> None:
         self.notes.append(message)
-        warnings.warn(message, HarnessWarning, stacklevel=4)
+        warn(message, HarnessWarning)
 
     def finish(self, ds: xr.Dataset, *, aggregate: str | None, threshold: float | None) -> xr.Dataset:
         """Store the provenance record (``attrs["provenance"]``, JSON) and the summary line
