@@ -34,7 +34,7 @@ class OutputError(BayesIRTError):
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
-def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """Issue a warning attributed to the first caller outside bayesirt (the user's line, however deep
     in the package it arose), so Python's filters and the printed location point at the user's code."""
     warnings.warn(message, category, skip_file_prefixes=(_PACKAGE,))
@@ -48,7 +48,7 @@ def recorded_warnings(fn, *args, **kwargs):
         result = fn(*args, **kwargs)
     messages = [str(w.message) for w in seen if issubclass(w.category, (RuntimeWarning, UserWarning))]
     for m in messages:
-        warn(m)
+        warn(m, RuntimeWarning)
     return result, messages
 
 
