@@ -179,14 +179,12 @@ def test_coherent_uniform_shift_evades_person_fit_but_not_the_ability_test(harmb
     cut-off's false-positive rate) and is caught by the 40-item ability check; random errors are an
     incoherent profile that person fit catches."""
     coherent = sandbagging_experiment(harmbench_sized, shifts=(1.5,), scopes=("uniform",), test_length=40, seed=0,
-                                      progress=False)
+                                      null="in_sample", progress=False)  # SAFE's in-sample calibration, as SAFE reports it
     table = coherent.detection.set_index("scope")
     assert coherent.settings["mode"] == "ability_shift"
     assert table.loc["genuine", "personfit_rate"] == pytest.approx(0.1, abs=0.01)
     assert table.loc["uniform", "personfit_rate"] <= 0.2  # near the 10% false-positive rate
-    # l_z cannot tell them from genuine models; the genuine cohort is an honest re-collection (2.8% of cells
-    # flipped, the default null), a little less consistent than the sandbaggers, so the AUC sits just below .5
-    assert 0.3 <= table.loc["uniform", "auc"] <= 0.65
+    assert 0.35 <= table.loc["uniform", "auc"] <= 0.65  # l_z cannot tell them from genuine models
     assert table.loc["uniform", "shift_rate"] >= 0.7
     assert -1.6 < table.loc["uniform", "median_shift"] < -1.0  # the shift, a little shrunk by the MAP
     errors = sandbagging_experiment(harmbench_sized, mode="random_errors", strengths=(0.5,), scopes=("uniform",),
