@@ -104,7 +104,7 @@ def test_weights_is_a_declared_option():
 @pytest.mark.slow
 def test_cli_reports_both_weights_and_weights_picks_the_column(tmp_path, capsys):
     path = _benchmark_csv(tmp_path, "2pl", 25, 70, seed=12)
-    common = ["compare", str(path), "--specs", "rasch,2pl", "--method", "laplace", "--kfold", "never",
+    common = ["compare", str(path), "--specs", "rasch,2pl", "--method", "advi", "--kfold", "never",
               "--draws", "200"]
     assert main([*common, "--out", str(tmp_path / "stack")]) == 0
     assert main([*common, "--weights", "pseudo-bma+", "--out", str(tmp_path / "pbma")]) == 0
