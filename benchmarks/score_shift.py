@@ -134,7 +134,8 @@ def markdown(result: dict) -> str:
     lines = ["# `score` under distribution shift: coverage of the 90% intervals", "",
              f"{result['date']}, {result['machine']} (shared with other jobs: loaded); bayesirt "
              f"{result['source'].get('head', '')[:10]}.", "", f"Command: `{result['command']}`", "",
-             f"Bank: each configuration's spec (SPEC:METHOD, {s['configs']}) by MAP-EM with standard errors on the calibration models, {s['draws']} Laplace "
+             f"Bank: each configuration's spec (SPEC:METHOD, {s['configs']}) by MAP-EM with standard errors on the "
+             f"calibration models, {s['draws']} Laplace "
              f"draws, its calibration responses kept; test: the {s['k']} items `select` picks with METHOD (default: "
              "its default); each "
              f"scored model answers only those; `score` defaults (calibrated interval, extrapolation "
@@ -145,7 +146,8 @@ def markdown(result: dict) -> str:
              "split. Bias and RMSE of the predicted accuracy in percentage points.", ""]
     if result.get("skipped"):
         lines += [f"Skipped: {result['skipped']}", ""]
-    lines += ["| data | models x items | split bank method | coverage (95% CI) | in .85-.95 | bias pp | RMSE pp | width pp | "
+    lines += ["| data | models x items | split bank method | coverage (95% CI) | in .85-.95 | bias pp | RMSE pp | "
+              "width pp | "
               "outside support | widened | coverage outside / inside | model-based coverage | s |",
               "|" + "---|" * 13]
     for d in result["data"]:

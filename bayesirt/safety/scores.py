@@ -190,7 +190,8 @@ def _warnings(bank, pred, fit, outside, y, model_ids, edge) -> list[str]:
     floor = guessing_floor(bank) if above.any() else None
     if floor is not None:
         warnings.append(f"the bank has no lower asymptote but the weakest tenth of its calibration cohort answers "
-                        f"{floor:.0%} correctly (a floor such as multiple-choice guessing): a 1PL/2PL bank flattens the "
+                        f"{floor:.0%} correctly (a floor such as multiple-choice guessing): a 1PL/2PL bank flattens "
+                        "the "
                         f"items the cohort answers near that floor and predicts the {int(above.sum())} model(s) above "
                         "the cohort too low (Open LLM Leaderboard ARC/MMLU: -7 to -11 pp); fit the bank as 3PL "
                         "(bayesirt mml --model 3pl) and select with --method extended to score models stronger than "

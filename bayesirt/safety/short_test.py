@@ -43,7 +43,7 @@ from collections.abc import Mapping
 import numpy as np
 from scipy.special import logsumexp
 
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
 from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHODS
@@ -97,11 +97,11 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
         return static_test(point.discrimination, point.intercept, bank.abilities, budget, guessing=point.guessing,
                            slip=point.slip, groups=groups, quotas=quotas, design="max_information")
     if method == "extended" and groups is not None:
-        raise BayesIRTError("method='extended' takes no item_group quotas (stratify, quotas): its upper block is chosen "
-                            "by ability alone; use method='score' with quotas")
+        raise ConfigError("select_items: method='extended' takes no item_group quotas (stratify, quotas): its upper "
+                          "block is chosen by ability alone; use method='score' with quotas")
     if bank.calibration is None:
-        raise BayesIRTError(f"method={method!r} needs the bank's calibration responses (a posterior.nc carries them; with an "
-                            "mml.nc pass calibration=the fitted data, --calibration); or use method='information'")
+        raise BayesIRTError(f"method={method!r} needs the bank's calibration responses (a posterior.nc carries them; "
+                            "with an mml.nc pass calibration=the fitted data, --calibration); or use method='information'")
     y = bank.calibration["responses"].transpose("item", "model").values.astype(np.int8)
     if y.shape[1] > max_models:
         y = y[:, np.sort(np.random.default_rng(seed).choice(y.shape[1], size=max_models, replace=False))]
