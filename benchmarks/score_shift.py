@@ -146,6 +146,10 @@ def markdown(result: dict) -> str:
              "split. Bias and RMSE of the predicted accuracy in percentage points.", ""]
     if result.get("skipped"):
         lines += [f"Skipped: {result['skipped']}", ""]
+    lines += ["Reference, the default workflow (2PL bank, `select`'s default `score` selection; bayesirt 3c665ea, "
+              "the earlier version of this file): shift coverage GSM8K .916, ARC .342, MMLU .346, simulated 3PL .848. "
+              "Configurations below are SPEC METHOD (`default`: `select`'s default). Why the 2PL bank misses on "
+              "ARC/MMLU: `benchmarks/results/score_shift_diagnose.md`.", ""]
     lines += ["| data | models x items | split bank method | coverage (95% CI) | in .85-.95 | bias pp | RMSE pp | "
               "width pp | "
               "outside support | widened | coverage outside / inside | model-based coverage | s |",
