@@ -7,7 +7,11 @@ by full score (as ``benchmarks/score_shift.py``) and the strongest 20% are exami
   estimates) and its accuracy predicted from the curves at that ability; the bias (predicted minus actual,
   percentage points) is the error of the bank's mapping from ability to accuracy, no item choice involved;
 - ``half -> half``: the ability from a random half of the items (seed 1) predicts the accuracy on the other
-  half: the error of carrying the curves to items the model did not answer.
+  half: the error of carrying the curves to items the model did not answer;
+- ``half -> half, true score``: the same with the ability that matches the model's proportion correct on the
+  first half (the test characteristic curve, ``mean_j P_j(theta) = observed accuracy``) instead of the EAP, which
+  matches the discrimination-weighted score: a candidate fix (not used by ``score``) when the strong models'
+  answers do not have the shape the cohort's curves give them.
 
 Usage: ``OMP_NUM_THREADS=1 nice python benchmarks/score_shift_diagnose.py`` (writes
 ``benchmarks/results/score_shift_diagnose.{json,md}``; skipped, said so, without ``../shared/data``).
@@ -41,12 +45,22 @@ def _mapping_bias(point, y, rows, target_rows) -> float:
     return float(100 * (p.mean(0) - (y[target_rows] == 1).mean(0)).mean())
 
 
+def _true_score_bias(point, y, rows, target_rows) -> float:
+    grid = np.linspace(-6.0, 14.0, 2001)
+    p = probability(point.discrimination[:, None] * grid[None] + point.intercept[:, None], point.guessing[:, None],
+                    point.slip[:, None])
+    at = np.clip(np.searchsorted(p[rows].mean(0), (y[rows] == 1).mean(0)), 0, grid.size - 1)
+    return float(100 * (p[target_rows][:, at].mean(0) - (y[target_rows] == 1).mean(0)).mean())
+
+
 def markdown(result: dict) -> str:
     lines = ["# Why `score` misses under shift: the bank's curves above the cohort", "",
              f"{result['date']}, {result['machine']}; bayesirt {result['source'].get('head', '')[:10]}.", "",
              f"Command: `{result['command']}`", "", __doc__.split("\n\n")[1].replace("\n", " "), "",
-             "| data | bank | mapping bias, ability from all items (pp) | half -> half bias (pp) | s |", "|---|---|---|---|---|"]
+             "| data | bank | mapping bias, ability from all items (pp) | half -> half bias (pp) | "
+             "half -> half, true score (pp) | s |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['data']} | {r['spec']} | {r['all_items_bias_pp']:+.2f} | {r['half_bias_pp']:+.2f} | "
+              f"{r['true_score_half_bias_pp']:+.2f} | "
               f"{r['seconds']:.0f} |" for r in result["rows"]]
     return "\n".join(lines) + "\n"
 
@@ -76,6 +90,8 @@ def main(argv=None) -> None:
             row = {"data": name, "spec": spec,
                    "all_items_bias_pp": _mapping_bias(point, yt, np.arange(n), np.arange(n)),
                    "half_bias_pp": _mapping_bias(point, yt, np.sort(half[: n // 2]), np.sort(half[n // 2:])),
+                   "true_score_half_bias_pp": _true_score_bias(point, yt, np.sort(half[: n // 2]),
+                                                               np.sort(half[n // 2:])),
                    "seconds": time.time() - t0}
             result["rows"].append(row)
             print(row, flush=True)
