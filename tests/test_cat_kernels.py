@@ -86,7 +86,7 @@ def test_fixed_test_eap_matches_the_reference():
     nodes, logw = ability_grid(241)
     lp, lq = bank.log_pq(nodes)
     tests = np.array([[3, 7, 1, -1, -1], [0, 1, 2, 3, 4], [39, 20, 10, 5, -1]])
-    theta, sd = fixed_test_eap(y, tests, lp, lq, nodes, logw)
+    theta, sd = fixed_test_eap(y, tests, bank, nodes, logw)
     for r, test in enumerate(tests):
         for m in range(y.shape[1]):
             log_post = logw.copy()

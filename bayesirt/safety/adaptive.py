@@ -285,8 +285,7 @@ def score_test(responses, discrimination, intercept, items=None, *, guessing=0.0
     if items is not None:
         bank = bank.subset(items)
     nodes, logw = ability_grid(points, prior_mean=prior_mean, prior_sd=prior_sd)
-    eap = Abilities(*(x[0] for x in fixed_test_eap(y, np.arange(bank.n_items)[None, :], *bank.log_pq(nodes), nodes,
-                                                   logw)))
+    eap = Abilities(*(x[0] for x in fixed_test_eap(y, np.arange(bank.n_items)[None, :], bank, nodes, logw)))
     if method == "eap":
         return eap
     return _map(y, [x[:, None] for x in bank], eap.theta, float(prior_mean), float(prior_sd))

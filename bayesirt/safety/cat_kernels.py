@@ -58,24 +58,45 @@ def _posterior_moments(log_post, nodes, weights):
 
 
 @numba.njit(fastmath=_FASTMATH, cache=True)
-def _fixed_test_eap(y_t, tests, lp, lq, nodes, log_w):
+def _fixed_test_eap(y_t, tests, lp, lq, nodes, log_w, a, d, linear):
     """EAP and posterior SD of every respondent (rows of ``y_t``, (models, items) int8) on every test
-    (rows of ``tests``, item indices padded with -1), shape (tests, models) each."""
+    (rows of ``tests``, item indices padded with -1), shape (tests, models) each.
+
+    The log posterior at node q is ``log_w + sum_obs lq[j] + sum_correct (lp[j] - lq[j])``. The first
+    two terms are the same for every respondent who answered every item of the test (formed once per
+    test); with ``linear`` (a 2PL: ``lp - lq`` is the logit ``a_j theta + d_j``) the last is
+    ``theta_q * sum a_j + sum d_j`` over the correct items, so such a respondent costs one pass over
+    its items and one over the nodes, not their product. Others add their rows one by one."""
     n_tests, n_models = tests.shape[0], y_t.shape[0]
     theta, sd = np.empty((n_tests, n_models)), np.empty((n_tests, n_models))
-    acc, weights = np.empty(nodes.size), np.empty(nodes.size)
+    acc, base, weights = np.empty(nodes.size), np.empty(nodes.size), np.empty(nodes.size)
     for r in range(n_tests):
+        base[:] = log_w
+        length = 0
+        while length < tests.shape[1] and tests[r, length] >= 0:
+            base += lq[tests[r, length]]
+            length += 1
         for m in range(n_models):
-            acc[:] = log_w
-            for i in range(tests.shape[1]):
-                j = tests[r, i]
-                if j < 0:
-                    break
-                v = y_t[m, j]
-                if v == 1:
-                    acc += lp[j]
-                elif v == 0:
-                    acc += lq[j]
+            complete, slope, shift = True, 0.0, 0.0
+            for i in range(length):
+                v = y_t[m, tests[r, i]]
+                if v < 0:
+                    complete = False
+                elif v == 1:
+                    slope += a[tests[r, i]]
+                    shift += d[tests[r, i]]
+            if complete and linear:
+                for q in range(nodes.size):
+                    acc[q] = base[q] + nodes[q] * slope + shift
+            else:
+                acc[:] = log_w
+                for i in range(length):
+                    j = tests[r, i]
+                    v = y_t[m, j]
+                    if v == 1:
+                        acc += lp[j]
+                    elif v == 0:
+                        acc += lq[j]
             theta[r, m], sd[r, m], _ = _posterior_moments(acc, nodes, weights)
     return theta, sd
 
@@ -136,7 +157,7 @@ def _fresh():
     return _fixed_test_eap, _fisher_cat
 
 
-def fixed_test_eap(y, tests, lp, lq, nodes, log_w) -> tuple[np.ndarray, np.ndarray]:
+def fixed_test_eap(y, tests, bank, nodes, log_w, lp=None, lq=None) -> tuple[np.ndarray, np.ndarray]:
     """EAP and posterior SD of every respondent on every fixed test.
 
     Parameters
@@ -145,18 +166,24 @@ def fixed_test_eap(y, tests, lp, lq, nodes, log_w) -> tuple[np.ndarray, np.ndarr
         ``1``/``0``/``-1`` (missing: contributes nothing).
     tests : ndarray of int, shape (n_tests, length)
         Item indices of each test; ``-1`` pads shorter tests.
-    lp, lq : ndarray, shape (n_items, n_nodes)
-        ``log P`` and ``log(1 - P)`` of every item at every grid node.
+    bank : ItemBank
+        The items (:class:`~bayesirt.models.information.ItemBank`).
     nodes, log_w : ndarray, shape (n_nodes,)
         The ability grid and the log prior weights.
+    lp, lq : ndarray, shape (n_items, n_nodes), optional
+        ``bank.log_pq(nodes)``, when the caller has it.
 
     Returns
     -------
     theta, sd : ndarray, shape (n_tests, n_models)
     """
     kernel = _fresh()[0]
+    if lp is None or lq is None:
+        lp, lq = bank.log_pq(nodes)
+    linear = not (np.any(bank.guessing) or np.any(bank.slip))
     return kernel(np.ascontiguousarray(np.asarray(y, dtype=np.int8).T), np.ascontiguousarray(tests, dtype=np.int64),
-                  *(np.ascontiguousarray(x, dtype=float) for x in (lp, lq, nodes, log_w)))
+                  *(np.ascontiguousarray(x, dtype=float) for x in (lp, lq, nodes, log_w, bank.discrimination,
+                                                                   bank.intercept)), linear)
 
 
 def fisher_cat(y, bank, lp, lq, nodes, log_w, budget: int, path=None, min_sd=None):

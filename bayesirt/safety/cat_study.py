@@ -195,7 +195,7 @@ def _reduced_score(y: np.ndarray, items: np.ndarray, bank, theta: np.ndarray) ->
 def _metrics(predict, score, theta, full, theta_full, test) -> tuple[float, float, float]:
     pred = predict(score[test], theta[test])
     rmse = float(np.sqrt(np.mean((pred - full[test]) ** 2)))
-    rho = stats.spearmanr(pred, full[test]).statistic if np.ptp(pred) > 0 else np.nan
+    rho = np.corrcoef(stats.rankdata(pred), stats.rankdata(full[test]))[0, 1] if np.ptp(pred) > 0 else np.nan  # Spearman
     return rmse, float(rho), float(np.sqrt(np.mean((theta[test] - theta_full[test]) ** 2)))
 
 
@@ -216,7 +216,7 @@ def _one_split(task: dict) -> dict:
     balance = task["quotas"] and np.unique(groups).size > 1
     full = full_score(y, ds["item_group"].values, task["target"])
     nodes, log_w = ability_grid()  # score_test's grid, for every fixed test of the split at once
-    grid = (*bank.log_pq(nodes), nodes, log_w)
+    grid = (bank, nodes, log_w, *bank.log_pq(nodes))
     theta_full = fixed_test_eap(y_u, np.arange(bank.n_items)[None, :], *grid)[0][0]
     out = {m: np.full((len(budgets), 3), np.nan) for m in DESIGNS}
     out["random_all"] = np.full((len(budgets), n_random, 3), np.nan)
