@@ -96,3 +96,35 @@ def test_fixed_test_eap_matches_the_reference():
             assert theta[r, m] == pytest.approx(ref[0], abs=1e-12) and sd[r, m] == pytest.approx(ref[1], rel=1e-11)
     one = score_test(y, *bank[:2], tests[1])
     np.testing.assert_array_equal(one.theta, theta[1])
+
+
+def test_fixed_test_eap_with_guessing_adds_rows():
+    bank, y = _bank_and_responses(seed=6, missing=0.0, guessing=0.2)
+    nodes, logw = ability_grid(241)
+    lp, lq = bank.log_pq(nodes)
+    test = np.array([[5, 6, 7, 8]])
+    theta = fixed_test_eap(y, test, bank, nodes, logw)[0][0]
+    for m in range(y.shape[1]):
+        log_post = logw + sum(lp[j] if y[j, m] == 1 else lq[j] for j in test[0])
+        assert theta[m] == pytest.approx(_eap_reference(log_post, nodes)[0], abs=1e-12)
+
+
+def test_score_calibration_is_the_scikit_learn_pipeline():
+    """The written-out spline + ridge equals SplineTransformer + Ridge (the study's former pipeline),
+    inside and beyond the calibration range."""
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import SplineTransformer
+
+    from bayesirt.safety.cat_study import score_calibration
+
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        s, t = rng.integers(0, 26, 500) / 25, rng.normal(0, 1.3, 500)
+        y = np.clip(0.2 + 0.5 * s + 0.05 * t + rng.normal(0, 0.05, 500), 0, 1)
+        old = make_pipeline(SplineTransformer(n_knots=5, degree=3, extrapolation="linear"), Ridge(alpha=1e-3))
+        old.fit(np.c_[s, t], y)
+        s2, t2 = rng.uniform(-0.3, 1.3, 300), rng.normal(0, 2.5, 300)
+        assert ((s2 < 0) | (s2 > 1)).any() and (np.abs(t2) > np.abs(t).max()).any()  # extrapolates
+        np.testing.assert_allclose(score_calibration(s, t, y)(s2, t2), np.clip(old.predict(np.c_[s2, t2]), 0, 1),
+                                   rtol=0, atol=1e-12)

@@ -195,7 +195,10 @@ def _reduced_score(y: np.ndarray, items: np.ndarray, bank, theta: np.ndarray) ->
 def _metrics(predict, score, theta, full, theta_full, test) -> tuple[float, float, float]:
     pred = predict(score[test], theta[test])
     rmse = float(np.sqrt(np.mean((pred - full[test]) ** 2)))
-    rho = np.corrcoef(stats.rankdata(pred), stats.rankdata(full[test]))[0, 1] if np.ptp(pred) > 0 else np.nan  # Spearman
+    # Spearman's rho; predictions equal in exact arithmetic (items with equal parameters swapped, a set
+    # given in another order) differ by rounding only: 10 decimals make them ties whatever the summation order
+    rho = np.corrcoef(stats.rankdata(np.round(pred, 10)), stats.rankdata(full[test]))[0, 1] if np.ptp(pred) > 0 \
+        else np.nan
     return rmse, float(rho), float(np.sqrt(np.mean((theta[test] - theta_full[test]) ** 2)))
 
 
