@@ -71,7 +71,8 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
     share = info.get("called_mcnemar_p_le_10")
     lines = ["## Near-tie leaderboard with uncertainty (Bayesian layer)", "",
              f"Every eligible near-tie pair of both folds ({info['pairs']:,}; eligible as in the primary result: tied "
-             "under neither the full nor the low-DIF anchor score), model a being the one with the higher full score "
+             "under neither the full nor the low-DIF anchor score), model a being the one ahead on the gap the pair was "
+             "selected on (the full score; with missing cells the items both answered, `both_gap_pp`) "
              f"(target half, {info.get('item_groups', 1)} item group(s)). All pairs: `near_ties.csv`. What each "
              "column is:", "",
              *[f"- `{name}`: {note}." for name, note in COLUMN_NOTES.items()], "",
@@ -106,7 +107,7 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
             continue
         by, ascending = _ORDER[category]
         top = sel.sort_values(by, ascending=ascending, kind="stable").head(TOP_PAIRS)
-        shown = pd.DataFrame({"fold": top["fold"], "a (higher full score)": top["model_a"] + " (" + top["family_a"] + ")",
+        shown = pd.DataFrame({"fold": top["fold"], "a (ahead on the selection gap)": top["model_a"] + " (" + top["family_a"] + ")",
                               "b": top["model_b"] + " (" + top["family_b"] + ")",
                               "full gap, pp (90% accuracy-gap interval)": [
                                   f"{g:+.2f} ({lo:+.1f} to {hi:+.1f})" + _gap_mark(g, lo, hi, record, notes)

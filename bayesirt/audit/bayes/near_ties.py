@@ -1,6 +1,7 @@
 """Near-tie leaderboard with uncertainty (the Bayesian layer of the audit, issues 19 and 29).
 
-Every eligible near-tie pair of both folds gets, model a being the one with the higher full score:
+Every eligible near-tie pair of both folds gets, model a being the one ahead on the pair's selection gap
+(the full score with complete data, the items both answered with missing cells):
 
 * ``prob_a_ahead``, ``gap_lower_pp``, ``gap_upper_pp``: is a ahead on the leaderboard's own score?
   The posterior probability that a's expected accuracy on the item population exceeds b's, and
@@ -35,16 +36,16 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   (:data:`bayesirt.audit.bayes.posterior.CONDITIONAL`).
 
 A pair is listed when it is eligible in the deterministic audit (tied under neither the full nor
-the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so with complete data the table
-has exactly ``eligible_pairs`` rows. With missing cells the audit's near ties are chosen on each
-model's own items while ``prob_a_ahead`` sees only the items both answered (``both_gap_pp`` is the
-gap on those): a pair chosen as a 1 pp tie on extra items the posterior ignores is selected on data
-the posterior does not condition on, and its orientation (a the higher full score) leaks them too.
-``benchmarks/audit_calibration.md`` measures it (issue 46): called pairs in the true order .93 /
-.91 / .89 at 10 / 20 / 30% missing, pairs stated at .25-.29 truly ahead about half the time;
-listing only pairs that are also both-answered near ties in the same direction did not help (.90,
-.89), selecting on the both-answered gap alone (which the audit's frozen pairs do not allow) gave
-.94 / .92 / .87 on few calls. Read ``prob_a_ahead`` of a pair with missing cells with that in mind.
+the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table has exactly
+``eligible_pairs`` rows. With missing cells the near ties are selected on the gap on the items both
+models answered in the target half (``both_gap_pp``; :func:`bayesirt.audit.engine.ranking.both_answered_gaps`,
+issue 46) and model a is the one ahead on that gap: the same items ``prob_a_ahead`` conditions on.
+Before, pairs were chosen and oriented on each model's own full score, i.e. on items the posterior
+ignores, and called pairs were in the true order only .85-.90 of the time at 10-30% missing
+(``benchmarks/audit_calibration.md``). This changes the audit's pair set with missing cells (a
+deterministic change: the primary, within-family and threshold-curve pair sets all select on the
+both-answered gap); with complete data the two gaps are equal and nothing changes. Reversals are
+still read on the models' scores (full against low-DIF anchor score).
 
 ``dif_p`` (:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p`, issue 46) is reported beside
 ``excess_p`` and decides no category: the per-pair randomization p of the alignment between the items a wins over b and
@@ -86,7 +87,7 @@ from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.parallel import spawn_seeds
 
-__all__ = ["add_near_ties", "both_answered_gaps", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
+__all__ = ["add_near_ties", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
            "near_ties_dataset", "excess_interval", "excess_p", "CATEGORIES", "RESOLVED", "ROBUST", "SENSITIVE_P", "COLUMNS",
            "COLUMN_NOTES"]
 
@@ -114,8 +115,9 @@ COLUMN_NOTES = {
     "prob_a_ahead_mcse": "Monte Carlo standard error of prob_a_ahead (0 with one stratum, where it is exact); a call "
                          "within about 2 MCSE of .95 or .05 can change with the seed",
     "both_gap_pp": "a's accuracy minus b's on the items both answered in the target half (the paired model's "
-                   "items), percentage points; differs from full_gap_pp only with missing cells, where the pair was "
-                   "chosen on full_gap_pp and prob_a_ahead can overstate (benchmarks/audit_calibration.md)",
+                   "items), percentage points: the gap the near ties are selected and oriented on (with complete "
+                   "data equal to full_gap_pp; with missing cells full_gap_pp, each model's own items, can differ "
+                   "and even have the other sign)",
     "gap_lower_pp": "5% posterior quantile of that accuracy gap A_a - A_b, percentage points (same model)",
     "gap_upper_pp": "95% posterior quantile of that accuracy gap, percentage points (same model)",
     "mcnemar_p": "exact two-sided McNemar p of the discordant items (n10 a right b wrong, n01 the reverse), items "
@@ -212,7 +214,7 @@ def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, *, resolved: f
                robust: float = ROBUST, sensitive: float = SENSITIVE_P) -> np.ndarray:
     """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). Resolved
     means called either way: prob_a_ahead >= ``resolved`` or <= 1 - ``resolved`` (b ahead on
-    accuracy although a has the higher full score, possible only through missing responses). A NaN
+    accuracy although a leads on the selection gap, possible only through missing responses or the strata weights). A NaN
     random rate (no controls) is never robust nor DIF-sensitive."""
     ahead, rev = np.asarray(prob_a_ahead, dtype=float), np.asarray(prob_reversal, dtype=float)
     rnd = np.asarray(random_reversal_rate, dtype=float)
@@ -243,20 +245,6 @@ def excess_interval(reversed_, control_rate) -> tuple[np.ndarray, np.ndarray, np
     mean = e.mean(axis=0)
     half = _Z90 * e.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros_like(mean)
     return mean, mean - half, mean + half
-
-
-def both_answered_gaps(y, observed, a, b) -> np.ndarray:
-    """Accuracy of model a minus model b on the items both answered, per pair (NaN without one)."""
-    a, b = np.asarray(a, dtype=np.intp), np.asarray(b, dtype=np.intp)
-    out = np.empty(a.size)
-    step = max(1, _CHUNK // max(1, y.shape[0]))
-    for start in range(0, a.size, step):
-        s = slice(start, start + step)
-        both = observed[:, a[s]] & observed[:, b[s]]
-        diff = np.where(both, (y[:, a[s]] == 1).astype(np.int8) - (y[:, b[s]] == 1), 0).sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[s] = diff / both.sum(axis=0)
-    return out
 
 
 def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0) -> pd.DataFrame:
@@ -299,9 +287,12 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
                 and np.array_equal(post["model_j"].values.astype(str), ids[j])):
             raise DataError(f"fold {f.audit_fold}: the posterior's pairs are not the fold's frozen pairs")
         eligible, _ = pair_reversals(full, t["anchor"].to_numpy(float), (i, j))
-        first = full[i] > full[j]
+        # a leads on the gap the pair was selected on: the both-answered gap with missing cells (the paired
+        # posterior's items; ranking module notes), the full-score gap (equal to it) with complete data
+        gap = full[i] - full[j] if f.pair_gaps is None else f.pair_gaps[i, j]
+        first = gap > 0
         columns = np.asarray(f.target_index)
-        both = both_answered_gaps(y[:, columns], observed[:, columns], np.where(first, i, j), np.where(first, j, i))
+        both = np.abs(gap)
         a, b = np.where(first, i, j)[eligible], np.where(first, j, i)[eligible]
         pos_a, pos_b = index.get_indexer(ids[a]), index.get_indexer(ids[b])
         if (pos_a < 0).any() or (pos_b < 0).any():
@@ -351,7 +342,7 @@ def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed) 
 def near_ties_summary(table: pd.DataFrame) -> dict:
     """Counts of the categories (all of them, zeros included), the number of pairs,
     ``b_ahead_resolved`` (pairs with prob_a_ahead <= 1 - :data:`RESOLVED`: b credibly ahead on
-    accuracy although a has the higher full score, possible only through missing responses),
+    accuracy although a leads on the selection gap, possible only through missing responses or the strata weights),
     ``called`` (prob_a_ahead >= .95 or <= .05) and ``called_mcnemar_p_le_10`` (the share of them
     whose McNemar p is <= .10), ``calls_within_2_mcse`` (calls within 2 Monte Carlo SE of the
     threshold: the seed can change them) and ``prob_a_ahead_mcse_max``, ``dif_sensitive_any``
