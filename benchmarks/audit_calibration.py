@@ -17,9 +17,10 @@ group are correlated. Generators the paired model does not assume and the 2PL do
 Truth: A_m = sum_g (n_g / N) E_{new items of group g}[P(right)] over :data:`FRESH` fresh items per
 group (fresh testlets for ``testlets``; common random numbers across models). Cells are missing
 completely at random at 0-30%. Pairs: all model pairs within 1 pp (the audit's near ties) and
-within :data:`WIDE` (where pairs get called), selected and oriented three ways: ``full`` (each
-model's own-item score, what the audit did before), ``both`` (the gap on the items both answered:
-the paired posterior's items) and ``both_and_full`` (in the band on both gaps, same sign).
+within 3 and 5 pp (where pairs get called), chosen by the audit's own
+:func:`~bayesirt.audit.engine.ranking.near_tie_pairs` and oriented two ways: ``both``, the audit's
+rule since issue 46 (the gap on the items both answered: the paired posterior's items), and
+``full``, its rule before (each model's own-item score). With complete data both are the same pairs.
 Reported: coverage of the 90% gap interval; the share of called pairs (P >= .95 or <= .05) in the
 true order; the mean stated P(a ahead) and the observed share truly ahead among pairs stated at
 .05-.35 (orientation leak); the mean Monte Carlo standard error and the share of calls that change
@@ -61,7 +62,9 @@ LEVEL = 0.95
 KINDS = ("3pl", "2d", "heterogeneous", "testlets")
 SIZES = (1, 2, 4, 10, "mixed")
 MISSING = (0.0, 0.1, 0.2, 0.3)
-SELECTIONS = ("full", "both", "both_and_full")
+SELECTIONS = ("full", "both")
+#: Bands of the reported rows: the audit's 1 pp, and wider ones where pairs get called.
+BANDS = (EPSILON, WIDE, 0.05)
 TESTLET = 5
 
 
@@ -136,18 +139,17 @@ def both_gaps(y, observed) -> tuple[np.ndarray, np.ndarray]:
     return gap, right.sum(axis=0) / observed.sum(axis=0)
 
 
-def select(selection, gap, full, band) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (a, b), a ahead on the selection's own gap, 0 < |gap| <= band."""
-    i, j = np.triu_indices(full.size, 1)
-    g_full, g_both = full[i] - full[j], gap[i, j]
-    ok = lambda g: (np.abs(g) > 1e-12) & (np.abs(g) <= band + 1e-9)  # noqa: E731
-    if selection == "full":
-        keep, lead = ok(g_full), g_full
-    elif selection == "both":
-        keep, lead = ok(g_both), g_both
-    else:
-        keep, lead = ok(g_full) & ok(g_both) & (np.sign(g_full) == np.sign(g_both)), g_both
-    i, j, lead = i[keep], j[keep], lead[keep]
+def select(selection, y, observed, full, band) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (a, b), a ahead on the selection's own gap, 0 < |gap| <= band, chosen by the audit's
+    :func:`~bayesirt.audit.engine.ranking.near_tie_pairs` (every model its own owner and family):
+    ``both`` as the audit selects since issue 46 (the both-answered gaps with missing cells),
+    ``full`` as it did before (each model's own-item score)."""
+    from bayesirt.audit.engine.ranking import both_answered_gaps, near_tie_pairs
+
+    labels = np.arange(full.size)
+    gaps = both_answered_gaps(y, observed) if selection == "both" else None
+    i, j = near_tie_pairs(full, labels, labels, epsilon=band, gaps=gaps)
+    lead = full[i] - full[j] if gaps is None else gaps[i, j]
     return np.where(lead > 0, i, j), np.where(lead > 0, j, i)
 
 
@@ -161,14 +163,14 @@ def paired_rows(kind, size, seed) -> list[dict]:
         observed = np.random.default_rng(seed + 77).random(sim["y"].shape) >= missing
         y = np.where(observed, sim["y"], 0)
         gap, full = both_gaps(y, observed)
-        for selection in SELECTIONS if missing else ("both",):
-            a, b = select(selection, gap, full, WIDE)
+        for selection in SELECTIONS if missing else ("both",):  # the same pairs with complete data
+            a, b = select(selection, y, observed, full, max(BANDS))
             counts = discordant_counts(y, observed, stratum, (a, b))
             t = paired_accuracy(*counts, weights=weights, seed=seed)
             t2 = paired_accuracy(*counts, weights=weights, seed=seed + 1) if selection == "both" else t  # seed flips
             truth = sim["truth"][a] - sim["truth"][b]
             own = gap[a, b] if selection != "full" else full[a] - full[b]
-            for band, sel in (("1 pp", np.abs(own) <= EPSILON + 1e-9), (f"{100 * WIDE:g} pp", np.ones(a.size, bool))):
+            for band, sel in ((f"{100 * e:g} pp", np.abs(own) <= e + 1e-9) for e in BANDS):
                 p, p2, tr = t["prob_a_ahead"].to_numpy()[sel], t2["prob_a_ahead"].to_numpy()[sel], truth[sel]
                 call = np.where(p >= LEVEL, 1, np.where(p <= 1 - LEVEL, -1, 0))
                 call2 = np.where(p2 >= LEVEL, 1, np.where(p2 <= 1 - LEVEL, -1, 0))
@@ -210,11 +212,20 @@ def _pct(x) -> str:
 
 
 def _pooled_lines(rows) -> list[str]:
-    """The 3 pp rows pooled over the four generators, by selection, missing share and group size."""
-    lines = ["Pooled over the four generators (3 pp band):", "",
-             "| selection | missing | group size | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
-             "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
-    for s in summarize_paired([r | {"kind": "all"} for r in rows if r["band"] == f"{100 * WIDE:g} pp"]):
+    """The rows pooled over the four generators and group sizes (the acceptance table: by band,
+    selection and missing share), then the widest band's rows pooled over the generators by group size."""
+    head = ["| band | selection | missing | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
+            "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["Pooled over the four generators and the five group sizes:", "", *head]
+    for s in summarize_paired([r | {"kind": "all", "size": "all"} for r in rows]):
+        lines.append(f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['pairs']:,} | "
+                     f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
+                     f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")
+    wide = f"{100 * max(BANDS):g} pp"
+    lines += ["", f"Pooled over the four generators ({wide} band):", "",
+              "| selection | missing | group size | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
+              "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in summarize_paired([r | {"kind": "all"} for r in rows if r["band"] == wide]):
         lines.append(f"| {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['pairs']:,} | "
                      f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
                      f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")

@@ -78,7 +78,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.bayes.pair_dif import PERMUTATIONS, pair_dif_p
-from bayesirt.audit.bayes.paired import MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
+from bayesirt.audit.bayes.paired import CALL_LEVEL, MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
 from bayesirt.audit.engine.ranking import pair_reversals
 from bayesirt.audit.engine.result import AuditResult
 from bayesirt.data.responses import MISSING
@@ -91,8 +91,9 @@ __all__ = ["add_near_ties", "check_ability_spec", "fit_abilities", "near_tie_tab
            "near_ties_dataset", "excess_interval", "excess_p", "CATEGORIES", "RESOLVED", "ROBUST", "SENSITIVE_P", "COLUMNS",
            "COLUMN_NOTES"]
 
-#: prob_a_ahead (accuracy) from which the data resolve a pair's ordering.
-RESOLVED = 0.95
+#: prob_a_ahead (accuracy) from which the data resolve a pair's ordering (the paired model's call level, where its
+#: borderline pairs get more draws).
+RESOLVED = CALL_LEVEL
 #: prob_reversal and random_reversal_rate up to which a resolved ordering counts as composition-robust.
 ROBUST = 0.05
 #: excess_p up to which a resolved ordering is DIF-sensitive.
