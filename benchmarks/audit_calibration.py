@@ -257,15 +257,10 @@ def markdown(result: dict) -> str:
                      f"{s['benchmarks']} | 0 | | | | | | |")
     dif = result.get("composition")
     if dif:
-        lines += ["", "## dif_p: per-pair randomization p of the alignment with the families' residual DIF (reference column, no category)", "",
-                  "| design | benchmarks | pairs | flagged (p <= .05) | DIF-ordered pairs | flagged among them (recall) | "
-                  "flagged among the others | old excess_p <= .05 | smallest attainable p |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for s in dif["summary"]:
-            lines.append(f"| {s['design']} | {s['benchmarks']} | {s['pairs']:,} | {s['flagged']:,} ({_pct(s['flag_rate'])}) | "
-                         f"{s['dif_pairs']:,} | {_pct(s['recall'])} | {_pct(s['other_flag_rate'])} | {s['old_flagged']:,} | "
-                         f"{s['p_floor']:.4f} |")
-        lines += ["", dif["note"]]
+        from audit_composition import markdown_lines  # noqa: E402 (part 2, its own module)
+
+        lines += ["", "## DIF-sensitive rule (dif_sensitive: Benjamini-Hochberg adjusted dif_p <= .05)", "",
+                  *markdown_lines(dif)]
     return "\n".join(lines) + "\n"
 
 
