@@ -26,12 +26,10 @@ true order; the mean stated P(a ahead) and the observed share truly ahead among 
 .05-.35 (orientation leak); the mean Monte Carlo standard error and the share of calls that change
 with the seed of the paired model's draws.
 
-Part 2, the composition p (``composition_p``) of the audit's near-tie table on
-``simulate_dif_benchmark`` designs (NT's five families, audits with the Bayesian layer): the share
-of pairs flagged (p <= .05) under the target-side null of ``benchmarks/audit_null_power.py``, and
-at the strong-DIF design (zero-sum DIF sd 1.2 on half of the items, every model) the share flagged
-among pairs whose true order is DIF's (the pair's order in expected accuracy with DIF differs from
-the order without it: recall) and among the others.
+Part 2 (``--dif-benchmarks``), the DIF-sensitive rule of the audit's near-tie table
+(``dif_sensitive``: the Benjamini-Hochberg adjusted per-pair ``dif_p``) on ``simulate_dif_benchmark``
+designs: :mod:`audit_composition` (which also runs alone and writes
+``benchmarks/results/audit_composition.md``).
 
 Usage::
 

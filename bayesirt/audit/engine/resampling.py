@@ -299,12 +299,13 @@ def matched_random_controls(folds, *, replicates: int = option(1000, "matched ra
     packed, names = pack_folds(folds, "matched_random_controls")
     for h, fold in enumerate(packed):
         i, j = fold.pair_sets[0]
-        gaps = both_answered_gaps(*fold.responses())  # with missing cells the pairs are chosen on these (ranking notes)
-        gap = np.abs(fold.full[i] - fold.full[j] if gaps is None else gaps[i, j])
+        gap = np.abs(fold.full[i] - fold.full[j])
+        gaps = both_answered_gaps(*fold.responses())  # with missing cells the audit chooses pairs on these (ranking notes)
+        if gaps is not None:  # a pair is in the band on either gap
+            gap = np.fmin(gap, np.abs(gaps[i, j]))
         if gap.size and gap.max() > epsilon + GAP_TOLERANCE:
-            raise DataError(f"fold {h}: the primary pairs have {'full-score' if gaps is None else 'both-answered'} gaps "
-                            f"up to {gap.max():.6g}, more than epsilon={epsilon:g}; pass the epsilon the pairs were "
-                            "frozen with")
+            raise DataError(f"fold {h}: the primary pairs have full-score gaps up to {gap.max():.6g}, more than "
+                            f"epsilon={epsilon:g}; pass the epsilon the pairs were frozen with")
     fold_seeds = spawn_seeds(seed, len(packed))
     observed = [fold_statistics(f.pair_sets, f.full, prepared_scores(*f.responses(), f.anchor_weights))
                 for f in packed]
