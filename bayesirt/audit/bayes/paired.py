@@ -65,8 +65,9 @@ Monte Carlo error. ``prob_a_ahead`` is a mean of :data:`PAIR_DRAWS` conditional 
 over sqrt(draws). A pair called at .95 with an MCSE of .005 is called in ~all seeds; one within
 2 MCSE of .95 or .05 may flip with the seed. Such borderline pairs (issue 46 item 6) are drawn
 again with :data:`BORDERLINE_DRAWS` draws (10x, so their MCSE shrinks ~3x), and the reported
-``prob_a_ahead`` and MCSE are those of the larger run: with 2,000 draws the calls of 10-40% of the
-pairs called near the threshold changed between two seeds (``benchmarks/audit_calibration.md``).
+``prob_a_ahead`` and MCSE are those of the larger run. On uneven 20-200-item groups 20% of the
+calls within 3 pp changed between two seeds at 2,000 draws, 8% with the redraw
+(``benchmarks/results/audit_calibration.md``).
 
 ``mcnemar_p`` is the exact two-sided McNemar test on the items both models answered: n10 ~
 Binomial(n10 + n01, 1/2) under equal accuracy, p = min(1, 2 P(Bin <= min(n10, n01)))
