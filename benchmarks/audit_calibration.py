@@ -268,18 +268,21 @@ def main() -> None:
     parser.add_argument("--dif-benchmarks", type=int, default=4)
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument("--skip-paired", action="store_true")
+    parser.add_argument("--first-seed", type=int, default=0, help="seed offset of the benchmarks of this run")
+    parser.add_argument("--append", action="store_true", help="add this run's part-1 rows to those of the last run")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     t0 = time.perf_counter()
-    rows = []
-    if args.skip_paired:  # keep part 1 of the last run
+    rows, previous = [], None
+    if args.skip_paired or args.append:  # keep part 1 of the last run (and add to it)
         import json
 
-        rows = json.loads((Path(__file__).parent / "results" / "audit_calibration.json").read_text())["rows"]
-    else:
+        previous = json.loads((Path(__file__).parent / "results" / "audit_calibration.json").read_text())
+        rows = previous["rows"]
+    if not args.skip_paired:
         for kind in args.kinds:
             for k, size in enumerate(SIZES):
-                for seed in range(args.benchmarks):
+                for seed in range(args.first_seed, args.first_seed + args.benchmarks):
                     new = paired_rows(kind, size, 1000 * k + seed + 100 * KINDS.index(kind))
                     rows += new
                     print(f"{kind} size {size} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
@@ -288,10 +291,12 @@ def main() -> None:
         from audit_composition import composition_study  # noqa: E402 (part 2, its own module)
 
         composition = composition_study(args.dif_benchmarks)
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
-              "command": "nice -n 10 python benchmarks/audit_calibration.py --benchmarks "
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0 + (previous["wall_s"] if args.append else 0),
+              "command": (f"{previous['command']}; then " if args.append else "")
+                         + "nice -n 10 python benchmarks/audit_calibration.py --benchmarks "
                          f"{args.benchmarks} --dif-benchmarks {args.dif_benchmarks} --kinds {' '.join(args.kinds)}"
-                         + (" --skip-paired" if args.skip_paired else ""),
+                         + (f" --first-seed {args.first_seed}" if args.first_seed else "")
+                         + (" --append" if args.append else "") + (" --skip-paired" if args.skip_paired else ""),
               "versions": versions(("bayesirt", "numpy", "scipy")), "paired": summarize_paired(rows),
               "composition": composition, "rows": rows}
     write_results(Path(__file__).parent / "results" / "audit_calibration.json", result, markdown, echo=True)
