@@ -66,7 +66,7 @@ over sqrt(draws). A pair called at .95 with an MCSE of .005 is called in ~all se
 2 MCSE of .95 or .05 may flip with the seed. Such borderline pairs (issue 46 item 6) are drawn
 again with :data:`BORDERLINE_DRAWS` draws (10x, so their MCSE shrinks ~3x), and the reported
 ``prob_a_ahead`` and MCSE are those of the larger run. On uneven 20-200-item groups 20% of the
-calls within 3 pp changed between two seeds at 2,000 draws, 8% with the redraw
+calls within 3 pp changed between two seeds at 2,000 draws, 6.5% with the redraw
 (``benchmarks/results/audit_calibration.md``).
 
 ``mcnemar_p`` is the exact two-sided McNemar test on the items both models answered: n10 ~
