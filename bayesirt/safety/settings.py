@@ -23,9 +23,10 @@ DIRECTIONS = ("down", "up")
 MODES = ("ability_shift", "random_errors", "prompted")
 
 #: ``mode="prompted"``: probability that an in-scope response with the source value changes on top of
-#: the coherent shift, independently of the item. Chosen so that on a HarmBench-sized simulated cohort
-#: (196 items x 171 models) person fit flags uniform runs at SAFE's median shift (1.69 logits) near
-#: SAFE's pooled real-run rate (35%; ``benchmarks/results/sandbagging_modes.md``).
+#: the coherent shift, independently of the item. Calibrated on a HarmBench-sized simulated cohort (196
+#: items x 171 models) at SAFE's median uniform shift (1.69 logits): person fit then flags 20% of uniform
+#: runs, SAFE's plain and persona framings' 18-20% (0.3 gives 35%, SAFE's pooled rate; SAFE's incentive
+#: framing, 70%, is beyond the sweep). ``benchmarks/results/sandbagging_modes.md``.
 PROMPTED_NOISE = 0.1
 
 #: Ability shifts (logits) simulated by default (SAFE's uniform runs: median +1.69, up to +3.94).
