@@ -14,13 +14,17 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bayesirt.cli.parser import build_parser
+from bayesirt.errors import ConfigError
 from bayesirt.data import make_responses, simulate_dif_benchmark
 from bayesirt.data.datasets.simulate import simulate_pl
 from bayesirt.jobs.fit import run_fit_job
@@ -186,3 +190,55 @@ def test_block_runs_as_written(where, code, tmp_path, monkeypatch):
     for make in needs:
         namespace.update(make(tmp_path) or {})
     exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the documented code, run as a reader would
+
+
+def command_lines() -> list[tuple[str, list[str]]]:
+    """``(document:line, argv)`` of every ``bayesirt`` command in the fenced sh/bash blocks of the documents
+    (comments dropped), which the real parser must accept."""
+    lines = []
+    for name in DOCUMENTS:
+        text = (ROOT / name).read_text(encoding="utf-8")
+        for m in re.finditer(r"^```(?:sh|bash)\n(.*?)^```$", text, flags=re.S | re.M):
+            first = text.count("\n", 0, m.start()) + 2
+            for k, line in enumerate(m.group(1).splitlines()):
+                argv = shlex.split(line, comments=True)
+                if argv and argv[0].endswith("bayesirt"):
+                    lines.append((f"{name}:{first + k}", argv[1:]))
+    return lines
+
+
+COMMANDS = command_lines()
+
+
+def test_the_documents_have_commands():
+    assert len(COMMANDS) >= 40 and sum(w.startswith("docs/guide/") for w, _ in COMMANDS) >= 10
+
+
+@functools.cache
+def shared_parser():
+    return build_parser()
+
+
+def refusal(argv: list[str], capsys) -> str | None:
+    """What the parser says when it refuses ``argv`` (None when it accepts it)."""
+    try:
+        shared_parser().parse_args(argv)
+    except ConfigError as error:
+        return str(error)
+    except SystemExit:
+        return capsys.readouterr().err
+    return None
+
+
+@pytest.mark.parametrize("where,argv", COMMANDS, ids=[w for w, _ in COMMANDS])
+def test_documented_command_parses(where, argv, capsys):
+    """Every documented command names a real command, real flags and values inside their declared
+    ranges and choices (what a user copying it would otherwise meet as exit 2)."""
+    said = refusal(argv, capsys)
+    assert said is None, f"{where}: `bayesirt {shlex.join(argv)}` is refused by the parser: {said}"
+
+
+def test_a_refused_command_fails_the_check(capsys):
+    assert "did you mean 'nuts'" in refusal(["fit", "lsat6", "--method", "nutz"], capsys)
+    assert "--budjet" in refusal(["select", "bank.nc", "--budjet", "5", "--out", "x"], capsys)
+    assert refusal(["fit", "lsat6", "--method", "nuts", "--out", "x"], capsys) is None

@@ -46,6 +46,7 @@ def jax_fits(request, responses):
     return request.param, first, again
 
 
+@pytest.mark.slow
 def test_same_layout_as_nutpie(jax_fits, nutpie_fit):
     sampler, tree, _ = jax_fits
     post, ref = tree.posterior, nutpie_fit.posterior
@@ -66,6 +67,7 @@ def test_same_layout_as_nutpie(jax_fits, nutpie_fit):
     assert timings["compile_s"] > 0 and timings["sample_s"] > 0
 
 
+@pytest.mark.slow
 def test_posterior_means_agree_with_nutpie(jax_fits, nutpie_fit):
     # Two independent estimates of one posterior mean differ by about N(0, se^2), with
     # se^2 = mcse_1^2 + mcse_2^2. Compared below: the 46 numbers of every posterior variable (theta,
@@ -81,6 +83,7 @@ def test_posterior_means_agree_with_nutpie(jax_fits, nutpie_fit):
         assert float(abs(z).max()) < 4, (name, float(abs(z).max()))
 
 
+@pytest.mark.slow
 def test_same_seed_same_draws(jax_fits):
     _, first, again = jax_fits
     for group in ("posterior", "sample_stats"):
@@ -151,6 +154,7 @@ def test_gpu_script_without_a_gpu_prints_one_line_and_exits_0(nuts_gpu, tmp_path
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_gpu_script_cpu_small_run(nuts_gpu, tmp_path):
     """The GPU benchmark's own code on the CPU at 40 x 60: it runs, converges and recovers the simulated truth."""
     pytest.importorskip("jax")
