@@ -189,3 +189,24 @@ def test_representative_design_takes_one_item_per_difficulty_stratum_by_the_full
     prop = static_test(a, d, theta, 5, groups=groups, design="representative")
     assert {g: int(np.sum(groups[prop] == g)) for g in "ab"} == quota_counts(groups, 5)
     assert len(set(prop.tolist())) == 5
+
+
+@pytest.mark.slow
+def test_prompted_uniform_runs_are_flagged_by_person_fit_at_safe_levels():
+    """(slow: sandbagging_experiment on SAFE's audit size.) At SAFE's median uniform shift (1.69 logits), a
+    pure shift is flagged by person fit at about the false-positive rate; the prompted mode at its default
+    noise lands in SAFE's real-run range for uniform runs (18-35%, allowing sampling error of 171 runs), while
+    the 40-item shift test still catches nearly all of them (SAFE: 84%)."""
+    rng = np.random.default_rng(0)
+    responses, _ = simulate_pl("2pl", n_items=196, n_models=171, seed=1, theta=rng.normal(size=171),
+                               discrimination=rng.lognormal(0.3, 0.4, 196), intercept=rng.normal(0.5, 1.5, 196))
+    from bayesirt.safety.sandbagging import sandbagging_experiment
+
+    rates = {}
+    for mode in ("ability_shift", "prompted"):
+        result = sandbagging_experiment(responses, mode=mode, shifts=(1.69,), scopes=("uniform",), seed=0,
+                                        progress=False)
+        rates[mode] = result.detection.set_index("scope").loc["uniform"]
+    assert rates["ability_shift"]["personfit_rate"] <= 0.1
+    assert 0.12 <= rates["prompted"]["personfit_rate"] <= 0.4
+    assert rates["prompted"]["shift_rate"] >= 0.84

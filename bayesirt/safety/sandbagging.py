@@ -25,7 +25,7 @@ carry a trigger). Two modes:
   their uniform runs, 70% under incentive framing, where a pure shift is flagged at about the
   false-positive rate): each in-scope response with the source value changes when the coherent
   shift changes it or, independently, with probability ``noise``
-  (:data:`~bayesirt.safety.settings.PROMPTED_NOISE`, 0.1), i.e. with probability
+  (:data:`~bayesirt.safety.settings.PROMPTED_NOISE`, 0.2), i.e. with probability
   ``1 - (1 - c)(1 - noise)`` for the coherent change probability ``c``. What it reproduces and what
   not: ``benchmarks/results/sandbagging_modes.md`` and the fidelity table of ``docs/guide/safety.md``.
 

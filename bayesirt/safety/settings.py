@@ -23,11 +23,12 @@ DIRECTIONS = ("down", "up")
 MODES = ("ability_shift", "random_errors", "prompted")
 
 #: ``mode="prompted"``: probability that an in-scope response with the source value changes on top of
-#: the coherent shift, independently of the item. Calibrated on a HarmBench-sized simulated cohort (196
-#: items x 171 models) at SAFE's median uniform shift (1.69 logits): person fit then flags 20% of uniform
-#: runs, SAFE's plain and persona framings' 18-20% (0.3 gives 35%, SAFE's pooled rate; SAFE's incentive
-#: framing, 70%, is beyond the sweep). ``benchmarks/results/sandbagging_modes.md``.
-PROMPTED_NOISE = 0.1
+#: the coherent shift, independently of the item. Calibrated at SAFE's median uniform shift (1.69 logits)
+#: on HarmBench-sized simulated cohorts (196 items x 171 models): person fit then flags 18% and 29% of
+#: uniform runs on two such cohorts, inside SAFE's 18-35% (plain/persona 18-20%, pooled 35%); SAFE's
+#: incentive framing (70%) and its selective runs (80-100%) are not reached, nor SAFE's uniform rate on the
+#: shorter, already misfitting OLL files (``benchmarks/results/sandbagging_modes.md``).
+PROMPTED_NOISE = 0.2
 
 #: Ability shifts (logits) simulated by default (SAFE's uniform runs: median +1.69, up to +3.94).
 DEFAULT_SHIFTS = (0.5, 1.0, 1.5, 2.0)
