@@ -14,8 +14,9 @@ Parts (each appends to ``benchmarks/results/compare_leaderboard.{json,md}`` when
   (issue 42: the fit method chosen by size, ``--nuts-max-cells``; ``--kfold auto``: leave-one-model-out
   PSIS, then exact 5-fold by model if Pareto k flags more than 5% of the models), in a child
   process: wall and CPU time, peak memory (max RSS of the child and its workers), the method chosen
-  and why, the table (elpd, differences and their dse, stacking weights), whether a spec leading by
-  more than 4 dse got a weight of at least .9, and the stage lines (stderr), which time each phase.
+  and why, the table (elpd, differences and their dse, the weight column and both model weights:
+  stacking and pseudo-BMA+), whether a spec leading by more than 4 dse got a weight of at least .9 (by
+  each weight), and the stage lines (stderr), which time each phase.
 - ``cli_advi``: the same with ``--method advi`` (the method the size rule picks here; the earlier runs).
 - ``stages``: the same work piece by piece, per spec: ADVI fit, the marginal likelihood of every
   held-out model over the posterior draws (shared grid), PSIS; the old adaptive Gauss-Hermite
@@ -118,14 +119,17 @@ def run_cli(data: Path, out: Path, extra: list[str]) -> dict:
 
 
 def leader_check(table: pd.DataFrame) -> dict:
-    """The issue's acceptance: a spec leading the next best by more than 4 dse gets a weight >= .9."""
+    """The issue's acceptance: a spec leading the next best by more than 4 dse gets a weight >= .9, for the
+    weight column (``--weights``, stacking by default) and each of the two weights."""
     ranked = table.sort_values("rank")
     best, second = ranked.iloc[0], ranked.iloc[1]
     ratio = abs(float(second["elpd_diff"])) / float(second["dse"]) if second["dse"] > 0 else float("inf")
+    weights = {c: round(float(best[c]), 3) for c in ("weight", "stacking_weight", "pseudo_bma_plus_weight") if c in best}
     return {"best": best["spec"], "lead_over_second": round(-float(second["elpd_diff"]), 1),
             "dse": round(float(second["dse"]), 1), "lead_in_dse": round(ratio, 2),
-            "best_weight": round(float(best["weight"]), 3),
-            "passes": bool(ratio <= 4 or float(best["weight"]) >= 0.9)}
+            "best_weight": weights["weight"], "best_weights": weights,
+            "passes": bool(ratio <= 4 or weights["weight"] >= 0.9),
+            "passes_by": {c: bool(ratio <= 4 or w >= 0.9) for c, w in weights.items()}}
 
 
 def stages(data: Path) -> dict:
@@ -185,12 +189,16 @@ def markdown(result: dict) -> str:
                 lines += [f"Fit method chosen: {r['fit_method']['reason']}.", ""]
             if r.get("leader_check"):
                 c = r["leader_check"]
+                by = c.get("passes_by", {"weight": c["passes"]})
+                shown = c.get("best_weights", {"weight": c["best_weight"]})
                 lines += [f"Leader {c['best']}: ahead by {c['lead_over_second']} elpd, {c['lead_in_dse']} dse "
-                          f"(dse {c['dse']}); its stacking weight {c['best_weight']}; weight >= .9 when the lead "
-                          f"exceeds 4 dse: {'yes' if c['passes'] else 'NO'}.", ""]
+                          f"(dse {c['dse']}); weight >= .9 when the lead exceeds 4 dse: "
+                          + "; ".join(f"{name} {w}: {'yes' if by[name] else 'NO'}" for name, w in shown.items())
+                          + ".", ""]
             if r.get("table"):
                 table = pd.DataFrame(r["table"])
-                cols = [c for c in ("spec", "rank", "elpd", "se", "elpd_diff", "dse", "weight", "method", "bad_k")
+                cols = [c for c in ("spec", "rank", "elpd", "se", "elpd_diff", "dse", "weight", "stacking_weight",
+                                    "pseudo_bma_plus_weight", "method", "bad_k")
                         if c in table]
                 lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
                           *("| " + " | ".join(str(v) for v in row) + " |" for row in table[cols].itertuples(index=False)),

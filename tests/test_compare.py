@@ -109,10 +109,10 @@ def test_kfold_scores_every_model_once_and_is_reproducible(data):
 def test_compare_table_columns_and_ranks(fits):
     results = {name: loo_models(tree, progress=False) for name, tree in fits.items()}
     table = compare_table(results)
-    assert list(table.columns) == ["rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "weight", "method",
-                                   "bad_k", "n_units"]
+    assert list(table.columns) == ["rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "weight",
+                                   "stacking_weight", "pseudo_bma_plus_weight", "method", "bad_k", "n_units"]
     assert table.loc[table["rank"] == 0, "elpd_diff"].item() == 0
-    assert table["weight"].sum() == pytest.approx(1.0)
+    assert table["weight"].sum() == pytest.approx(1.0) == table["pseudo_bma_plus_weight"].sum()
     with pytest.raises(BayesIRTError, match="at least two fits"):
         compare_table({"2pl": results["2pl"]})
 

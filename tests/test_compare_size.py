@@ -1,5 +1,6 @@
 """`compare` at size (issue 42 item 3): without --method the fit method follows the number of observed
-responses (--nuts-max-cells) and the choice is stated; K-fold refits write a line each with the time left."""
+responses (--nuts-max-cells) and the choice is stated; K-fold refits write a line each with the time left;
+both model weights (stacking, pseudo-BMA+) are reported and --weights picks the weight column."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ def data():
 
 def _specs(*names):
     return {name: load_spec(name) for name in names}
+
+
+def _benchmark_csv(tmp_path, kind, n_items, n_models, seed):
+    """A simulated leaderboard (models x items, model ids ``org/m-i``) written as a wide CSV."""
+    ds, _ = simulate_pl(kind, n_items=n_items, n_models=n_models, seed=seed)
+    path = tmp_path / "bench.csv"
+    pd.DataFrame(ds["responses"].values.T, index=[f"org{i % 7}/m-{i}" for i in range(n_models)],
+                 columns=[f"q{j}" for j in range(n_items)]).rename_axis("model").to_csv(path)
+    return path
 
 
 def test_small_data_are_sampled_by_nuts_and_the_budget_counts_observed_responses(data):
@@ -51,10 +61,7 @@ def test_the_budget_is_a_declared_option():
 
 @pytest.mark.slow
 def test_cli_states_the_chosen_method_and_writes_a_line_per_refit(tmp_path, capsys):
-    ds, _ = simulate_pl("2pl", n_items=15, n_models=60, seed=9)
-    path = tmp_path / "bench.csv"
-    pd.DataFrame(ds["responses"].values.T, index=[f"org{i % 7}/m-{i}" for i in range(60)],
-                 columns=[f"q{j}" for j in range(15)]).rename_axis("model").to_csv(path)
+    path = _benchmark_csv(tmp_path, "2pl", 15, 60, seed=9)
     assert main(["compare", str(path), "--specs", "rasch,2pl", "--nuts-max-cells", "500", "--kfold", "always",
                  "--folds", "2", "--draws", "100", "--workers", "1", "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
@@ -76,10 +83,7 @@ def test_cli_states_the_chosen_method_and_writes_a_line_per_refit(tmp_path, caps
 
 @pytest.mark.slow
 def test_cli_picks_laplace_when_every_spec_is_a_fixed_prior_2pl(tmp_path, capsys):
-    ds, _ = simulate_pl("2pl", n_items=30, n_models=80, seed=10)
-    path = tmp_path / "bench.csv"
-    pd.DataFrame(ds["responses"].values.T, index=[f"org{i % 7}/m-{i}" for i in range(80)],
-                 columns=[f"q{j}" for j in range(30)]).rename_axis("model").to_csv(path)
+    path = _benchmark_csv(tmp_path, "2pl", 30, 80, seed=10)
     wide = tmp_path / "2pl-wide.toml"  # a copy of the 2PL with a wider intercept prior: Laplace allows it
     wide.write_text(load_spec("2pl").text.replace('name = "2pl"', 'name = "2pl-wide"').replace("sigma = 2.0",
                                                                                                "sigma = 3.0"))
@@ -90,3 +94,33 @@ def test_cli_picks_laplace_when_every_spec_is_a_fixed_prior_2pl(tmp_path, capsys
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["fit_method"]["method"] == "laplace"
     assert "Laplace approximation" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_weights_is_a_declared_option():
+    with pytest.raises(ConfigError, match="weights"):
+        run_compare_job("unused.csv", "unused", specs=("rasch", "2pl"), weights="bma")
+
+
+@pytest.mark.slow
+def test_cli_reports_both_weights_and_weights_picks_the_column(tmp_path, capsys):
+    path = _benchmark_csv(tmp_path, "2pl", 25, 70, seed=12)
+    common = ["compare", str(path), "--specs", "rasch,2pl", "--method", "advi", "--kfold", "never",
+              "--draws", "200"]
+    assert main([*common, "--out", str(tmp_path / "stack")]) == 0
+    assert main([*common, "--weights", "pseudo-bma+", "--out", str(tmp_path / "pbma")]) == 0
+    stack, pbma = (pd.read_csv(tmp_path / name / "compare.csv", index_col="spec") for name in ("stack", "pbma"))
+    for table in (stack, pbma):
+        for column in ("stacking_weight", "pseudo_bma_plus_weight"):
+            assert np.isclose(table[column].sum(), 1)
+    # the same fits and elpd: only the weight column follows --weights
+    pd.testing.assert_frame_equal(stack.drop(columns="weight"), pbma.drop(columns="weight"))
+    assert (stack["weight"] == stack["stacking_weight"]).all()
+    assert (pbma["weight"] == pbma["pseudo_bma_plus_weight"]).all()
+    assert pbma.loc["2pl", "pseudo_bma_plus_weight"] > 0.9  # the 2PL leads on 2PL data
+    summary = json.loads((tmp_path / "pbma" / "summary.json").read_text())
+    assert summary["settings"]["weights"] == "pseudo-bma+" and summary["weights"]["weight"] == "pseudo-bma+"
+    assert "Bayesian-bootstrap" in summary["weights"]["pseudo_bma_plus_weight"]
+    assert "mixture" in summary["weights"]["stacking_weight"]
+    report = (tmp_path / "pbma" / "report.md").read_text()
+    assert "pseudo_bma_plus_weight" in report and "stacking_weight" in report
+    assert "`weight` in compare.csv is the pseudo-BMA+ weight" in report

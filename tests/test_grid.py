@@ -8,6 +8,7 @@ from scipy.special import logsumexp
 
 from bayesirt.comparison import grid
 from bayesirt.comparison.grid import Patterns, grid_log_marginal
+from bayesirt.comparison.grid_kernel import grid_log_terms
 from bayesirt.comparison.marginal import ItemDraws, pattern_log_marginal, quadrature_rule
 from bayesirt.models.response import log_probabilities
 
@@ -87,3 +88,23 @@ def test_bands_cover_every_model_once_and_each_models_columns():
     for rows, cols in bands:
         assert (first[rows] >= cols.start).all() and (last[rows] < cols.stop).all()
         assert cols.stop - cols.start - 1 <= int((last - first).max()) + grid._BAND_SLACK
+
+
+def test_compiled_grid_terms_are_log_probabilities():
+    # comparison.grid_kernel is models.response.log_probabilities at outer(theta, a) + d, compiled: the same
+    # values, in the bulk and in both tails (eta of +/- 60, items with zero guessing or slip)
+    rng = np.random.default_rng(4)
+    theta = np.concatenate([np.linspace(-6, 6, 101), [-40.0, 40.0]])
+    a, d = rng.lognormal(0, 0.6, 40), rng.normal(0, 1.5, 40)
+    c = np.where(np.arange(40) % 3 == 0, 0.0, rng.beta(2, 18, 40))
+    s = np.where(np.arange(40) % 4 == 0, rng.beta(1, 30, 40), 0.0)
+    eta = np.outer(theta, a) + d
+    log_p, log_q = log_probabilities(eta, c, s)
+    ratio, q = grid_log_terms(theta, a, d, c, s, True)
+    np.testing.assert_allclose(q, log_q, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(ratio, log_p - log_q, rtol=1e-12, atol=1e-13)
+    assert np.isfinite(ratio).all() and (np.abs(eta) > 40).any()
+    log_p, log_q = log_probabilities(eta)
+    empty, q = grid_log_terms(theta, a, d, np.zeros(40), np.zeros(40), False)
+    assert empty.shape == (0, 0)
+    np.testing.assert_allclose(q, log_q, rtol=1e-12, atol=1e-13)

@@ -41,7 +41,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from bayesirt.comparison.marginal import ItemDraws
-from bayesirt.models.response import log_probabilities
+from bayesirt.comparison.grid_kernel import grid_log_terms
 
 __all__ = ["Patterns", "grid_log_marginal", "GRID_SPACING", "GRID_REACH", "GRID_MAX_POINTS", "NEGLIGIBLE"]
 
@@ -90,11 +90,17 @@ class _Grid:
 
     @classmethod
     def of(cls, theta: np.ndarray, draw: ItemDraws) -> _Grid:
-        c, s = np.asarray(draw.guessing, dtype=float), np.asarray(draw.slip, dtype=float)
+        n_items = draw.loading.shape[0]
+        c = np.broadcast_to(np.asarray(draw.guessing, dtype=float), n_items)
+        s = np.broadcast_to(np.asarray(draw.slip, dtype=float), n_items)
         logistic = bool(np.all(c == 0) and np.all(s == 0))
-        log_p, log_q = log_probabilities(np.outer(theta, draw.loading[:, 0]) + draw.intercept, c, s)
+        # models.response.log_probabilities at outer(theta, a) + d, compiled (comparison.grid_kernel)
+        log_ratio, log_q = grid_log_terms(np.ascontiguousarray(theta, dtype=float),
+                                          np.ascontiguousarray(draw.loading[:, 0], dtype=float),
+                                          np.ascontiguousarray(draw.intercept, dtype=float),
+                                          np.ascontiguousarray(c), np.ascontiguousarray(s), not logistic)
         sd = float(np.sqrt(draw.covariance[0, 0]))
-        return cls(theta, None if logistic else log_p - log_q, log_q,
+        return cls(theta, None if logistic else log_ratio, log_q,
                    stats.norm.logpdf(theta, loc=float(draw.mean[0]), scale=sd))
 
     def log_integrand(self, pat: Patterns, draw: ItemDraws, cols: slice = slice(None)) -> np.ndarray:

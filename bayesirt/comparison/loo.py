@@ -33,7 +33,7 @@ import xarray as xr
 from arviz_stats.utils import ELPDData, ELPDDataLOO, ELPDDataLOOKFold
 from scipy.special import logsumexp
 
-from bayesirt.comparison.settings import KFOLD_MODES, UNITS
+from bayesirt.comparison.settings import KFOLD_MODES, UNITS, WEIGHTS
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import BayesIRTError
 from bayesirt.comparison.grid import Patterns, grid_log_marginal
@@ -42,12 +42,12 @@ from bayesirt.models.logistic import pointwise_log_likelihood
 from bayesirt.utils.parallel import blas_threads, parallel_map
 from bayesirt.utils.progress import format_duration, progress_bar, stage
 from bayesirt.comparison.psis import psis_loo
-from bayesirt.comparison.stacking import stacking_weights
+from bayesirt.comparison.stacking import pseudo_bma_plus_weights, stacking_weights
 from bayesirt.models.specs import parse_spec
 
 __all__ = ["compare", "marginal_log_likelihood", "loo_models", "loo_cells", "kfold_models", "kfold_specs", "compare_table",
            "elpd_dataset",
-           "UNITS", "KFOLD_MODES"]
+           "UNITS", "KFOLD_MODES", "WEIGHTS"]
 
 _ITEM_VARIABLES = ("discrimination", "loading", "intercept", "guessing", "slip", "factor_correlation")
 
@@ -284,7 +284,8 @@ def kfold_specs(responses: xr.Dataset, specs: dict, *, folds: int = 5, seed: int
     return out
 
 
-def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", progress: bool = True) -> pd.DataFrame:
+def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", weights: str = "stacking",
+            progress: bool = True) -> pd.DataFrame:
     """Compare fitted specs of the same responses by cross-validated elpd (:func:`compare_table`).
 
     Parameters
@@ -294,22 +295,30 @@ def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", progress: bool
     unit : {"model", "cell"}
         ``"model"``: leave-one-model-out PSIS-LOO with each model's ability integrated out
         (:func:`loo_models`); ``"cell"``: PSIS-LOO over single responses (:func:`loo_cells`).
+    weights : {"stacking", "pseudo-bma+"}
+        Which model weights the ``weight`` column holds (both are columns of their own).
     """
     if unit not in UNITS:
         raise BayesIRTError(f"The 'unit' parameter of compare must be one of {list(UNITS)}. Got {unit!r} instead.")
     score = loo_models if unit == "model" else loo_cells
-    return compare_table({label: score(tree, progress=progress) for label, tree in fits.items()})
+    return compare_table({label: score(tree, progress=progress) for label, tree in fits.items()}, weights=weights)
 
 
-def compare_table(results: dict[str, ELPDData]) -> pd.DataFrame:
-    """One row per spec: elpd, SE, difference from the best and its SE, p, stacking weight, bad-k count.
+def compare_table(results: dict[str, ELPDData], *, weights: str = "stacking") -> pd.DataFrame:
+    """One row per spec: elpd, SE, difference from the best and its SE, p, model weights, bad-k count.
 
     All results must score the same units (the same models, or the same cells). Ranks,
     differences, ``dse`` and ``p_worse`` (probability the spec predicts worse than the best) are
-    ArviZ's (``az.compare``, unrounded); the stacking weights are computed on the log scale
-    (:func:`bayesirt.comparison.stacking.stacking_weights`: ArviZ's underflow to equal weights when
-    a unit is a model's whole response pattern); ``method`` says how each elpd was estimated and ``bad_k`` counts units with Pareto k above ArviZ's threshold.
+    ArviZ's (``az.compare``, unrounded). Both model weights are computed on the log scale
+    (:mod:`bayesirt.comparison.stacking`; ArviZ's stacking underflows to equal weights when a unit
+    is a model's whole response pattern): ``stacking_weight`` (the best predictive mixture) and
+    ``pseudo_bma_plus_weight`` (Bayesian-bootstrap pseudo-BMA, about the chance of having the highest
+    elpd); ``weight`` repeats the one named by ``weights`` ("stacking" or "pseudo-bma+").
+    ``method`` says how each elpd was estimated and ``bad_k`` counts units with Pareto k above
+    ArviZ's threshold.
     """
+    if weights not in WEIGHTS:
+        raise BayesIRTError(f"The 'weights' parameter of compare_table must be one of {list(WEIGHTS)}. Got {weights!r} instead.")
     if len(results) < 2:
         raise BayesIRTError("a comparison needs at least two fits; give two or more specs or dimensions")
     sizes = {name: r.n_data_points for name, r in results.items()}
@@ -318,7 +327,10 @@ def compare_table(results: dict[str, ELPDData]) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):  # ArviZ's own stacking underflows; its weights are replaced
         table = az.compare(results, round_to="none")
     out = table[["rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "weight"]].copy()
-    out["weight"] = stacking_weights(np.column_stack([results[n].elpd_i.values.ravel() for n in out.index]))
+    pointwise = np.column_stack([results[n].elpd_i.values.ravel() for n in out.index])
+    out["stacking_weight"] = stacking_weights(pointwise)
+    out["pseudo_bma_plus_weight"] = pseudo_bma_plus_weights(pointwise)
+    out["weight"] = out["stacking_weight" if weights == "stacking" else "pseudo_bma_plus_weight"]
     out["method"] = [results[n].kind for n in out.index]
     out["bad_k"] = [int((results[n].pareto_k > results[n].good_k).sum()) if results[n].pareto_k is not None else 0
                     for n in out.index]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bayesirt import __version__
-from bayesirt.comparison.settings import KFOLD_MODES, NUTS_MAX_CELLS, UNITS
+from bayesirt.comparison.settings import KFOLD_MODES, NUTS_MAX_CELLS, UNITS, WEIGHTS
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
@@ -125,6 +125,10 @@ def run_compare_job(data, out, *,
                                                  "(models x items) fitted by NUTS; above it Laplace if every spec "
                                                  "allows it, else ADVI (the choice and its reason are reported)",
                                                  low=0),
+                    weights: str = option("stacking", "model weights of the weight column (both are reported): "
+                                                      "stacking (the mixture of specs that predicts held-out units "
+                                                      "best) or pseudo-bma+ (Bayesian-bootstrap pseudo-BMA: about the "
+                                                      "chance that a spec has the highest elpd)", choices=WEIGHTS),
                     force: bool = False, progress: bool = True, **fit_options) -> Path:
     """Fit several specs (or MIRT dimensions) and compare them by cross-validated elpd.
 
@@ -134,6 +138,8 @@ def run_compare_job(data, out, *,
     cross-validation by model on the same folds (paired differences). ``unit="cell"``: PSIS-LOO
     over single responses. Writes ``compare.csv``, ``compare.png``, ``elpd.nc`` (pointwise elpd and
     Pareto k per spec), ``summary.json``, ``report.md`` and, for MIRT, ``loadings_<spec>.csv``.
+    Both model weights are reported (``stacking_weight``, ``pseudo_bma_plus_weight``); ``weight``
+    repeats the one ``weights`` names.
 
     Without ``method``, the fit method follows the size (:func:`choose_method`): NUTS up to
     ``nuts_max_cells`` observed responses, above it Laplace when every spec allows it, else ADVI;
@@ -147,7 +153,7 @@ def run_compare_job(data, out, *,
         compare_table, elpd_dataset, kfold_specs,
     )
     from bayesirt.data import load  # import time, as above
-    from bayesirt.report.compare import comparison_report, plot_comparison  # import time, as above
+    from bayesirt.report.compare import WEIGHT_MEANINGS, comparison_report, plot_comparison  # import time, as above
 
     responses = data if isinstance(data, xr.Dataset) else load(data)
     seed = int(fit_options.get("seed", 0))
@@ -189,7 +195,7 @@ def run_compare_job(data, out, *,
             _stage(f"spec {n} of {len(specs)}: {label} - {folds}-fold elpd {result.elpd:,.1f} (SE {result.se:,.1f})",
                    progress)
         _stage(f"{folds}-fold cross-validation took {time.perf_counter() - start:.0f} s", progress)
-    table = compare_table(results)
+    table = compare_table(results, weights=weights)
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "compare.csv")
         pointwise = elpd_dataset(results)
@@ -201,16 +207,18 @@ def run_compare_job(data, out, *,
                 loadings[label] = f"loadings_{label}.csv"
                 done[label]["loadings"].to_csv(folder / loadings[label], index=False)
         settings = {"unit": unit, "kfold": kfold, "folds": folds, "kfold_trigger": kfold_trigger,
-                    "rotation": rotation, "nuts_max_cells": nuts_max_cells, **_fit_settings(fit_options)}
+                    "rotation": rotation, "nuts_max_cells": nuts_max_cells, "weights": weights,
+                    **_fit_settings(fit_options)}
         summary = {"data": responses.attrs.get("name", ""), "specs": {lab: s.name for lab, s in specs.items()},
                    "fit_method": {"method": method, "reason": why_method},
-                   "table": json.loads(table.reset_index().to_json(orient="records")), "notes": notes,
+                   "table": json.loads(table.reset_index().to_json(orient="records")),
+                   "weights": {"weight": weights, **WEIGHT_MEANINGS}, "notes": notes,
                    "settings": settings,
                    "timings": {lab: d["timings"] for lab, d in done.items()}}
         write_json(folder / "summary.json", summary)
         (folder / "report.md").write_text(comparison_report(
             table, data_name=responses.attrs.get("name", "responses"), unit=unit, settings=settings, notes=notes,
-            figure=figure, loadings=loadings, fit_method=method))
+            figure=figure, loadings=loadings, fit_method=method, weights=weights))
     kept.discard()
     _stage(f"wrote {out}", progress)
     return Path(out)

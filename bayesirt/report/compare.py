@@ -15,7 +15,17 @@ from matplotlib.ticker import MaxNLocator, StrMethodFormatter  # noqa: E402
 
 from bayesirt.report.markdown import markdown_table  # noqa: E402
 
-__all__ = ["comparison_figure", "plot_comparison", "comparison_report"]
+__all__ = ["comparison_figure", "plot_comparison", "comparison_report", "WEIGHT_MEANINGS"]
+
+#: What each model-weight column is (report.md and summary.json).
+WEIGHT_MEANINGS = {
+    "stacking_weight": "stacking (Yao et al. 2018): the weights of the mixture of the specs that predicts the held-out "
+                       "units best (maximizes the sum of log mixture densities); near-nested specs can share it even "
+                       "when one leads by several dse, because each predicts some units better",
+    "pseudo_bma_plus_weight": "pseudo-BMA+ (Yao et al. 2018): exp(elpd) normalized over the specs, averaged over 1,000 "
+                              "Bayesian-bootstrap replicates of the units; about the chance that a spec has the highest "
+                              "elpd, so a spec that leads by several dse takes nearly all of it",
+}
 
 _METHODS = {"loo": "PSIS-LOO", "loo_kfold": "exact K-fold"}
 
@@ -72,12 +82,13 @@ _CAVEATS = {
 
 
 def comparison_report(table: pd.DataFrame, *, data_name: str, unit: str, settings: dict, notes: list[str],
-                      figure: str, loadings: dict[str, str] | None = None, fit_method: str = "nuts") -> str:
+                      figure: str, loadings: dict[str, str] | None = None, fit_method: str = "nuts",
+                      weights: str = "stacking") -> str:
     """Markdown report: the table, how to read it, Pareto-k and K-fold notes, the caveat of an
     approximate fit method, the settings that applied, files."""
     best = table.index[table["rank"] == 0][0]
-    shown = table.reset_index()[["spec", "rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "weight", "method",
-                                  "bad_k"]]
+    shown = table.reset_index()[["spec", "rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "stacking_weight",
+                                  "pseudo_bma_plus_weight", "method", "bad_k"]]
     shown["method"] = shown["method"].map(lambda m: _METHODS.get(m, m))
     lines = [
         f"# Model comparison: {data_name}",
@@ -85,14 +96,19 @@ def comparison_report(table: pd.DataFrame, *, data_name: str, unit: str, setting
         f"Unit of prediction: **{'a whole model (LLM) response pattern, ability integrated out' if unit == 'model' else 'a single response'}**. "
         f"Best: **{best}**. A difference is clear when |elpd_diff| is several times its dse (4 dse is a strict bar).",
         "",
-        markdown_table(shown.round({"elpd": 1, "se": 1, "elpd_diff": 1, "dse": 1, "p_worse": 3, "p": 1, "weight": 3})),
+        markdown_table(shown.round({"elpd": 1, "se": 1, "elpd_diff": 1, "dse": 1, "p_worse": 3, "p": 1, "stacking_weight": 3,
+                                   "pseudo_bma_plus_weight": 3})),
         "",
         f"![comparison]({figure})",
         "",
         "elpd: the sum, over held-out units, of the log predictive density of each unit under the spec "
         "fitted without it; SE its standard error. elpd_diff: elpd(spec) - elpd(best), dse its standard "
         "error (paired over units); p_worse: the normal-approximation probability that the spec predicts worse "
-        "than the best; weight: stacking weight.",
+        "than the best.",
+        "",
+        f"Model weights (`weight` in compare.csv is the {weights.replace('-bma+', '-BMA+')} weight, `--weights`):",
+        "",
+        *[f"- {name}: {meaning}." for name, meaning in WEIGHT_MEANINGS.items()],
         "",
         "## Notes",
         "",

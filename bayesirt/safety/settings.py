@@ -5,7 +5,8 @@ them."""
 
 __all__ = ["SELECTION_RULES", "ESTIMATORS", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "STATISTICS", "NULLS",
            "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES",
-           "ABILITY_PRIORS", "WIDE_PRIOR_FACTOR", "EXTRAPOLATION", "STATIC_DESIGNS", "STATIC_DESIGN",
+           "ABILITY_PRIORS", "WIDE_PRIOR_FACTOR", "ABOVE_FROM", "ABOVE_SPREAD",
+           "EXTRAPOLATION", "STATIC_DESIGNS", "STATIC_DESIGN",
            "CALIBRATION_NULLS", "FLIP_RATE", "PROMPTED_NOISE"]
 
 #: Item selection rules of :func:`~bayesirt.safety.adaptive.run_cat`.
@@ -50,8 +51,15 @@ INTERVALS = ("calibrated", "model")
 #: The default rule of the calibrated interval's factor (:func:`bayesirt.safety.scoring.interval_scale`).
 DEFAULT_RULE = "conservative"
 
-#: Rules of :func:`~bayesirt.safety.short_test.select_items`.
-SELECTION_METHODS = ("score", "information")
+#: Rules of :func:`~bayesirt.safety.short_test.select_items`: ``"extended"`` is half ``"score"`` and half
+#: items informative above the calibration cohort (:func:`~bayesirt.safety.static_design.above_cohort`), for
+#: models that may be stronger than the cohort (issue 46).
+SELECTION_METHODS = ("score", "information", "extended")
+
+#: Where ``"extended"`` puts its upper block: Fisher-information targets evenly spaced from the cohort's
+#: ability quantile :data:`ABOVE_FROM` to that quantile plus :data:`ABOVE_SPREAD` cohort sds.
+ABOVE_FROM = 0.95
+ABOVE_SPREAD = 4.0
 
 #: Rules of :func:`~bayesirt.safety.scoring.interval_scale`.
 CALIBRATION_RULES = ("conservative", "nearest")
