@@ -311,7 +311,8 @@ def run_sandbag_job(data, out, *,
                     target: str = option("weakest", "item group of the targeted scope: weakest, strongest or a "
                                                     "group label"),
                     groups: int = option(6, "pseudo-groups when the data have fewer than two item groups", low=2),
-                    test_length: int = option(40, "items of the ability-shift test", low=1),
+                    test_length: int = option(40, "items of the ability-shift test (with --reference: a static test among the "
+                                                  "suspects' items; person fit reads all of them)", low=1),
                     level: float = option(0.95, "confidence of the resolvable gap of the ability-shift test", low=0,
                                           high=1, open=True),
                     static_design: str = option(STATIC_DESIGN, "design of the ability-shift test (max_information: "
