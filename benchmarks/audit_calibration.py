@@ -17,20 +17,19 @@ group are correlated. Generators the paired model does not assume and the 2PL do
 Truth: A_m = sum_g (n_g / N) E_{new items of group g}[P(right)] over :data:`FRESH` fresh items per
 group (fresh testlets for ``testlets``; common random numbers across models). Cells are missing
 completely at random at 0-30%. Pairs: all model pairs within 1 pp (the audit's near ties) and
-within :data:`WIDE` (where pairs get called), selected and oriented three ways: ``full`` (each
-model's own-item score, what the audit did before), ``both`` (the gap on the items both answered:
-the paired posterior's items) and ``both_and_full`` (in the band on both gaps, same sign).
+within 3 and 5 pp (where pairs get called), chosen by the audit's own
+:func:`~bayesirt.audit.engine.ranking.near_tie_pairs` and oriented two ways: ``both``, the audit's
+rule since issue 46 (the gap on the items both answered: the paired posterior's items), and
+``full``, its rule before (each model's own-item score). With complete data both are the same pairs.
 Reported: coverage of the 90% gap interval; the share of called pairs (P >= .95 or <= .05) in the
 true order; the mean stated P(a ahead) and the observed share truly ahead among pairs stated at
 .05-.35 (orientation leak); the mean Monte Carlo standard error and the share of calls that change
 with the seed of the paired model's draws.
 
-Part 2, the composition p (``composition_p``) of the audit's near-tie table on
-``simulate_dif_benchmark`` designs (NT's five families, audits with the Bayesian layer): the share
-of pairs flagged (p <= .05) under the target-side null of ``benchmarks/audit_null_power.py``, and
-at the strong-DIF design (zero-sum DIF sd 1.2 on half of the items, every model) the share flagged
-among pairs whose true order is DIF's (the pair's order in expected accuracy with DIF differs from
-the order without it: recall) and among the others.
+Part 2 (``--dif-benchmarks``), the DIF-sensitive rule of the audit's near-tie table
+(``dif_sensitive``: the Benjamini-Hochberg adjusted per-pair ``dif_p``) on ``simulate_dif_benchmark``
+designs: :mod:`audit_composition` (which also runs alone and writes
+``benchmarks/results/audit_composition.md``).
 
 Usage::
 
@@ -61,7 +60,9 @@ LEVEL = 0.95
 KINDS = ("3pl", "2d", "heterogeneous", "testlets")
 SIZES = (1, 2, 4, 10, "mixed")
 MISSING = (0.0, 0.1, 0.2, 0.3)
-SELECTIONS = ("full", "both", "both_and_full")
+SELECTIONS = ("full", "both")
+#: Bands of the reported rows: the audit's 1 pp, and wider ones where pairs get called.
+BANDS = (EPSILON, WIDE, 0.05)
 TESTLET = 5
 
 
@@ -136,18 +137,17 @@ def both_gaps(y, observed) -> tuple[np.ndarray, np.ndarray]:
     return gap, right.sum(axis=0) / observed.sum(axis=0)
 
 
-def select(selection, gap, full, band) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (a, b), a ahead on the selection's own gap, 0 < |gap| <= band."""
-    i, j = np.triu_indices(full.size, 1)
-    g_full, g_both = full[i] - full[j], gap[i, j]
-    ok = lambda g: (np.abs(g) > 1e-12) & (np.abs(g) <= band + 1e-9)  # noqa: E731
-    if selection == "full":
-        keep, lead = ok(g_full), g_full
-    elif selection == "both":
-        keep, lead = ok(g_both), g_both
-    else:
-        keep, lead = ok(g_full) & ok(g_both) & (np.sign(g_full) == np.sign(g_both)), g_both
-    i, j, lead = i[keep], j[keep], lead[keep]
+def select(selection, y, observed, full, band) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (a, b), a ahead on the selection's own gap, 0 < |gap| <= band, chosen by the audit's
+    :func:`~bayesirt.audit.engine.ranking.near_tie_pairs` (every model its own owner and family):
+    ``both`` as the audit selects since issue 46 (the both-answered gaps with missing cells),
+    ``full`` as it did before (each model's own-item score)."""
+    from bayesirt.audit.engine.ranking import both_answered_gaps, near_tie_pairs
+
+    labels = np.arange(full.size)
+    gaps = both_answered_gaps(y, observed) if selection == "both" else None
+    i, j = near_tie_pairs(full, labels, labels, epsilon=band, gaps=gaps)
+    lead = full[i] - full[j] if gaps is None else gaps[i, j]
     return np.where(lead > 0, i, j), np.where(lead > 0, j, i)
 
 
@@ -161,14 +161,14 @@ def paired_rows(kind, size, seed) -> list[dict]:
         observed = np.random.default_rng(seed + 77).random(sim["y"].shape) >= missing
         y = np.where(observed, sim["y"], 0)
         gap, full = both_gaps(y, observed)
-        for selection in SELECTIONS if missing else ("both",):
-            a, b = select(selection, gap, full, WIDE)
+        for selection in SELECTIONS if missing else ("both",):  # the same pairs with complete data
+            a, b = select(selection, y, observed, full, max(BANDS))
             counts = discordant_counts(y, observed, stratum, (a, b))
             t = paired_accuracy(*counts, weights=weights, seed=seed)
             t2 = paired_accuracy(*counts, weights=weights, seed=seed + 1) if selection == "both" else t  # seed flips
             truth = sim["truth"][a] - sim["truth"][b]
             own = gap[a, b] if selection != "full" else full[a] - full[b]
-            for band, sel in (("1 pp", np.abs(own) <= EPSILON + 1e-9), (f"{100 * WIDE:g} pp", np.ones(a.size, bool))):
+            for band, sel in ((f"{100 * e:g} pp", np.abs(own) <= e + 1e-9) for e in BANDS):
                 p, p2, tr = t["prob_a_ahead"].to_numpy()[sel], t2["prob_a_ahead"].to_numpy()[sel], truth[sel]
                 call = np.where(p >= LEVEL, 1, np.where(p <= 1 - LEVEL, -1, 0))
                 call2 = np.where(p2 >= LEVEL, 1, np.where(p2 <= 1 - LEVEL, -1, 0))
@@ -210,11 +210,20 @@ def _pct(x) -> str:
 
 
 def _pooled_lines(rows) -> list[str]:
-    """The 3 pp rows pooled over the four generators, by selection, missing share and group size."""
-    lines = ["Pooled over the four generators (3 pp band):", "",
-             "| selection | missing | group size | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
-             "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
-    for s in summarize_paired([r | {"kind": "all"} for r in rows if r["band"] == f"{100 * WIDE:g} pp"]):
+    """The rows pooled over the four generators and group sizes (the acceptance table: by band,
+    selection and missing share), then the widest band's rows pooled over the generators by group size."""
+    head = ["| band | selection | missing | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
+            "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["Pooled over the four generators and the five group sizes:", "", *head]
+    for s in summarize_paired([r | {"kind": "all", "size": "all"} for r in rows]):
+        lines.append(f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['pairs']:,} | "
+                     f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
+                     f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")
+    wide = f"{100 * max(BANDS):g} pp"
+    lines += ["", f"Pooled over the four generators ({wide} band):", "",
+              "| selection | missing | group size | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
+              "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in summarize_paired([r | {"kind": "all"} for r in rows if r["band"] == wide]):
         lines.append(f"| {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['pairs']:,} | "
                      f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
                      f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")
@@ -246,15 +255,10 @@ def markdown(result: dict) -> str:
                      f"{s['benchmarks']} | 0 | | | | | | |")
     dif = result.get("composition")
     if dif:
-        lines += ["", "## dif_p: per-pair randomization p of the alignment with the families' residual DIF (reference column, no category)", "",
-                  "| design | benchmarks | pairs | flagged (p <= .05) | DIF-ordered pairs | flagged among them (recall) | "
-                  "flagged among the others | old excess_p <= .05 | smallest attainable p |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for s in dif["summary"]:
-            lines.append(f"| {s['design']} | {s['benchmarks']} | {s['pairs']:,} | {s['flagged']:,} ({_pct(s['flag_rate'])}) | "
-                         f"{s['dif_pairs']:,} | {_pct(s['recall'])} | {_pct(s['other_flag_rate'])} | {s['old_flagged']:,} | "
-                         f"{s['p_floor']:.4f} |")
-        lines += ["", dif["note"]]
+        from audit_composition import markdown_lines  # noqa: E402 (part 2, its own module)
+
+        lines += ["", "## DIF-sensitive rule (dif_sensitive: Benjamini-Hochberg adjusted dif_p <= .05)", "",
+                  *markdown_lines(dif)]
     return "\n".join(lines) + "\n"
 
 
@@ -264,18 +268,21 @@ def main() -> None:
     parser.add_argument("--dif-benchmarks", type=int, default=4)
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument("--skip-paired", action="store_true")
+    parser.add_argument("--first-seed", type=int, default=0, help="seed offset of the benchmarks of this run")
+    parser.add_argument("--append", action="store_true", help="add this run's part-1 rows to those of the last run")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     t0 = time.perf_counter()
-    rows = []
-    if args.skip_paired:  # keep part 1 of the last run
+    rows, previous = [], None
+    if args.skip_paired or args.append:  # keep part 1 of the last run (and add to it)
         import json
 
-        rows = json.loads((Path(__file__).parent / "results" / "audit_calibration.json").read_text())["rows"]
-    else:
+        previous = json.loads((Path(__file__).parent / "results" / "audit_calibration.json").read_text())
+        rows = previous["rows"]
+    if not args.skip_paired:
         for kind in args.kinds:
             for k, size in enumerate(SIZES):
-                for seed in range(args.benchmarks):
+                for seed in range(args.first_seed, args.first_seed + args.benchmarks):
                     new = paired_rows(kind, size, 1000 * k + seed + 100 * KINDS.index(kind))
                     rows += new
                     print(f"{kind} size {size} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
@@ -284,10 +291,12 @@ def main() -> None:
         from audit_composition import composition_study  # noqa: E402 (part 2, its own module)
 
         composition = composition_study(args.dif_benchmarks)
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
-              "command": "nice -n 10 python benchmarks/audit_calibration.py --benchmarks "
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0 + (previous["wall_s"] if args.append else 0),
+              "command": (f"{previous['command']}; then " if args.append else "")
+                         + "nice -n 10 python benchmarks/audit_calibration.py --benchmarks "
                          f"{args.benchmarks} --dif-benchmarks {args.dif_benchmarks} --kinds {' '.join(args.kinds)}"
-                         + (" --skip-paired" if args.skip_paired else ""),
+                         + (f" --first-seed {args.first_seed}" if args.first_seed else "")
+                         + (" --append" if args.append else "") + (" --skip-paired" if args.skip_paired else ""),
               "versions": versions(("bayesirt", "numpy", "scipy")), "paired": summarize_paired(rows),
               "composition": composition, "rows": rows}
     write_results(Path(__file__).parent / "results" / "audit_calibration.json", result, markdown, echo=True)

@@ -1,8 +1,18 @@
-"""Part 2 of ``benchmarks/audit_calibration.py``: the near-tie table's per-pair composition p
-(``dif_p``) against the old ``excess_p`` on ``simulate_dif_benchmark`` designs with the
-audit's Bayesian layer (issue 46 item 5).
+"""The near-tie table's DIF-sensitive rule (``dif_sensitive``: ``dif_q`` <= .05, the
+Benjamini-Hochberg adjusted per-pair ``dif_p``) against the old ``excess_p`` on
+``simulate_dif_benchmark`` designs with the audit's Bayesian layer (issue 46 item 5); also part 2
+of ``benchmarks/audit_calibration.py``.
+
+Definitions. False-flag rate: the share of a design's near-tie pairs (every eligible pair of both
+folds) flagged DIF-sensitive when no pair is ordered by DIF (``null``, ``target-null``); "tables
+with a flag": audits with at least one flagged pair. Recall: among the pairs whose order is DIF's
+(their order in expected accuracy with the planted DIF differs from the order without it), the
+share flagged; "category recall": the share of them in the "resolved, DIF-sensitive" category
+(which also needs the data to resolve the order).
 
 * ``null``: no DIF at all (dif_sd 0): every flag is false.
+* ``moderate`` (dif_sd 0.4) and ``medium`` (0.8): zero-sum DIF on half of the items in every model,
+  DIF of known, smaller sizes than ``strong``.
 * ``target-null`` (target-side, as ``benchmarks/audit_null_power.py``): zero-sum DIF sd 0.8 on half of the
   items in the models of outer fold 0 only. Fold 0's anchors are chosen on a half with real DIF and
   scored on a half without any, fold 1's are chosen on a half without DIF: no target half's near
@@ -23,8 +33,12 @@ import time
 import numpy as np
 from scipy.special import expit
 
+from bayesirt.audit.bayes.pair_dif import PERMUTATIONS
+
 N_OWNERS, N_ITEMS, DRAWS = 60, 600, 100
-DESIGNS = {"null": 0.0, "target-null": 0.8, "strong": 1.2}
+DESIGNS = {"null": 0.0, "target-null": 0.8, "moderate": 0.4, "medium": 0.8, "strong": 1.2}
+#: Designs whose DIF is in every model (recall is measured there).
+DIF_DESIGNS = ("moderate", "medium", "strong")
 
 
 def _eta(truth) -> np.ndarray:
@@ -64,42 +78,102 @@ def one(design: str, seed: int) -> dict:
     col = {m: k for k, m in enumerate(ds["model_id"].values.astype(str))}
     a = np.array([col[m] for m in table["model_a"]], dtype=int)
     b = np.array([col[m] for m in table["model_b"]], dtype=int)
-    ordered = (np.sign(with_dif[a] - with_dif[b]) != np.sign(without[a] - without[b])) if design == "strong" \
+    ordered = (np.sign(with_dif[a] - with_dif[b]) != np.sign(without[a] - without[b])) if design in DIF_DESIGNS \
         else np.zeros(a.size, dtype=bool)
-    flagged = table["dif_p"].to_numpy(float) <= 0.05
+    flagged = table["dif_sensitive"].to_numpy(bool)
+    category = (table["category"] == "resolved, DIF-sensitive").to_numpy()
     return {"design": design, "seed": seed, "pairs": int(len(table)), "flagged": int(flagged.sum()),
             "dif_pairs": int(ordered.sum()), "dif_flagged": int((flagged & ordered).sum()),
             "other_flagged": int((flagged & ~ordered).sum()),
             "old_flagged": int((table["excess_p"].to_numpy(float) <= 0.05).sum()),
+            "raw_flagged": int((table["dif_p"].to_numpy(float) <= 0.05).sum()),
+            "dif_category": int((category & ordered).sum()), "resolved": int(table["category"].ne("not resolved by the data").sum()),
             "resolved_dif_sensitive": int((table["category"] == "resolved, DIF-sensitive").sum()),
             "audit_p": float(result.controls["p_value"].sel(pair_set="primary")), "models_moved": moved,
             "p_floor": float(table["dif_p"].min()) if len(table) else None,
             "seconds": time.perf_counter() - t0}
 
 
-def composition_study(benchmarks: int) -> dict:
+def composition_study(benchmarks: int, designs=tuple(DESIGNS)) -> dict:
     rows = []
-    for design in DESIGNS:
+    for design in designs:
         for seed in range(benchmarks):
             rows.append(one(design, 500 + seed))
             r = rows[-1]
             print(f"composition {design} seed {seed}: {r['pairs']} pairs, {r['flagged']} flagged, {r['dif_pairs']} "
                   f"DIF-ordered ({r['dif_flagged']} flagged), old {r['old_flagged']}, {r['seconds']:.0f} s", flush=True)
     summary = []
-    for design in DESIGNS:
+    for design in designs:
         sel = [r for r in rows if r["design"] == design]
         tot = {k: sum(r[k] for r in sel) for k in ("pairs", "flagged", "dif_pairs", "dif_flagged", "other_flagged",
-                                                    "old_flagged", "resolved_dif_sensitive")}
-        summary.append({"design": design, "benchmarks": len(sel), **tot,
+                                                    "old_flagged", "raw_flagged", "resolved_dif_sensitive",
+                                                    "dif_category", "resolved")}
+        summary.append({"design": design, "dif_sd": DESIGNS[design], "benchmarks": len(sel), **tot,
+                        "tables_flagged": sum(r["flagged"] > 0 for r in sel),
                         "flag_rate": tot["flagged"] / tot["pairs"] if tot["pairs"] else None,
+                        "raw_rate": tot["raw_flagged"] / tot["pairs"] if tot["pairs"] else None,
                         "recall": tot["dif_flagged"] / tot["dif_pairs"] if tot["dif_pairs"] else None,
+                        "category_recall": tot["dif_category"] / tot["dif_pairs"] if tot["dif_pairs"] else None,
                         "other_flag_rate": (tot["other_flagged"] / (tot["pairs"] - tot["dif_pairs"])
                                             if tot["pairs"] > tot["dif_pairs"] else None),
-                        "p_floor": 1 / 201, "audit_p": [r["audit_p"] for r in sel]})
-    note = (f"{N_OWNERS} owners x 5 families, {N_ITEMS} items, {DRAWS} DIF draws per audit half. Null: no DIF. "
-            "Target-null: DIF sd 0.8 on half of the items in fold 0's models only; the split is recomputed after "
-            "removing the DIF, and when models still change fold (models_moved in the JSON) some target models carry "
-            "DIF shared with the audit half, so flags are not all false. Strong: DIF sd 1.2 "
-            "in every model; DIF-ordered = the pair's order in expected accuracy with the planted DIF differs from "
-            "its order without it. Old excess_p <= .05: the rule before issue 46.")
+                        "p_floor": 1 / (PERMUTATIONS + 1), "audit_p": [r["audit_p"] for r in sel]})
+    note = (f"{N_OWNERS} owners x 5 families, {N_ITEMS} items, {DRAWS} DIF draws per audit half; seeds 500, 501, ... "
+            "Null: no DIF. Target-null: DIF sd 0.8 on half of the items in fold 0's models only; the split is "
+            "recomputed after removing the DIF, and when models still change fold (models_moved in the JSON) some "
+            "target models carry DIF shared with the audit half, so flags are not all false. Moderate / medium / "
+            "strong: DIF sd 0.4 / 0.8 / 1.2 in every model; DIF-ordered = the pair's order in expected accuracy with "
+            "the planted DIF differs from its order without it. Flagged: dif_sensitive (dif_q <= .05); raw: "
+            "unadjusted dif_p <= .05; old: excess_p <= .05, the rule before issue 46.")
     return {"summary": summary, "rows": rows, "note": note}
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown_lines(study: dict) -> list[str]:
+    """The results table of :func:`composition_study` (also part 2 of audit_calibration.md)."""
+    lines = ["| design | DIF sd | audits | pairs | flagged (false-flag rate without DIF) | audits with a flag | "
+             "DIF-ordered pairs | recall | category recall | resolved pairs | flagged among the others | "
+             "raw dif_p <= .05 | old excess_p <= .05 | smallest dif_p |", "|---" * 14 + "|"]
+    for s in study["summary"]:
+        lines.append(f"| {s['design']} | {s['dif_sd']:g} | {s['benchmarks']} | {s['pairs']:,} | {s['flagged']:,} "
+                     f"({_pct(s['flag_rate'])}) | {s['tables_flagged']} of {s['benchmarks']} | {s['dif_pairs']:,} | "
+                     f"{_pct(s['recall'])} | {_pct(s['category_recall'])} | {s['resolved']:,} | "
+                     f"{_pct(s['other_flag_rate'])} | {_pct(s['raw_rate'])} | {s['old_flagged']:,} | "
+                     f"{s['p_floor']:.4f} |")
+    return [*lines, "", study["note"]]
+
+
+def markdown(result: dict) -> str:
+    return "\n".join(["# The near-tie table's DIF-sensitive rule on simulated DIF of known size (issue 46 item 5)", "",
+                       f"{result['date']}; {result['machine']} (shared, loaded); command `{result['command']}`; "
+                       f"{result['wall_s']:.0f} s wall, {result['cpu_s']:.0f} CPU-s.", "",
+                       __doc__.split("\n\n")[1].replace("\n", " "), "", *markdown_lines(result["study"])]) + "\n"
+
+
+def main() -> None:
+    import argparse
+    import os
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _common import machine, versions, write_results  # noqa: E402
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--benchmarks", type=int, default=4)
+    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    t0, c0 = time.perf_counter(), time.process_time()
+    study = composition_study(args.benchmarks, tuple(args.designs))
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
+              "cpu_s": time.process_time() - c0,
+              "command": f"nice -n 10 python benchmarks/audit_composition.py --benchmarks {args.benchmarks} --designs "
+                         + " ".join(args.designs), "versions": versions(("bayesirt", "numpy", "scipy")), "study": study}
+    write_results(Path(__file__).parent / "results" / "audit_composition.json", result, markdown, echo=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -406,7 +406,10 @@ def diagnostics(post, stats, times: dict, truth) -> dict:
         "ess_per_sample_cpu_s": min_ess / times["sample_cpu_s"] if times.get("sample_cpu_s") else None,
         "max_rhat": float(max(np.nanmax(rhat[v].values) for v in AXES_NUTS)),
         "divergences": int(np.asarray(stats["diverging"].values).sum()),
-        "corr_truth": {v: float(np.corrcoef(means[v], truth[v].values)[0, 1]) for v in AXES_TRUTH},
+        # none for a variable the fit reports as one value (the 1PL's common slope) or the truth holds constant
+        "corr_truth": {v: float(np.corrcoef(means[v], truth[v].values)[0, 1])
+                       if np.shape(means[v]) == truth[v].shape and np.std(truth[v].values) > 0 else None
+                       for v in AXES_TRUTH},
     }
     for name, key in (("n_steps", "mean_leapfrog_steps"), ("tree_depth", "mean_tree_depth")):
         if name in stats:

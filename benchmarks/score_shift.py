@@ -80,38 +80,52 @@ def _coverage_ci(k: int, n: int) -> list:
     return [float(lo), float(hi)]
 
 
+def _row(bank, ds, test, truth, items, args) -> dict:
+    part = ds.isel(model=test, item=np.sort(items))
+    scores, warnings, notes = score_models(bank, part, samples=args.samples, seed=args.seed,
+                                           ability_prior=args.ability_prior, extrapolation=args.extrapolation)
+    lo, hi, pred = (scores[v].values for v in ("lower", "upper", "predicted_accuracy"))
+    inside = (truth >= lo - 1e-12) & (truth <= hi + 1e-12)
+    outside = scores["outside_range"].values
+    err = (pred - truth) * 100
+    model_in = (truth >= scores["model_lower"].values - 1e-12) & (truth <= scores["model_upper"].values + 1e-12)
+    return {"coverage": float(inside.mean()), "coverage_ci": _coverage_ci(int(inside.sum()), inside.size),
+            "n_scored": int(inside.size), "bias_pp": float(err.mean()), "rmse_pp": float(np.sqrt(np.mean(err**2))),
+            "width_pp": float(np.mean(hi - lo) * 100), "outside_range": int(outside.sum()),
+            "extrapolated": int(scores["extrapolated"].sum()),
+            "at_ceiling": int(scores["at_ceiling"].sum()),
+            "coverage_outside": float(inside[outside].mean()) if outside.any() else None,
+            "coverage_inside": float(inside[~outside].mean()) if (~outside).any() else None,
+            "coverage_model_interval": float(model_in.mean()),
+            "interval": scores.attrs["interval"], "notes": notes, "warnings": warnings}
+
+
 def study(name: str, ds, args) -> dict:
     y = ds["responses"].values
     full = (y == 1).sum(0) / np.maximum((y >= 0).sum(0), 1)
     out = {"data": name, "n_models": int(y.shape[1]), "n_items": int(y.shape[0]), "splits": {}}
+    banks = {}
     for split, (cal, test) in _splits(full, args.seed).items():
-        t0 = time.time()
-        fit, messages = recorded_warnings(fit_mml, ds.isel(model=cal), args.spec, priors=True, se=True)
-        bank = read_bank(fit, draws=args.draws, seed=args.seed, calibration=ds.isel(model=cal))
-        items = select_items(bank, args.k, seed=args.seed)
-        part = ds.isel(model=test, item=np.sort(items))
-        scores, warnings, notes = score_models(bank, part, samples=args.samples, seed=args.seed,
-                                               ability_prior=args.ability_prior, extrapolation=args.extrapolation)
-        truth = full[test]
-        lo, hi, pred = (scores[v].values for v in ("lower", "upper", "predicted_accuracy"))
-        inside = (truth >= lo - 1e-12) & (truth <= hi + 1e-12)
-        outside = scores["outside_range"].values
-        err = (pred - truth) * 100
-        row = {"coverage": float(inside.mean()), "coverage_ci": _coverage_ci(int(inside.sum()), inside.size),
-               "n_scored": int(inside.size), "bias_pp": float(err.mean()), "rmse_pp": float(np.sqrt(np.mean(err**2))),
-               "width_pp": float(np.mean(hi - lo) * 100), "outside_range": int(outside.sum()),
-               "extrapolated": int(scores["extrapolated"].sum()),
-               "coverage_outside": float(inside[outside].mean()) if outside.any() else None,
-               "coverage_inside": float(inside[~outside].mean()) if (~outside).any() else None,
-               "coverage_model_interval": float(((truth >= scores["model_lower"].values - 1e-12)
-                                                 & (truth <= scores["model_upper"].values + 1e-12)).mean()),
-               "interval": scores.attrs["interval"], "notes": notes, "warnings": warnings + messages,
-               "seconds": time.time() - t0}
-        row["in_target"] = TARGET[0] <= row["coverage"] <= TARGET[1]
-        out["splits"][split] = row
-        print(f"{name} {split}: coverage {row['coverage']:.3f} bias {row['bias_pp']:+.2f} pp RMSE "
-              f"{row['rmse_pp']:.2f} width {row['width_pp']:.1f} outside {row['outside_range']}/{row['n_scored']} "
-              f"({time.time() - t0:.0f} s)", flush=True)
+        for config in args.configs.split(","):
+            spec, _, method = config.partition(":")
+            t0 = time.time()
+            if spec not in banks:
+                fit, messages = recorded_warnings(fit_mml, ds.isel(model=cal), spec, priors=True, se=True)
+                banks[spec] = (read_bank(fit, draws=args.draws, seed=args.seed, calibration=ds.isel(model=cal)),
+                               messages)
+            bank, messages = banks[spec]
+            items = select_items(bank, args.k, seed=args.seed, method=method or None)
+            row = {"split": split, "spec": spec, "method": method or "default"}
+            row |= _row(bank, ds, test, full[test], items, args)
+            row["warnings"] += messages
+            row["seconds"] = time.time() - t0
+            row["in_target"] = TARGET[0] <= row["coverage"] <= TARGET[1]
+            out["splits"][f"{split} {spec} {method or 'default'}"] = row
+            print(f"{name} {split} {config}: coverage {row['coverage']:.3f} bias {row['bias_pp']:+.2f} pp RMSE "
+                  f"{row['rmse_pp']:.2f} width {row['width_pp']:.1f} outside {row['outside_range']}/{row['n_scored']} "
+                  f"ceiling {row['at_ceiling']} model-based {row['coverage_model_interval']:.3f} "
+                  f"({time.time() - t0:.0f} s)", flush=True)
+        banks = {}
     return out
 
 
@@ -120,8 +134,10 @@ def markdown(result: dict) -> str:
     lines = ["# `score` under distribution shift: coverage of the 90% intervals", "",
              f"{result['date']}, {result['machine']} (shared with other jobs: loaded); bayesirt "
              f"{result['source'].get('head', '')[:10]}.", "", f"Command: `{result['command']}`", "",
-             f"Bank: {s['spec']} by MAP-EM with standard errors on the calibration models, {s['draws']} Laplace "
-             f"draws, its calibration responses kept; test: the {s['k']} items `select` picks by default; each "
+             f"Bank: each configuration's spec (SPEC:METHOD, {s['configs']}) by MAP-EM with standard errors on the "
+             f"calibration models, {s['draws']} Laplace "
+             f"draws, its calibration responses kept; test: the {s['k']} items `select` picks with METHOD (default: "
+             "its default); each "
              f"scored model answers only those; `score` defaults (calibrated interval, extrapolation "
              f"{s['extrapolation']}), ability prior {s['ability_prior']}, {s['samples']} predictive draws. "
              "Coverage: share of the scored models whose full-benchmark accuracy (proportion correct on all items) "
@@ -130,7 +146,12 @@ def markdown(result: dict) -> str:
              "split. Bias and RMSE of the predicted accuracy in percentage points.", ""]
     if result.get("skipped"):
         lines += [f"Skipped: {result['skipped']}", ""]
-    lines += ["| data | models x items | split | coverage (95% CI) | in .85-.95 | bias pp | RMSE pp | width pp | "
+    lines += ["Reference, the default workflow (2PL bank, `select`'s default `score` selection; bayesirt 3c665ea, "
+              "the earlier version of this file): shift coverage GSM8K .916, ARC .342, MMLU .346, simulated 3PL .848. "
+              "Configurations below are SPEC METHOD (`default`: `select`'s default). Why the 2PL bank misses on "
+              "ARC/MMLU: `benchmarks/results/score_shift_diagnose.md`.", ""]
+    lines += ["| data | models x items | split bank method | coverage (95% CI) | in .85-.95 | bias pp | RMSE pp | "
+              "width pp | "
               "outside support | widened | coverage outside / inside | model-based coverage | s |",
               "|" + "---|" * 13]
     for d in result["data"]:
@@ -149,7 +170,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--benchmarks", default="gsm8k,arc,mmlu")
     ap.add_argument("--simulated", default="2pl,3pl", help="generators of the simulated data sets ('' for none)")
-    ap.add_argument("--spec", default="2pl", help="the bank's model")
+    ap.add_argument("--configs", default="2pl:,3pl:,3pl:extended",
+                    help="comma-separated SPEC:METHOD, the bank's model and select's method (empty: its default)")
     ap.add_argument("--k", type=int, default=25, help="items each scored model answers")
     ap.add_argument("--ability-prior", default="bank", choices=("bank", "wide"))
     ap.add_argument("--extrapolation", default="envelope", choices=("envelope", "none"))
@@ -162,7 +184,7 @@ def main(argv=None) -> None:
     out = Path(args.out) if args.out else RESULTS / ("score_shift_quick.json" if args.quick else "score_shift.json")
     result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
               "source": source_state(), "command": "python benchmarks/score_shift.py " + " ".join(argv or sys.argv[1:]),
-              "settings": {k: getattr(args, k) for k in ("spec", "k", "ability_prior", "extrapolation", "draws",
+              "settings": {k: getattr(args, k) for k in ("configs", "k", "ability_prior", "extrapolation", "draws",
                                                          "samples", "seed")}, "data": []}
     sets = []
     if not args.quick:

@@ -154,7 +154,7 @@ def markdown(result: dict) -> str:
              f"splits x {s['random']} random subsets, {s['random_tests']} random 40-item tests, {s['pair_models']} "
              f"models for the pair test. Default design: `{s['default']}` (`safety.settings.STATIC_DESIGN`).", "",
              "## CAT study: held-out RMSE of the predicted full score (percentage points; lower is better)", "",
-             "| data | k | " + " | ".join(STATIC_DESIGNS) + " | random |", "|---|---|" + "---|" * 4]
+             "| data | k | " + " | ".join(STATIC_DESIGNS) + " | random |", "|---|---|" + "---|" * (len(STATIC_DESIGNS) + 1)]
     for name, r in result["data"].items():
         for k in BUDGETS:
             c = r["cat"]
@@ -164,7 +164,7 @@ def markdown(result: dict) -> str:
               "in-sample false-positive rate; pair test: share of model pairs told apart (40 items; full test)", "",
               "| data | " + " | ".join(f"{d} recall" for d in STATIC_DESIGNS) + " | random recall | "
               + " | ".join(f"{d} pairs" for d in STATIC_DESIGNS) + " | random pairs | full pairs |",
-              "|---|" + "---|" * 9]
+              "|---|" + "---|" * (2 * len(STATIC_DESIGNS) + 3)]
     for name, r in result["data"].items():
         x = r["shift"]
         lines.append(f"| {name} | " + " | ".join(f"{x[d]['recall']:.1%}" for d in STATIC_DESIGNS)

@@ -3,8 +3,9 @@ ADVI fit), a subprocess, a process pool or Dask. During such a test (its fixture
 those entry points are replaced by a stub that fails the test with the marker to add, so ``make test-fast``
 (``-m "not slow"``) stays fast by construction, not by timing (tests/test_tiers.py checks the guard itself).
 
-Compiler calls of PyTensor and numba and ``ctypes.util`` look-ups are not counted as subprocesses: they are
-how those libraries build their C code, cached after the first run."""
+Compiler calls of PyTensor and numba, ``ctypes.util`` look-ups and ``platform``'s (``uname -p`` for the processor
+name in a run's provenance) are not counted as subprocesses: they are how those libraries build their C code or
+learn the machine, cached after the first call in a process."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ GUARDED = (
     (distributed.Client, "__init__", "a Dask client (distributed.Client)"),
 )
 #: Modules whose subprocesses are compilers or library look-ups, not work a test starts.
-COMPILERS = ("pytensor.link.c", "pytensor.compile", "numba", "ctypes.util", "llvmlite")
+COMPILERS = ("pytensor.link.c", "pytensor.compile", "numba", "ctypes.util", "llvmlite", "platform")
 HINT = ("{nodeid} is not marked slow but starts {what}. Mark it `@pytest.mark.slow` (or the module: "
         "`pytestmark = pytest.mark.slow`), or avoid the {what} in the fast test.")
 

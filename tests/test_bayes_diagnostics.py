@@ -136,7 +136,8 @@ def test_sensitivity_of_point_draws_is_the_deterministic_curve(bench, audit, poi
     np.testing.assert_array_equal(anchors, audit.sensitivity["anchors"])  # the curve's own rebuilt anchors
     scores = bd.fraction_scores(point.folds, purifications, y=y, observed=observed, item_group=item_group, anchor_fraction=0.5)
     assert scores[0].dims == ("anchor_fraction", "draw", "model")
-    ds = bd.posterior_sensitivity(scores, [f.target for f in point.folds], sensitivity=audit.sensitivity)
+    ds = bd.posterior_sensitivity(scores, [f.target for f in point.folds], sensitivity=audit.sensitivity,
+                                  gaps=[f.pair_gaps for f in point.folds])  # 2% missing: pairs on the both-answered gaps
     s = audit.sensitivity
     for key in ("low_dif_rate", "excess_pp"):
         _same(ds[key].transpose("draw", "anchor_fraction", "threshold"), s[key].values)

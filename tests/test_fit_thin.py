@@ -10,6 +10,8 @@ import pytest
 from bayesirt.data import simulate_pl
 from bayesirt.errors import BayesIRTError
 from bayesirt.inference.fitting import NUTPIE_SETTINGS, fit
+from bayesirt.inference.nutpie_settings import ASYMPTOTE_TARGET_ACCEPT, spec_nutpie_settings
+from bayesirt.models.specs import load_spec
 
 
 @pytest.fixture(scope="module")
@@ -35,3 +37,13 @@ def test_thin_is_for_nuts_only():
         fit(responses, "2pl", method="advi", thin=2)
     with pytest.raises(BayesIRTError, match="thin"):
         fit(responses, "2pl", thin=0)
+
+
+def test_specs_with_an_asymptote_sample_at_a_higher_target_accept():
+    """The 3PL and 4PL run at ASYMPTOTE_TARGET_ACCEPT, the 1PL/2PL at nutpie's default; MIRT at nutpie's defaults."""
+    for name in ("3pl", "4pl"):
+        assert spec_nutpie_settings(load_spec(name)) == NUTPIE_SETTINGS | {"target_accept": ASYMPTOTE_TARGET_ACCEPT}
+    assert ASYMPTOTE_TARGET_ACCEPT > 0.8
+    for name in ("2pl", "rasch", "2pl-hierarchical"):
+        assert spec_nutpie_settings(load_spec(name)) == NUTPIE_SETTINGS
+    assert spec_nutpie_settings(load_spec("mirt")) is None

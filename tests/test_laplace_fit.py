@@ -193,6 +193,25 @@ def test_the_centre_search_converges_when_few_items_measure_each_model():
         assert abs(hits.mean() - 0.9) < 4 * np.sqrt(0.09 / hits.size), (name, hits.mean())
 
 
+def test_a_line_search_without_descent_continues_with_damped_steps(monkeypatch):
+    """Near an extreme item (OLL ARC, 4,280 models: a = 12, d = 12) G's Newton step is no descent
+    direction of F: every line search halved 10 times and the search crept 6e-5 per step until its
+    cap. After MAX_HALVINGS the steps are damped instead; forced from the first halving here, the
+    search reaches the same centre as the default one."""
+    import bayesirt.inference.laplace_kernel as kernel  # noqa: PLC0415 (the module whose constant is lowered)
+
+    ds, _ = _prior_truth(200, 30, seed=3)
+    y = ds["responses"].values
+    default = find_mode(y, PRIOR)
+    assert max(default["record"]["halvings"]) > 0  # the case has a halved line search to give up on
+    monkeypatch.setattr(kernel, "MAX_HALVINGS", 0)
+    damped = find_mode(y, PRIOR)
+    first = damped["record"]["halvings"].index(next(h for h in damped["record"]["halvings"] if h > 0))
+    assert all(h == 0 for h in damped["record"]["halvings"][first + 1:])  # no line search after giving up
+    for name in ("theta", "alpha", "d"):
+        np.testing.assert_allclose(damped[name], default[name], atol=1e-3)
+
+
 def test_a_centre_search_that_fails_names_the_other_methods(monkeypatch):
     import bayesirt.inference.laplace_kernel as kernel  # noqa: PLC0415 (the module whose step cap is lowered)
 

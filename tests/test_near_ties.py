@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from scipy.stats import false_discovery_control
 
 from bayesirt.audit import AuditConfig, run_audit
-from bayesirt.audit.bayes.near_ties import CATEGORIES, COLUMNS, RESOLVED, ROBUST, SENSITIVE_P, categorize, excess_interval
+from bayesirt.audit.bayes.near_ties import CATEGORIES, COLUMNS, RESOLVED, ROBUST, SENSITIVE_P, excess_interval
 from bayesirt.audit.engine.ranking import pair_reversals
 from bayesirt.cli.main import main
 from bayesirt.data import simulate_dif_benchmark
@@ -166,8 +167,10 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     robust = (table["prob_reversal"] <= ROBUST) & (table["random_reversal_rate"] <= ROBUST)
     old = np.minimum(1, table["random_reversal_rate"] / table["prob_reversal"].where(table["prob_reversal"] > 0)).fillna(1)
     np.testing.assert_allclose(table["excess_p"], old, atol=1e-6)
-    dif = old
-    assert ((table["dif_p"] >= 1 / 201 - 1e-12) & (table["dif_p"] <= 1)).all()  # floor 1 / (PERMUTATIONS + 1)
+    assert ((table["dif_p"] >= 1 / 1001 - 1e-12) & (table["dif_p"] <= 1)).all()  # floor 1 / (PERMUTATIONS + 1)
+    np.testing.assert_allclose(table["dif_q"], false_discovery_control(table["dif_p"]))  # BH over the whole table
+    assert (table["dif_sensitive"] == (table["dif_q"] <= SENSITIVE_P)).all()
+    dif = table["dif_q"]
     expected = np.where(resolved, np.where(robust, CATEGORIES[0], np.where(dif <= SENSITIVE_P, CATEGORIES[1],
                                                                              CATEGORIES[2])), CATEGORIES[3])
     assert (table["category"] == expected).all()
@@ -179,7 +182,7 @@ def test_categories_follow_the_thresholds_and_are_counted_in_summary_and_report(
     report = (out / "report.md").read_text()
     assert "## Near-tie leaderboard with uncertainty" in report and "near_ties.png" in report
     for name in ("prob_a_ahead", "prob_a_ahead_mcse", "both_gap_pp", "prob_theta_a_ahead", "prob_reversal",
-                 "random_reversal_rate", "mcnemar_p", "dif_p"):
+                 "random_reversal_rate", "mcnemar_p", "dif_p", "dif_q", "dif_sensitive"):
         assert f"- `{name}`: " in report  # one sentence per probability: what it is of, what it conditions on
     assert "never .95" not in report and "prob_exceeds_random" not in report
     assert "conditional on the spectral working model" in report
@@ -206,14 +209,6 @@ def test_excess_p_is_valid_when_the_anchors_are_a_random_recomposition():
         for prob in (one.astype(float), many):
             assert (excess_p(prob, np.full(prob.size, r)) <= SENSITIVE_P).mean() <= SENSITIVE_P + 0.005
     np.testing.assert_allclose(excess_p([0.0, 0.5, 0.9, 0.2], [0.0, 0.01, 0.9, np.nan]), [1.0, 0.02, 1.0, np.nan])
-
-
-def test_categorize_at_the_boundaries():
-    got = categorize([0.95, 0.95, 0.95, 0.95, 0.9499, 0.95, 0.05, 0.0501],
-                     [0.05, 0.0501, 1.0, 0.9, 0.0, 0.5, 0.0, 0.0],
-                     [0.05, 0.0, 0.05, 0.0451, 0.0, 0.5, 0.0, 0.0])
-    assert list(got) == [CATEGORIES[0], CATEGORIES[1], CATEGORIES[1], CATEGORIES[2], CATEGORIES[3], CATEGORIES[2],
-                         CATEGORIES[0], CATEGORIES[3]]
 
 
 def test_a_mirt_ability_spec_is_refused_before_any_work():

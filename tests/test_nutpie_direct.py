@@ -165,6 +165,27 @@ def test_callback_reports_wrong_dimension_and_non_finite_points():
     assert code(x) in (3, 4) and not (np.isfinite(value[0]) and np.isfinite(gradient).all())
 
 
+@pytest.mark.parametrize("name", ["4pl", "2pl-hierarchical", "difficulty, common slope", "fixed slope"])
+def test_expand_callback_gives_pymcs_reported_variables(name):
+    """The draws' reported variables (the expand callback nutpie calls) equal those of PyMC's model at the same
+    unconstrained point: theta, slopes, intercepts, difficulties, guessing, slip and learned hyperparameters."""
+    import pymc as pm
+
+    spec, responses = _spec(name), _responses(21, 13, 0.2, seed=2)
+    model, pm_model = direct_model(responses, spec), build_logistic(responses, spec)
+    compiled, double = model.compiled, ctypes.POINTER(ctypes.c_double)
+    outputs = pm_model.replace_rvs_by_values([pm_model[n] for n in model.reported_variables])
+    fn = pm.pytensorf.compile(pm_model.value_vars, outputs, on_unused_input="ignore")
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        x, out = rng.normal(0.0, 0.7, compiled.n_dim), np.empty(compiled.n_expanded)
+        assert compiled.compiled_expand_func.ctypes(compiled.n_dim, compiled.n_expanded, x.ctypes.data_as(double),
+                                                    out.ctypes.data_as(double), compiled.user_data.ctypes.data) == 0
+        point = _pymc_point(pm_model, x)
+        want = np.concatenate([np.ravel(v) for v in fn(*(point[v.name] for v in pm_model.value_vars))])
+        np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
 def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
     """The logp callback inlines the kernel of another file, which numba's cache does not check: it is
     loaded from the cache while the digest of both files compiled into the cache matches today's, and
@@ -239,7 +260,7 @@ def test_fit_has_the_structure_of_the_pymc_paths(name, monkeypatch):
     assert json.loads(direct.attrs["bayesirt_settings"])["nutpie_model"] == "direct"
     assert json.loads(pymc.attrs["bayesirt_settings"])["nutpie_model"] == "pymc"
     settings = [json.loads(t.attrs["bayesirt_settings"]) for t in (direct, pymc)]
-    assert settings[0]["nutpie"] == settings[1]["nutpie"] == fitting.NUTPIE_SETTINGS
+    assert settings[0]["nutpie"] == settings[1]["nutpie"] == fitting.spec_nutpie_settings(spec)
     assert set(json.loads(direct.attrs["bayesirt_timings"])) == set(json.loads(pymc.attrs["bayesirt_timings"]))
     assert set(direct.children) == set(pymc.children)
     for group in direct.children:

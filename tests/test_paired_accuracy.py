@@ -178,3 +178,21 @@ def test_design_weights_and_monte_carlo_error():
     assert paired_accuracy([[4]], [[2]], [[30]]).iloc[0]["prob_a_ahead_mcse"] == pytest.approx(0, abs=1e-12)
     with pytest.raises(DataError, match="weights"):
         paired_accuracy(n10, n01, n, weights=[1, 2])
+
+
+def test_borderline_calls_are_drawn_again_with_more_draws():
+    """A two-group pair whose P(a ahead) lies within 2 MCSE of .95 gets BORDERLINE_DRAWS draws (its
+    MCSE is that of a 20,000-draw run); a pair near .5 keeps the default draws (its MCSE is ~sqrt(10)
+    that of a 20,000-draw run)."""
+    from bayesirt.audit.bayes.paired import BORDERLINE_DRAWS, PAIR_DRAWS
+
+    assert BORDERLINE_DRAWS == 10 * PAIR_DRAWS
+    n = np.array([[60, 60], [60, 60]])
+    n10, n01 = np.array([[9, 7], [6, 5]]), np.array([[3, 5], [5, 6]])  # P(a ahead) .951 and ~.5
+    got = paired_accuracy(n10, n01, n, weights=[0.5, 0.5], seed=0)
+    big = paired_accuracy(n10, n01, n, weights=[0.5, 0.5], draws=BORDERLINE_DRAWS, seed=5)
+    p, mcse, big_mcse = (x.to_numpy() for x in (got["prob_a_ahead"], got["prob_a_ahead_mcse"], big["prob_a_ahead_mcse"]))
+    assert abs(p[0] - 0.95) <= 2 * mcse[0] * np.sqrt(10) and 0.3 < p[1] < 0.7  # the first is borderline at 2,000 draws
+    np.testing.assert_allclose(mcse[0], big_mcse[0], rtol=0.2)  # drawn again at 20,000
+    np.testing.assert_allclose(mcse[1], np.sqrt(10) * big_mcse[1], rtol=0.2)  # not borderline: 2,000 draws
+    assert abs(p[0] - big["prob_a_ahead"].iloc[0]) < 5 * np.hypot(mcse[0], big_mcse[0])

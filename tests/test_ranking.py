@@ -190,3 +190,45 @@ def test_bad_settings_raise_one_clear_error(call, message):
 def test_bad_inputs_raise_one_clear_error(call, message):
     with pytest.raises(DataError, match=message):
         call()
+
+
+def test_near_ties_with_missing_cells_are_selected_on_the_both_answered_gap():
+    """Hand-made: three models on 200 items. Model 0 answered all and got 100 right (.50); model 1
+    answered the first 100 items only and got 51 of them right (.51: a 1 pp full-score near tie
+    with model 0), but on those 100 items model 0 got 60 right: a 9 pp both-answered gap, not a
+    near tie. Model 2 answered all and got 98 right (.49: a 1 pp near tie with model 0 on both
+    gaps, 55 vs 60 of the first 100 and 43 vs 40 of the rest); against model 1 it is 2 pp apart on
+    the full scores but 4 pp on the 100 common items."""
+    y = np.zeros((200, 3), dtype=np.int8)
+    y[:60, 0] = 1
+    y[100:140, 0] = 1  # model 0: 60 of the first 100, 40 of the rest: 100 / 200
+    y[:51, 1] = 1  # model 1: 51 of the first 100 (answered only those)
+    y[:55, 2] = 1
+    y[100:143, 2] = 1  # model 2: 55 + 43 = 98 / 200
+    observed = np.ones_like(y, dtype=bool)
+    observed[100:, 1] = False
+    full = weighted_scores(y, np.ones(200), observed)
+    np.testing.assert_allclose(full, [0.50, 0.51, 0.49])
+    gaps = ranking.both_answered_gaps(y, observed)
+    np.testing.assert_allclose(gaps, [[0, 0.09, 0.01], [-0.09, 0, -0.04], [-0.01, 0.04, 0]], atol=1e-12)
+    owner, family = np.array(["o1", "o2", "o3"]), np.array(["F", "G", "H"])
+    on_full = _pairs(near_tie_pairs(full, owner, family, epsilon=0.01))
+    on_both = _pairs(near_tie_pairs(full, owner, family, epsilon=0.01, gaps=gaps))
+    assert on_full == [(0, 1), (0, 2)]  # both 1 pp on the own-item scores
+    assert on_both == [(0, 2)]  # (0, 1) is 9 pp apart on the 100 items both answered
+    assert _pairs(near_tie_pairs(full, owner, family, epsilon=0.05, gaps=gaps)) == [(0, 2), (1, 2)]
+
+
+def test_complete_data_keeps_the_full_score_pair_set():
+    """Without missing cells there are no separate both-answered gaps (None), and the gap matrix of
+    a complete matrix selects exactly the full-score pairs (brute force on random scores)."""
+    rng = np.random.default_rng(4)
+    y = (rng.random((300, 40)) < rng.uniform(0.3, 0.7, 40)).astype(np.int8)
+    assert ranking.both_answered_gaps(y, np.ones(y.shape, dtype=bool)) is None
+    full = y.mean(axis=0)
+    owner, family = rng.integers(0, 30, 40), rng.integers(0, 4, 40)
+    gaps = full[:, None] - full[None, :]
+    for pair_type in ("cross", "within"):
+        expected = _pairs(near_tie_pairs(full, owner, family, epsilon=0.02, pair_type=pair_type))
+        assert expected and _pairs(near_tie_pairs(full, owner, family, epsilon=0.02, pair_type=pair_type,
+                                                  gaps=gaps)) == expected

@@ -19,8 +19,9 @@ __all__ = ["audit_summary", "audit_tree", "PAIR_COUNTS"]
 #: The two pair counts of the audit (summary.json ``pair_count_definitions``; NT eq. 39).
 PAIR_COUNTS = {
     "near_tie_pairs": "pairs of target models with different owners and different families whose observed full "
-                      "scores differ by more than 0 and at most epsilon, pooled over folds; frozen from the observed "
-                      "full scores for every control, bootstrap and posterior draw",
+                      "scores differ by more than 0 and at most epsilon (with missing cells: whose accuracies on the "
+                      "items both answered do, near_tie_selection), pooled over folds; frozen for every control, "
+                      "bootstrap and posterior draw",
     "eligible_pairs": "near-tie pairs not tied under the low-DIF anchor score either: the denominator of the "
                       "low-DIF reversal rate (NT eq. 39-41)",
     "anchor_tied_pairs": "near_tie_pairs - eligible_pairs: near-tie pairs tied under the low-DIF anchor score",
@@ -65,6 +66,9 @@ def audit_summary(result: AuditResult) -> dict:
     summary = dict(result.summary)
     near_tie = [len(f.pairs[0]) for f in result.folds]
     summary |= {"near_tie_pairs": int(sum(near_tie)),
+                "near_tie_selection": ("both-answered gap (missing cells: each pair's accuracies on the items both "
+                                       "answered in the target half)" if any(f.pair_gaps is not None for f in result.folds)
+                                       else "full-score gap"),
                 "anchor_tied_pairs": int(sum(near_tie)) - summary["eligible_pairs"],
                 "pair_count_definitions": PAIR_COUNTS}
     if result.controls is not None:

@@ -37,6 +37,7 @@ from bayesirt.audit.diagnostics.specificity import within_family_specificity
 from bayesirt.audit.engine.anchors import capability_offsets, purify
 from bayesirt.audit.engine.bootstrap import composition_bootstrap, owner_bootstrap
 from bayesirt.audit.engine.ranking import (
+    both_answered_gaps,
     kendall_tau_b,
     near_tie_pairs,
     percentile_ranks,
@@ -140,8 +141,9 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
     full = weighted_scores(y_t, np.ones(y.shape[0]), obs_t)
     anchor = weighted_scores(y_t, purification.weights, obs_t)
     fam_t, own_t = pop["family"].to_numpy()[target], owner[target]
-    pairs = near_tie_pairs(full, own_t, fam_t, epsilon=config.epsilon)
-    within = near_tie_pairs(full, own_t, fam_t, epsilon=config.epsilon, pair_type="within")
+    gaps = both_answered_gaps(y_t, obs_t)  # None with complete data: the full-score gaps (ranking module notes)
+    pairs = near_tie_pairs(full, own_t, fam_t, epsilon=config.epsilon, gaps=gaps)
+    within = near_tie_pairs(full, own_t, fam_t, epsilon=config.epsilon, pair_type="within", gaps=gaps)
     eligible, n_rev = reversal_counts(full, anchor, pairs)
     all_pairs = near_tie_pairs(full, own_t, fam_t, pair_type="all")
     all_eligible, all_rev = reversal_counts(full, anchor, all_pairs)
@@ -157,7 +159,7 @@ def _fold(h: int, y, observed, family_index, n_families, pop: pd.DataFrame, item
                       within_pairs=within, eligible=int(eligible), reversed=int(n_rev),
                       tau_b=float(kendall_tau_b(full, anchor)),
                       all_cross_eligible=int(all_eligible), all_cross_reversed=int(all_rev), target_index=target,
-                      posterior=posterior, schedule_gap=gap, draws=draws), notes
+                      posterior=posterior, schedule_gap=gap, draws=draws, pair_gaps=gaps), notes
 
 
 def run_audit(responses: xr.Dataset, config: AuditConfig | None = None, *, workers: int | None = 1,
@@ -318,7 +320,8 @@ def _posterior_diagnostics(result: AuditResult, purifications, y, observed, item
         scores = fraction_scores(folds, purifications, y=y, observed=observed, item_group=item_group,
                                  anchor_fraction=result.config.anchor_fraction)
         attach(result, "sensitivity", posterior_sensitivity(scores, [f.target for f in folds],
-                                                            sensitivity=result.sensitivity))
+                                                            sensitivity=result.sensitivity,
+                                                            gaps=[f.pair_gaps for f in folds]))
 
 
 def _owner_shifts(folds: list[FoldResult], replicates: int, seed: int) -> xr.Dataset:

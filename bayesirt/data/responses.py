@@ -26,7 +26,7 @@ from bayesirt.data.families import derive_family, derive_owner
 from bayesirt.errors import DataError
 
 __all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask", "observed_cells",
-           "informative_items", "to_observed_data", "from_observed_data", "METADATA"]
+           "informative_items", "drop_constant_items", "to_observed_data", "from_observed_data", "METADATA"]
 
 MISSING = -1
 """Code of a missing (unobserved) cell in the int8 ``responses`` variable."""
@@ -444,3 +444,17 @@ def informative_items(responses: xr.Dataset) -> tuple[xr.Dataset, list[str]]:
     constant = (correct == 0) | (correct == observed.sum(axis=1))
     dropped = [str(i) for i in responses["item"].values[constant]]
     return responses.isel(item=np.flatnonzero(~constant)), dropped
+
+
+def drop_constant_items(responses: xr.Dataset, *, shown: int = 10) -> tuple[xr.Dataset, list[str]]:
+    """:func:`informative_items` for a job: the informative items and a note naming the dropped ones
+    (``[]`` when none was dropped), for the job's warnings (report and ``summary.json``)."""
+    kept, dropped = informative_items(responses)
+    if not dropped:
+        return kept, []
+    if kept.sizes["item"] == 0:
+        raise DataError(f"every item ({len(dropped)}) was answered alike by every model (zero variance); "
+                        "there is nothing to fit")
+    names = ", ".join(dropped[:shown]) + (f" ... ({len(dropped) - shown} more)" if len(dropped) > shown else "")
+    return kept, [f"{len(dropped)} zero-variance item(s) dropped before fitting (every model answered them alike: "
+                  f"no information on ability): {names}"]

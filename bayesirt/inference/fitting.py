@@ -27,6 +27,7 @@ import numpy as np
 from bayesirt.errors import ConfigError
 from bayesirt.inference.methods import (ADVI_ITERATIONS, ADVI_LEARNING_RATE, ADVI_TOLERANCE, CHAINS, CORES, DRAWS,
                                        METHODS, MODEL_METHODS, SAMPLER, SEED, TUNE)
+from bayesirt.inference.nutpie_settings import NUTPIE_SETTINGS, spec_nutpie_settings  # noqa: F401 (re-exported)
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.interrupts import check_interrupt
 from bayesirt.utils.options import declare, option
@@ -218,7 +219,7 @@ def fit(
         tree = sample_model(pm_model, method=method, sampler=sampler, draws=draws, tune=tune, chains=chains,
                             cores=cores, seed=seed, advi_iterations=advi_iterations, advi_tolerance=advi_tolerance,
                             advi_learning_rate=advi_learning_rate, progress=progress,
-                            nutpie_settings=None if spec.kind == "mirt" else NUTPIE_SETTINGS)
+                            nutpie_settings=spec_nutpie_settings(spec))
     timings = {"build_s": build_s} | json.loads(tree.attrs["bayesirt_timings"])
     extra_attrs = {k: v for k, v in tree.attrs.items() if k.startswith("advi_")}
     if hasattr(pm_model, "anchor_items"):
@@ -297,7 +298,7 @@ def sample_model(
         before the gradient test is met).
     nutpie_settings : dict, optional
         NUTS with nutpie only: keyword arguments of ``nutpie.sample`` (its adaptation), recorded in
-        the settings. Default: nutpie's defaults. :func:`fit` passes :data:`NUTPIE_SETTINGS` for
+        the settings. Default: nutpie's defaults. :func:`fit` passes :func:`spec_nutpie_settings` for
         1PL-4PL specs.
 
     Returns
@@ -342,17 +343,6 @@ def sample_model(
     return result
 
 
-#: nutpie's adaptation for NUTS on 1PL-4PL specs (recorded in the fit's settings; MIRT and the models
-#: of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix estimated from
-#: the variance of the draws, as Stan and PyMC adapt it ("draw_diag"), instead of nutpie's default
-#: estimate from draws and gradients, with its estimator windows switched every 120 draws instead of
-#: 80. On a 300 x 1,000 2PL, 2 chains x (500 + 500), the smallest bulk ESS over theta, a and d was
-#: 589 on average over 7 seeds (361-724) against 336 over 5 (270-359) at the default, for about 25%
-#: more gradient evaluations; switching every 120 draws gave 776 and 732 where 80 gave 608 and 654
-#: (benchmarks/README.md, "nuts_stan.py"). The step size is not jittered between draws (Stan's default;
-#: nutpie jitters it by +-10%): over 6 seeds the smallest bulk ESS rose from 3,798 to 4,597 in all and
-#: the ESS per sampling second from 33.3 to 35.8 (benchmarks/results/nutpie_adaptation.md).
-NUTPIE_SETTINGS = {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "step_size_jitter": 0.0}
 
 
 def _nuts_settings(sampler, draws, tune, chains, nutpie_settings) -> dict:
@@ -375,10 +365,10 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
     model = direct_model(responses, spec)
     timings["compile_s"] = time.perf_counter() - t0
     tree = _run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
-                       timings, NUTPIE_SETTINGS)
+                       timings, spec_nutpie_settings(spec))
     result = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(),
                                     "sample_stats": tree["sample_stats"].to_dataset()})
-    settings = {"method": "nuts", "seed": seed} | _nuts_settings("nutpie", draws, tune, chains, NUTPIE_SETTINGS)
+    settings = {"method": "nuts", "seed": seed} | _nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
     result.attrs = {"bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings)}
     return result, model
 

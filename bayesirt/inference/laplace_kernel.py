@@ -49,7 +49,7 @@ from scipy.linalg import blas, lapack, solve_triangular
 from bayesirt.errors import BayesIRTError, ConfigError
 
 __all__ = ["curvature", "find_mode", "joint_draws", "start_point", "CHORD_BELOW", "MAX_CHORDS", "FISHER_ABOVE",
-           "STEP_TOLERANCE",
+           "MAX_HALVINGS", "STEP_TOLERANCE",
            "MAX_STEPS", "MAX_SWEEPS", "SWEEP_UNTIL", "CHUNK_CELLS"]
 
 #: Largest Newton step (in theta, log a or d) above which the next step uses the expected information.
@@ -61,6 +61,9 @@ STEP_TOLERANCE = 1e-4
 MAX_STEPS, MAX_CHORDS = 40, 30
 #: A Newton step below this is followed by chord steps with the same factorization.
 CHORD_BELOW = 0.05
+#: A line search on F that halves a step more often than this has found no descent of F along it
+#: (G's Newton direction near an extreme item): the search continues with damped steps, as near the centre.
+MAX_HALVINGS = 6
 #: Block coordinate sweeps before the Newton steps: at most MAX_SWEEPS, until the largest change is below SWEEP_UNTIL.
 MAX_SWEEPS, SWEEP_UNTIL = 30, 0.05
 #: Cells per item chunk of a pass (bounds the chunk's float64 work arrays to about 160 MB).
@@ -282,7 +285,8 @@ def _damping(damping: float, largest: float, previous: float) -> float:
 def find_mode(y, prior, *, volume: bool = True, progress=None) -> dict:
     """The centre and curvature of the approximation (module notes): block coordinate sweeps on f,
     then Newton steps through the Schur complement of f's Hessian (a halving line search on F while
-    a step exceeds :data:`CHORD_BELOW`), each small one followed by chord steps that reuse its
+    a step exceeds :data:`CHORD_BELOW`, until a search halves more than :data:`MAX_HALVINGS` times:
+    damped steps from then on, as near the centre), each small one followed by chord steps that reuse its
     factorization (the volume weights of a chord pass lag one step; the Schur pass that ends the
     search has them exact).
 
@@ -303,6 +307,7 @@ def find_mode(y, prior, *, volume: bool = True, progress=None) -> dict:
     z_store = np.empty((2 * n_items, n_models), dtype=np.float32)
     current = curvature(y, *point, prior, np.zeros((2, n_models)))
     fisher, damping, previous = False, 1.0, np.inf
+    damped = False  # once F stops being a merit function of the steps, every later step is damped
     while record["passes"] < MAX_STEPS:
         record["passes"] += 1
         try:
@@ -323,15 +328,16 @@ def find_mode(y, prior, *, volume: bool = True, progress=None) -> dict:
                 return {"theta": point[0], "alpha": point[1], "d": point[2], "z": z_store, "factor": factor,
                         "chol_items": chol, "record": record}
             halvings = 0
-            if largest > CHORD_BELOW:
+            if largest > CHORD_BELOW and not damped:
                 point, current, halvings = _line_search(y, prior, point, step_theta, step_items, current, weights)
+                damped = halvings > MAX_HALVINGS
             else:  # near the centre F is no merit function of G's stationary point: damped steps
                 damping = _damping(damping, largest, previous)
                 point = (point[0] + damping * step_theta, point[1] + damping * step_items[:, 0],
                          point[2] + damping * step_items[:, 1])
                 current = curvature(y, *point, prior, weights(current))
             previous = largest
-            record["damping"].append(damping if largest <= CHORD_BELOW else 1.0)
+            record["damping"].append(damping if largest <= CHORD_BELOW or damped else 1.0)
             record["steps"].append(largest / 2 ** halvings)
             record["fisher"].append(fisher)
             record["objective"].append(current["objective"])

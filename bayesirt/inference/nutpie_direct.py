@@ -58,7 +58,7 @@ __all__ = ["DirectModel", "direct_eligible", "direct_model", "CELLS_BELOW"]
 #: share of the matrix, over the dense matrix (missing cells masked) from it on. Measured at 200 models x
 #: 500 items, CPU ms of one logp + gradient: the dense 2PL kernel costs 0.17 at every share, the cells'
 #: 2.43 complete, 0.19 at 10% observed and 0.11 at 5%; the 3PL's dense kernel 0.25 (0.36 complete), the
-#: cells' 0.20 at 10% and 0.43 at 20% (``benchmarks/direct_layouts.py``, results/direct_layouts.md, a loaded
+#: cells' 0.20 at 10% and 0.43 at 20% (``benchmarks/nuts_numpyro.py --layouts``, results/direct_layouts.md, a loaded
 #: machine): they cross near 9% (2PL) and 13% (3PL) observed.
 CELLS_BELOW = 0.1
 

@@ -16,7 +16,7 @@ from bayesirt.data.settings import READ_OPTIONS
 from bayesirt.errors import SpecError, did_you_mean
 from bayesirt.jobs.audit import run_audit_job
 from bayesirt.jobs.fit import run_fit_job
-from bayesirt.jobs.suite import SAFETY_STEPS, check_step_options, run_safety_suite
+from bayesirt.jobs.suite import DEFAULT_STEPS, SAFETY_STEPS, check_step_options, run_safety_suite
 from bayesirt.models.specs import parse_toml, toml_text
 from bayesirt.utils.options import Option, call, check_options, options_of, renamed_options
 
@@ -81,7 +81,7 @@ def load_analysis(path: str | Path) -> dict:
             if key not in ("steps", *SAFETY_STEPS):
                 raise SpecError(f"{path}: [safety] unknown option {key!r}{did_you_mean(key, SAFETY_STEPS)}; allowed: "
                                 f"{sorted(('steps', *SAFETY_STEPS))}")
-        check_step_options(options.get("steps", list(SAFETY_STEPS)),
+        check_step_options(options.get("steps", list(DEFAULT_STEPS)),
                            {k: v for k, v in options.items() if k != "steps"}, where=str(path))
     return {"path": path, **head, "options": options, "simulate": checked.get("simulate", {}),
             "read": checked.get("read", {})}
@@ -117,7 +117,7 @@ def run_analysis(path: str | Path, *, force: bool = False, resume: bool = False,
     if resume and analysis["kind"] != "safety" and Path(analysis["out"]).is_dir():
         return Path(analysis["out"])
     if analysis["kind"] == "safety":
-        steps = options.pop("steps", list(SAFETY_STEPS))
+        steps = options.pop("steps", list(DEFAULT_STEPS))
         return run_safety_suite(analysis["data"], analysis["out"], steps=steps, options=options, force=force,
                                 resume=resume, progress=progress)
     data = analysis["data"]

@@ -38,6 +38,9 @@ _METHOD_TEXT = {
              "accuracy (the bank's prediction from the chosen items, squared error over the calibration cohort)",
     "information": "the SAFE static test: the items with the most Fisher information summed over the calibration "
                    "abilities",
+    "extended": "half the items by score recovery (as 'score'), half with the most Fisher information at abilities "
+                "spread from the calibration cohort's 95th percentile to 4 cohort sds above it, so that models "
+                "stronger than the cohort are measured too (a cohort-centred test puts them at its ceiling)",
 }
 
 
@@ -46,8 +49,10 @@ def run_select_job(bank, out, *,
                    budget: int = option(None, "items in the test (1 to the bank's size)", type=int, required=True,
                                         low=1),
                    method: str | None = option(None, "score: greedy recovery of the calibration models' full accuracy; "
-                                                     "information: SAFE's max-information static test [score when the "
-                                                     "bank has calibration responses of >= 200 models]", type=str,
+                                                     "information: SAFE's max-information static test; extended: half "
+                                                     "score, half items informative above the cohort (to score "
+                                                     "stronger models) [score when the bank has calibration responses "
+                                                     "of >= 200 models]", type=str,
                                                choices=SELECTION_METHODS),
                    stratify: bool = option(False, "proportional quotas per item_group"),
                    task: str | None = option(None, "harness task of plain integer item ids (or prefix of subject.doc "
@@ -70,9 +75,10 @@ def run_select_job(bank, out, *,
     out : path
     budget : int
         Items in the test.
-    method : {"score", "information"}, optional
+    method : {"score", "information", "extended"}, optional
         Default ``"score"`` when the bank has the calibration responses of at least 200 models, else
-        ``"information"``.
+        ``"information"``. ``"extended"``: half ``"score"``, half items informative above the cohort
+        (for models that may be stronger than every calibration model; ``benchmarks/score_shift.py``).
     stratify : bool, default False
         Proportional quotas per ``item_group``.
     task : str, optional
@@ -234,7 +240,8 @@ def run_score_job(bank, responses, out, *,
     notes = [_calibration_note(b)] + notes
     summary = {"level": level, "fpr": fpr, "samples": samples, "seed": seed, "task": task,
                "interval": scores.attrs["interval"], "interval_requested": interval,
-               "interval_text": scores.attrs["interval_text"], "ability_prior": ability_prior,
+               "interval_text": scores.attrs["interval_text"], "interval_at_edge": scores.attrs["interval_at_edge"],
+               "at_edge": int(scores["at_edge"].sum()), "ability_prior": ability_prior,
                "ability_prior_sd": scores.attrs["ability_prior_sd"], "extrapolation": extrapolation,
                "extrapolated": int(scores["extrapolated"].sum()), "notes": notes,
                "outside_range_models": scores["model"].values[scores["outside_range"].values].astype(str).tolist(),

@@ -37,6 +37,14 @@ def _inputs(data, spec=None):
     return responses, spec
 
 
+def _informative(responses: xr.Dataset) -> tuple[xr.Dataset, list[str]]:
+    """The responses without zero-variance items, and the note naming them (the job's warnings)."""
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.data.responses import drop_constant_items
+
+    return drop_constant_items(responses)
+
+
 def _header(title: str, responses: xr.Dataset) -> list[str]:
     y = responses["responses"].values
     return [f"# {title} on {responses.attrs.get('name', 'responses')}", "",
@@ -129,12 +137,13 @@ def run_ladder_job(data, out, *, quadrature: int = option(61, "Gauss-Hermite nod
                    max_iter: int = option(500, "EM iteration cap", low=1), force: bool = False) -> Path:
     """Fit the 1PL-4PL ladder; write ladder.csv, lrt.csv, summary.json and report.md."""
     check_output(out, force=force)
-    responses, _ = _inputs(data)
+    responses, dropped = _informative(_inputs(data)[0])
     # import time: loaded when the job runs, not when the command line lists its options
     from bayesirt.frequentist import pl_ladder
     from bayesirt.report.checks import ladder_section  # import time, as above
 
     (table, lrt), messages = recorded_warnings(pl_ladder, responses, quadrature=quadrature, max_iter=max_iter)
+    messages = dropped + messages
     with staged_output(out, force=force) as folder:
         table.to_csv(folder / "ladder.csv", index=False)
         lrt.to_csv(folder / "lrt.csv", index=False)
@@ -195,6 +204,7 @@ def run_splithalf_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"
     splithalf.png, summary.json and report.md."""
     check_output(out, force=force)
     responses, spec = _inputs(data, spec)
+    responses, dropped = _informative(responses)
     # import time: loaded when the job runs, not when the command line lists its options
     from bayesirt.frequentist import split_half_retention
     from bayesirt.report.checks import plot_splithalf, splithalf_section  # import time, as above
@@ -206,9 +216,9 @@ def run_splithalf_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"
         write_netcdf(ds, folder / "splithalf.nc")
         figure = plot_splithalf(ds, folder / "splithalf.png").name
         summary = {"attrs": {k: v for k, v in ds.attrs.items()},
-                   "mean_retention": ds["retention"].mean("split").to_pandas().to_dict()}
+                   "mean_retention": ds["retention"].mean("split").to_pandas().to_dict(), "warnings": dropped}
         write_json(folder / "summary.json", summary)
-        lines = _header("Split-half check", responses) + splithalf_section(ds, figure)
+        lines = _header("Split-half check", responses) + splithalf_section(ds, figure) + _warnings_section(dropped)
         (folder / "report.md").write_text("\n".join(lines))
     return Path(out)
 
@@ -254,13 +264,13 @@ def run_mirt_mml_job(data, out, *,
     )
     from bayesirt.report.mirt import MIRT_MML_COLUMNS, mirt_mml_report  # import time, as above
 
-    responses = data if isinstance(data, xr.Dataset) else load(data)
+    responses, dropped = _informative(data if isinstance(data, xr.Dataset) else load(data))
     dims = check_dim_list(dims, responses.sizes["item"])
     options = {"quadrature": quadrature, "prune": prune, "max_iter": max_iter, "tol": tol,
                "loading_prior": loading_prior, "threads": threads}
     (fits, table, loadings), messages = recorded_warnings(fit_dimensions, responses, dims, folds, seed, rotation, progress,
                                                           options)
-    messages = list(dict.fromkeys(messages))  # the same warning from several folds is listed once
+    messages = dropped + list(dict.fromkeys(messages))  # the same warning from several folds is listed once
     frame = table.drop_dims("model").to_dataframe().reset_index()[MIRT_MML_COLUMNS]
     frame["converged"] = frame["converged"].astype(bool)
     frame["best_heldout"] = frame["heldout_loglik"] == frame["heldout_loglik"].max()

@@ -18,6 +18,7 @@ from bayesirt.safety.settings import (
     FLIP_RATE,
     MODES,
     NULLS,
+    PROMPTED_NOISE,
     SELECTION_RULES,
     STATIC_DESIGN,
     STATIC_DESIGNS,
@@ -132,6 +133,7 @@ def run_information_job(source, out, *,
     tree = None
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
+    from bayesirt.data.responses import drop_constant_items  # import time, as above
     from bayesirt.frequentist.mml import fit_mml  # import time, as above
     from bayesirt.models.information import information_curves, posterior_information  # import time, as above
     from bayesirt.report.cat import information_report, plot_information  # import time, as above
@@ -149,9 +151,10 @@ def run_information_job(source, out, *,
         info = information_curves(source, theta)
         info.attrs["parameters"] = "item parameters as given"
     else:
-        fit = fit_mml(_responses(source), spec, priors=True, se=False)
+        responses, dropped = drop_constant_items(_responses(source))
+        fit = fit_mml(responses, spec, priors=True, se=False)
         info = information_curves(fit.items, theta)
-        info.attrs["parameters"] = f"{spec} calibrated by MML with the spec's priors"
+        info.attrs["parameters"] = f"{spec} calibrated by MML with the spec's priors" + "".join(f"; {m}" for m in dropped)
     table = info[["test_information", "standard_error"]].to_dataframe().reset_index()
     if "group_information" in info:
         groups = info["group_information"].to_pandas().T.add_prefix("information_")
@@ -232,7 +235,9 @@ def run_personfit_job(data, out, *,
     responses = data if isinstance(data, xr.Dataset) else load(data)
     tree = None if posterior is None else posterior if isinstance(posterior, xr.DataTree) else _open_tree(posterior)
     cohort = responses if reference is None else reference if isinstance(reference, xr.Dataset) else load(reference)
+    cohort, responses, dropped = _informative_cohort(cohort, responses, reference is None)
     calibration, messages = recorded_warnings(fit_mml, cohort, "2pl", priors=True, se=False)
+    messages = dropped + messages
     items = calibration.items
     if reference is not None:
         suspect_items = responses["item"].values.astype(str)
@@ -257,6 +262,21 @@ def run_personfit_job(data, out, *,
                            genuine=None if reference is None else genuine)
 
 
+def _informative_cohort(cohort: xr.Dataset, scored: xr.Dataset, same: bool):
+    """The calibration cohort without zero-variance items (they carry no information and get extreme
+    parameters), the scored runs on the remaining items (``same``: the cohort itself), and the note
+    naming the dropped items (:func:`bayesirt.data.responses.drop_constant_items`)."""
+    # import time: loaded when the job runs, not when the command line lists its options
+    from bayesirt.data.responses import drop_constant_items
+
+    kept, notes = drop_constant_items(cohort)
+    if same:
+        return kept, kept, notes
+    constant = set(cohort["item"].values.astype(str)) - set(kept["item"].values.astype(str))
+    keep = [i for i, v in enumerate(scored["item"].values.astype(str)) if v not in constant]
+    return kept, scored.isel(item=keep), notes
+
+
 def _open_tree(path) -> xr.DataTree:
     # import time: loaded when the job runs, not when the command line lists its options
     import xarray as xr
@@ -274,10 +294,13 @@ def run_sandbag_job(data, out, *,
                     statistic: str = option("lz", "person-fit statistic", choices=STATISTICS),
                     mode: str = option("ability_shift", "how a run sandbags: a coherent ability shift on the "
                                                         "targeted items (responses drawn from the fitted 2PL at the "
-                                                        "shifted ability), or independent random errors",
+                                                        "shifted ability), independent random errors, or prompted "
+                                                        "(the shift plus item-level errors)",
                                        choices=MODES),
-                    shifts=option(DEFAULT_SHIFTS, "ability shifts in logits (ability_shift mode)", parse=comma_floats,
-                                  low=0),
+                    shifts=option(DEFAULT_SHIFTS, "ability shifts in logits (ability_shift and prompted modes)",
+                                  parse=comma_floats, low=0),
+                    noise: float = option(PROMPTED_NOISE, "item-level error probability on top of the shift "
+                                                          "(prompted mode)", low=0, high=1, open="high"),
                     strengths=option((0.25, 0.5, 0.75, 1.0), "change probabilities (random_errors mode)",
                                      parse=comma_floats, low=0, high=1),
                     direction: str = option("down", "down: toward fewer correct answers (less capable); up: the "
@@ -288,7 +311,8 @@ def run_sandbag_job(data, out, *,
                     target: str = option("weakest", "item group of the targeted scope: weakest, strongest or a "
                                                     "group label"),
                     groups: int = option(6, "pseudo-groups when the data have fewer than two item groups", low=2),
-                    test_length: int = option(40, "items of the ability-shift test", low=1),
+                    test_length: int = option(40, "items of the ability-shift test (with --reference: a static test among the "
+                                                  "suspects' items; person fit reads all of them)", low=1),
                     level: float = option(0.95, "confidence of the resolvable gap of the ability-shift test", low=0,
                                           high=1, open=True),
                     static_design: str = option(STATIC_DESIGN, "design of the ability-shift test (max_information: "
@@ -334,9 +358,12 @@ def run_sandbag_job(data, out, *,
     responses = data if isinstance(data, xr.Dataset) else load(data)
     if reference is not None:
         cohort = reference if isinstance(reference, xr.Dataset) else load(reference)
+        cohort, responses, dropped = _informative_cohort(cohort, responses, False)
         (suspects, genuine, settings), messages = recorded_warnings(score_suspects, responses, cohort, fpr=fpr,
                                                                     statistic=statistic, level=level, null=null,
-                                                                    flip_rate=flip_rate, seed=seed)
+                                                                    flip_rate=flip_rate, test_length=test_length,
+                                                                    static_design=static_design, seed=seed)
+        messages = dropped + messages
         settings["reference"] = (str(reference) if not isinstance(reference, xr.Dataset)
                                  else reference.attrs.get("name", "dataset"))
         roc = None
@@ -344,13 +371,14 @@ def run_sandbag_job(data, out, *,
             roc = labelled_roc(suspects, genuine, read_run_labels(labels), statistic=statistic)
             settings["labels"] = str(labels) if not isinstance(labels, (Mapping, pd.DataFrame)) else "given"
         return write_suspects(suspects, genuine, settings, out, warnings=messages, force=force, roc=roc)
+    responses, _, dropped = _informative_cohort(responses, responses, True)
     result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, mode=mode,
-                                         shifts=shifts, strengths=strengths, direction=direction,
+                                         shifts=shifts, strengths=strengths, noise=noise, direction=direction,
                                          trigger_fraction=trigger_fraction, target=target, groups=groups,
                                          test_length=test_length, level=level, static_design=static_design,
                                          null=null, flip_rate=flip_rate, seed=seed, workers=workers,
                                          scheduler=scheduler, progress=progress)
-    return write_sandbag(result, responses, out, warnings=messages, force=force)
+    return write_sandbag(result, responses, out, warnings=dropped + messages, force=force)
 
 
 def _read_identities(identities) -> dict | None:
@@ -388,6 +416,9 @@ def run_fingerprint_job(reference, query, out, *,
                                                       "(SAFE; refused without them), or a parametric resampling null "
                                                       "(far wider than real repeats)", choices=NULLS),
                         resamples: int = option(50, "resamples of the null without repeats", low=1),
+                        items: int | None = option(None, "compare on the N pre-selected items on which reference "
+                                                         "models disagree most (SAFE: 500) [all shared items]",
+                                                   type=int, low=1),
                         seed: int = option(0, "random seed", low=0), force: bool = False):
     """``bayesirt fingerprint``: match every query endpoint to the reference collections.
 
@@ -404,6 +435,9 @@ def run_fingerprint_job(reference, query, out, *,
     alpha, null, resamples, seed
         As :func:`identify` and :func:`self_disagreement_null` (default: repeated collections, refused
         without them; ``null="resampling"`` on request).
+    items : int, optional
+        Restrict reference and query to the ``items`` pre-selected fingerprint items of the
+        reference (:func:`~bayesirt.safety.fingerprint.fingerprint_items`; SAFE's 500).
     force : bool, default False
 
     Writes fingerprint.nc (DataTree: disagreement, null, matches), matches.csv,
@@ -417,11 +451,15 @@ def run_fingerprint_job(reference, query, out, *,
     from bayesirt.data import load  # import time, as above
     from bayesirt.report.safety import write_fingerprint  # import time, as above
     from bayesirt.safety.fingerprint import (  # import time, as above
-        disagreement, identify, identity_labels, self_disagreement_null,
+        disagreement, fingerprint_items, identify, identity_labels, self_disagreement_null,
     )
     from bayesirt.safety.personfit import check_responses  # import time, as above
 
     ref, qry = (d if isinstance(d, xr.Dataset) else load(d) for d in (reference, query))
+    if items is not None:
+        chosen = set(fingerprint_items(ref, items).astype(str))
+        ref, qry = (d.isel(item=[i for i, v in enumerate(d["item"].values.astype(str)) if v in chosen])
+                    for d in (ref, qry))
     calibration, messages = recorded_warnings(self_disagreement_null, ref, identity=mapping, null=null,
                                               resamples=resamples, seed=seed)
     matches = identify(ref, qry, calibration, reference_identity=mapping, claim=mapping, alpha=alpha)

@@ -6,7 +6,10 @@ Steps, each written to its own subfolder of the output folder by its own job:
 - ``cat``: the held-out adaptive-testing study (SAFE Figure 3);
 - ``personfit``: l_z with a cut-off calibrated on the genuine cohort;
 - ``sandbag``: sandbagging simulation and detection;
-- ``factors``: per-benchmark 2PL abilities and their factor structure (needs three or more files).
+- ``factors``: per-benchmark 2PL abilities and their factor structure (needs three or more files);
+- ``mirt_mml`` (optional, not in the default steps: SAFE App. C, minutes on a leaderboard cohort):
+  the item-level MIRT by marginal ML for D = 1..4 on the sign-aligned composite of all benchmarks
+  (the single file with one), written to ``mirt_mml/``.
 
 With several benchmark files, ``factors`` runs first, and each item-level step runs on every item
 bank of :func:`bayesirt.safety.scopes.benchmark_scopes`, one subfolder each (``cat/arc/``,
@@ -39,6 +42,7 @@ import pandas as pd
 
 from bayesirt.data import load
 from bayesirt.errors import BayesIRTError, OutputError, SpecError, did_you_mean
+from bayesirt.jobs import frequentist as frequentist_jobs
 from bayesirt.jobs import safety as safety_jobs
 from bayesirt.jobs import structure as structure_jobs
 from bayesirt.report.markdown import markdown_table
@@ -57,10 +61,14 @@ from bayesirt.utils.outputs import (
 )
 from bayesirt.utils.progress import format_duration, stage
 
-__all__ = ["SAFETY_STEPS", "StepsFailed", "step_options", "check_step_options", "check_against_data", "read_structure",
+__all__ = ["SAFETY_STEPS", "DEFAULT_STEPS", "StepsFailed", "step_options", "check_step_options", "check_against_data", "read_structure",
            "run_safety_suite"]
 
-SAFETY_STEPS = ("information", "cat", "personfit", "sandbag", "factors")
+#: The steps a safety analysis runs when it names none.
+DEFAULT_STEPS = ("information", "cat", "personfit", "sandbag", "factors")
+#: Every step a safety analysis may name (``mirt_mml`` on request only).
+SAFETY_STEPS = (*DEFAULT_STEPS, "mirt_mml")
+
 class StepsFailed(BayesIRTError):
     """Some steps of a multi-step analysis failed; the others finished and are kept.
 
@@ -76,7 +84,7 @@ def _step_jobs() -> dict:
     """The job of each step, looked up when the suite runs (so a replaced job is the one run)."""
     return {"information": safety_jobs.run_information_job, "cat": safety_jobs.run_cat_job,
             "personfit": safety_jobs.run_personfit_job, "sandbag": safety_jobs.run_sandbag_job,
-            "factors": structure_jobs.run_factors_job}
+            "factors": structure_jobs.run_factors_job, "mirt_mml": frequentist_jobs.run_mirt_mml_job}
 
 
 def step_options(step: str) -> dict:
@@ -260,7 +268,7 @@ def _run_on_scopes(job, step: str, scopes: list[Scope], folder: Path, kw: dict, 
         (staging / "report.md").write_text("\n".join(lines) + "\n")
 
 
-def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict | None = None, force: bool = False,
+def run_safety_suite(files: list[str], out, *, steps=DEFAULT_STEPS, options: dict | None = None, force: bool = False,
                      resume: bool = False, progress: bool = True) -> Path:
     """Run the declared SAFE steps on benchmark ``files``; one subfolder per step under ``out``.
 
@@ -332,8 +340,12 @@ def run_safety_suite(files: list[str], out, *, steps=SAFETY_STEPS, options: dict
                 if scopes is None:
                     factors = out / "factors" if (out / "factors").is_dir() else None
                     scopes = benchmark_scopes(datasets, *read_structure(factors, names, declared))
-                _run_on_scopes(jobs[step], step, scopes, out / step, kw, progress=progress,
-                               no_abilities=_why_no_abilities(out / "factors", len(files)))
+                if step == "mirt_mml":  # one fit on all benchmarks pooled (SAFE App. C), not one per bank
+                    pooled = next((sc for sc in scopes if sc.name == "composite"), scopes[0])
+                    jobs[step](pooled.responses, out / step, force=True, **kw)
+                else:
+                    _run_on_scopes(jobs[step], step, scopes, out / step, kw, progress=progress,
+                                   no_abilities=_why_no_abilities(out / "factors", len(files)))
             record["steps"][step] = {"status": "finished", "settings": options.get(step, {})}
         except BayesIRTError as err:
             record["steps"][step] = {"status": "failed", "settings": options.get(step, {}), "error": str(err)}

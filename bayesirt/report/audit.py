@@ -33,8 +33,10 @@ def _pct(value: float) -> str:
 def _headline(summary: dict, notes: Notes) -> list[str]:
     eps = f"{100 * summary['config']['epsilon']:g}"
     near = summary.get("near_tie_pairs", summary["eligible_pairs"])
-    rows = [(f"near-tie pairs: different owner and family, 0 < full-score gap <= {eps} pp, frozen from the observed "
-             "full scores, pooled over folds", f"{near:,}"),
+    both = summary.get("near_tie_selection", "").startswith("both")
+    gap = "gap on the items both answered (missing cells)" if both else "full-score gap"
+    rows = [(f"near-tie pairs: different owner and family, 0 < {gap} <= {eps} pp, frozen from the observed "
+             "scores, pooled over folds", f"{near:,}"),
             ("eligible pairs: the near-tie pairs also untied under the low-DIF anchor score (the rate's denominator; "
              "NT Table 1's \"near-tie pairs\" column)",
              f"{summary['eligible_pairs']:,} ({near - summary['eligible_pairs']:,} tied under the anchor score)"),

@@ -118,8 +118,9 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
                   f"items is its observed answers plus the posterior predictive of the items it did not run, with a "
                   f"{level:.0%} interval from {summary['samples']} predictive draws. Interval used: "
                   f"**{summary['interval']}**, {summary['interval_text']}"
-                  + (f"; for the {summary['extrapolated']} model(s) outside the bank's support it is widened to the "
-                     "extrapolation envelope (column `extrapolated`)" if summary["extrapolated"] else "")
+                  + (f"; for the {summary.get('at_edge', summary['extrapolated'])} model(s) outside or at the edge of "
+                     f"the bank's support (column `at_edge`) it is {summary.get('interval_at_edge', 'widened')} "
+                     f"({summary['extrapolated']} widened, column `extrapolated`)" if summary["extrapolated"] else "")
                   + ". The interval is for the model's proportion correct over all the bank's items. "
                   "Person fit: l_z on the observed items against the "
                   f"{summary['fpr']:.0%} cut-off of the calibration cohort on the same items "

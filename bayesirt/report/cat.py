@@ -108,7 +108,8 @@ def cat_report(study: xr.Dataset, curves: pd.DataFrame, figures: list[str] | str
              "fitted on the calibration models.", "",
              "Target (full score): " + (
                  "the unweighted mean over the pooled benchmarks of each one's proportion correct (reversed members "
-                 "as 1 - y), so that every benchmark counts equally whatever its item count (SAFE's composite)."
+                 "as 1 - y), so that every benchmark counts equally whatever its item count (SAFE's composite; "
+                 "a different scale from the factors step's composite.csv, the mean of z-scored MAP abilities)."
                  if a.get("target") == "benchmark_mean" else
                  "the proportion correct over the model's observed items."), "",
              "Intervals: 95% t-intervals of the mean over splits (splits share models, so they are optimistic).", ""]

@@ -155,7 +155,19 @@ def _selection_lines(solutions, parallel, matrix: str = "the ability estimates")
             f"- Horn's parallel analysis ({parallel.n_iter:,} random-normal data sets, "
             f"{parallel.quantile:.0%} quantile) retains {parallel.n_factors} factor(s) on the reduced matrix "
             f"({parallel.communalities} communalities) and {parallel.n_components} component(s) in the PCA variant "
-            f"(on {matrix}, the matrix the solutions are fitted to)."]
+            f"(on {matrix}, the matrix the solutions are fitted to)."] + _beyond_fitted(solutions, parallel)
+
+
+def _beyond_fitted(solutions, parallel) -> list[str]:
+    """A remark when parallel analysis retains more factors than any solution fitted (too few
+    benchmarks identify them)."""
+    fitted = max((s.n_factors for s in solutions), default=0)
+    if parallel.n_factors <= fitted:
+        return []
+    return [f"- **Note.** Parallel analysis retains {parallel.n_factors} factor(s), more than the {fitted} that "
+            f"could be fitted to {len(solutions[0].variables) if solutions else 0} benchmarks (a solution needs "
+            f"non-negative degrees of freedom); the retained count is an upper bound here, and the suite reads the "
+            f"largest proper fitted solution at or below it."]
 
 
 def solution_flags(solution) -> list[str]:
@@ -250,7 +262,10 @@ def _polarity_lines(polarity: pd.DataFrame, settings: dict) -> list[str]:
              + ". General loading: the one-factor solution of the matrix above, reflected so that most benchmarks "
                "load positively" + (", with its bootstrap interval." if np.isfinite(polarity["lower"]).any()
                                     else " (no bootstrap: no interval, nothing is flagged).")
-             + " Composites multiply a reversed benchmark's standardized scores by -1 (composite.csv).", "",
+             + " Composites multiply a reversed benchmark's standardized scores by -1 (composite.csv). Scale of "
+               "composite.csv: the mean over a model's benchmarks of its z-scored MAP ability (z over the cohort); "
+               "the cat step's composite bank is scored on another scale, the mean of the benchmarks' proportions "
+               "correct (its full score), so the two composites are not interchangeable numbers.", "",
              markdown_table(shown.round(3)), ""]
     flagged = flagged_polarity(polarity)
     lines += [f"- **Credibly negative, not reversed.** {line}." for line in flagged] + [""] * bool(flagged)

@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bayesirt.audit.bayes.near_ties import CATEGORIES, COLUMN_NOTES, RESOLVED, ROBUST, SENSITIVE_P  # noqa: E402
+from bayesirt.audit.bayes.paired import BORDERLINE_DRAWS, PAIR_DRAWS  # noqa: E402
 from bayesirt.audit.intervals import NEAR_TIE_GAP_SOURCE  # noqa: E402
 from bayesirt.report.intervals import Notes  # noqa: E402
 from bayesirt.report.markdown import markdown_table  # noqa: E402
@@ -24,10 +25,10 @@ TOP_PAIRS = 5
 _COLORS = {CATEGORIES[0]: "C2", CATEGORIES[1]: "C3", CATEGORIES[2]: "C1", CATEGORIES[3]: "0.55"}
 #: How each category's "top" pairs are chosen: the clearest cases of what the category says.
 _ORDER = {CATEGORIES[0]: (["prob_a_ahead", "prob_reversal"], [False, True]),
-          CATEGORIES[1]: (["excess_reversal", "prob_a_ahead"], [False, False]),
+          CATEGORIES[1]: (["dif_p", "prob_a_ahead"], [True, False]),
           CATEGORIES[2]: (["prob_reversal", "prob_a_ahead"], [False, False]),
           CATEGORIES[3]: (["prob_a_ahead", "prob_reversal"], [True, False])}
-_ORDER_TEXT = {CATEGORIES[0]: "highest P(a ahead), then lowest P(reversal)", CATEGORIES[1]: "largest excess reversal",
+_ORDER_TEXT = {CATEGORIES[0]: "highest P(a ahead), then lowest P(reversal)", CATEGORIES[1]: "smallest dif_p",
                CATEGORIES[2]: "highest P(reversal)", CATEGORIES[3]: "lowest P(a ahead)"}
 
 
@@ -71,23 +72,23 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
     share = info.get("called_mcnemar_p_le_10")
     lines = ["## Near-tie leaderboard with uncertainty (Bayesian layer)", "",
              f"Every eligible near-tie pair of both folds ({info['pairs']:,}; eligible as in the primary result: tied "
-             "under neither the full nor the low-DIF anchor score), model a being the one with the higher full score "
+             "under neither the full nor the low-DIF anchor score), model a being the one ahead on the gap the pair was "
+             "selected on (the full score; with missing cells the items both answered, `both_gap_pp`) "
              f"(target half, {info.get('item_groups', 1)} item group(s)). All pairs: `near_ties.csv`. What each "
              "column is:", "",
              *[f"- `{name}`: {note}." for name, note in COLUMN_NOTES.items()], "",
              f"Categories: not resolved when {1 - RESOLVED:.2g} < P(a ahead) < {RESOLVED:g}; otherwise composition-robust when "
              f"P(reversal) <= {ROBUST:g} and the random reversal rate <= {ROBUST:g}, else DIF-sensitive when "
-             f"excess_p <= {SENSITIVE_P:g} (the DIF-guided recomposition flips it at least {1 / SENSITIVE_P:.0f} times as "
-             "often as a random one; possible only when random recompositions flip it at most "
-             f"{100 * SENSITIVE_P:g}% of the time, which almost no near tie meets: the rule has almost no power at "
-             "near ties), else composition-sensitive (recompositions flip it, the DIF-guided "
-             f"one does not stand out). Pairs with excess_p <= {SENSITIVE_P:g}, resolved or not: "
-             f"{info.get('dif_sensitive_any', 0):,}. Reference column dif_p (per-pair randomization p that a's wins "
-             "sit on the items whose residual DIF favours a's family; smallest attainable "
-             f"{info.get('dif_p_floor', 1 / 201):.4f} = 1/(permutations + 1); no category): "
-             f"{info.get('dif_p_le_05', 0):,} pairs at <= {SENSITIVE_P:g}. On simulated benchmarks "
-             "(benchmarks/audit_calibration.md) it flagged every DIF-ordered near tie at strong DIF, but also 12% of "
-             "near ties without any DIF: read it as family-item alignment, not as a calibrated DIF test.",
+             f"dif_q <= {SENSITIVE_P:g} (`dif_sensitive`: dif_p, the per-pair randomization p that a's wins sit on "
+             "the items whose residual DIF favours a's family, Benjamini-Hochberg adjusted over the table's pairs), "
+             "else composition-sensitive (recompositions flip it, its order does not follow the families' DIF). "
+             f"DIF-sensitive pairs, resolved or not: {info.get('dif_sensitive_any', 0):,} "
+             f"({info.get('dif_p_le_05', 0):,} with unadjusted dif_p <= {SENSITIVE_P:g}; smallest attainable dif_p "
+             f"{info.get('dif_p_floor', 1 / 1001):.4f} = 1/(permutations + 1)). Without any DIF the chance that any pair "
+             f"of the table is flagged is at most {SENSITIVE_P:g}; its measured power on simulated DIF of known size is "
+             "in benchmarks/results/audit_composition.md. At 1 pp near ties the data rarely resolve the order, so most "
+             "DIF-sensitive pairs sit in \"not resolved by the data\". The old excess_p rule (reference column) flags "
+             f"{info.get('excess_p_le_05', 0):,}.",
              "",
              markdown_table(pd.DataFrame([(c, f"{counts[c]:,}", _share(counts[c], info["pairs"])) for c in CATEGORIES],
                                          columns=["category", "pairs", "share"])), "",
@@ -106,7 +107,7 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
             continue
         by, ascending = _ORDER[category]
         top = sel.sort_values(by, ascending=ascending, kind="stable").head(TOP_PAIRS)
-        shown = pd.DataFrame({"fold": top["fold"], "a (higher full score)": top["model_a"] + " (" + top["family_a"] + ")",
+        shown = pd.DataFrame({"fold": top["fold"], "a (ahead on the selection gap)": top["model_a"] + " (" + top["family_a"] + ")",
                               "b": top["model_b"] + " (" + top["family_b"] + ")",
                               "full gap, pp (90% accuracy-gap interval)": [
                                   f"{g:+.2f} ({lo:+.1f} to {hi:+.1f})" + _gap_mark(g, lo, hi, record, notes)
@@ -120,7 +121,7 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
                               "excess (90% MC)": [f"{e:+.3f} ({lo:+.3f}, {hi:+.3f})" for e, lo, hi in
                                                   zip(top["excess_reversal"], top["excess_lower"], top["excess_upper"],
                                                       strict=True)],
-                              "dif_p": top["dif_p"].map(lambda v: f"{v:.3g}")})
+                              "dif_p (q)": [f"{p:.3g} ({q:.3g})" for p, q in zip(top["dif_p"], top["dif_q"], strict=True)]})
         lines += [f"### {category[0].upper()}{category[1:]}: top {len(top)} of {len(sel):,} "
                   f"({_ORDER_TEXT[category]})", "", markdown_table(shown), "", *notes.lines()]
     return lines
@@ -131,8 +132,9 @@ def _caveats(info: dict) -> list[str]:
     out = []
     if info.get("prob_a_ahead_mcse_max") is not None:
         out.append(f"Monte Carlo error of P(a ahead) (`prob_a_ahead_mcse`): at most {info['prob_a_ahead_mcse_max']:.4f}; "
-                   f"{info.get('calls_within_2_mcse', 0):,} call(s) lie within 2 MCSE of the threshold and may change "
-                   "with the seed.")
+                   f"pairs within 2 MCSE of {RESOLVED:g} or {1 - RESOLVED:.2g} at {PAIR_DRAWS:,} draws were drawn again "
+                   f"with {BORDERLINE_DRAWS:,}, after which {info.get('calls_within_2_mcse', 0):,} call(s) still lie "
+                   "within 2 MCSE of the threshold and may change with the seed.")
     if info.get("pooled_item_groups"):
         out.append(f"{info['pooled_item_groups']:,} item group(s) have fewer than {info.get('min_stratum_items')} items, too "
                    "few to stratify: the paired model pools them into one stratum.")

@@ -172,6 +172,9 @@ def sandbag_section(detection: pd.DataFrame, settings: dict, figures: dict) -> l
     how = ("mode **ability_shift**: on the in-scope items each model answers as the fitted 2PL says it would at its "
            "ability shifted by the level (logits), drawn conditionally on its genuine response (a coherent shift, as "
            "a model would sandbag)" if mode == "ability_shift" else
+           f"mode **prompted**: the same coherent shift plus item-level errors (each in-scope response also changes "
+           f"with probability {settings.get('noise') or 0:g}, whatever the item), the mix SAFE's prompted models show"
+           if mode == "prompted" else
            "mode **random_errors**: each in-scope response changes independently with probability the level")
     lines = ["## Sandbagging simulation", "",
              f"Every model sandbagged from its genuine responses in each scope and level (`strength`: "
@@ -291,6 +294,13 @@ def write_sandbag(result, responses: xr.Dataset, out, *, warnings: list[str], fo
     return Path(out)
 
 
+def _shift_items(st: dict) -> str:
+    n, total = st.get("shift_items", st["test_items"]), st["test_items"]
+    if n >= total:
+        return f"all {total} items (no more than the shift test's length)"
+    return f"a {n}-item static test among them (design `{st.get('static_design')}`; items in summary.json)"
+
+
 def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, out, *, warnings: list[str],
                    force: bool, roc=None) -> Path:
     """Write the folder of suspect runs scored against a reference cohort (``sandbag --reference``):
@@ -324,10 +334,12 @@ def write_suspects(suspects: xr.Dataset, genuine: xr.Dataset, settings: dict, ou
                    | ({"labelled": roc[0].to_dict("records")} if roc is not None else {}))
         lines = ["# Suspect runs scored against a reference cohort", "",
                  f"Reference cohort {st['reference']}: {st['reference_models']} models, {st['reference_items']} items, "
-                 f"calibrated by the regularized 2PL (MAP-EM). The suspects' {st['test_items']} items are their test.", "",
-                 f"- Person fit: {st['statistic']} on those items, flagged at or below {st['cutoff']:.3f}, the "
+                 f"calibrated by the regularized 2PL (MAP-EM). The suspects' {st['test_items']} items are their test; "
+                 f"as SAFE, the two detectors read separate item sets.", "",
+                 f"- Person fit: {st['statistic']} on all {st.get('personfit_items', st['test_items'])} items, flagged "
+                 f"at or below {st['cutoff']:.3f}, the "
                  f"{st['fpr']:.0%} quantile of the reference cohort's genuine runs on the same items.",
-                 f"- Ability shift: the ability from those items minus the historical ability (the same model's "
+                 f"- Ability shift: the ability from {_shift_items(st)} minus the historical ability (the same model's "
                  f"full-data ability in the reference; {st['suspects_with_history']} of {suspects.sizes['model']} "
                  f"suspects have one), flagged beyond {st.get('shift_multiplier', 1.0):.2f} times the gap the test "
                  f"resolves at {st['level']:.0%}.",

@@ -27,6 +27,7 @@ from scipy.special import logsumexp
 from bayesirt.errors import BayesIRTError
 from bayesirt.models.information import ItemBank, item_bank, item_information
 from bayesirt.models.response import curves, derivative, second_derivative
+from bayesirt.safety.cat_kernels import fisher_cat, fixed_test_eap
 from bayesirt.safety.settings import ESTIMATORS, SELECTION_RULES, STATIC_DESIGN, STATIC_DESIGNS
 from bayesirt.safety.static_design import design_order
 from bayesirt.utils.validation import check_choice, check_int, parameter_error
@@ -284,7 +285,7 @@ def score_test(responses, discrimination, intercept, items=None, *, guessing=0.0
     if items is not None:
         bank = bank.subset(items)
     nodes, logw = ability_grid(points, prior_mean=prior_mean, prior_sd=prior_sd)
-    eap = _eap(_log_posterior(y, bank, nodes, logw), nodes)
+    eap = Abilities(*(x[0] for x in fixed_test_eap(y, np.arange(bank.n_items)[None, :], bank, nodes, logw)))
     if method == "eap":
         return eap
     return _map(y, [x[:, None] for x in bank], eap.theta, float(prior_mean), float(prior_sd))
@@ -377,6 +378,10 @@ def run_cat(responses, discrimination, intercept, *, budget, guessing=0.0, slip=
         path = [labels == g for g in _quota_path(labels, budget)]
     nodes, logw = ability_grid(points, prior_mean=prior_mean, prior_sd=prior_sd)
     lp, lq = bank.log_pq(nodes)
+    if rule == "fisher" and estimator == "eap":  # the compiled loop (cat_kernels); the same steps as below
+        items, theta, sd = fisher_cat(y, bank, lp, lq, nodes, logw, budget, None if path is None else np.array(path),
+                                      min_sd)
+        return CATResult(items, theta, sd, (items >= 0).sum(axis=1))
     grid_info = bank.information(nodes) if rule == "posterior" else None
     n_models = y.shape[1]
     cols = np.arange(n_models)

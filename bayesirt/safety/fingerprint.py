@@ -12,6 +12,12 @@ be? (SAFE "Response fingerprint" and App. B "Fingerprint Null Calibration and Dr
   model's residual variation as response noise: on ChemBench its median self-disagreement is 34%
   (95th percentile 40%; 22 models, 50 resamples, seed 0) where SAFE's repeated collections give
   2.0-2.8%, so SAFE's 33.6% drift case would pass.
+- :func:`fingerprint_items`: the audit's item set. SAFE matches endpoints "on 500 pre-selected
+  items" and says no more of how they were selected; the rule here is stated: the ``n`` items on
+  which two reference models picked at random most often disagree (``2 p (1 - p) * m / (m - 1)``
+  over the ``m`` models that answered it, ``p`` their proportion correct; items every model answers
+  alike never separate two models), with proportional per-``item_group`` quotas when the data carry
+  item groups (:func:`bayesirt.safety.adaptive.quota_counts`), ties to the lowest item index.
 - :func:`identify`: the nearest reference identity of each query, and a verdict against the
   threshold ``tau`` = the ``1 - alpha`` quantile of the null. Self-disagreement differs between
   endpoints (routing, sampling, the judge), so each identity with enough null values of its own
@@ -36,12 +42,12 @@ from bayesirt.data.responses import MISSING
 from bayesirt.errors import BayesIRTError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.response import response_probability
-from bayesirt.safety.adaptive import score_test
+from bayesirt.safety.adaptive import quota_counts, score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
 from bayesirt.safety.settings import NULLS
 from bayesirt.utils.validation import check_choice
 
-__all__ = ["MIN_SHARED_ITEMS", "VERDICTS", "NULLS", "disagreement", "self_disagreement_null", "identify", "resolvable_gap",
+__all__ = ["MIN_SHARED_ITEMS", "VERDICTS", "NULLS", "fingerprint_items", "disagreement", "self_disagreement_null", "identify", "resolvable_gap",
            "gap_at", "identity_labels"]
 
 #: Fewest shared items a fingerprint comparison accepts.
@@ -62,6 +68,31 @@ def identity_labels(da: xr.DataArray, identity, what: str) -> np.ndarray:
     if labels.shape != ids.shape:
         raise BayesIRTError(f"{what} identity needs one label per model ({ids.size}); got shape {labels.shape}")
     return labels
+
+
+def fingerprint_items(reference: xr.Dataset, n: int = 500) -> np.ndarray:
+    """Ids of the ``n`` pre-selected fingerprint items of ``reference`` (module docstring: the items
+    on which two reference models most often disagree, with per-``item_group`` quotas), in the
+    order of the data; all items when there are no more than ``n``."""
+    da = check_responses(reference)
+    ids = np.asarray(da["item"].values)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise BayesIRTError(f"n must be a positive integer (the number of fingerprint items); got {n!r}")
+    if n >= ids.size:
+        return ids
+    right, wrong = _indicators(da)
+    m = right.sum(axis=1) + wrong.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = right.sum(axis=1) / m
+        score = np.where(m >= 2, 2 * p * (1 - p) * m / np.maximum(m - 1, 1), 0.0)
+    order = np.lexsort((np.arange(ids.size), -score))  # most disagreement first, ties to the lowest index
+    if "item_group" not in da.coords or np.unique(da["item_group"].values.astype(str)).size < 2:
+        return ids[np.sort(order[:n])]
+    groups = np.asarray(da["item_group"].values).astype(str)
+    take = np.zeros(ids.size, dtype=bool)
+    for g, count in quota_counts(groups, int(n)).items():
+        take[order[groups[order] == g][:count]] = True
+    return ids[take]
 
 
 def _indicators(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from bayesirt.models.information import ItemBank
 from bayesirt.models.response import response_probability
 from bayesirt.safety.adaptive import score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
-from bayesirt.safety.settings import DEFAULT_SHIFTS, DIRECTIONS, MODES
+from bayesirt.safety.settings import DEFAULT_SHIFTS, DIRECTIONS, MODES, PROMPTED_NOISE
 from bayesirt.utils.validation import check_choice, check_number, check_probability
 
 __all__ = ["SCOPES", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "item_groups", "sandbag"]
@@ -87,18 +87,22 @@ def change_probability(bank: ItemBank, theta: np.ndarray, shift: float, directio
 
 
 def sandbag_array(y, scope, strength, direction, labels, target, trigger_fraction, rng, *, mode="random_errors",
-                   bank=None, theta=None):
+                   bank=None, theta=None, noise=PROMPTED_NOISE):
     in_scope = _scope_mask(y, scope, labels, target, trigger_fraction, rng)
     source, goal = (1, 0) if direction == "down" else (0, 1)
     u = rng.random(y.shape)
-    chance = strength if mode == "random_errors" else change_probability(bank, theta, strength, direction)
+    if mode == "random_errors":
+        chance = strength
+    else:  # the coherent shift; "prompted" adds item-level errors: a change by either mechanism
+        chance = change_probability(bank, theta, strength, direction)
+        chance = chance if mode == "ability_shift" else 1.0 - (1.0 - chance) * (1.0 - noise)
     changed = in_scope & (y == source) & (u < chance)
     return np.where(changed, goal, y).astype(np.int8), in_scope, changed
 
 
 def sandbag(responses: xr.Dataset, *, scope: str, mode: str = "ability_shift", shift: float = 1.0,
             strength: float = 1.0, direction: str = "down", trigger_fraction: float = 0.25, target: str = "weakest",
-            labels=None, items: xr.Dataset | None = None, seed: int = 0) -> xr.Dataset:
+            labels=None, items: xr.Dataset | None = None, noise: float = PROMPTED_NOISE, seed: int = 0) -> xr.Dataset:
     """Simulate a sandbagging run of every model from its genuine responses (module docstring).
 
     Parameters
@@ -106,9 +110,9 @@ def sandbag(responses: xr.Dataset, *, scope: str, mode: str = "ability_shift", s
     responses : xarray.Dataset
         Genuine response Dataset.
     scope : {"uniform", "targeted", "triggered"}
-    mode : {"ability_shift", "random_errors"}, default "ability_shift"
+    mode : {"ability_shift", "random_errors", "prompted"}, default "ability_shift"
     shift : float >= 0, default 1
-        ``"ability_shift"``: the ability shift in logits.
+        ``"ability_shift"`` and ``"prompted"``: the ability shift in logits.
     strength : float in [0, 1], default 1
         ``"random_errors"``: probability that an in-scope response with the source value changes.
     direction : {"down", "up"}, default "down"
@@ -118,8 +122,11 @@ def sandbag(responses: xr.Dataset, *, scope: str, mode: str = "ability_shift", s
         Targeted scope: ``"weakest"`` or ``"strongest"`` group of each model, or a group label.
     labels : array_like of str, optional
         Item group of each item; default :func:`item_groups` of ``responses``.
+    noise : float in [0, 1), default :data:`~bayesirt.safety.settings.PROMPTED_NOISE`
+        ``"prompted"``: probability that an in-scope response with the source value changes on top of
+        the coherent shift, whatever the item (the inconsistency of a prompted model).
     items : xarray.Dataset, optional
-        ``"ability_shift"``: item parameters (as ``fit_mml(...).items``); default the regularized
+        ``"ability_shift"`` and ``"prompted"``: item parameters (as ``fit_mml(...).items``); default the regularized
         2PL fitted by MAP-EM to ``responses``. Each model's ability is its MAP under them.
     seed : int, default 0
 
@@ -133,6 +140,7 @@ def sandbag(responses: xr.Dataset, *, scope: str, mode: str = "ability_shift", s
     check_choice(mode, MODES, name="mode", caller="sandbag")
     check_choice(direction, DIRECTIONS, name="direction", caller="sandbag")
     strength = check_probability(strength, name="strength", caller="sandbag", closed=True)
+    noise = check_number(noise, name="noise", caller="sandbag", low=0, high=1, high_open=True)
     shift = check_number(shift, name="shift", caller="sandbag", low=0)  # logits
     trigger_fraction = check_probability(trigger_fraction, name="trigger_fraction", caller="sandbag")
     da = check_responses(responses)
@@ -142,18 +150,19 @@ def sandbag(responses: xr.Dataset, *, scope: str, mode: str = "ability_shift", s
     check_target(target, labels)
     y = np.asarray(da.values)
     bank = theta = None
-    if mode == "ability_shift":
+    if mode != "random_errors":
         items = fit_mml(responses, "2pl", priors=True, se=False).items if items is None else items
         bank = item_parameters(items, da["item"].values)
         theta = full_ability(y.astype(np.int8), bank).theta
-    y, in_scope, changed = sandbag_array(y, scope, shift if mode == "ability_shift" else strength, direction,
+    y, in_scope, changed = sandbag_array(y, scope, strength if mode == "random_errors" else shift, direction,
                                           labels, target, trigger_fraction, np.random.default_rng(seed), mode=mode,
-                                          bank=bank, theta=theta)
+                                          bank=bank, theta=theta, noise=noise)
     out = responses.copy()
     out["responses"] = (("item", "model"), y, responses["responses"].attrs)
     out["in_scope"] = (("item", "model"), in_scope)
     out["changed"] = (("item", "model"), changed)
-    level = f"shift={shift:g} logits" if mode == "ability_shift" else f"strength={strength:g}"
+    level = f"strength={strength:g}" if mode == "random_errors" else f"shift={shift:g} logits"
+    level += f", noise={noise:g}" if mode == "prompted" else ""
     out.attrs.update(sandbagging=f"mode={mode}, scope={scope}, {level}, direction={direction}, target={target}, "
                                  f"trigger_fraction={trigger_fraction:g}, seed={seed}")
     return out

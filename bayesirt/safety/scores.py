@@ -16,7 +16,7 @@ from bayesirt.safety.settings import ABILITY_PRIORS, DEFAULT_RULE, EXTRAPOLATION
 from bayesirt.utils.validation import check_choice
 
 __all__ = ["score_models", "Scores", "envelope", "INTERVALS", "DEFAULT_RULE", "MIN_CALIBRATED_MODELS",
-           "INTERVAL_TEXT", "EDGE"]
+           "INTERVAL_TEXT", "EDGE", "FLOOR", "ENVELOPE_TEXT", "guessing_floor"]
 
 
 #: Calibration models below which ``score`` defaults to the model-based interval (the 90% quantile of
@@ -26,6 +26,14 @@ MIN_CALIBRATED_MODELS = 100
 #: The edge of the bank's support: a model whose score on its items, or whose ability, fewer than this share
 #: of the calibration cohort reaches (either tail) gets the extrapolation envelope.
 EDGE = 0.05
+
+#: The accuracy of the weakest tenth of the calibration cohort above which a bank without lower asymptotes
+#: (1PL/2PL) is warned about when it scores models above the cohort (:func:`guessing_floor`).
+FLOOR = 0.15
+
+#: What the interval of a model at the edge of the support is (``--extrapolation envelope``).
+ENVELOPE_TEXT = ("the extrapolation envelope: the smallest interval holding the interval named above, the model-based "
+                 "interval under the bank's ability prior and the model-based interval under the wide prior")
 
 #: What each interval kind is, as report.md and summary.json name it.
 INTERVAL_TEXT = {
@@ -70,6 +78,26 @@ def envelope(lower, upper, model_lower, model_upper, other_lower, other_upper):
     lo = np.minimum.reduce([np.asarray(lower), np.asarray(model_lower), np.asarray(other_lower)])
     hi = np.maximum.reduce([np.asarray(upper), np.asarray(model_upper), np.asarray(other_upper)])
     return lo, hi
+
+
+def guessing_floor(bank) -> float | None:
+    """The mean accuracy of the weakest tenth of the calibration cohort when the bank has no lower
+    asymptotes (all guessing draws 0) and that accuracy is at least :data:`FLOOR`, else None.
+
+    Such a floor (multiple-choice guessing) makes a 1PL/2PL fitted to the cohort flatten the items
+    the cohort answers near it, and its predictions for models stronger than the cohort are biased
+    low: on the Open LLM Leaderboard's ARC and MMLU, calibrated on the weakest 80% and scoring the
+    strongest 20%, -7 to -11 pp, where a 3PL bank is within 1-3 pp (``benchmarks/score_shift.py``).
+    """
+    if bank.calibration is None or np.any(bank.guessing > 0):
+        return None
+    y = bank.calibration["responses"].transpose("item", "model").values
+    n = (y >= 0).sum(0)
+    acc = ((y == 1).sum(0) / np.maximum(n, 1))[n > 0]
+    if acc.size < 20:
+        return None
+    weakest = float(np.sort(acc)[: max(1, acc.size // 10)].mean())
+    return weakest if weakest >= FLOOR else None
 
 
 def score_models(bank, responses, *, task: str | None = None, models=None, level: float = 0.9, fpr: float = 0.1,
@@ -130,18 +158,19 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
     data |= {"lower": ("model", lower), "upper": ("model", upper), "extrapolated": ("model", widened),
              "theta_map": ("model", fit.theta_map), "lz": ("model", fit.lz), "lz_cutoff": ("model", fit.cutoff),
              "person_fit_flag": ("model", fit.flag), "outside_range": ("model", outside),
-             "at_ceiling": ("model", at_ceiling(y))}
+             "at_edge": ("model", edge), "at_ceiling": ("model", at_ceiling(y))}
     ds = xr.Dataset(data, coords={"model": model_ids})
     ds.attrs = {"level": level, "fpr": fpr, "cutoff_method": fit.method, "samples": samples, "seed": seed,
                 "interval": interval, "interval_text": INTERVAL_TEXT[interval],
+                "interval_at_edge": ENVELOPE_TEXT if extrapolation == "envelope" else INTERVAL_TEXT[interval],
                 "calibration_rule": rule if interval == "calibrated" else "", "ability_prior": ability_prior,
                 "ability_prior_sd": prior_sd, "extrapolation": extrapolation,
                 "bank_kind": bank.kind, "bank_items": bank.n_items,
                 "accuracy": "proportion correct over all bank items: observed answers plus predicted rest"}
-    return Scores(ds, _warnings(bank, pred, fit, outside, y, model_ids), notes)
+    return Scores(ds, _warnings(bank, pred, fit, outside, y, model_ids, edge), notes)
 
 
-def _warnings(bank, pred, fit, outside, y, model_ids) -> list[str]:
+def _warnings(bank, pred, fit, outside, y, model_ids, edge) -> list[str]:
     warnings = []
     if (pred.n_items == 0).any():
         warnings.append(f"{int((pred.n_items == 0).sum())} model(s) ran none of the bank's items: their prediction "
@@ -151,6 +180,22 @@ def _warnings(bank, pred, fit, outside, y, model_ids) -> list[str]:
         warnings.append(f"{int(outside.sum())} model(s) lie outside the abilities the bank was calibrated on ({shown}; "
                         "column `outside_range`): their intervals rest on extrapolation beyond the calibration cohort; "
                         "calibrate a bank that includes models like them, or run items chosen near their ability")
+    near = edge & ~outside
+    if near.any():
+        shown = ", ".join(repr(str(m)) for m in model_ids[near][:5]) + (", ..." if near.sum() > 5 else "")
+        warnings.append(f"{int(near.sum())} more model(s) lie at the edge of the bank's support ({shown}; column "
+                        f"`at_edge`: a score on these items or an ability reached by fewer than {EDGE:.0%} of the "
+                        "calibration cohort): the bank's fit there rests on few calibration models")
+    above = edge & (pred.theta_mean > np.median(bank.abilities))
+    floor = guessing_floor(bank) if above.any() else None
+    if floor is not None:
+        warnings.append(f"the bank has no lower asymptote but the weakest tenth of its calibration cohort answers "
+                        f"{floor:.0%} correctly (a floor such as multiple-choice guessing): a 1PL/2PL bank flattens "
+                        "the "
+                        f"items the cohort answers near that floor and predicts the {int(above.sum())} model(s) above "
+                        "the cohort too low (Open LLM Leaderboard ARC/MMLU: -7 to -11 pp); fit the bank as 3PL "
+                        "(bayesirt mml --model 3pl) and select with --method extended to score models stronger than "
+                        "the cohort")
     ceiling = at_ceiling(y)
     if ceiling.any():
         warnings.append(f"{int(ceiling.sum())} model(s) answered every item run correctly (or every one wrongly): the "

@@ -5,8 +5,9 @@ them."""
 
 __all__ = ["SELECTION_RULES", "ESTIMATORS", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "STATISTICS", "NULLS",
            "TARGETS", "INTERVALS", "DEFAULT_RULE", "SELECTION_METHODS", "CALIBRATION_RULES",
-           "ABILITY_PRIORS", "WIDE_PRIOR_FACTOR", "EXTRAPOLATION", "STATIC_DESIGNS", "STATIC_DESIGN",
-           "CALIBRATION_NULLS", "FLIP_RATE"]
+           "ABILITY_PRIORS", "WIDE_PRIOR_FACTOR", "ABOVE_FROM", "ABOVE_SPREAD",
+           "EXTRAPOLATION", "STATIC_DESIGNS", "STATIC_DESIGN",
+           "CALIBRATION_NULLS", "FLIP_RATE", "PROMPTED_NOISE"]
 
 #: Item selection rules of :func:`~bayesirt.safety.adaptive.run_cat`.
 SELECTION_RULES = ("fisher", "posterior", "kl")
@@ -18,8 +19,17 @@ ESTIMATORS = ("eap", "map")
 #: ``"down"``: correct -> incorrect (under-performance); ``"up"``: incorrect -> correct.
 DIRECTIONS = ("down", "up")
 
-#: Simulation modes: a coherent ability shift (default) or independent random errors.
-MODES = ("ability_shift", "random_errors")
+#: Simulation modes: a coherent ability shift (default), independent random errors, or the two mixed
+#: ("prompted": a coherent shift plus item-level inconsistency, as SAFE's prompted models show).
+MODES = ("ability_shift", "random_errors", "prompted")
+
+#: ``mode="prompted"``: probability that an in-scope response with the source value changes on top of
+#: the coherent shift, independently of the item. Calibrated at SAFE's median uniform shift (1.69 logits)
+#: on HarmBench-sized simulated cohorts (196 items x 171 models): person fit then flags 18% and 29% of
+#: uniform runs on two such cohorts, inside SAFE's 18-35% (plain/persona 18-20%, pooled 35%); SAFE's
+#: incentive framing (70%) and its selective runs (80-100%) are not reached, nor SAFE's uniform rate on the
+#: shorter, already misfitting OLL files (``benchmarks/results/sandbagging_modes.md``).
+PROMPTED_NOISE = 0.2
 
 #: Ability shifts (logits) simulated by default (SAFE's uniform runs: median +1.69, up to +3.94).
 DEFAULT_SHIFTS = (0.5, 1.0, 1.5, 2.0)
@@ -41,8 +51,15 @@ INTERVALS = ("calibrated", "model")
 #: The default rule of the calibrated interval's factor (:func:`bayesirt.safety.scoring.interval_scale`).
 DEFAULT_RULE = "conservative"
 
-#: Rules of :func:`~bayesirt.safety.short_test.select_items`.
-SELECTION_METHODS = ("score", "information")
+#: Rules of :func:`~bayesirt.safety.short_test.select_items`: ``"extended"`` is half ``"score"`` and half
+#: items informative above the calibration cohort (:func:`~bayesirt.safety.static_design.above_cohort`), for
+#: models that may be stronger than the cohort (issue 46).
+SELECTION_METHODS = ("score", "information", "extended")
+
+#: Where ``"extended"`` puts its upper block: Fisher-information targets evenly spaced from the cohort's
+#: ability quantile :data:`ABOVE_FROM` to that quantile plus :data:`ABOVE_SPREAD` cohort sds.
+ABOVE_FROM = 0.95
+ABOVE_SPREAD = 4.0
 
 #: Rules of :func:`~bayesirt.safety.scoring.interval_scale`.
 CALIBRATION_RULES = ("conservative", "nearest")
@@ -60,13 +77,17 @@ WIDE_PRIOR_FACTOR = 3.0
 EXTRAPOLATION = ("envelope", "none")
 
 #: Designs of a short static test (:mod:`bayesirt.safety.static_design`).
-STATIC_DESIGNS = ("stratified", "population", "max_information")
+STATIC_DESIGNS = ("representative", "stratified", "population", "max_information")
 
 #: The static design of the SAFE steps (the CAT study's static test, the sandbag step's ability-shift
-#: test, the factors step's pair test), chosen by measurement on the five Open LLM Leaderboard files and
-#: a curated bank (``benchmarks/results/static_design.md``): unlike SAFE's maximum-information test it
-#: does not lose to random items.
-STATIC_DESIGN = "stratified"
+#: test, the factors step's pair test), chosen by a stated rule and measured on the five Open LLM
+#: Leaderboard files and a curated bank (``benchmarks/results/static_design.md``): the design with the
+#: smallest expected error of the predicted full score whose items still span the test's difficulty
+#: (one per stratum of expected proportion correct), which in that measurement is not worse than random
+#: items at 10, 25 and 50 items, in the shift detector's recall or in the pair test. SAFE's
+#: maximum-information test loses to random items there; ``"stratified"`` (round 2's default) loses at
+#: 50 items on ARC and TruthfulQA.
+STATIC_DESIGN = "representative"
 
 #: Nulls of the sandbagging detectors' cut-offs (:mod:`bayesirt.safety.recollection`): simulated honest
 #: re-collections of the genuine cohort (default), or the cohort's own history (SAFE, in-sample).

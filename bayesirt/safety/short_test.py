@@ -1,6 +1,6 @@
 """Short tests from a calibrated bank: the static K-item test, its harness subset files, and an adaptive test.
 
-- :func:`select_items`: the static ``budget``-item test, by one of two rules (:data:`SELECTION_METHODS`):
+- :func:`select_items`: the static ``budget``-item test, by one of three rules (:data:`SELECTION_METHODS`):
 
   * ``"score"`` (default when the bank carries its calibration responses): greedy forward
     selection of the items that best recover the calibration models' full-benchmark accuracy
@@ -10,7 +10,10 @@
     posterior of their ability at the bank's mean item parameters);
   * ``"information"``: the SAFE static test (:func:`bayesirt.safety.adaptive.static_test`), the
     items with the most Fisher information summed over the calibration abilities (``design=
-    "max_information"``; the SAFE steps' static tests use :data:`~bayesirt.safety.settings.STATIC_DESIGN`).
+    "max_information"``; the SAFE steps' static tests use :data:`~bayesirt.safety.settings.STATIC_DESIGN`);
+  * ``"extended"``: the first ``ceil(budget / 2)`` items of ``"score"`` and the rest informative above
+    the calibration cohort (:func:`bayesirt.safety.static_design.above_cohort`), for scoring models
+    that may be stronger than every calibration model (``benchmarks/score_shift.py``).
 
   With ``stratify``, proportional quotas per ``item_group`` (each benchmark keeps its share).
 - :func:`harness_ids`: the test as the subset lists evaluation harnesses accept. The rule that
@@ -40,10 +43,11 @@ from collections.abc import Mapping
 import numpy as np
 from scipy.special import logsumexp
 
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
-from bayesirt.safety.settings import SELECTION_METHODS
+from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHODS
+from bayesirt.safety.static_design import above_cohort
 
 __all__ = ["select_items", "score_recovery_test", "default_method", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
            "MIN_SCORE_MODELS"]
@@ -71,7 +75,7 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     ----------
     bank : Bank
     budget : int
-    method : {"score", "information"}, optional
+    method : {"score", "information", "extended"}, optional
         Default ``"score"`` when the bank has calibration responses of at least
         :data:`MIN_SCORE_MODELS` models, else ``"information"``.
     stratify : bool, default False
@@ -92,9 +96,12 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     if method == "information":
         return static_test(point.discrimination, point.intercept, bank.abilities, budget, guessing=point.guessing,
                            slip=point.slip, groups=groups, quotas=quotas, design="max_information")
+    if method == "extended" and groups is not None:
+        raise ConfigError("select_items: method='extended' takes no item_group quotas (stratify, quotas): its upper "
+                          "block is chosen by ability alone; use method='score' with quotas")
     if bank.calibration is None:
-        raise BayesIRTError("method='score' needs the bank's calibration responses (a posterior.nc carries them; with an "
-                            "mml.nc pass calibration=the fitted data, --calibration); or use method='information'")
+        raise BayesIRTError(f"method={method!r} needs the bank's calibration responses (a posterior.nc carries them; "
+                            "with an mml.nc pass calibration=the fitted data, --calibration); or use method='information'")
     y = bank.calibration["responses"].transpose("item", "model").values.astype(np.int8)
     if y.shape[1] > max_models:
         y = y[:, np.sort(np.random.default_rng(seed).choice(y.shape[1], size=max_models, replace=False))]
@@ -102,6 +109,10 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     if groups is not None:
         counts = quota_counts(groups, budget, "proportional" if quotas is None else quotas)
         path = [g for g, n in counts.items() for _ in range(n)]
+    if method == "extended":
+        base = score_recovery_test(point, y, budget - budget // 2, prior_mean=bank.prior_mean, prior_sd=bank.prior_sd)
+        upper = above_cohort(point, bank.abilities, budget // 2, exclude=base, start=ABOVE_FROM, spread=ABOVE_SPREAD)
+        return np.concatenate([base, upper])
     return score_recovery_test(point, y, budget, groups=groups, path=path, prior_mean=bank.prior_mean,
                                prior_sd=bank.prior_sd)
 

@@ -1,10 +1,22 @@
 """Designs of a short static test for the cohort it serves (:data:`~bayesirt.safety.settings.STATIC_DESIGNS`).
 
 A static test is one item set given to every model, so its items should measure well *where the
-cohort is*, across the whole ability range. Three designs, each deterministic (ties to the lowest
+cohort is*, across the whole ability range. Four designs, each deterministic (ties to the lowest
 item index) and each choosing within per-group quotas when given:
 
-- ``"stratified"`` (the default, :data:`~bayesirt.safety.settings.STATIC_DESIGN`): the cohort's
+- ``"representative"`` (the default, :data:`~bayesirt.safety.settings.STATIC_DESIGN`): the short
+  test that best predicts the *full* score, as the CAT study and the score calibration use it.
+  The items are sorted by their expected proportion correct over the cohort and cut into ``k``
+  strata of (nearly) equal size; the test takes one item per stratum, so its difficulties span
+  the whole test's as a stratified sample of the items would. Which item, and in which order, is
+  greedy: the item (of an unused stratum) that most reduces the cohort-averaged expected squared
+  error of the predicted full-test number correct,
+  ``E(theta) = sum_{j not chosen} P_j Q_j + (sum_{j not chosen} P_j'(theta))^2 / (1 / prior_var + I_S(theta))``
+  (the chosen items' responses are observed; the rest are predicted from the ability estimate, so
+  their own Bernoulli variance stays and the ability's posterior variance reaches them through the
+  slope of their summed response curves). Measured against random items on the five OLL files and a
+  curated bank (``benchmarks/results/static_design.md``).
+- ``"stratified"``: the cohort's
   ability distribution is cut into ``k`` strata of equal size; item ``j`` is the not-yet-chosen
   item with the most Fisher information at the median of stratum ``j`` (the ``(j - 1/2) / k``
   quantile of the calibration abilities), strata taken from the lowest. The items' difficulties
@@ -29,9 +41,10 @@ from __future__ import annotations
 import numpy as np
 
 from bayesirt.models.information import ItemBank
+from bayesirt.models.response import curves, derivative
 from bayesirt.safety.settings import STATIC_DESIGNS
 
-__all__ = ["design_order", "STATIC_DESIGNS", "NODES"]
+__all__ = ["design_order", "above_cohort", "STATIC_DESIGNS", "NODES"]
 
 #: Ability quantiles on which the ``"population"`` criterion is averaged.
 NODES = 256
@@ -84,6 +97,40 @@ def _population(bank: ItemBank, theta: np.ndarray, path: list, groups: np.ndarra
     return np.asarray(order)
 
 
+def _representative(bank: ItemBank, theta: np.ndarray, path: list, groups: np.ndarray | None,
+                    prior_sd: float) -> np.ndarray:
+    nodes = _quantiles(theta, min(NODES, theta.size))
+    c = curves(bank.discrimination[:, None] * nodes[None, :] + bank.intercept[:, None],
+               bank.guessing[:, None], bank.slip[:, None])
+    var = c.p * c.q  # (items, nodes): the unpredictable part of each response given the ability
+    slope = derivative(c.sg, c.sm, bank.discrimination[:, None], bank.guessing[:, None], bank.slip[:, None])
+    info = bank.information(nodes)
+    precision = np.full(nodes.size, 1.0 / prior_sd**2)
+    rest_var, rest_slope = var.sum(axis=0), slope.sum(axis=0)  # of the items not yet chosen
+    chosen = np.zeros(bank.n_items, dtype=bool)
+    stratum = np.zeros(bank.n_items, dtype=np.int64)
+    easiness = c.p.mean(axis=1)  # expected proportion correct over the cohort
+    for g in dict.fromkeys(path):
+        member = np.arange(bank.n_items) if groups is None else np.flatnonzero(groups == g)
+        ranked = member[np.lexsort((member, easiness[member]))]
+        for j, part in enumerate(np.array_split(ranked, path.count(g))):
+            stratum[part] = j
+    used = {}
+    order = []
+    for g in path:
+        allowed = ~chosen if groups is None else ~chosen & (groups == g)
+        allowed &= ~np.isin(stratum, used.get(g, []))
+        error = (rest_var[None, :] - var + (rest_slope[None, :] - slope) ** 2 / (precision[None, :] + info)).mean(axis=1)
+        i = int(np.argmin(np.where(allowed, error, np.inf)))
+        chosen[i] = True
+        used.setdefault(g, []).append(stratum[i])
+        precision += info[i]
+        rest_var -= var[i]
+        rest_slope -= slope[i]
+        order.append(i)
+    return np.asarray(order)
+
+
 def design_order(bank: ItemBank, theta: np.ndarray, path: list, design: str, *, groups=None,
                  prior_sd: float = 1.0, chunk: int = 4096) -> np.ndarray:
     """Item indices of the static test of ``design`` (module docstring), ``len(path)`` items.
@@ -96,6 +143,30 @@ def design_order(bank: ItemBank, theta: np.ndarray, path: list, design: str, *, 
         out = _max_information(bank, theta, path, labels, chunk)
     elif design == "stratified":
         out = _stratified(bank, theta, path, labels)
+    elif design == "representative":
+        out = _representative(bank, theta, path, labels, prior_sd)
     else:
         out = _population(bank, theta, path, labels, prior_sd)
     return np.asarray(out, dtype=np.int64)
+
+
+def above_cohort(bank: ItemBank, theta: np.ndarray, k: int, *, exclude=(), start: float = 0.95,
+                 spread: float = 4.0) -> np.ndarray:
+    """``k`` item indices informative above the cohort: item ``j`` is the not-yet-chosen item (outside
+    ``exclude``) with the most Fisher information at the ``j``-th of ``k`` targets evenly spaced from the
+    ``start`` quantile of the cohort's abilities ``theta`` to that quantile plus ``spread`` times their sd
+    (ties to the lowest index). A model stronger than every calibration model answers a cohort-centred
+    test without error (OLL ARC: 80% of the strongest fifth at 25 of 25, issue 46); these items still
+    separate such models."""
+    theta = np.asarray(theta, float)
+    low = float(np.quantile(theta, start))
+    targets = np.linspace(low, low + spread * max(float(theta.std()), 1e-6), int(k)) if k else np.empty(0)
+    info = bank.information(targets) if k else np.empty((bank.n_items, 0))
+    taken = np.zeros(bank.n_items, dtype=bool)
+    taken[np.asarray(list(exclude), dtype=np.int64)] = True
+    order = []
+    for j in range(int(k)):
+        i = int(np.argmax(np.where(taken, -np.inf, info[:, j])))
+        taken[i] = True
+        order.append(i)
+    return np.asarray(order, dtype=np.int64)

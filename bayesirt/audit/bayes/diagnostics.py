@@ -211,7 +211,8 @@ def fraction_scores(folds, purifications: Mapping[float, Sequence], *, y, observ
 
 
 def posterior_sensitivity(scores: Sequence[xr.DataArray], targets: Sequence[pd.DataFrame], *,
-                          epsilons: Sequence[float] = THRESHOLDS, sensitivity: xr.Dataset | None = None) -> xr.Dataset:
+                          epsilons: Sequence[float] = THRESHOLDS, sensitivity: xr.Dataset | None = None,
+                          gaps: Sequence | None = None) -> xr.Dataset:
     """Posterior of the reversal curves over score-gap thresholds and anchor fractions (NT B.4-B.5).
 
     Parameters
@@ -226,6 +227,9 @@ def posterior_sensitivity(scores: Sequence[xr.DataArray], targets: Sequence[pd.D
     sensitivity : xarray.Dataset, optional
         The deterministic curve (``AuditResult.sensitivity``): gives the excess (over its frozen
         matched-random medians) and the ``deterministic_*`` values.
+    gaps : sequence of ndarray or None, optional
+        Per fold, the both-answered gaps the near ties are selected on with missing cells
+        (``FoldResult.pair_gaps``, :func:`bayesirt.audit.engine.ranking.both_answered_gaps`); None: full scores.
 
     Returns
     -------
@@ -243,7 +247,8 @@ def posterior_sensitivity(scores: Sequence[xr.DataArray], targets: Sequence[pd.D
     for h, (score, target) in enumerate(zip(scores, targets, strict=True)):
         full = target["full"].to_numpy()
         for e, epsilon in enumerate(epsilons):
-            pairs = near_tie_pairs(full, target["owner"].to_numpy(), target["family"].to_numpy(), epsilon=epsilon)
+            pairs = near_tie_pairs(full, target["owner"].to_numpy(), target["family"].to_numpy(), epsilon=epsilon,
+                                   gaps=None if gaps is None else gaps[h])
             for a in range(fraction_values.size):
                 eligible[h, a, e], reversed_[h, a, e] = reversal_counts(
                     full, score.isel(anchor_fraction=a).transpose("draw", "model").values, pairs)

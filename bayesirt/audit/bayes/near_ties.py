@@ -1,6 +1,7 @@
 """Near-tie leaderboard with uncertainty (the Bayesian layer of the audit, issues 19 and 29).
 
-Every eligible near-tie pair of both folds gets, model a being the one with the higher full score:
+Every eligible near-tie pair of both folds gets, model a being the one ahead on the pair's selection gap
+(the full score with complete data, the items both answered with missing cells):
 
 * ``prob_a_ahead``, ``gap_lower_pp``, ``gap_upper_pp``: is a ahead on the leaderboard's own score?
   The posterior probability that a's expected accuracy on the item population exceeds b's, and
@@ -35,37 +36,40 @@ Every eligible near-tie pair of both folds gets, model a being the one with the 
   (:data:`bayesirt.audit.bayes.posterior.CONDITIONAL`).
 
 A pair is listed when it is eligible in the deterministic audit (tied under neither the full nor
-the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so with complete data the table
-has exactly ``eligible_pairs`` rows. With missing cells the audit's near ties are chosen on each
-model's own items while ``prob_a_ahead`` sees only the items both answered (``both_gap_pp`` is the
-gap on those): a pair chosen as a 1 pp tie on extra items the posterior ignores is selected on data
-the posterior does not condition on, and its orientation (a the higher full score) leaks them too.
-``benchmarks/audit_calibration.md`` measures it (issue 46): called pairs in the true order .93 /
-.91 / .89 at 10 / 20 / 30% missing, pairs stated at .25-.29 truly ahead about half the time;
-listing only pairs that are also both-answered near ties in the same direction did not help (.90,
-.89), selecting on the both-answered gap alone (which the audit's frozen pairs do not allow) gave
-.94 / .92 / .87 on few calls. Read ``prob_a_ahead`` of a pair with missing cells with that in mind.
+the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table has exactly
+``eligible_pairs`` rows. With missing cells the near ties are selected on the gap on the items both
+models answered in the target half (``both_gap_pp``; :func:`bayesirt.audit.engine.ranking.both_answered_gaps`,
+issue 46) and model a is the one ahead on that gap: the same items ``prob_a_ahead`` conditions on.
+Before, pairs were chosen and oriented on each model's own full score, i.e. on items the posterior
+ignores: called pairs were in the true order only .85-.90 of the time at 10-30% missing, and 25% of
+the 1 pp near ties called at 10-30% missing were in the wrong order; now none of those is called,
+and within 5 pp 96-98% of calls are right (``benchmarks/results/audit_calibration.md``). This
+changes the audit's pair set with missing cells (a deterministic change: the primary,
+within-family and threshold-curve pair sets all select on the both-answered gap); with complete data the two gaps are equal and nothing changes. Reversals are
+still read on the models' scores (full against low-DIF anchor score).
 
-``dif_p`` (:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p`, issue 46) is reported beside
-``excess_p`` and decides no category: the per-pair randomization p of the alignment between the items a wins over b and
-the two families' residual DIF (posterior mean of the audit half), against within-stratum
-permutations of that DIF. ``excess_p`` needs random recompositions to flip the pair at most 5% of
-the time, which almost no 1 pp near tie meets (it flagged nothing at strong DIF); ``dif_p`` has
-power (it flagged every DIF-ordered pair at strong simulated DIF) but is not yet a valid test of
-"no planted DIF": on benchmarks without any DIF it flagged 12% of near ties at .05, since the
-residual family effects also carry the families' ability profiles, which persist in the target
-half (``benchmarks/audit_calibration.md``). The floor of ``dif_p`` is
-1 / (:data:`bayesirt.audit.bayes.pair_dif.PERMUTATIONS` + 1) = 1/201. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
+``dif_p`` (:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p`, issue 46): the per-pair
+randomization p of the alignment between the items a wins over b and the two families' residual
+DIF (posterior mean of the audit half, projected off the audit half's within-family ability
+directions), against within-stratum permutations of that DIF; its floor is
+1 / (:data:`bayesirt.audit.bayes.pair_dif.PERMUTATIONS` + 1) = 1/1001. ``dif_q``: its
+Benjamini-Hochberg adjustment over the table's pairs; ``dif_sensitive``: dif_q <= .05, for every
+pair, resolved or not. Under the null of no DIF in any pair, the chance that any pair of the table
+is flagged is at most .05. ``excess_p`` (the rule before issue 46, which flagged nothing at strong
+DIF) is kept as a reference column. Measured power and false-flag rate:
+``benchmarks/results/audit_composition.md``. Categories (:func:`categorize`, thresholds :data:`RESOLVED`,
 :data:`ROBUST`, :data:`SENSITIVE_P`):
 
 1. "not resolved by the data": .05 < prob_a_ahead < .95 (resolved: called either way);
 2. "resolved, composition-robust": resolved, and both the DIF-guided and the random
    recompositions rarely flip it (prob_reversal <= .05 and random_reversal_rate <= .05);
-3. "resolved, DIF-sensitive": resolved, not robust, and the excess is credibly positive:
-   excess_p <= .05 (the DIF-guided recomposition flips it at least 20 times as often as a
-   random one of the same blueprint);
-4. "resolved, composition-sensitive": resolved, and recompositions flip it without the DIF-guided
-   one standing out from random ones.
+3. "resolved, DIF-sensitive": resolved, not robust, and dif_sensitive (dif_q <= .05: a's lead
+   credibly sits on the items whose DIF favours a's family);
+4. "resolved, composition-sensitive": resolved, and recompositions flip it without its order
+   following the families' DIF.
+
+A near tie that the data do not resolve is "not resolved" whatever its dif_sensitive: at 1 pp
+ties on a few hundred items that is almost every pair, so read ``dif_sensitive`` beside the category.
 """
 
 from __future__ import annotations
@@ -76,8 +80,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.audit.bayes.pair_dif import PERMUTATIONS, pair_dif_p
-from bayesirt.audit.bayes.paired import MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
+from bayesirt.audit.bayes.pair_dif import PERMUTATIONS, dif_q, item_directions, pair_dif_p
+from bayesirt.audit.bayes.paired import CALL_LEVEL, MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
 from bayesirt.audit.engine.ranking import pair_reversals
 from bayesirt.audit.engine.result import AuditResult
 from bayesirt.data.responses import MISSING
@@ -86,15 +90,16 @@ from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.parallel import spawn_seeds
 
-__all__ = ["add_near_ties", "both_answered_gaps", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
+__all__ = ["add_near_ties", "check_ability_spec", "fit_abilities", "near_tie_table", "categorize", "near_ties_summary",
            "near_ties_dataset", "excess_interval", "excess_p", "CATEGORIES", "RESOLVED", "ROBUST", "SENSITIVE_P", "COLUMNS",
            "COLUMN_NOTES"]
 
-#: prob_a_ahead (accuracy) from which the data resolve a pair's ordering.
-RESOLVED = 0.95
+#: prob_a_ahead (accuracy) from which the data resolve a pair's ordering (the paired model's call level, where its
+#: borderline pairs get more draws).
+RESOLVED = CALL_LEVEL
 #: prob_reversal and random_reversal_rate up to which a resolved ordering counts as composition-robust.
 ROBUST = 0.05
-#: excess_p up to which a resolved ordering is DIF-sensitive.
+#: dif_q (Benjamini-Hochberg adjusted dif_p) up to which a pair is DIF-sensitive.
 SENSITIVE_P = 0.05
 #: z of the excess's 90% Monte Carlo interval.
 _Z90 = 1.6448536269514722
@@ -103,7 +108,7 @@ CATEGORIES = ("resolved, composition-robust", "resolved, DIF-sensitive", "resolv
 COLUMNS = ("fold", "model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full_gap_pp", "both_gap_pp",
            "prob_a_ahead", "prob_a_ahead_mcse", "gap_lower_pp", "gap_upper_pp", "n10", "n01", "mcnemar_p",
            "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "excess_reversal", "excess_lower",
-           "excess_upper", "excess_p", "dif_p", "category")
+           "excess_upper", "excess_p", "dif_p", "dif_q", "dif_sensitive", "category")
 #: What each probability column is of and what it conditions on (report.md, the netCDF attributes).
 COLUMN_NOTES = {
     "prob_a_ahead": "posterior probability that a's expected accuracy on the item population (new items from the "
@@ -111,11 +116,13 @@ COLUMN_NOTES = {
                     "responses on the items both answered in the target half (Dirichlet-multinomial of the "
                     f"discordant items within each item group, groups under {MIN_STRATUM} items pooled into one "
                     "stratum, strata weighted by their share of the benchmark, Jeffreys prior)",
-    "prob_a_ahead_mcse": "Monte Carlo standard error of prob_a_ahead (0 with one stratum, where it is exact); a call "
-                         "within about 2 MCSE of .95 or .05 can change with the seed",
+    "prob_a_ahead_mcse": "Monte Carlo standard error of prob_a_ahead (0 with one stratum, where it is exact); pairs "
+                         "within 2 MCSE of .95 or .05 at the default draws are drawn again with 10 times as many, and "
+                         "a call still within about 2 MCSE can change with the seed",
     "both_gap_pp": "a's accuracy minus b's on the items both answered in the target half (the paired model's "
-                   "items), percentage points; differs from full_gap_pp only with missing cells, where the pair was "
-                   "chosen on full_gap_pp and prob_a_ahead can overstate (benchmarks/audit_calibration.md)",
+                   "items), percentage points: the gap the near ties are selected and oriented on (with complete "
+                   "data equal to full_gap_pp; with missing cells full_gap_pp, each model's own items, can differ "
+                   "and even have the other sign)",
     "gap_lower_pp": "5% posterior quantile of that accuracy gap A_a - A_b, percentage points (same model)",
     "gap_upper_pp": "95% posterior quantile of that accuracy gap, percentage points (same model)",
     "mcnemar_p": "exact two-sided McNemar p of the discordant items (n10 a right b wrong, n01 the reverse), items "
@@ -131,12 +138,17 @@ COLUMN_NOTES = {
     "excess_reversal": "prob_reversal - random_reversal_rate; excess_lower / excess_upper: its 90% Monte Carlo "
                        "interval over the finite draws and controls (precision of the difference, not a test)",
     "excess_p": "min(1, random_reversal_rate / prob_reversal): a conservative p (Markov's inequality) of the null "
-                "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair; kept for "
-                "reference (it almost never reaches .05 at a near tie), no replacement decides the category yet (dif_p is reported beside it)",
+                "that the anchor set is exchangeable with blueprint-matched random subsets, for this pair; reference "
+                "only (the rule before issue 46: it almost never reaches .05 at a near tie)",
     "dif_p": "per-pair randomization p that a's wins over b sit on the items whose residual DIF (posterior mean, "
-             "audit half) favours a's family over b's: sum_i d_i (y_ia - y_ib) against within-stratum permutations "
-             f"of d; floor 1 / ({PERMUTATIONS} + 1); reference only (no category): it has power at near ties but "
-             "flagged 12% of near ties at .05 on simulated benchmarks without DIF",
+             "audit half, projected off the audit half's within-family ability directions) favours a's family over "
+             "b's: sum_i d_i (y_ia - y_ib) against within-stratum permutations of d; floor "
+             f"1 / ({PERMUTATIONS} + 1); unadjusted it is not a per-pair test (<= .05 for 7% of near ties on "
+             "simulated benchmarks without DIF): read dif_q",
+    "dif_q": "Benjamini-Hochberg adjusted dif_p over the table's pairs",
+    "dif_sensitive": "dif_q <= .05: DIF between the two families credibly adds to a's lead (any pair, resolved or "
+                     "not; decides the DIF-sensitive category of resolved pairs). Under no DIF at all the chance that "
+                     "any pair of the table is flagged is at most .05",
 }
 _CHUNK = 20_000_000  # draw x pair comparisons held at once
 #: EM tolerance of the MAP-EM item fit (largest parameter change): P(a ahead of b) needs abilities to
@@ -208,16 +220,17 @@ def excess_p(prob_reversal, random_reversal_rate) -> np.ndarray:
         return np.where(rev > 0, np.minimum(1.0, rnd / rev), np.where(np.isnan(rnd), np.nan, 1.0))
 
 
-def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, *, resolved: float = RESOLVED,
+def categorize(prob_a_ahead, prob_reversal, random_reversal_rate, dif_q, *, resolved: float = RESOLVED,
                robust: float = ROBUST, sensitive: float = SENSITIVE_P) -> np.ndarray:
     """The category of each pair (:data:`CATEGORIES`; the rule of the module notes). Resolved
     means called either way: prob_a_ahead >= ``resolved`` or <= 1 - ``resolved`` (b ahead on
-    accuracy although a has the higher full score, possible only through missing responses). A NaN
-    random rate (no controls) is never robust nor DIF-sensitive."""
+    accuracy although a leads on the selection gap, possible only through missing responses or the
+    strata weights). DIF-sensitive: ``dif_q`` <= ``sensitive``. A NaN random rate (no controls) is
+    never robust; a NaN dif_q (no DIF draws) never DIF-sensitive."""
     ahead, rev = np.asarray(prob_a_ahead, dtype=float), np.asarray(prob_reversal, dtype=float)
     rnd = np.asarray(random_reversal_rate, dtype=float)
     robust_ = (rev <= robust) & (rnd <= robust)
-    dif = excess_p(rev, rnd) <= sensitive
+    dif = np.asarray(dif_q, dtype=float) <= sensitive
     return np.where((ahead >= resolved) | (ahead <= 1 - resolved),
                     np.where(robust_, CATEGORIES[0], np.where(dif, CATEGORIES[1], CATEGORIES[2])), CATEGORIES[3])
 
@@ -245,21 +258,8 @@ def excess_interval(reversed_, control_rate) -> tuple[np.ndarray, np.ndarray, np
     return mean, mean - half, mean + half
 
 
-def both_answered_gaps(y, observed, a, b) -> np.ndarray:
-    """Accuracy of model a minus model b on the items both answered, per pair (NaN without one)."""
-    a, b = np.asarray(a, dtype=np.intp), np.asarray(b, dtype=np.intp)
-    out = np.empty(a.size)
-    step = max(1, _CHUNK // max(1, y.shape[0]))
-    for start in range(0, a.size, step):
-        s = slice(start, start + step)
-        both = observed[:, a[s]] & observed[:, b[s]]
-        diff = np.where(both, (y[:, a[s]] == 1).astype(np.int8) - (y[:, b[s]] == 1), 0).sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[s] = diff / both.sum(axis=0)
-    return out
-
-
-def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0) -> pd.DataFrame:
+def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0,
+                   directions=None) -> pd.DataFrame:
     """One row per deterministically eligible near-tie pair of each fold (columns :data:`COLUMNS`).
 
     Parameters
@@ -279,6 +279,9 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
         retained families).
     seed : int, default 0
         Seed of the paired model's Monte Carlo draws (:func:`bayesirt.audit.bayes.paired.paired_accuracy`).
+    directions : sequence of ndarray (item, k), optional
+        Per fold, the audit half's ability directions that ``dif_p`` projects the DIF contrasts off
+        (:func:`bayesirt.audit.bayes.pair_dif.item_directions`); None: raw contrasts.
 
     Rows are in leaderboard order within each fold: model a's full score, then model b's,
     descending.
@@ -299,9 +302,12 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
                 and np.array_equal(post["model_j"].values.astype(str), ids[j])):
             raise DataError(f"fold {f.audit_fold}: the posterior's pairs are not the fold's frozen pairs")
         eligible, _ = pair_reversals(full, t["anchor"].to_numpy(float), (i, j))
-        first = full[i] > full[j]
+        # a leads on the gap the pair was selected on: the both-answered gap with missing cells (the paired
+        # posterior's items; ranking module notes), the full-score gap (equal to it) with complete data
+        gap = full[i] - full[j] if f.pair_gaps is None else f.pair_gaps[i, j]
+        first = gap > 0
         columns = np.asarray(f.target_index)
-        both = both_answered_gaps(y[:, columns], observed[:, columns], np.where(first, i, j), np.where(first, j, i))
+        both = np.abs(gap)
         a, b = np.where(first, i, j)[eligible], np.where(first, j, i)[eligible]
         pos_a, pos_b = index.get_indexer(ids[a]), index.get_indexer(ids[b])
         if (pos_a < 0).any() or (pos_b < 0).any():
@@ -329,15 +335,18 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
             "random_reversal_rate": random_rate, "excess_reversal": excess, "excess_lower": lower,
             "excess_upper": upper, "_full_a": full[a], "_full_b": full[b],
             "dif_p": _dif_p(f, y[:, columns], observed[:, columns], item_group, families, t["family"].to_numpy(str),
-                            (a, b), seed)}))
+                            (a, b), seed, None if directions is None else directions[f.audit_fold])}))
         frames[-1]["excess_p"] = excess_p(frames[-1]["prob_reversal"], random_rate)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "_full_a", "_full_b"])
-    table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"])
+    table["dif_q"] = dif_q(table["dif_p"])  # over the whole table: both folds' pairs are tested at once
+    table["dif_sensitive"] = table["dif_q"].to_numpy(float) <= SENSITIVE_P
+    table["category"] = categorize(table["prob_a_ahead"], table["prob_reversal"], table["random_reversal_rate"],
+                                   table["dif_q"])
     table = table.sort_values(["fold", "_full_a", "_full_b"], ascending=[True, False, False], kind="stable")
     return table[list(COLUMNS)].reset_index(drop=True)
 
 
-def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed) -> np.ndarray:
+def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed, directions) -> np.ndarray:
     """:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p` of the fold's pairs with the posterior mean
     DIF of its audit half; NaN without the draws."""
     a, b = pairs
@@ -345,18 +354,18 @@ def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed) 
         return np.full(a.size, np.nan)
     delta = fold.draws["family_effect"].mean("draw").transpose("item", "family").values
     column = np.searchsorted(np.asarray(families, dtype=str), target_family)
-    return pair_dif_p(y, observed, item_group, delta, column[a], column[b], (a, b), seed=seed)
+    return pair_dif_p(y, observed, item_group, delta, column[a], column[b], (a, b), directions=directions, seed=seed)
 
 
 def near_ties_summary(table: pd.DataFrame) -> dict:
     """Counts of the categories (all of them, zeros included), the number of pairs,
     ``b_ahead_resolved`` (pairs with prob_a_ahead <= 1 - :data:`RESOLVED`: b credibly ahead on
-    accuracy although a has the higher full score, possible only through missing responses),
+    accuracy although a leads on the selection gap, possible only through missing responses or the strata weights),
     ``called`` (prob_a_ahead >= .95 or <= .05) and ``called_mcnemar_p_le_10`` (the share of them
     whose McNemar p is <= .10), ``calls_within_2_mcse`` (calls within 2 Monte Carlo SE of the
     threshold: the seed can change them) and ``prob_a_ahead_mcse_max``, ``dif_sensitive_any``
-    (pairs with excess_p <= .05, resolved or not; ``dif_p_le_05`` the same for
-    dif_p), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
+    (pairs with dif_sensitive, resolved or not; ``dif_p_le_05`` and ``excess_p_le_05`` the
+    unadjusted counts), ``theta_resolved`` and ``theta_resolved_accuracy_not`` (pairs with
     prob_theta_a_ahead >= .95 or <= .05, and those among them that prob_a_ahead leaves unresolved)."""
     counts = table["category"].value_counts()
     ahead = table["prob_a_ahead"].to_numpy(float)
@@ -371,8 +380,9 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
             "theta_resolved": int(theta_called.sum()),
             "theta_resolved_accuracy_not": int((theta_called & ~called).sum()),
             "thresholds": {"prob_a_ahead": RESOLVED, "prob_reversal": ROBUST, "random_reversal_rate": ROBUST,
-                           "excess_p": SENSITIVE_P},
-            "dif_sensitive_any": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum()),
+                           "dif_q": SENSITIVE_P},
+            "dif_sensitive_any": int(table["dif_sensitive"].to_numpy(bool).sum()),
+            "excess_p_le_05": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum()),
             "dif_p_le_05": int((table["dif_p"].to_numpy(float) <= SENSITIVE_P).sum()),
             "prob_a_ahead_mcse_max": (float(np.nanmax(table["prob_a_ahead_mcse"])) if len(table) else None),
             "calls_within_2_mcse": int((called & (np.abs(np.abs(ahead - 0.5) - (RESOLVED - 0.5))
@@ -414,7 +424,12 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
     y_all = responses["responses"].values
     observed = y_all != MISSING
     t = time.perf_counter()
-    result.near_ties = near_tie_table(result.folds, theta, y=np.where(observed, y_all, 0), observed=observed,
+    y = np.where(observed, y_all, 0)
+    pop = result.population
+    directions = [item_directions(y[:, audit], observed[:, audit], pop["family"].to_numpy()[audit])
+                  for audit in (np.flatnonzero((pop["fold"] == h).to_numpy()) for h in (0, 1))]  # the folds' audit halves
+    result.near_ties = near_tie_table(result.folds, theta, y=y, observed=observed,
+                                      directions=directions,
                                       item_group=responses["item_group"].values.astype(str),
                                       seed=spawn_seeds(config.seed, 7)[6],
                                       families=sorted(result.population.loc[result.population["status"] == "retained",
@@ -433,7 +448,7 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
             "item_groups": int(np.unique(responses["item_group"].values.astype(str)).size),
             "paired_strata": int(strata_weights.size), "pooled_item_groups": int(pooled),
             "min_stratum_items": MIN_STRATUM,
-            "dif_p_floor": 1 / (PERMUTATIONS + 1),
+            "dif_p_floor": 1 / (PERMUTATIONS + 1), "dif_directions": int(min(d.shape[1] for d in directions)),
             "paired_s": round(paired_seconds, 3)}
     if tree.attrs.get("map_converged") == 0:
         result.warnings.append(f"the {info['ability_spec']} MAP-EM item fit of the near-tie table stopped at its "

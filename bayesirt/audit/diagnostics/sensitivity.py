@@ -80,7 +80,8 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
         ``anchors`` (anchor_fraction, fold).
     """
     extra = [{_label(e): near_tie_pairs(f.target["full"].to_numpy(), f.target["owner"].to_numpy(),
-                                        f.target["family"].to_numpy(), epsilon=e) for e in thresholds} for f in folds]
+                                        f.target["family"].to_numpy(), epsilon=e, gaps=f.pair_gaps)
+              for e in thresholds} for f in folds]
     names = [_label(e) for e in thresholds]
     out = {k: np.full((len(fractions), len(thresholds)), np.nan) for k in
            ("low_dif_rate", "eligible", "random_median", "random_lower", "random_upper", "excess_pp", "p_value",

@@ -31,7 +31,7 @@ from bayesirt.utils.options import declare, option
 from bayesirt.utils.validation import parameter_error
 from bayesirt.utils.parallel import SCHEDULER, WORKERS, parallel_map, spawn_seeds
 from bayesirt.audit.engine.settings import EPSILON
-from bayesirt.audit.engine.ranking import (GAP_TOLERANCE, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
+from bayesirt.audit.engine.ranking import (GAP_TOLERANCE, both_answered_gaps, pair_arrays, prepared_responses, prepared_scores, kendall_tau_b,
                               pooled_rate, reversal_counts)
 
 __all__ = ["TargetFold", "control_blocks", "matched_random_weights", "randomization_summary",
@@ -298,7 +298,11 @@ def matched_random_controls(folds, *, replicates: int = option(1000, "matched ra
     """
     packed, names = pack_folds(folds, "matched_random_controls")
     for h, fold in enumerate(packed):
-        gap = np.abs(fold.full[fold.pair_sets[0][0]] - fold.full[fold.pair_sets[0][1]])
+        i, j = fold.pair_sets[0]
+        gap = np.abs(fold.full[i] - fold.full[j])
+        gaps = both_answered_gaps(*fold.responses())  # with missing cells the audit chooses pairs on these (ranking notes)
+        if gaps is not None:  # a pair is in the band on either gap
+            gap = np.fmin(gap, np.abs(gaps[i, j]))
         if gap.size and gap.max() > epsilon + GAP_TOLERANCE:
             raise DataError(f"fold {h}: the primary pairs have full-score gaps up to {gap.max():.6g}, more than "
                             f"epsilon={epsilon:g}; pass the epsilon the pairs were frozen with")

@@ -183,6 +183,9 @@ class FoldResult:
     # bayesirt.audit.bayes.diagnostics (not written: (draw, item, family) is large on big item banks)
     draws: xr.Dataset | None = None
     schedule_gap: dict | None = None  # NT's five Newton cycles against the converged optimum
+    # (model, model) accuracy gaps on the items both answered in the target half, the near ties' selection gaps with
+    # missing cells (bayesirt.audit.engine.ranking.both_answered_gaps); None with complete data; in memory only
+    pair_gaps: np.ndarray | None = None
 
 
 @dataclass
