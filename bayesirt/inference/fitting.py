@@ -343,8 +343,6 @@ def sample_model(
     return result
 
 
-
-
 def _nuts_settings(sampler, draws, tune, chains, nutpie_settings) -> dict:
     settings = {"sampler": sampler, "draws": draws, "tune": tune, "chains": chains}
     if sampler == "nutpie" and nutpie_settings:
