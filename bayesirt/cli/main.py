@@ -171,15 +171,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bayesirt: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     _quiet_libraries()
-    with catching_signals():
-        try:
-            out = _dispatch(args)
-        except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 (every failure ends in one line)
-            # an error after SIGINT/SIGTERM is the interrupt's doing (a library that turned it into another error)
-            if isinstance(err, KeyboardInterrupt) or interrupt_received():
-                print(_interrupted(args, err), file=sys.stderr)
-                return EXIT_INTERRUPTED
-            return _failed(args, err)
+    try:
+        with catching_signals():
+            try:
+                out = _dispatch(args)
+            except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 (every failure ends in one line)
+                # an error after SIGINT/SIGTERM is the interrupt's doing (a library that turned it into another error)
+                if isinstance(err, KeyboardInterrupt) or interrupt_received():
+                    print(_interrupted(args, err), file=sys.stderr)
+                    return EXIT_INTERRUPTED
+                return _failed(args, err)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's line was printed: no traceback
+        return EXIT_INTERRUPTED
     if out is None:
         return 0
     Path(out.parent / f"{out.name}.error.log").unlink(missing_ok=True)  # a failed earlier run's log is stale now
