@@ -39,6 +39,7 @@ from bayesirt.frequentist.abilities import EAP_POINTS, eap_abilities, map_abilit
 from bayesirt.frequentist.mml_grid import COARSE, grid_coarseness, posterior_sds, refined_grid
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
                                             expected_counts, log_priors, log_probabilities, probability_gradient)
+from bayesirt.frequentist.squarem import EMPoint, em_updates
 from bayesirt.frequentist.standard_errors import observed_covariance
 
 __all__ = ["MMLResult", "fit_mml", "quadrature_grid"]
@@ -257,32 +258,65 @@ def _occupied(data: ResponsePatterns, post: np.ndarray):
 _PILOT = 5
 
 
+def _coordinates(lay: ParameterLayout, par: ItemParameters) -> np.ndarray:
+    """The M-step's variables (a, or log a under a slope prior; d; logit c; logit s), shape (4, items):
+    unconstrained, so SQUAREM extrapolates in them."""
+    return np.stack([np.log(par.a) if lay.loga else par.a, par.d, logit(par.c) if lay.guessing else par.c,
+                     logit(par.s) if lay.slip else par.s])
+
+
+def _parameters(lay: ParameterLayout, x: np.ndarray) -> ItemParameters:
+    """Inverse of :func:`_coordinates`."""
+    a, d, c, s = x
+    return ItemParameters(np.exp(a) if lay.loga else a.copy(), d.copy(), expit(c) if lay.guessing else c.copy(),
+                          expit(s) if lay.slip else s.copy())
+
+
 def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float,
-        mu: float, sd: float):
-    """EM iterations from ``par``; traces start with the initial values. After :data:`_PILOT`
-    iterations (or at convergence, if sooner) the grid is checked once and, where the posteriors are
-    narrower than its spacing, replaced by a finer one (:func:`~bayesirt.frequentist.mml_grid.refined_grid`;
-    the traces then hold the objective on both grids). Returns the final ``data`` too, and the
-    iteration at which the grid changed (0: never)."""
-    ll, post = e_step(data, par)
-    lls, objs, switched, checked = [ll], [ll + _log_prior(lay, par)], 0, False
-    for it in range(1, max_iter + 1):
-        new = _mstep(lay, par, *_occupied(data, post))
-        change = float(np.abs(np.stack(new) - np.stack(par)).max())
-        par = new
-        ll, post = e_step(data, par)
-        lls.append(ll)
-        objs.append(ll + _log_prior(lay, par))
-        done = change < tol or abs(objs[-1] - objs[-2]) < ll_tol * abs(objs[-1])
-        if not checked and (done or it >= _PILOT):
-            checked, finer = True, refined_grid(data, par, post, mu, sd)
+        mu: float, sd: float, accelerate: bool = True):
+    """EM iterations from ``par``; traces start with the initial values and hold the objective of the
+    iterate after every EM step. The first :data:`_PILOT` iterations are plain EM steps; then (or at
+    convergence, if sooner) the grid is checked once and, where the posteriors are narrower than its
+    spacing, replaced by a finer one (:func:`~bayesirt.frequentist.mml_grid.refined_grid`; the traces
+    then hold the objective on both grids). From there, with ``accelerate``, SQUAREM cycles
+    (:mod:`~bayesirt.frequentist.squarem`) on the final grid: no extrapolation crosses the grid change.
+    Convergence is tested after every update (an EM step or a SQUAREM cycle). Returns the final
+    ``data`` too, and the iteration at which the grid changed (0: never)."""
+
+    def at_par(p: ItemParameters) -> EMPoint:
+        ll, post = e_step(data, p)
+        objective = ll + _log_prior(lay, p) if (p.c + p.s < 1).all() else -np.inf
+        return EMPoint(_coordinates(lay, p), objective, (p, ll, post))
+
+    def em_step(point: EMPoint) -> EMPoint:
+        p, _, post = point.state
+        return at_par(_mstep(lay, p, *_occupied(data, post)))
+
+    point = at_par(par)
+    lls, objs, switched, it, done = [point.state[1]], [point.objective], 0, 0, False
+    pilot = min(_PILOT, max_iter)
+    for phase, (budget, squarem) in enumerate(((pilot, False), (max_iter - pilot, accelerate))):
+        for new, trail in em_updates(point, em_step, lambda x: at_par(_parameters(lay, x)), budget,
+                                     accelerate=squarem):
+            it += len(trail)
+            lls += [p.state[1] for p in trail]
+            objs += [p.objective for p in trail]
+            change = float(np.abs(np.stack(new.state[0]) - np.stack(point.state[0])).max())
+            done = change < tol or abs(new.objective - point.objective) < ll_tol * abs(new.objective)
+            point = new
+            if done:
+                break
+        if phase == 0 and (done or it >= _PILOT):
+            par, _, post = point.state
+            finer = refined_grid(data, par, post, mu, sd)
             if finer is not None:
                 data, switched, done = data._replace(nodes=finer[0], logw=np.log(finer[1])), it, False
-                ll, post = e_step(data, par)
-                lls[-1], objs[-1] = ll, ll + _log_prior(lay, par)
+                point = at_par(par)
+                lls[-1], objs[-1] = point.state[1], point.objective
         if done:
-            return data, par, post, lls, objs, it, True, switched
-    return data, par, post, lls, objs, max_iter, False, switched
+            break
+    par, _, post = point.state
+    return data, par, post, lls, objs, it, done, switched
 
 
 def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadrature: int = 61,

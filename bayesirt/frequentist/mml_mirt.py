@@ -41,6 +41,7 @@ from bayesirt.frequentist.ladder import information_criteria
 from bayesirt.frequentist.mml_model import ResponsePatterns, expected_counts, node_posterior, pattern_log_likelihood
 from bayesirt.frequentist.mml_mirt_start import anchor_index, free_mask, start_values
 from bayesirt.frequentist.settings import PRUNE, SAFE_LOADING_PRIOR
+from bayesirt.frequentist.squarem import EMPoint, em_updates
 from bayesirt.models.response import log_probabilities, probability
 from bayesirt.utils.parallel import blas_threads
 
@@ -82,7 +83,8 @@ class MIRTFit:
     converged : bool
     loglik_trace : numpy.ndarray
         The EM objective (``objective``'s kernel: loglik plus the prior's quadratic term), at the
-        start and after each update (an EM step, or the end of a SQUAREM cycle); non-decreasing.
+        start and after each EM step (a refused SQUAREM extrapolation leaves the iterate where it
+        was); non-decreasing.
     attrs : dict
         Settings: quadrature, nodes kept, dropped prior mass, anchors, loading prior, ...
     """
@@ -253,48 +255,31 @@ def _mstep(beta, free, r, n0, design, precision, max_newton: int = 10) -> np.nda
 
 
 def _em(data, beta, free, design, precision, max_iter: int, tol: float, ll_tol: float, accelerate: bool):
-    """EM iterations from ``beta``; the objective trace starts with the initial values.
-
-    With ``accelerate``, each cycle is SQUAREM (Varadhan & Roland 2008, scheme S3): two EM
-    steps r = F(b) - b, v = F(F(b)) - 2 F(b) + b, the extrapolation b - 2 s r + s^2 v with
-    s = -|r| / |v| (at most -1), then one EM step from there, kept only when its objective is at
-    least that of the two plain steps (so the objective never decreases). Every EM step counts
-    as an iteration. Fixed (echelon) zeros stay zero: r and v vanish there."""
+    """EM iterations from ``beta``; the objective trace starts with the initial values and holds the
+    objective of the iterate after every EM step. With ``accelerate``, each update is a SQUAREM cycle
+    (:mod:`~bayesirt.frequentist.squarem`; slopes and intercepts are unconstrained, so it
+    extrapolates ``beta`` itself), else one EM step; convergence is tested after every update. Fixed
+    (echelon) zeros stay zero: the EM steps' differences vanish there."""
     prior = lambda b: -0.5 * float((precision * b**2).sum())  # noqa: E731 (kernel; constants added later)
 
-    def step(b, post):
-        new = _mstep(b, free, *expected_counts(data, post), design, precision)
-        ll_new, post_new = _e_step(data, new, design[0])
-        return new, ll_new, post_new, ll_new + prior(new)
+    def at(b: np.ndarray) -> EMPoint:
+        ll, post = _e_step(data, b, design[0])
+        return EMPoint(b, ll + prior(b), (ll, post))
 
-    ll, post = _e_step(data, beta, design[0])
-    objs = [ll + prior(beta)]
-    it, obj = 0, objs[0]
-    while it < max_iter:
-        b1, ll1, post1, obj1 = step(beta, post)
-        it += 1
-        objs.append(obj1)
-        new, ll_new, post_new, obj_new = b1, ll1, post1, obj1
-        if accelerate and it < max_iter:
-            b2, ll2, post2, obj2 = step(b1, post1)
-            it += 1
-            new, ll_new, post_new, obj_new = b2, ll2, post2, obj2
-            r, v = b1 - beta, b2 - 2 * b1 + beta
-            nv = float(np.sqrt((v**2).sum()))
-            s = min(-float(np.sqrt((r**2).sum())) / nv, -1.0) if nv > 0 else -1.0
-            if s < -1.0 and it < max_iter:
-                bx = beta - 2 * s * r + s**2 * v
-                _, post_x = _e_step(data, bx, design[0])
-                b3, ll3, post3, obj3 = step(bx, post_x)
-                it += 1
-                if obj3 >= obj2:
-                    new, ll_new, post_new, obj_new = b3, ll3, post3, obj3
-            objs.append(obj_new)
-        change = float(np.abs(new - beta).max())
-        beta, ll, post, previous, obj = new, ll_new, post_new, obj, obj_new
-        if change < tol or abs(obj - previous) < ll_tol * abs(obj):
-            return beta, ll, post, objs, it, True
-    return beta, ll, post, objs, it, False
+    def em_step(point: EMPoint) -> EMPoint:
+        return at(_mstep(point.x, free, *expected_counts(data, point.state[1]), design, precision))
+
+    point = at(beta)
+    objs, it, done = [point.objective], 0, False
+    for new, trail in em_updates(point, em_step, at, max_iter, accelerate=accelerate):
+        it += len(trail)
+        objs += [p.objective for p in trail]
+        change = float(np.abs(new.x - point.x).max())
+        done = change < tol or abs(new.objective - point.objective) < ll_tol * abs(new.objective)
+        point = new
+        if done:
+            break
+    return point.x, point.state[0], point.state[1], objs, it, done
 
 
 def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None = None, prune: float = PRUNE,
