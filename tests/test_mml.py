@@ -18,7 +18,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy import stats
 
 from bayesirt.data import MISSING, load_dataset, make_responses, simulate_pl
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.frequentist import MMLResult, fit_mml
 from bayesirt.models.specs import Prior, load_spec
 
@@ -313,19 +313,23 @@ def test_recovery_with_asymptotes(kind, n_models, mu_a, sd_b, tol):
 
 
 def test_bad_input(lsat6):
-    with pytest.raises(BayesIRTError, match="quadrature"):
+    with pytest.raises(ConfigError, match=r"^The 'quadrature' parameter of fit_mml must be an integer in \[5, 201\]; "
+                                          r"got 4\.$"):
         fit_mml(lsat6, "2pl", quadrature=4)
-    with pytest.raises(BayesIRTError, match="theta_method"):
+    with pytest.raises(ConfigError, match=r"^The 'theta_method' parameter of fit_mml must be one of \{'eap', 'map'\}"):
         fit_mml(lsat6, "2pl", theta_method="wle")
+    for bad in ({"max_iter": 0}, {"tol": -1}, {"tol": 0.0}, {"ll_tol": -1e-3}, {"threads": 0}, {"priors": "yes"}):
+        with pytest.raises(ConfigError, match=rf"^The '{next(iter(bad))}' parameter of fit_mml must be"):
+            fit_mml(lsat6, "2pl", **bad)
     with pytest.raises(BayesIRTError, match="unknown model spec"):
         fit_mml(lsat6, "grm")
-    with pytest.raises(BayesIRTError, match="spec must be"):
+    with pytest.raises(ConfigError, match="'spec' parameter of fit_mml must be a spec name"):
         fit_mml(lsat6, 3)
     odd = load_spec("2pl")
     odd = dataclasses.replace(odd, priors={**odd.priors, "theta": Prior("lognormal", {"mu": 0.0, "sigma": 1.0})})
-    with pytest.raises(BayesIRTError, match="normal theta"):
+    with pytest.raises(ConfigError, match="normal theta"):
         fit_mml(lsat6, odd)
-    with pytest.raises(BayesIRTError, match="response Dataset"):
+    with pytest.raises(DataError, match="response Dataset"):
         fit_mml(lsat6["responses"], "2pl")
 
 
@@ -358,7 +362,7 @@ def test_warm_start(lsat6):
     # the starting curves are the 2PL's to within 1%: ~1,200 wrong answers each lose log(0.99)
     assert abs(warm.loglik_trace[0] - two.loglik) < 15
     assert warm.objective >= warm.objective_trace[0]
-    with pytest.raises(BayesIRTError, match="same items"):
+    with pytest.raises(ConfigError, match="same items"):
         fit_mml(lsat6.isel(item=slice(0, 4)), "3pl", start=two)
 
 

@@ -12,6 +12,8 @@ tests: :mod:`bayesirt.frequentist.mml_grid`; ``attrs["grid"]`` says which ran).
   priors), batched over items with stacked 1x1..4x4 solves and per-item step halving; a common
   slope (1PL) is updated jointly with the item parameters through a Schur complement.
 - Variables: ``a`` (``log a`` when a prior on ``a`` is active), ``d``, ``logit c``, ``logit s``.
+- Acceleration: SQUAREM cycles after the first EM steps (:mod:`.squarem`), extrapolating in the
+  M-step's unconstrained variables, never across a change of grid.
 - ``priors=False`` is ML except that 3PL/4PL asymptotes always carry the spec's Beta priors
   (as in SAFE App. E), making those fits MAP; ``priors=True`` adds every item prior (MAP-EM), the
   discrimination prior as the density of log a (``mml_model.LOG_SLOPE``).
@@ -32,10 +34,13 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import expit, logit
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError, warn
+from bayesirt.errors import ConfigError, DataError, warn
+from bayesirt.utils.options import declare, option
+from bayesirt.utils.validation import parameter_error
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.specs import LOGISTIC_KINDS, IRTSpec, load_spec
 from bayesirt.frequentist.abilities import EAP_POINTS, eap_abilities, map_abilities
+from bayesirt.frequentist.settings import ACCELERATE, MAX_ITER, THETA_METHODS, THREADS
 from bayesirt.frequentist.mml_grid import COARSE, grid_coarseness, posterior_sds, refined_grid
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
                                             expected_counts, log_priors, log_probabilities, probability_gradient)
@@ -66,7 +71,8 @@ class MMLResult:
     n_parameters, iterations : int
     converged : bool
     loglik_trace, objective_trace : numpy.ndarray
-        Per EM iteration, starting with the initial values.
+        The initial values, then after every EM step those of the iterate (a refused SQUAREM
+        extrapolation leaves it where it was).
     covariance : xarray.DataArray or None
         Inverse observed information of the free parameters (dims ``parameter``, ``parameter_``).
     spec : IRTSpec
@@ -191,7 +197,7 @@ def _layout(spec: IRTSpec, priors: bool) -> ParameterLayout:
     active = {k: v for k, v in spec.priors.items() if k != "theta" and (priors or k in ("guessing", "slip"))}
     learned = [k for k, v in active.items() if v.hierarchical]
     if learned:
-        raise BayesIRTError(f"spec {spec.name!r}: MAP-EM (priors=True) needs fixed item priors, and the "
+        raise ConfigError(f"fit_mml: spec {spec.name!r}: MAP-EM (priors=True) needs fixed item priors, and the "
                             f"{' and '.join(learned)} prior learns its location or scale (a hierarchical prior); "
                             "use priors=False (ML), a spec with fixed priors such as '2pl', or fit(...) for the "
                             "full posterior")
@@ -220,7 +226,7 @@ def _start(lay: ParameterLayout, spec: IRTSpec, data: ResponsePatterns, mu: floa
 def _warm_start(lay: ParameterLayout, spec: IRTSpec, start: MMLResult, da: xr.DataArray) -> ItemParameters:
     """Starting values from another fit of the same items (see ``fit_mml(start=...)``)."""
     if not isinstance(start, MMLResult) or not np.array_equal(start.items["item"].values, da["item"].values):
-        raise BayesIRTError("start must be an MMLResult fitted to the same items, in the same order")
+        raise ConfigError("fit_mml: start must be an MMLResult fitted to the same items, in the same order")
     values = {k: start.items[k].values for k in ("discrimination", "intercept", "guessing", "slip")}
     n = values["intercept"].size
     a = np.full(n, spec.discrimination_value) if lay.structure == "fixed" else values["discrimination"]
@@ -235,12 +241,14 @@ def _resolve_spec(spec: Any) -> IRTSpec:
     if isinstance(spec, (str, Path)):
         spec = load_spec(spec)
     if not isinstance(spec, IRTSpec):
-        raise BayesIRTError(f"spec must be a spec name, a .toml path or an IRTSpec; got {type(spec).__name__}")
+        raise parameter_error("spec", "fit_mml", "a spec name, a .toml path or an IRTSpec", spec)
     if spec.kind not in LOGISTIC_KINDS:
-        raise BayesIRTError(f"fit_mml supports unidimensional logistic 1PL-4PL specs; {spec.name!r} is {spec.kind!r}")
+        raise ConfigError(f"fit_mml: spec {spec.name!r} is {spec.kind!r}; fit_mml fits unidimensional logistic "
+                          "1PL-4PL specs (fit_mml_mirt: the multidimensional 2PL)")
     theta = spec.priors.get("theta")
     if theta is None or theta.distribution != "normal":
-        raise BayesIRTError(f"spec {spec.name!r}: MML needs a normal theta (population) distribution")
+        raise ConfigError(f"fit_mml: spec {spec.name!r}: MML needs a normal theta (population) distribution; "
+                          "give the spec a normal theta prior")
     return spec
 
 
@@ -273,7 +281,7 @@ def _parameters(lay: ParameterLayout, x: np.ndarray) -> ItemParameters:
 
 
 def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float,
-        mu: float, sd: float, accelerate: bool = True):
+        mu: float, sd: float, accelerate: bool):
     """EM iterations from ``par``; traces start with the initial values and hold the objective of the
     iterate after every EM step. The first :data:`_PILOT` iterations are plain EM steps; then (or at
     convergence, if sooner) the grid is checked once and, where the posteriors are narrower than its
@@ -319,10 +327,16 @@ def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_i
     return data, par, post, lls, objs, it, done, switched
 
 
-def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadrature: int = 61,
-            priors: bool = False, max_iter: int = 500, tol: float = 1e-6, ll_tol: float = 1e-10,
-            theta_method: str = "eap", se: bool = True, threads: int | None = 1,
-            start: MMLResult | None = None) -> MMLResult:
+@declare()
+def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *,
+            quadrature: int = option(61, "Gauss-Hermite nodes of the starting grid", low=5, high=201),
+            priors: bool = option(False, "add the spec's item priors (MAP-EM)"), max_iter: int = MAX_ITER,
+            tol: float = option(1e-6, "stop when no item parameter moves more in an update", low=0, open=True),
+            ll_tol: float = option(1e-10, "or when the objective changes less, relative", low=0),
+            theta_method: str = option("eap", "the ability estimate in theta", choices=THETA_METHODS),
+            se: bool = option(True, "observed-information standard errors"), threads: int | None = THREADS,
+            start: MMLResult | None = option(None, "warm start from a fit of the same items", type=object),
+            accelerate: bool = ACCELERATE) -> MMLResult:
     """Fit a 1PL-4PL logistic IRT model by marginal maximum likelihood (Bock-Aitkin EM).
 
     Parameters
@@ -339,10 +353,11 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
         False (default): ML, except that 3PL/4PL asymptotes always carry the spec's Beta priors
         (MAP, flagged in ``attrs["map_asymptotes"]``). True: all item priors (MAP-EM).
     max_iter : int
-        EM iteration cap; hitting it warns.
+        EM iteration cap (every EM step counts, those of a SQUAREM cycle too); hitting it warns.
     tol, ll_tol : float
-        Stop when the largest change of any natural parameter (a, d, c, s) is below ``tol``
-        or the relative change of the EM objective is below ``ll_tol``.
+        Stop when the largest change of any natural parameter (a, d, c, s) in an update (an EM
+        step, or a SQUAREM cycle) is below ``tol`` or the relative change of the EM objective is
+        below ``ll_tol``.
     theta_method : {"eap", "map"}
         Which ability estimate fills ``abilities["theta"]``; both are always computed.
     se : bool
@@ -358,6 +373,10 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
         Warm start from another fit of the same items (e.g. the 2PL when fitting a 3PL): its
         slopes, intercepts and any asymptotes this spec shares; asymptotes it lacks start at
         0.01, so the starting curves are the other fit's to within 1%.
+    accelerate : bool
+        SQUAREM (:mod:`~bayesirt.frequentist.squarem`) after the first 5 EM steps (default True):
+        the same fixed point in fewer EM steps (``benchmarks/results/map_em_recovery.md``); the
+        objective still never decreases. False runs plain EM.
 
     Returns
     -------
@@ -365,10 +384,10 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
 
     Raises
     ------
-    BayesIRTError
+    ConfigError
         Unknown or unsupported spec (not a unidimensional logistic 1PL-4PL with a normal theta),
-        ``quadrature`` outside [5, 201], a bad ``theta_method``; ``DataError`` for responses
-        that are not a response Dataset.
+        an option outside its declared range or choices (``quadrature`` outside [5, 201], a bad
+        ``theta_method``, ...); ``DataError`` for responses that are not a response Dataset.
 
     Warns
     -----
@@ -390,12 +409,6 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
     (-2466.65, 0.83)
     """
     spec = _resolve_spec(spec)
-    if isinstance(quadrature, bool) or not isinstance(quadrature, (int, np.integer)) or not 5 <= quadrature <= 201:
-        raise BayesIRTError(f"quadrature must be an integer number of nodes in [5, 201]; got {quadrature!r}")
-    if theta_method not in ("eap", "map"):
-        raise BayesIRTError(f"theta_method must be 'eap' or 'map'; got {theta_method!r}")
-    if max_iter < 1 or not tol > 0:
-        raise BayesIRTError("max_iter must be >= 1 and tol > 0")
     if not isinstance(responses, xr.Dataset) or "responses" not in responses:
         raise DataError("responses must be a response Dataset; build one with bayesirt.data.make_responses")
     da = responses["responses"].transpose("item", "model")
@@ -411,7 +424,8 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
                  bool((y != MISSING).all()))
     with blas_threads(threads):
         first = _start(lay, spec, data, mu, sd) if start is None else _warm_start(lay, spec, start, da)
-        data, par, post, lls, objs, it, converged, switched = _em(lay, data, first, max_iter, tol, ll_tol, mu, sd)
+        data, par, post, lls, objs, it, converged, switched = _em(lay, data, first, max_iter, tol, ll_tol, mu, sd,
+                                                                  accelerate)
         cov = observed_covariance(lay, data, par, post) if se else None
         coarse = grid_coarseness(data.nodes, *posterior_sds(data, par, post, sd), data.count)
         eap, eap_sd = eap_abilities(data, par, mu, sd, points=max(EAP_POINTS, 2 * data.nodes.size - 1))
@@ -451,6 +465,7 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
                                                                           lay.priors.items()) or "none",
              "se_method": "inverse observed information (exact, Louis' identity); difficulty by the "
                           "delta method" if se else "not computed",
+             "accelerate": "SQUAREM" if accelerate else "none",
              "theta_method": theta_method, "population": f"Normal({mu:g}, {sd:g})",
              "dataset": str(responses.attrs.get("name", ""))}
     covda = None if cov is None else xr.DataArray(cov, dims=("parameter", "parameter_"),
