@@ -376,3 +376,28 @@ def test_eap_of_a_long_test_is_integrated_on_a_dense_grid():
     abilities = fit_mml(ds, "2pl", priors=True, se=False).abilities
     np.testing.assert_allclose(abilities["eap_sd"], abilities["map_se"], rtol=0.1)
     np.testing.assert_allclose(abilities["eap"], abilities["map"], atol=0.05)
+
+
+@pytest.mark.parametrize(("spec", "priors", "n_items"), [("2pl", True, 300), ("2pl", False, 300), ("3pl", True, 40),
+                                                         ("rasch", False, 40)])
+def test_squarem_reaches_the_fixed_point_of_plain_em(spec, priors, n_items):
+    """SQUAREM (the default) and plain EM stop at the same optimum (at tight tolerances), SQUAREM in
+    fewer EM steps; where the grid is refined (after the plain pilot steps), SQUAREM runs on the
+    refined grid only (the same grid in both fits)."""
+    ds, _ = simulate_pl("3pl" if spec == "3pl" else "2pl", n_items=n_items, n_models=400, seed=5)
+    tight = {"tol": 1e-8, "ll_tol": 1e-14, "se": False, "priors": priors, "max_iter": 3000}
+    fast = fit_mml(ds, spec, **tight)
+    plain = fit_mml(ds, spec, accelerate=False, **tight)
+    assert fast.converged and plain.converged
+    assert fast.attrs["accelerate"] == "SQUAREM" and plain.attrs["accelerate"] == "none"
+    assert fast.attrs["grid"] == plain.attrs["grid"]
+    refined = "refined after EM iteration 5" in fast.attrs["grid"]
+    assert refined or n_items < 300
+    assert fast.objective == pytest.approx(plain.objective, abs=1e-6)
+    for name in ("discrimination", "intercept", "guessing"):
+        np.testing.assert_allclose(fast.items[name], plain.items[name], atol=1e-4)
+    assert fast.iterations < plain.iterations
+    trace = fast.objective_trace
+    assert trace.size == fast.iterations + 1
+    switched = 5 if refined else 0  # the trace holds the objective on both grids
+    assert (np.diff(trace[switched:]) >= -1e-9 * np.abs(trace[switched + 1:])).all()
