@@ -127,6 +127,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 5,000-item case")
     parser.add_argument("--plain", action="store_true", help="plain EM (accelerate=False) instead of SQUAREM")
+    parser.add_argument("--items", type=int, nargs="+", help="only the cases with these numbers of items")
     parser.add_argument("--render", action="store_true", help="only rewrite the Markdown from the JSON")
     parser.add_argument("--out", default=None, help="[results/map_em_recovery.json; --plain: map_em_recovery_plain.json]")
     args = parser.parse_args(argv)
@@ -136,14 +137,14 @@ def main(argv=None) -> None:
         return
     cases = {}
     for name, (n_items, kwargs) in CASES.items():
-        if args.quick and n_items > 1000:
+        if (args.quick and n_items > 1000) or (args.items and n_items not in args.items):
             continue
         cases[name] = recovery(n_items, **kwargs, accelerate=not args.plain)
         print(name, {k: v for k, v in cases[name].items() if k != "warnings"}, flush=True)
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
               "load": loadavg(), "source": source_state(), "cases": cases,
               "command": "OMP_NUM_THREADS=1 nice -n 10 python benchmarks/map_em_recovery.py" + (" --quick" * args.quick)
-              + (" --plain" * args.plain)}
+              + (" --plain" * args.plain) + (f" --items {' '.join(map(str, args.items))}" if args.items else "")}
     write_results(args.out, result, _markdown, echo=True)
 
 
