@@ -236,7 +236,8 @@ def main() -> None:
         import json
 
         parts = [json.loads(Path(p).read_text()) for p in args.merge.split(",")]
-        merged = {"settings": parts[0]["settings"], "data": {k: v for p in parts for k, v in p["data"].items()}}
+        settings = dict(parts[0]["settings"], command="; ".join(p["settings"]["command"] for p in parts))
+        merged = {"settings": settings, "data": {k: v for p in parts for k, v in p["data"].items()}}
         write_results(args.out, merged, markdown, echo=True)
         return
     if args.quick:

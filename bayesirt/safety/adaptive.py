@@ -165,12 +165,15 @@ def static_test(discrimination, intercept, abilities, k, *, guessing=0.0, slip=0
     quotas : dict or "proportional", optional
         Items per group (see :func:`quota_counts`). Default ``"proportional"`` when ``groups``
         is given.
-    design : {"stratified", "population", "max_information"}, default :data:`STATIC_DESIGN`
-        How the items are chosen (:mod:`bayesirt.safety.static_design`): information at the
-        cohort's ability quantiles, information integrated over the cohort with diminishing
-        returns, or SAFE's maximum summed information (ties to the lowest index).
+    design : {"representative", "stratified", "population", "max_information"}, default :data:`STATIC_DESIGN`
+        How the items are chosen (:mod:`bayesirt.safety.static_design`): one item per stratum of
+        expected proportion correct with the bank's mix of discriminations, greedy on the expected
+        full-score error; information at the cohort's ability quantiles; information integrated
+        over the cohort with diminishing returns; or SAFE's maximum summed information (ties to the
+        lowest index).
     prior_sd : float, default 1
-        ``"population"``: the ability prior's SD (its precision is the information before any item).
+        ``"representative"`` and ``"population"``: the ability prior's SD (its precision is the
+        information before any item).
 
     Returns
     -------
