@@ -150,7 +150,10 @@ def test_cat_first_item_is_most_informative_at_prior_mean_and_ties_go_low():
     y = np.ones((4, 2), dtype=np.int8)
     assert run_cat(y, a, d, budget=1).items[:, 0].tolist() == [1, 1]
     assert static_test(a, d, [0.0], 2, design="max_information").tolist() == [1, 2]
-    assert static_test(a, d, [0.0], 2).tolist() == [1, 2]  # both strata at 0: the two best, ties low
+    assert static_test(a, d, [0.0], 2, design="stratified").tolist() == [1, 2]  # both strata at 0: the two best
+    # the default (representative): equal easiness, strata {0, 1} and {2, 3} by index; the best item, then the
+    # bank's share (1 of 2) below its median discrimination 1.5 from the other stratum
+    assert static_test(a, d, [0.0], 2).tolist() == [1, 3]
 
 
 def test_cat_skips_missing_and_stops_when_bank_runs_out():
