@@ -186,7 +186,7 @@ def test_error_messages(two_factor):
         correlation_matrix(z)
     with _err("non-numeric cells"):
         correlation_matrix(x.astype(object).assign(b0="a"))
-    with _err(r"3 factors of 4 benchmarks leave -3 degrees of freedom; ask for at most 1 factor"):
+    with _err(r"The 'n_factors' parameter of factor_analysis must be at most 1 for 4 benchmarks \(3 factors leave -3 degrees of freedom; or add benchmarks\); got 3."):
         factor_analysis(x.iloc[:, :4], 3)
     with _err("The 'n_factors' parameter of factor_analysis must be a positive integer"):
         factor_analysis(x, 0)

@@ -127,8 +127,8 @@ def check_n_factors(p: int, k) -> int:
     check_int(k, name="n_factors", caller="factor_analysis", low=1)
     if _dof(p, int(k)) < 0:
         top = max((j for j in range(1, p) if _dof(p, j) >= 0), default=0)
-        raise ConfigError(f"factor_analysis: {k} factors of {p} benchmarks leave {_dof(p, int(k))} degrees of freedom; "
-                          f"ask for at most {top} factor(s) or add benchmarks")
+        raise parameter_error("n_factors", "factor_analysis", f"at most {top} for {p} benchmarks ({k} factors leave "
+                              f"{_dof(p, int(k))} degrees of freedom; or add benchmarks)", k)
     return int(k)
 
 
