@@ -386,3 +386,40 @@ def test_the_hand_check_finder_finds_one():
     assert _hand_checks({"draws"}, body, False) == ["check_int(draws)", "if draws: raise"]
     data = ast.parse("def f(data, *, k=option(1, 'k')):\n    if k > data.sizes['item']:\n        raise DataError('x')\n")
     assert _hand_checks({"k"}, data.body[0], False) == []
+
+
+#: Modules that still raise the base class, each with the branch that converts it; remove a line when
+#: that branch is merged (the lead's merge of the squarem branch declares fit_mml and converts these).
+BASE_CLASS_RAISES_ALLOWED = {
+    "bayesirt.frequentist.mml": "owned by the squarem branch",
+    "bayesirt.frequentist.mml_mirt": "owned by the squarem branch",
+    "bayesirt.frequentist.mml_mirt_select": "owned by the squarem branch",
+    "bayesirt.frequentist.mml_mirt_start": "owned by the squarem branch",
+}
+
+
+def _base_class_raises(source: str) -> list[int]:
+    """Lines that build the base class ``BayesIRTError(...)`` (raised at once or through a helper):
+    a refused setting is a ConfigError, bad data a DataError, an unwritable output an OutputError."""
+    def named(func):
+        return getattr(func, "id", None) == "BayesIRTError" or getattr(func, "attr", None) == "BayesIRTError"
+
+    return sorted(n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and named(n.func))
+
+
+def test_no_bare_base_class_raise():
+    """``BayesIRTError`` is only the base class (errors.py): every error names what went wrong by its
+    subclass, so the CLI and callers can tell a setting from the data from the output folder."""
+    found = {m: lines for m, path in MODULES.items() if m not in ("bayesirt.errors", *BASE_CLASS_RAISES_ALLOWED)
+             and (lines := _base_class_raises(path.read_text(encoding="utf-8")))}
+    assert found == {}, f"raise ConfigError, DataError or OutputError instead of BayesIRTError: {found}"
+    stale = [m for m in BASE_CLASS_RAISES_ALLOWED if m not in MODULES or not _base_class_raises(MODULES[m].read_text())]
+    assert stale == [], f"no longer raise the base class: remove them from BASE_CLASS_RAISES_ALLOWED: {stale}"
+
+
+def test_the_base_class_finder_finds_one():
+    source = ("from bayesirt import errors\nfrom bayesirt.errors import BayesIRTError, DataError\n"
+              "def f(x):\n    if x:\n        raise BayesIRTError('x')\n    raise DataError('y')\n"
+              "def _fail(m):\n    raise errors.BayesIRTError(m)\n"
+              "class StepsFailed(BayesIRTError):\n    pass\n")
+    assert _base_class_raises(source) == [5, 8]
