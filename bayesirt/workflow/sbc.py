@@ -44,7 +44,7 @@ import numpy as np
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.specs import IRTSpec, load_spec
 from bayesirt.utils.options import declare, option
-from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.utils.parallel import WORKERS, parallel_map, spawn_seeds
 from bayesirt.utils.validation import parameter_error
 
 if TYPE_CHECKING:  # annotations only
@@ -293,7 +293,7 @@ def simulation_based_calibration(
     thin: int | None = option(None, "keep every THIN-th draw per chain [10 for nuts, 1 for advi]", type=int, low=1),
     bins: int = option(DEFAULT_BINS, "rank histogram bins of the uniformity tests", low=2),
     seed: int = option(0, "random seed; same seed, same ranks whatever the workers", low=0),
-    workers: int | None = option(None, "worker processes (1: in this process) [one per core]", type=int, low=1),
+    workers: int | None = WORKERS,
     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local workers)", type=str,
                                    toml="a running scheduler's address belongs to one session, not to a file"),
     advi_iterations: int = option(50_000, "ADVI iteration cap", low=1),
