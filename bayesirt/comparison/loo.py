@@ -33,7 +33,7 @@ import xarray as xr
 from arviz_stats.utils import ELPDData, ELPDDataLOO, ELPDDataLOOKFold
 from scipy.special import logsumexp
 
-from bayesirt.comparison.settings import KFOLD_MODES, UNITS, WEIGHTS
+from bayesirt.comparison.settings import DEFAULT_WEIGHTS, KFOLD_MODES, UNITS, WEIGHTS
 from bayesirt.data.responses import MISSING, from_observed_data
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.comparison.grid import Patterns, grid_log_marginal
@@ -284,7 +284,7 @@ def kfold_specs(responses: xr.Dataset, specs: dict, *, folds: int = 5, seed: int
     return out
 
 
-def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", weights: str = "stacking",
+def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", weights: str = DEFAULT_WEIGHTS,
             progress: bool = True) -> pd.DataFrame:
     """Compare fitted specs of the same responses by cross-validated elpd (:func:`compare_table`).
 
@@ -303,7 +303,7 @@ def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", weights: str =
     return compare_table({label: score(tree, progress=progress) for label, tree in fits.items()}, weights=weights)
 
 
-def compare_table(results: dict[str, ELPDData], *, weights: str = "stacking") -> pd.DataFrame:
+def compare_table(results: dict[str, ELPDData], *, weights: str = DEFAULT_WEIGHTS) -> pd.DataFrame:
     """One row per spec: elpd, SE, difference from the best and its SE, p, model weights, bad-k count.
 
     All results must score the same units (the same models, or the same cells). Ranks,
