@@ -1,6 +1,6 @@
 """Are two runs' output folders the same? Every CSV byte for byte, every NetCDF file's values
-(xarray ``identical`` on each group's data, with the attributes that record when and how a file was
-written left out), and the other files listed as same or different.
+(xarray ``equals`` on each group's variables and coordinates), with the attributes that differ listed (those that record when and how a file was written left out; inside a JSON
+attribute, the paths of the values that differ), and the other files listed as same or different.
 
     python benchmarks/same_outputs.py BEFORE_FOLDER AFTER_FOLDER
 
@@ -12,9 +12,11 @@ separate folders and compare them. Exit status 0 when every CSV and NetCDF file 
 from __future__ import annotations
 
 import filecmp
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 #: Attributes that say when, where or by which version a file was written, not what it holds.
@@ -24,8 +26,25 @@ PROVENANCE = ("created_at", "creation_date", "date", "time", "timestamp", "bayes
 
 
 def _strip(ds: xr.Dataset) -> xr.Dataset:
-    keep = {k: v for k, v in ds.attrs.items() if not any(p in k.lower() for p in PROVENANCE)}
-    return ds.assign_attrs(keep) if keep != ds.attrs else ds
+    out = ds.copy()
+    out.attrs = {k: v for k, v in ds.attrs.items() if not any(p in k.lower() for p in PROVENANCE)}
+    return out
+
+
+def _paths(key: str, a, b) -> list[str]:
+    """Where two attribute values differ: the key, or inside a JSON text the paths of the values."""
+    if isinstance(a, str) and isinstance(b, str) and a[:1] in "{[" and b[:1] in "{[":
+        try:
+            return _json_paths(key, json.loads(a), json.loads(b))
+        except ValueError:
+            pass
+    return [] if np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)) else [key]
+
+
+def _json_paths(key: str, a, b) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [p for k in sorted(set(a) | set(b)) for p in _json_paths(f"{key}.{k}", a.get(k), b.get(k))]
+    return [] if a == b else [key]
 
 
 def _same_netcdf(a: Path, b: Path) -> tuple[bool, str]:
@@ -34,14 +53,15 @@ def _same_netcdf(a: Path, b: Path) -> tuple[bool, str]:
     groups_b = {n.path: n for n in tree_b.subtree}
     if set(groups_a) != set(groups_b):
         return False, f"groups differ: {sorted(set(groups_a) ^ set(groups_b))}"
+    notes = []
     for path in sorted(groups_a):
         da, db = _strip(groups_a[path].to_dataset(inherit=False)), _strip(groups_b[path].to_dataset(inherit=False))
         if not da.equals(db):
             return False, f"group {path}: values differ"
         if not da.identical(db):
-            changed = sorted(k for k in set(da.attrs) | set(db.attrs) if da.attrs.get(k) != db.attrs.get(k))
-            return False, f"group {path}: same values, attributes differ: {changed}"
-    return True, f"{len(groups_a)} group(s) identical"
+            changed = [p for k in sorted(set(da.attrs) | set(db.attrs)) for p in _paths(k, da.attrs.get(k), db.attrs.get(k))]
+            notes.append(f"group {path}: attributes differ: {changed}")
+    return True, "; ".join(notes) or f"{len(groups_a)} group(s) identical"
 
 
 def compare(before: Path, after: Path) -> bool:
