@@ -1,6 +1,7 @@
 """Are two runs' output folders the same? Every CSV byte for byte, every NetCDF file's values
-(xarray ``equals`` on each group's variables and coordinates), with the attributes that differ listed (those that record when and how a file was written left out; inside a JSON
-attribute, the paths of the values that differ), and the other files listed as same or different.
+(xarray ``equals`` on each group's variables and coordinates), with the attributes that differ
+listed (not those that record when and how a file was written; inside a JSON attribute, the paths
+of the values that differ), and the other files listed as same or different.
 
     python benchmarks/same_outputs.py BEFORE_FOLDER AFTER_FOLDER
 
