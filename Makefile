@@ -11,10 +11,15 @@ bootstrap:
 run: bootstrap
 	$(PY) -m bayesirt run analyses/demo.toml --force
 
+# Each of the two test workers computes on one thread: BLAS and numba's parallel kernels (dif_kernel,
+# laplace_kernel) would otherwise start a thread per core in each worker, and the four threads on two cores spin
+# against each other (make test-fast at 7374bdf: 162 CPU-s, 149 s wall without these; 103 CPU-s, 57 s with them).
+TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
+
 # Two worker processes, each test file on one of them (module fixtures are computed once): about 10 min on
 # 2 cores instead of about 16 serially. Each worker holds up to ~2 GB.
 test: bootstrap
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadfile tests
 
 # The edit-test loop: everything not marked slow. Unmarked tests may not start a sampler,
 # a subprocess, a process pool or Dask: tests/conftest.py fails them, naming the marker to add (tests/test_tiers.py).
@@ -26,7 +31,7 @@ test: bootstrap
 # cores shared with other work (load 2-3; wall 72 s against 125 s). With PYTHONDONTWRITEBYTECODE set, pytest
 # rewrites every test module's asserts on every run: it caches the rewritten modules only where bytecode is written.
 test-fast: bootstrap
-	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow" tests
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist worksteal -m "not slow" tests
 
 # The JAX NUTS samplers (sampler="numpyro" | "blackjax": tests/test_jax_sampler.py, skipped by `make test`, whose
 # .venv has no JAX) in their own environment .venv-jax with the "jax" extra, pinned by requirements.lock like the
