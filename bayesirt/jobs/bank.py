@@ -34,6 +34,9 @@ HARNESS_RULE = ("'<task>/<doc>' as written (bayesirt's lm-eval and Inspect ids);
                 "else the item's item_group (not the placeholder 'all')")
 
 _METHOD_TEXT = {
+    "sample": "a stratified random sample: the bank's items sorted by their proportion correct in the calibration "
+              "cohort, cut into as many strata as items, one item drawn at random (seed) from each; score recognizes "
+              "it and gives the design-based interval, which stays calibrated for models stronger than the cohort",
     "score": "greedy forward selection of the items that best recover the calibration models' full-benchmark "
              "accuracy (the bank's prediction from the chosen items, squared error over the calibration cohort)",
     "information": "the SAFE static test: the items with the most Fisher information summed over the calibration "

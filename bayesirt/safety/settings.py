@@ -45,16 +45,18 @@ NULLS = ("repeats", "resampling")
 TARGETS = ("auto", "proportion", "benchmark_mean")
 
 #: Interval kinds of ``score``: the Bayesian posterior predictive interval, or the same rescaled to cover
-#: ``level`` of the calibration cohort on the same items (:func:`bayesirt.safety.scoring.predict_accuracy`).
-INTERVALS = ("calibrated", "model")
+#: ``level`` of the calibration cohort on the same items (:func:`bayesirt.safety.scoring.predict_accuracy`), or
+#: the design-based interval of a stratified random item sample (:func:`bayesirt.safety.item_sample.design_estimate`).
+INTERVALS = ("calibrated", "model", "design")
 
 #: The default rule of the calibrated interval's factor (:func:`bayesirt.safety.scoring.interval_scale`).
 DEFAULT_RULE = "conservative"
 
 #: Rules of :func:`~bayesirt.safety.short_test.select_items`: ``"extended"`` is half ``"score"`` and half
 #: items informative above the calibration cohort (:func:`~bayesirt.safety.static_design.above_cohort`), for
-#: models that may be stronger than the cohort (issue 46).
-SELECTION_METHODS = ("score", "information", "extended")
+#: models that may be stronger than the cohort (issue 46); ``"sample"`` a stratified random sample of the items
+#: (:func:`~bayesirt.safety.item_sample.stratified_sample`), which ``score`` recognizes and scores design-based.
+SELECTION_METHODS = ("sample", "score", "information", "extended")
 
 #: Where ``"extended"`` puts its upper block: Fisher-information targets evenly spaced from the cohort's
 #: ability quantile :data:`ABOVE_FROM` to that quantile plus :data:`ABOVE_SPREAD` cohort sds.

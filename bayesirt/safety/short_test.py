@@ -13,7 +13,10 @@
     "max_information"``; the SAFE steps' static tests use :data:`~bayesirt.safety.settings.STATIC_DESIGN`);
   * ``"extended"``: the first ``ceil(budget / 2)`` items of ``"score"`` and the rest informative above
     the calibration cohort (:func:`bayesirt.safety.static_design.above_cohort`), for scoring models
-    that may be stronger than every calibration model (``benchmarks/score_shift.py``).
+    that may be stronger than every calibration model (``benchmarks/score_shift.py``);
+  * ``"sample"``: a stratified random sample, one item drawn at random (``seed``) from each of ``budget``
+    strata of the items' proportion correct in the cohort (:func:`bayesirt.safety.item_sample.stratified_sample`);
+    ``score`` then gives the design-based interval, which stays calibrated for models unlike the cohort.
 
   With ``stratify``, proportional quotas per ``item_group`` (each benchmark keeps its share).
 - :func:`harness_ids`: the test as the subset lists evaluation harnesses accept. The rule that
@@ -46,6 +49,7 @@ from scipy.special import logsumexp
 from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
+from bayesirt.safety.item_sample import stratified_sample
 from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHODS
 from bayesirt.safety.static_design import above_cohort
 
@@ -75,9 +79,8 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     ----------
     bank : Bank
     budget : int
-    method : {"score", "information", "extended"}, optional
-        Default ``"score"`` when the bank has calibration responses of at least
-        :data:`MIN_SCORE_MODELS` models, else ``"information"``.
+    method : {"sample", "score", "information", "extended"}, optional
+        Default :func:`default_method`.
     stratify : bool, default False
         Proportional quotas per ``item_group`` (see :func:`bayesirt.safety.adaptive.quota_counts`).
     quotas : dict, optional
@@ -96,9 +99,13 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     if method == "information":
         return static_test(point.discrimination, point.intercept, bank.abilities, budget, guessing=point.guessing,
                            slip=point.slip, groups=groups, quotas=quotas, design="max_information")
-    if method == "extended" and groups is not None:
-        raise ConfigError("select_items: method='extended' takes no item_group quotas (stratify, quotas): its upper "
-                          "block is chosen by ability alone; use method='score' with quotas")
+    if method in ("extended", "sample") and groups is not None:
+        raise ConfigError(f"select_items: method={method!r} takes no item_group quotas (stratify, quotas): its "
+                          + ("upper block is chosen by ability alone" if method == "extended" else
+                             "strata are of item difficulty, and score recognizes the sample by them")
+                          + "; use method='score' with quotas")
+    if method == "sample":
+        return stratified_sample(bank, budget, seed=seed)
     if bank.calibration is None:
         raise BayesIRTError(f"method={method!r} needs the bank's calibration responses (a posterior.nc carries them; "
                             "with an mml.nc pass calibration=the fitted data, --calibration); or use method='information'")
