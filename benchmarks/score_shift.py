@@ -51,6 +51,7 @@ from bayesirt.errors import recorded_warnings  # noqa: E402
 from bayesirt.frequentist.mml import fit_mml  # noqa: E402
 from bayesirt.safety.bank import read_bank  # noqa: E402
 from bayesirt.safety.scores import score_models  # noqa: E402
+from bayesirt.safety.settings import SELECTION_METHOD  # noqa: E402
 from bayesirt.safety.short_test import select_items  # noqa: E402
 
 #: ``../shared/data`` beside the repository (or beside the folder of worktrees holding it).
@@ -139,7 +140,7 @@ def study(name: str, ds, args) -> dict:
             bank, messages = banks[spec]
             draws = range(args.seed, args.seed + (args.test_draws if method == "sample" else 1))
             row = {"split": split, "spec": spec, "method": method or "default"}
-            row |= _pooled([_row(bank, ds, test, full[test], select_items(bank, args.k, seed=s, method=method or None),
+            row |= _pooled([_row(bank, ds, test, full[test], select_items(bank, args.k, seed=s, method=method or SELECTION_METHOD),
                                  args) for s in draws])
             row["warnings"] += messages
             row["seconds"] = time.time() - t0

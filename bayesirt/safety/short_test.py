@@ -2,7 +2,8 @@
 
 - :func:`select_items`: the static ``budget``-item test, by one of three rules (:data:`SELECTION_METHODS`):
 
-  * ``"score"`` (default when the bank carries its calibration responses): greedy forward
+  * ``"sample"`` (the default, :data:`~bayesirt.safety.settings.SELECTION_METHOD`): see the last item;
+  * ``"score"``: greedy forward
     selection of the items that best recover the calibration models' full-benchmark accuracy
     (:func:`score_recovery_test`): at each step the item whose addition minimizes the squared
     error, over the calibration models, of the bank's prediction of full accuracy (their correct
@@ -50,15 +51,11 @@ from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
 from bayesirt.safety.item_sample import stratified_sample
-from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHODS
+from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHOD, SELECTION_METHODS
 from bayesirt.safety.static_design import above_cohort
 
-__all__ = ["select_items", "score_recovery_test", "default_method", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
-           "MIN_SCORE_MODELS"]
-
-#: Calibration models below which ``select_items`` defaults to ``"information"``: a greedy search over
-#: hundreds of items fitted to a few dozen models' scores would chase their noise.
-MIN_SCORE_MODELS = 200
+__all__ = ["select_items", "score_recovery_test", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
+           "SELECTION_METHOD"]
 
 _PLACEHOLDER_GROUP = "all"
 _INT = re.compile(r"^-?\d+$")
@@ -71,7 +68,7 @@ def _check_budget(budget, n_items: int) -> int:
     return int(budget)
 
 
-def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify: bool = False, quotas=None,
+def select_items(bank: Bank, budget: int, *, method: str = SELECTION_METHOD, stratify: bool = False, quotas=None,
                  max_models: int = 3000, seed: int = 0) -> np.ndarray:
     """Indices of the static ``budget``-item test, in order of selection.
 
@@ -79,8 +76,8 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     ----------
     bank : Bank
     budget : int
-    method : {"sample", "score", "information", "extended"}, optional
-        Default :func:`default_method`.
+    method : {"sample", "score", "information", "extended"}, default "sample"
+        :data:`~bayesirt.safety.settings.SELECTION_METHOD`.
     stratify : bool, default False
         Proportional quotas per ``item_group`` (see :func:`bayesirt.safety.adaptive.quota_counts`).
     quotas : dict, optional
@@ -90,8 +87,6 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     seed : int, default 0
     """
     budget = _check_budget(budget, bank.n_items)
-    if method is None:
-        method = default_method(bank)
     if method not in SELECTION_METHODS:
         raise BayesIRTError(f"The 'method' parameter must be one of {set(SELECTION_METHODS)}. Got {method!r} instead.")
     point = bank.point()
@@ -122,12 +117,6 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
         return np.concatenate([base, upper])
     return score_recovery_test(point, y, budget, groups=groups, path=path, prior_mean=bank.prior_mean,
                                prior_sd=bank.prior_sd)
-
-
-def default_method(bank: Bank) -> str:
-    """``"score"`` with calibration responses of at least :data:`MIN_SCORE_MODELS` models, else ``"information"``."""
-    ok = bank.calibration is not None and bank.calibration.sizes["model"] >= MIN_SCORE_MODELS
-    return "score" if ok else "information"
 
 
 def score_recovery_test(point, responses, budget: int, *, groups=None, path=None, prior_mean: float = 0.0,
