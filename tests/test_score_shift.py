@@ -242,3 +242,36 @@ def test_select_extended_then_score_through_the_cli_warns_and_names_the_edge_int
     assert "the extrapolation envelope" in report and "column `at_edge`" in report
     scores = pd.read_csv(tmp_path / "scores" / "scores.csv")
     assert "at_edge" in scores.columns and scores["at_edge"].sum() == summary["at_edge"]
+
+
+@pytest.mark.slow
+def test_default_select_then_score_through_the_cli_gives_and_names_the_design_interval(tmp_path):
+    from bayesirt.jobs.frequentist import run_mml_job
+
+    responses, _ = simulate_pl("3pl", n_items=40, n_models=400, seed=2)
+    y = responses["responses"].values
+    data = make_responses(y, item_id=[f"q{i}" for i in range(40)], model_id=[f"m{k:03d}" for k in range(400)])
+    order = np.argsort((y == 1).mean(0), kind="stable")
+    cal, new = data.isel(model=np.sort(order[:320])), data.isel(model=np.sort(order[320:]))
+    run_mml_job(cal, tmp_path / "fit", spec="3pl", priors=True)
+    bank = tmp_path / "fit" / "mml.nc"
+    sel = _cli("select", bank, "--budget", 12, "--seed", 3, "--out", tmp_path / "test")
+    assert sel.returncode == 0, sel.stderr
+    summary = json.loads((tmp_path / "test" / "summary.json").read_text())
+    assert summary["method"] == "sample" and "stratified random sample" in summary["method_text"]
+    items = pd.read_csv(tmp_path / "test" / "test_items.csv")["item_id"].astype(str).tolist()
+    part = new.sel(item=items)
+    frame = pd.DataFrame(part["responses"].values.T, columns=items)
+    frame.insert(0, "model", part["model"].values)
+    frame.to_csv(tmp_path / "run.csv", index=False)
+    out = _cli("score", bank, tmp_path / "run.csv", "--out", tmp_path / "scores", "--samples", 300)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "scores" / "summary.json").read_text())
+    assert summary["interval"] == "design" and summary["interval_text"].startswith("the design-based interval")
+    assert summary["extrapolated"] == 0 and "bayesirt: note: interval: design-based" in out.stderr
+    report = (tmp_path / "scores" / "report.md").read_text()
+    assert "Interval used: **design**" in report and "model-assisted estimate of a stratified random" in report
+    assert "posterior predictive of the items it did not run" not in report
+    scores = pd.read_csv(tmp_path / "scores" / "scores.csv")
+    truth = new["responses"].values.mean(0)
+    assert ((scores["lower"] <= truth + 1e-9) & (truth - 1e-9 <= scores["upper"])).mean() >= 0.8
