@@ -268,7 +268,8 @@ def test_default_select_then_score_through_the_cli_gives_and_names_the_design_in
     assert out.returncode == 0, out.stderr
     summary = json.loads((tmp_path / "scores" / "summary.json").read_text())
     assert summary["interval"] == "design" and summary["interval_text"].startswith("the design-based interval")
-    assert summary["extrapolated"] == 0 and "bayesirt: note: interval: design-based" in out.stderr
+    assert summary["extrapolated"] == 0 and summary["extrapolation"] == "none"
+    assert "bayesirt: note: interval: design-based" in out.stderr
     report = (tmp_path / "scores" / "report.md").read_text()
     assert "Interval used: **design**" in report and "model-assisted estimate of a stratified random" in report
     assert "posterior predictive of the items it did not run" not in report
