@@ -4,13 +4,14 @@ Data: the five Open LLM Leaderboard v1 files (``/work/shared/data/llm/open_llm_l
 subset of ``--models`` models each) and a *curated* case like tinyBenchmarks (simulated: ``--models`` models
 with abilities N(0, 1) and 100 curated 2PL items, discriminations lognormal(0, 0.3) around 1 and
 difficulties at the cohort's ability quantiles, as a curated benchmark spreads its items). Per data set
-and design (``stratified``, ``population``, ``max_information``):
+and design (``representative``, the default, ``stratified``, ``population``, ``max_information``):
 
 1. CAT study's static and random designs (as :func:`bayesirt.safety.cat_study.cat_study`: ``--splits``
    75/25 splits, 2PL by regularized MML on the calibration models, full score predicted from the
    reduced score and EAP ability by the spline of ``score_calibration``; ``--random`` random subsets,
    the same for every design; the adaptive test is left out): held-out RMSE of the predicted full score
-   (proportion correct) at 10, 25, 50 items, each static design vs the mean of the random subsets;
+   (proportion correct) at 10, 25, 50 items, each static design vs the mean of the random subsets, beside
+   the representative criterion's expected RMSE of the default design and of the random subsets;
 2. ability-shift detector recall: 2PL (regularized MML) on the cohort; 200 seeded models sandbag
    uniformly by one logit (``sandbag``, coherent ability shift, direction down); a run is caught when
    its 40-item MAP ability minus its historical (all-item) MAP exceeds the resolvable gap of that test
@@ -45,6 +46,8 @@ from _common import machine, write_results  # noqa: E402
 from bayesirt.data import load  # noqa: E402
 from bayesirt.data.responses import informative_items, make_responses  # noqa: E402
 from bayesirt.frequentist.mml import fit_mml  # noqa: E402
+from bayesirt.models.information import item_information  # noqa: E402
+from bayesirt.models.response import response_probability  # noqa: E402
 from bayesirt.safety.adaptive import score_test, static_test  # noqa: E402
 from bayesirt.safety.cat_study import score_calibration  # noqa: E402
 from bayesirt.safety.fingerprint import gap_at, resolvable_gap  # noqa: E402
@@ -78,6 +81,19 @@ def dataset(name: str, n_models: int, seed: int):
     keep = np.sort(np.random.default_rng(seed).choice(ds.sizes["model"], min(n_models, ds.sizes["model"]),
                                                       replace=False))
     return informative_items(ds.isel(model=keep))[0]
+
+
+def expected_rmse(a, d, theta, items) -> float:
+    """The representative design's criterion for a test ``items`` (:mod:`bayesirt.safety.static_design`),
+    by brute force: the root of the cohort-averaged expected squared error of the predicted full number
+    correct, as a proportion of the items (percentage points), to set beside the realized error."""
+    nodes = np.quantile(theta, (np.arange(256) + 0.5) / 256)
+    p = response_probability(nodes, a, d)
+    rest = np.ones(a.size, dtype=bool)
+    rest[items] = False
+    slope = (a[:, None] * p * (1 - p))[rest].sum(0)
+    error = (p * (1 - p))[rest].sum(0) + slope**2 / (1.0 + item_information(nodes, a, d)[items].sum(0))
+    return float(np.sqrt(error.mean())) / a.size * 100
 
 
 def short_abilities(y, bank, items):
@@ -117,12 +133,15 @@ def shift_and_pairs(ds, args, rng) -> dict:
     return out
 
 
-def cat_rmse(ds, args) -> dict:
+def cat_rmse(ds, args) -> tuple:
     """The CAT study's static and random designs (its splits, 2PL calibration and score calibration;
-    :mod:`bayesirt.safety.cat_study`), every design on the same splits and random subsets."""
+    :mod:`bayesirt.safety.cat_study`), every design on the same splits and random subsets: realized RMSE,
+    the criterion's expected RMSE (:func:`expected_rmse`), and the standard error over splits of the
+    default design's RMSE minus the random subsets' mean."""
     y = ds["responses"].transpose("item", "model").values.astype(np.int8)
     full = (y == 1).sum(0) / (y >= 0).sum(0)
     errors = {d: {k: [] for k in BUDGETS} for d in (*STATIC_DESIGNS, "random")}
+    expected = {d: {k: [] for k in BUDGETS} for d in (*STATIC_DESIGNS, "random")}
     for split in range(args.splits):
         rng = np.random.default_rng([args.seed, split])
         perm = rng.permutation(y.shape[1])
@@ -140,10 +159,16 @@ def cat_rmse(ds, args) -> dict:
 
         for k in BUDGETS:
             for design in STATIC_DESIGNS:
-                errors[design][k].append(rmse(static_test(a, d, theta_cal, k, design=design)))
-            errors["random"][k].append(np.mean([rmse(rng.choice(a.size, k, replace=False))
-                                                for _ in range(args.random)]))
-    return {d: {k: float(np.mean(v)) for k, v in r.items()} for d, r in errors.items()}
+                items = static_test(a, d, theta_cal, k, design=design)
+                errors[design][k].append(rmse(items))
+                expected[design][k].append(expected_rmse(a, d, theta_cal, items))
+            subsets = [rng.choice(a.size, k, replace=False) for _ in range(args.random)]
+            errors["random"][k].append(np.mean([rmse(items) for items in subsets]))
+            expected["random"][k].append(np.mean([expected_rmse(a, d, theta_cal, items) for items in subsets]))
+    gap = {k: np.subtract(errors[STATIC_DESIGN][k], errors["random"][k]) for k in BUDGETS}
+    return ({d: {k: float(np.mean(v)) for k, v in r.items()} for d, r in errors.items()},
+            {d: {k: float(np.mean(v)) for k, v in r.items()} for d, r in expected.items()},
+            {k: float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else None for k, v in gap.items()})
 
 
 def markdown(result: dict) -> str:
@@ -160,6 +185,19 @@ def markdown(result: dict) -> str:
             c = r["cat"]
             lines.append(f"| {name} | {k} | " + " | ".join(f"{c[d][str(k)]:.2f}" for d in STATIC_DESIGNS)
                          + f" | {c['random'][str(k)]:.2f} |")
+    d = s["default"]
+    lines += ["", f"Realized vs expected (the representative criterion, `expected_rmse`) RMSE of `{d}` and of "
+              "random items, and the default's RMSE minus random's mean with its standard error over splits "
+              "(percentage points):", "",
+              "| data | k | default realized | default expected | random realized | random expected | "
+              "default - random (se) |", "|---|---|---|---|---|---|---|"]
+    for name, r in result["data"].items():
+        c, e = r["cat"], r["cat_expected"]
+        for k in BUDGETS:
+            se = r["cat_gap_se"][str(k)]
+            lines.append(f"| {name} | {k} | {c[d][str(k)]:.2f} | {e[d][str(k)]:.2f} | {c['random'][str(k)]:.2f} | "
+                         f"{e['random'][str(k)]:.2f} | {c[d][str(k)] - c['random'][str(k)]:+.2f} "
+                         f"({'-' if se is None else f'{se:.2f}'}) |")
     lines += ["", "## Ability-shift detector (40 items): recall of one-logit uniform sandbagging (200 runs) and "
               "in-sample false-positive rate; pair test: share of model pairs told apart (40 items; full test)", "",
               "| data | " + " | ".join(f"{d} recall" for d in STATIC_DESIGNS) + " | random recall | "
@@ -198,7 +236,8 @@ def main() -> None:
         import json
 
         parts = [json.loads(Path(p).read_text()) for p in args.merge.split(",")]
-        merged = {"settings": parts[0]["settings"], "data": {k: v for p in parts for k, v in p["data"].items()}}
+        settings = dict(parts[0]["settings"], command="; ".join(p["settings"]["command"] for p in parts))
+        merged = {"settings": settings, "data": {k: v for p in parts for k, v in p["data"].items()}}
         write_results(args.out, merged, markdown, echo=True)
         return
     if args.quick:
@@ -214,10 +253,12 @@ def main() -> None:
         start = time.perf_counter()
         ds = dataset(name, args.models, args.seed)
         rng = np.random.default_rng(args.seed)
-        result["data"][name] = {"items": int(ds.sizes["item"]), "cat": cat_rmse(ds, args),
+        realized, expected, gap_se = cat_rmse(ds, args)
+        result["data"][name] = {"items": int(ds.sizes["item"]),
+                                "cat": {d: {str(k): v for k, v in r.items()} for d, r in realized.items()},
+                                "cat_expected": {d: {str(k): v for k, v in r.items()} for d, r in expected.items()},
+                                "cat_gap_se": {str(k): v for k, v in gap_se.items()},
                                 "shift": shift_and_pairs(ds, args, rng), "seconds": time.perf_counter() - start}
-        result["data"][name]["cat"] = {d: {str(k): v for k, v in r.items()}
-                                       for d, r in result["data"][name]["cat"].items()}
         print(name, f"{time.perf_counter() - start:.0f}s", flush=True)
     write_results(args.out, result, markdown, echo=True)
 

@@ -201,7 +201,7 @@ def test_auto_polarity_needs_the_bootstrap(tmp_path):
     _one_factor_abilities([.8, .8, .7, -.7]).to_csv(tmp_path / "abilities.csv")
     with _err("polarity='auto' reverses only loadings whose bootstrap interval"):
         run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", loading_bootstrap=0, polarity="auto")
-    with _err("polarity must be 'auto' or a mapping"):
+    with _err("The 'polarity' parameter of parse_polarity must be 'auto' or a mapping"):
         run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", polarity="detect")
     with _err("disattenuate needs response files"):
         run_factors_job([tmp_path / "abilities.csv"], tmp_path / "out", disattenuate=True)
@@ -238,7 +238,7 @@ def test_polarity_option_forms_and_the_suite_accepts_them():
     assert parse_polarity(None) == ({}, False) and parse_polarity("auto") == ({}, True)
     assert parse_polarity({"orbench_hard": -1}) == ({"orbench_hard": -1}, False)
     assert parse_polarity({"orbench_hard": -1, "auto": True}) == ({"orbench_hard": -1}, True)
-    with _err("polarity 'auto' must be true or false"):
+    with _err("The 'polarity' parameter of parse_polarity must be a mapping whose 'auto' is true or false"):
         parse_polarity({"auto": "yes"})
     for value in ("auto", {"orbench_hard": -1, "auto": True}):
         check_step_options(["factors"], {"factors": {"polarity": value, "disattenuate": True, "test_length": 40}})

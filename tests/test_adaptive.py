@@ -150,7 +150,10 @@ def test_cat_first_item_is_most_informative_at_prior_mean_and_ties_go_low():
     y = np.ones((4, 2), dtype=np.int8)
     assert run_cat(y, a, d, budget=1).items[:, 0].tolist() == [1, 1]
     assert static_test(a, d, [0.0], 2, design="max_information").tolist() == [1, 2]
-    assert static_test(a, d, [0.0], 2).tolist() == [1, 2]  # both strata at 0: the two best, ties low
+    assert static_test(a, d, [0.0], 2, design="stratified").tolist() == [1, 2]  # both strata at 0: the two best
+    # the default (representative): equal easiness, strata {0, 1} and {2, 3} by index; the best item, then the
+    # bank's share (1 of 2) below its median discrimination 1.5 from the other stratum
+    assert static_test(a, d, [0.0], 2).tolist() == [1, 3]
 
 
 def test_cat_skips_missing_and_stops_when_bank_runs_out():
@@ -252,24 +255,24 @@ def test_score_test_subsets_missing_and_no_data():
 @pytest.mark.parametrize("call, match", [
     (lambda a, d, y: static_test(a, d, [0.0], 0), r"The 'k' parameter of static_test must be an integer in \[1, 4\]; got 0."),
     (lambda a, d, y: static_test(a, d, [], 2), "abilities must be a non-empty array"),
-    (lambda a, d, y: static_test(a, d, [0.0], 2, quotas="proportional"), "quotas were given without groups"),
+    (lambda a, d, y: static_test(a, d, [0.0], 2, quotas="proportional"), "static_test: quotas were given without groups"),
     (lambda a, d, y: static_test(a, d, [0.0], 2, groups=["x"]), "groups must have one label per item"),
-    (lambda a, d, y: static_test(a, d, [0.0], 2, groups=list("xxyy"), quotas={"z": 2}), "quotas name groups not in"),
+    (lambda a, d, y: static_test(a, d, [0.0], 2, groups=list("xxyy"), quotas={"z": 2}), r"The 'quotas' parameter of static_test must be a dict over the groups \['x', 'y'\]; got \{'z': 2\} \(unknown groups: \['z'\]\)"),
     (lambda a, d, y: static_test(a, d, [0.0], 2, groups=list("xxyy"), quotas={"x": 3}), r"The 'quotas\['x'\]' parameter of static_test must be an integer in \[0, 2\]"),
-    (lambda a, d, y: static_test(a, d, [0.0], 2, groups=list("xxyy"), quotas={"x": 1}), "quotas sum to 1 but k=2"),
+    (lambda a, d, y: static_test(a, d, [0.0], 2, groups=list("xxyy"), quotas={"x": 1}), "static_test: quotas sum to 1 but k=2"),
     (lambda a, d, y: static_test(a, d, [0.0], 2, groups=list("xxyy"), quotas="equal"), "'quotas' parameter of static_test must be"),
     (lambda a, d, y: static_test(a, d, [0.0], 2, groups=list("xxyy"), quotas=[1, 1]), "'quotas' parameter of static_test must be"),
     (lambda a, d, y: score_test(y, a, d, method="mle"), "'method' parameter of score_test must be one of"),
     (lambda a, d, y: score_test(y[:3], a, d), "responses have 3 items"),
     (lambda a, d, y: score_test(y + 1, a, d), "responses must contain only 1"),
     (lambda a, d, y: score_test(y[None], a, d), r"responses must be an \(item, model\) matrix"),
-    (lambda a, d, y: score_test(y, a, d, [0, 9]), "items must be 1-D integer indices"),
-    (lambda a, d, y: score_test(y, a, d, points=5), "points must be an integer number of grid nodes"),
-    (lambda a, d, y: score_test(y, a, d, prior_sd=0.0), "the ability prior needs"),
+    (lambda a, d, y: score_test(y, a, d, [0, 9]), r"The 'items' parameter of score_test must be 1-D integer indices in \[0, 4\)"),
+    (lambda a, d, y: score_test(y, a, d, points=5), r"The 'points' parameter of ability_grid must be an integer in \[21, 4001\]; got 5."),
+    (lambda a, d, y: score_test(y, a, d, prior_sd=0.0), "The 'prior_sd' parameter of ability_grid must be a number > 0; got 0.0."),
     (lambda a, d, y: run_cat(y, a, d, budget=5), r"The 'budget' parameter of run_cat must be an integer in \[1, 4\]"),
     (lambda a, d, y: run_cat(y, a, d, budget=2, rule="random"), "'rule' parameter of run_cat must be one of"),
     (lambda a, d, y: run_cat(y, a, d, budget=2, estimator="mle"), "'estimator' parameter of run_cat must be one of"),
-    (lambda a, d, y: run_cat(y, a, d, budget=2, min_sd=-1.0), "min_sd must be a positive number"),
+    (lambda a, d, y: run_cat(y, a, d, budget=2, min_sd=-1.0), "The 'min_sd' parameter of run_cat must be a number > 0 or None; got -1.0."),
     (lambda a, d, y: run_cat(y, a, d, budget=2, groups=["x"]), "groups must have one label per item"),
 ])
 def test_errors(call, match):

@@ -14,7 +14,7 @@ from scipy.special import expit
 
 from bayesirt.data import load, make_responses
 from bayesirt.data.datasets.simulate import simulate_pl
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.jobs.frequentist import run_mml_job
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.safety.bank import Bank, read_bank
@@ -144,7 +144,7 @@ def test_held_out_coverage_from_selected_items(calibrated):
         assert 0.75 < pred.scale[0] < 1.35 and np.all(pred.scale == pred.scale[0])
         nearest = predict_accuracy(bank, part, samples=1000, calibrate=True, rule="nearest")
         assert nearest.scale[0] <= pred.scale[0]  # never beyond the conservative (>= 90%) factor
-    with pytest.raises(BayesIRTError, match="The 'rule' parameter must be one of"):
+    with pytest.raises(ConfigError, match="The 'rule' parameter of predict_accuracy must be one of"):
         predict_accuracy(bank, part, calibrate=True, rule="median")
 
 
@@ -185,7 +185,7 @@ def test_adaptive_test_gives_each_item_once_and_tracks_the_grid_posterior(calibr
                                                                      ("discrimination", "intercept", "guessing",
                                                                       "slip")), bank.abilities), y[:, None])
     assert again.theta_mean[0] == pytest.approx(test.theta, abs=1e-6)
-    with pytest.raises(BayesIRTError, match=r"budget must be an integer number of items in \[1, 80\]"):
+    with pytest.raises(ConfigError, match=r"The 'budget' parameter of AdaptiveTest must be an integer in \[1, 80\]; got 0."):
         AdaptiveTest(bank, budget=0)
 
 

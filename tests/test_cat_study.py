@@ -9,7 +9,7 @@ from bayesirt.safety.cat_study import DESIGNS, cat_study, combine_benchmarks, sc
 from bayesirt.jobs.safety import run_cat_job, run_information_job
 from bayesirt.data import make_responses
 from bayesirt.data.datasets.simulate import simulate_pl
-from bayesirt.errors import BayesIRTError, DataError, OutputError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError, OutputError
 
 
 @pytest.fixture(scope="module")
@@ -125,18 +125,18 @@ def test_run_information_job_from_data_posterior_and_items(tmp_path, data):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"budgets": ()}, "budgets must be distinct positive integers"),
-    ({"budgets": (5, 5)}, "budgets must be distinct positive integers"),
-    ({"budgets": ("x",)}, "budgets must be a sequence of positive integers"),
-    ({"budgets": (1000,)}, "every budget exceeds the 89 items"),  # 90 less one without variance
-    ({"splits": 1}, "splits must be an integer >= 2"),
-    ({"random_subsets": 0}, "random_subsets must be a positive integer"),
-    ({"calibration": 1.0}, "leaves fewer than 3 models"),
-    ({"rule": "random"}, "'rule' parameter must be one of"),
-    ({"estimator": "mle"}, "'estimator' parameter must be one of"),
+    ({"budgets": ()}, r"The 'budgets' parameter of cat_study must be a list of distinct positive integers; got \(\)."),
+    ({"budgets": (5, 5)}, r"The 'budgets' parameter of cat_study must be a list of distinct positive integers; got \(5, 5\)."),
+    ({"budgets": ("x",)}, "The 'budgets' parameter of cat_study must be a list of distinct positive integers"),
+    ({"budgets": (1000,)}, "cat_study: every budget exceeds the 89 items"),  # 90 less one without variance
+    ({"splits": 1}, "The 'splits' parameter of cat_study must be an integer >= 2; got 1."),
+    ({"random_subsets": 0}, "The 'random_subsets' parameter of cat_study must be a positive integer; got 0."),
+    ({"calibration": 1.0}, r"The 'calibration' parameter of cat_study must be a share in \(0, 1\) leaving at least 3 of the 48 models"),
+    ({"rule": "random"}, "The 'rule' parameter of cat_study must be one of"),
+    ({"estimator": "mle"}, "The 'estimator' parameter of cat_study must be one of"),
 ])
 def test_study_errors(data, kwargs, match):
-    with pytest.raises(BayesIRTError, match=match):
+    with pytest.raises(ConfigError, match=match):
         cat_study(data, **{"splits": 2, "workers": 1, "progress": False} | kwargs)
 
 

@@ -14,7 +14,7 @@ from bayesirt.cli.main import main
 from bayesirt.comparison.loo import (_item_draws, compare_table, kfold_models, kfold_specs, loo_cells, loo_models,
                               marginal_log_likelihood)
 from bayesirt.data.datasets.simulate import simulate_pl
-from bayesirt.errors import BayesIRTError, SpecError
+from bayesirt.errors import BayesIRTError, ConfigError, SpecError
 from bayesirt.inference.fitting import fit
 from bayesirt.comparison.marginal import pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
@@ -97,7 +97,7 @@ def test_kfold_scores_every_model_once_and_is_reproducible(data):
     psis = loo_models(full, progress=False)
     from_fit = kfold_models(data, "2pl", full_fit=full, **kw)
     assert from_fit.p == pytest.approx(kfold_models(data, "2pl", full_lpd=psis.elpd + psis.p, **kw).p, rel=1e-9)
-    with pytest.raises(BayesIRTError, match="folds must be an integer between 2"):
+    with pytest.raises(ConfigError, match=r"The 'folds' parameter of kfold_specs must be an integer in \[2, "):
         kfold_models(data, "2pl", folds=1)
     # several specs in one pool of refits: the same folds and seeds, so the same numbers as one at a time
     both = kfold_specs(data, {"rasch": "rasch", "2pl": "2pl"}, full_lpd={"2pl": psis.elpd + psis.p}, **kw)

@@ -109,8 +109,8 @@ def test_cli_reports_both_weights_and_weights_picks_the_column(tmp_path, capsys)
     path = _benchmark_csv(tmp_path, "2pl", 25, 70, seed=12)
     common = ["compare", str(path), "--specs", "rasch,2pl", "--method", "advi", "--kfold", "never",
               "--draws", "200"]
-    assert main([*common, "--out", str(tmp_path / "stack")]) == 0
-    assert main([*common, "--weights", "pseudo-bma+", "--out", str(tmp_path / "pbma")]) == 0
+    assert main([*common, "--weights", "stacking", "--out", str(tmp_path / "stack")]) == 0
+    assert main([*common, "--out", str(tmp_path / "pbma")]) == 0  # the default
     stack, pbma = (pd.read_csv(tmp_path / name / "compare.csv", index_col="spec") for name in ("stack", "pbma"))
     for table in (stack, pbma):
         for column in ("stacking_weight", "pseudo_bma_plus_weight"):

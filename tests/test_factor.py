@@ -186,16 +186,16 @@ def test_error_messages(two_factor):
         correlation_matrix(z)
     with _err("non-numeric cells"):
         correlation_matrix(x.astype(object).assign(b0="a"))
-    with _err(r"3 factors of 4 benchmarks leave -3 degrees of freedom; ask for at most 1 factor"):
+    with _err(r"The 'n_factors' parameter of factor_analysis must be at most 1 for 4 benchmarks \(3 factors leave -3 degrees of freedom; or add benchmarks\); got 3."):
         factor_analysis(x.iloc[:, :4], 3)
-    with _err("n_factors must be a positive integer"):
+    with _err("The 'n_factors' parameter of factor_analysis must be a positive integer"):
         factor_analysis(x, 0)
     with _err("'rotation' parameter of factor_analysis must be one of"):
         factor_analysis(x, 2, rotation="promax")
     r = correlation_matrix(x)[0]
     with _err("needs n_obs"):
         factor_analysis(r, 2, correlation=True)
-    with _err("n_obs must be an integer of at least 9"):
+    with _err("The 'n_obs' parameter of fit_indices must be an integer >= 9"):
         fit_indices(r, np.ones((8, 1)) * 0.5, n_obs=5)
     with _err(r"loadings have shape \(7, 1\).*8 variables"):
         fit_indices(r, np.ones((7, 1)), n_obs=300)
@@ -203,9 +203,9 @@ def test_error_messages(two_factor):
         factor_analysis(r * 2, 1, correlation=True, n_obs=300)
     with _err("'communalities' parameter of parallel_analysis"):
         parallel_analysis(x, communalities="pca")
-    with _err("n_iter must be a positive integer"):
+    with _err("The 'n_iter' parameter of parallel_analysis must be a positive integer"):
         parallel_analysis(x, n_iter=0)
-    with _err(r"unknown \['X'\]"):
+    with _err(r"unknown: \['X'\]"):
         composite_alignment(r, ["b0", "X"])
-    with _err(r"flips \['b2'\] are not composite members"):
+    with _err(r"The 'flips' parameter of composite_alignment must be composite members.*not members: \['b2'\]"):
         composite_alignment(r, ["b0", "b1"], flips=["b2"])

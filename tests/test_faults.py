@@ -77,7 +77,7 @@ def test_fit_table_typo_names_the_closest_option(tmp_path, capsys):
 
 @pytest.mark.parametrize("table, steps, fragment", [
     ("[safety.factors]\nn_factors = [1, 2, 3]\n", ("information", "factors"),
-     "n_factors: 3 factors of 5 benchmarks leave -2 degrees of freedom; ask for at most 2"),
+     "n_factors: The 'n_factors' parameter of factor_analysis must be at most 2 for 5 benchmarks (3 factors leave -2"),
     ("[safety.cat]\nbudgets = [10, 100]\n", ("information", "cat"),
      "budgets [100] exceed the 60 items of the item bank 'composite'"),
     ("[safety.cat]\nbudgets = [20, 40]\n", ("information", "cat"), "every budget exceeds the 12 items of the item bank 'bench0'"),

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from bayesirt.data import make_responses, simulate_pl
-from bayesirt.errors import BayesIRTError, OutputError
+from bayesirt.errors import BayesIRTError, ConfigError, OutputError
 from bayesirt.safety.fingerprint import disagreement, gap_at, identify, resolvable_gap, self_disagreement_null
 from bayesirt.jobs.safety import run_fingerprint_job
 
@@ -141,7 +141,7 @@ def test_error_messages(tmp_path, case):
         disagreement(reference, query.isel(item=slice(0, 5)))
     with pytest.raises(BayesIRTError, match=r"identity needs one label per model \(90\)"):
         self_disagreement_null(reference, identity=["a", "b"])
-    with pytest.raises(BayesIRTError, match="'resamples' parameter must be a positive integer"):
+    with pytest.raises(ConfigError, match="The 'resamples' parameter of self_disagreement_null must be a positive integer; got 0."):
         self_disagreement_null(query, null="resampling", resamples=0)
     with pytest.raises(BayesIRTError, match="the fingerprint null needs repeated collections"):
         self_disagreement_null(query)  # no repeats: refused, not an upper bound
@@ -150,17 +150,17 @@ def test_error_messages(tmp_path, case):
     with pytest.raises(BayesIRTError, match="'null' parameter of self_disagreement_null must be one of"):
         self_disagreement_null(reference, identity=identity, null="parametric")
     null = self_disagreement_null(reference, identity=identity)
-    with pytest.raises(BayesIRTError, match=r"'alpha' parameter must be in \(0, 1\)"):
+    with pytest.raises(ConfigError, match=r"The 'alpha' parameter of identify must be a number in \(0, 1\); got 0.0."):
         identify(reference, query, null, alpha=0.0)
     with pytest.raises(BayesIRTError, match="non-empty self_disagreement_null"):
         identify(reference, query, null.isel(pair=slice(0, 0)))
-    with pytest.raises(BayesIRTError, match="'level' parameter must be a number in"):
+    with pytest.raises(ConfigError, match=r"The 'level' parameter of resolvable_gap must be a number in \(0, 1\); got 1.0."):
         resolvable_gap([0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [1.0, 1.0, 1.0], level=1.0)
     with pytest.raises(BayesIRTError, match="at least 3 finite models"):
         resolvable_gap([0.0, 1.0], [0.0, 1.0], [1.0, 1.0])
-    with pytest.raises(BayesIRTError, match="'bins' parameter must be an integer of at least 1"):
+    with pytest.raises(ConfigError, match="The 'bins' parameter of resolvable_gap must be a positive integer; got 0."):
         resolvable_gap([0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [1.0, 1.0, 1.0], bins=0)
-    with pytest.raises(BayesIRTError, match="'max_models' parameter must be an integer of at least 3"):
+    with pytest.raises(ConfigError, match="The 'max_models' parameter of resolvable_gap must be an integer >= 3; got 2."):
         resolvable_gap([0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [1.0, 1.0, 1.0], max_models=2)
     (tmp_path / "binary.csv").write_bytes(b"model_id,identity\n\xff\xfe\x00,x\n")
     with pytest.raises(BayesIRTError, match="cannot read .*binary.csv"):

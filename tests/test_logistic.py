@@ -258,7 +258,7 @@ def test_minibatch_likelihood_is_an_unbiased_estimate(monkeypatch):
     """The scaled minibatch log-likelihood averages to the full one (new blocks at every call;
     480 cells in 69 blocks of 7, the last padded), and a batch larger than the data is refused."""
     import bayesirt.models.logistic as logistic
-    from bayesirt.errors import BayesIRTError
+    from bayesirt.errors import ConfigError
 
     monkeypatch.setattr(logistic, "MINIBATCH_BLOCK", 7)  # 69 blocks, 5 padding cells
     responses, _ = simulate_pl("2pl", n_items=20, n_models=30, seed=4, missing=0.2)
@@ -273,5 +273,5 @@ def test_minibatch_likelihood_is_an_unbiased_estimate(monkeypatch):
     assert np.unique(draws).size > 2900  # a fresh batch at every evaluation
     se = draws.std() / np.sqrt(draws.size)
     assert abs(draws.mean() - f_full(point)) < 4 * se
-    with pytest.raises(BayesIRTError, match="exceeds the 480 observed cells"):
+    with pytest.raises(ConfigError, match=r"The 'batch_size' parameter of fit must be an integer <= 480 \(the observed cells\), or None for the full likelihood; got 481."):
         build_logistic(responses, spec, batch_size=481)

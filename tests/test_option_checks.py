@@ -4,6 +4,7 @@ any data is read or any work starts (bayesirt.utils.options.declare)."""
 
 from __future__ import annotations
 
+import importlib
 import re
 
 import pytest
@@ -157,3 +158,18 @@ def test_a_mistyped_or_abbreviated_flag_names_the_closest_one(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["fit", MISSING, "--meth", "advi", "--out", str(tmp_path / "o")])  # no abbreviations
     assert "unrecognized argument --meth (did you mean --method?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module, function, positional, name, value", [
+    ("bayesirt.audit.engine.bootstrap", "composition_bootstrap", 1, "replicates", 0),
+    ("bayesirt.audit.engine.resampling", "matched_random_controls", 1, "epsilon", -1),
+    ("bayesirt.utils.parallel", "parallel_map", 2, "workers", 0),
+    ("bayesirt.workflow.sbc", "simulation_based_calibration", 1, "replicates", 0),
+], ids=lambda v: v if isinstance(v, str) and "." not in v else None)
+def test_the_issues_examples_are_config_errors_in_the_one_form(module, function, positional, name, value):
+    """The calls issue 41 found raising the bare base class: each is a bayesirt.ConfigError in the
+    one message form, before its data are touched."""
+    func = getattr(importlib.import_module(module), function)
+    with pytest.raises(bayesirt.ConfigError, match=_message(name, function)) as err:
+        func(*[Untouchable()] * positional, **{name: value})
+    assert type(err.value) is bayesirt.ConfigError

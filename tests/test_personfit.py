@@ -12,7 +12,7 @@ import xarray as xr
 
 from bayesirt.safety.adaptive import ability_grid, grid_log_posterior, score_test
 from bayesirt.data import make_responses, simulate_pl
-from bayesirt.errors import BayesIRTError, DataError, OutputError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError, OutputError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
 from bayesirt.safety.personfit import (calibrate_cutoff, check_responses, item_parameters, lz_statistics, misfit_spread,
@@ -255,7 +255,7 @@ def test_error_messages(tmp_path, cohort):
     y = genuine["responses"].values
     with pytest.raises(BayesIRTError, match=r"shape \(n_items, n_models\) = \(3, 1\)"):
         lz_statistics(np.ones((2, 1)), [0.0], A, D)
-    with pytest.raises(BayesIRTError, match="prior_sd must be positive"):
+    with pytest.raises(ConfigError, match=r"The 'prior_sd' parameter of lz_statistics must be a positive number \(np.inf for ML\); got 0.0."):
         lz_statistics(np.ones((3, 1)), [0.0], A, D, prior_sd=0.0)
     with pytest.raises(DataError, match="must be a response Dataset"):
         check_responses(y)
@@ -265,11 +265,11 @@ def test_error_messages(tmp_path, cohort):
         item_parameters(items[["intercept"]], genuine["item"].values)
     with pytest.raises(BayesIRTError, match="lacks parameters for 1 item"):
         item_parameters(items.isel(item=slice(1, None)), genuine["item"].values)
-    with pytest.raises(BayesIRTError, match="positive finite sd"):
+    with pytest.raises(ConfigError, match="The 'prior_sd' parameter of person_fit must be a number > 0; got inf."):
         person_fit(genuine, items, prior_sd=np.inf)
-    with pytest.raises(BayesIRTError, match="'fpr' parameter must be a false-positive rate"):
+    with pytest.raises(ConfigError, match=r"The 'fpr' parameter of calibrate_cutoff must be a number in \(0, 1\); got 1.5."):
         calibrate_cutoff([1.0, 2.0], fpr=1.5)
-    with pytest.raises(BayesIRTError, match="needs at least 10 genuine models"):
+    with pytest.raises(DataError, match="needs at least 10 genuine models"):
         calibrate_cutoff([1.0, 2.0, np.nan], fpr=0.1)
     with pytest.raises(BayesIRTError, match="finite genuine and aberrant values; got 2 and 0"):
         roc_curve([1.0, 2.0], [np.nan])
@@ -285,7 +285,7 @@ def test_error_messages(tmp_path, cohort):
         posterior_predictive_person_fit(xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset()}))
     with pytest.raises(BayesIRTError, match="do not cover the posterior's items and models"):
         posterior_predictive_person_fit(tree, responses=genuine.isel(model=slice(20, 40)))
-    with pytest.raises(BayesIRTError, match="'draws' parameter must be a positive integer"):
+    with pytest.raises(ConfigError, match="The 'draws' parameter of posterior_predictive_person_fit must be a positive integer; got 0."):
         posterior_predictive_person_fit(tree, draws=0)
     with pytest.raises(BayesIRTError, match="'statistic' parameter of \w+ must be one of"):
         run_personfit_job(genuine, tmp_path / "x", statistic="zh")

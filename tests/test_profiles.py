@@ -17,7 +17,7 @@ from bayesirt.audit.engine.ranking import pooled_rate, reversal_counts, weighted
 from bayesirt.audit.engine.resampling import randomization_summary
 from bayesirt.data import simulate_dif_benchmark
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.report.audit_sections import profiles_section
 from bayesirt.utils.parallel import spawn_seeds
 
@@ -230,10 +230,10 @@ def test_section(profiles):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"calipers": (None, -0.5)}, BayesIRTError, "caliper must be a positive number"),
-    ({"calipers": "0.5"}, BayesIRTError, "'calipers' parameter of profile_matching must be a non-empty"),
-    ({"calipers": ()}, BayesIRTError, "'calipers' parameter of profile_matching must be a non-empty"),
-    ({"calipers": (0.5, 0.50)}, BayesIRTError, "repeats a scenario"),
+    ({"calipers": (None, -0.5)}, ConfigError, r"The 'caliper' parameter of profile_pairs \(each of the calipers of profile_matching\) must be a positive number \(logits\) or None \(unconstrained\); got -0.5."),
+    ({"calipers": "0.5"}, ConfigError, "The 'calipers' parameter of profile_matching must be a non-empty list"),
+    ({"calipers": ()}, ConfigError, "The 'calipers' parameter of profile_matching must be a non-empty list"),
+    ({"calipers": (0.5, 0.50)}, ConfigError, "profile_matching: calipers repeat a scenario"),
     ({"replicates": 0}, BayesIRTError, "'replicates' parameter of profile_matching must be a positive integer"),
     ({"seed": -1}, BayesIRTError, "'seed' parameter of profile_matching must be a non-negative integer"),
 ])

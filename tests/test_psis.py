@@ -119,8 +119,8 @@ def test_constant_column_gives_its_value_where_arviz_raises():
 @pytest.mark.parametrize(("ary", "r_eff", "message"), [
     (np.zeros(100), 1.0, r"log_lik must be 2-D \(sample, observation\); got 1 dimension"),
     (np.zeros((24, 3)), 1.0, r"at least 5 tail draws, but 24 samples with r_eff=1.0 give 4"),
-    (np.zeros((100, 3)), 0.0, r"r_eff must be a positive finite number; got 0.0"),
-    (np.zeros((100, 3)), np.nan, r"r_eff must be a positive finite number; got nan"),
+    (np.zeros((100, 3)), 0.0, r"The 'r_eff' parameter of psis_\w+ must be a number > 0; got 0.0"),
+    (np.zeros((100, 3)), np.nan, r"The 'r_eff' parameter of psis_\w+ must be a number > 0; got nan"),
     (np.where(np.arange(300).reshape(100, 3) == 151, -np.inf, 0.0), 1.0,
      r"log_lik has non-finite values \(first in observation 1\)"),
 ])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bayesirt.data.datasets.simulate import simulate_pl
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, ConfigError
 from bayesirt.safety.adaptive import score_test
 from bayesirt.safety.personfit import item_parameters, lz_statistics
 from bayesirt.safety.recollection import calibrate_null, describe_null, recollect
@@ -33,7 +33,7 @@ def test_calibrate_null_by_hand():
     assert np.sum(lz <= cal.personfit) == 10 and np.sum(ratio > cal.shift) == 9  # at most 10%, ties at 91 below
     assert all(0.05 <= cal.crossfit[k] <= 0.15 for k in ("personfit", "shift"))
     assert cal.crossfit["combined"] >= max(cal.crossfit["personfit"], cal.crossfit["shift"])
-    with pytest.raises(BayesIRTError, match="folds must be an integer"):
+    with pytest.raises(ConfigError, match=r"The 'folds' parameter of calibrate_null must be an integer in \[2, "):
         calibrate_null(lz, ratio, fpr=0.1, folds=1)
     assert "in-sample" in describe_null("in_sample", 0.028, 5)
     assert "2.8% of its cells" in describe_null("recollection", 0.028, 5)

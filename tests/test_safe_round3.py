@@ -191,6 +191,22 @@ def test_representative_design_takes_one_item_per_difficulty_stratum_by_the_full
     assert len(set(prop.tolist())) == 5
 
 
+def test_representative_design_keeps_the_banks_mix_of_discriminations():
+    """25 items every 0.25 logits, discriminations alternating 3 and 1 (12 items below the median 3), for
+    the two-cluster cohort: the criterion alone prefers the discriminating items (0 of 5 and 2 of 8 of
+    discrimination 1); the design takes the bank's share of less discriminating items, round(5 * 12/25) =
+    2 and round(8 * 12/25) = 4 (OLL GSM8K: a test of the most
+    discriminating items predicted the full score worse than random items)."""
+    from bayesirt.safety.adaptive import static_test
+
+    b = np.arange(-3.0, 3.01, 0.25)
+    a = np.where(np.arange(25) % 2 == 0, 3.0, 1.0)
+    theta = np.r_[np.full(80, -1.5), np.full(20, 1.5)]
+    for k, n_low in ((5, 2), (8, 4)):
+        chosen = static_test(a, -a * b, theta, k, design="representative")
+        assert int(np.sum(a[chosen] == 1.0)) == n_low and len(set(chosen.tolist())) == k
+
+
 @pytest.mark.slow
 def test_prompted_uniform_runs_are_flagged_by_person_fit_at_safe_levels():
     """(slow: sandbagging_experiment on SAFE's audit size.) At SAFE's median uniform shift (1.69 logits), a

@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 from bayesirt.data import make_responses, simulate_pl
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, ConfigError
 from bayesirt.jobs.safety import run_sandbag_job
 from bayesirt.safety.sandbagging import item_groups, sandbag, sandbagging_experiment
 
@@ -144,11 +144,11 @@ def test_error_messages(data, grouped):
         sandbag(data, scope="uniform", mode="random_errors", strength=1.5)
     with pytest.raises(BayesIRTError, match=r"'trigger_fraction' parameter of sandbag must be a number in \(0, 1\)"):
         sandbag(data, scope="triggered", trigger_fraction=1.0)
-    with pytest.raises(BayesIRTError, match="target 'law' is not an item group"):
+    with pytest.raises(ConfigError, match=r"The 'target' parameter of sandbag must be 'weakest', 'strongest' or an item group such as \['bio', 'chem', 'cyber'\]; got 'law'."):
         sandbag(grouped, scope="targeted", target="law")
     with pytest.raises(BayesIRTError, match=r"labels must have one item group per item \(60\)"):
         sandbag(data, scope="targeted", labels=["a", "b"])
-    with pytest.raises(BayesIRTError, match=r"groups must be an integer in \[2, 60\]"):
+    with pytest.raises(ConfigError, match=r"The 'groups' parameter of item_groups must be an integer in \[2, 60\]; got 1."):
         item_groups(data, groups=1)
     with pytest.raises(BayesIRTError, match="'statistic' parameter of sandbagging_experiment must be one of"):
         sandbagging_experiment(data, statistic="ht")

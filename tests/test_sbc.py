@@ -11,7 +11,7 @@ import xarray as xr
 from scipy import stats
 
 from bayesirt.cli.main import main
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, ConfigError
 from bayesirt.workflow.sbc import rank_statistics, simulation_based_calibration, uniformity_test
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def test_uniformity_test_bin_shares_are_exact_when_bins_do_not_divide():
     ranks = np.tile(np.arange(11), 6).reshape(6, 11)
     res = uniformity_test(ranks, 10, bins=3)
     assert res["pearson_x2"] == pytest.approx(0.0, abs=1e-12)
-    with pytest.raises(BayesIRTError, match="bins must be between 2 and L \\+ 1 = 11"):
+    with pytest.raises(ConfigError, match=r"The 'bins' parameter of uniformity_test must be an integer in \[2, 11\]"):
         uniformity_test(ranks, 10, bins=12)
     with pytest.raises(BayesIRTError, match="ranks must lie in 0..10"):
         uniformity_test(ranks + 1, 10, bins=3)

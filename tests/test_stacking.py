@@ -127,9 +127,9 @@ def test_pseudo_bma_plus_concentrates_where_stacking_spreads_over_nested_specs()
     assert table.index[0] == "3pl" and abs(table["elpd_diff"].iloc[1]) / table["dse"].iloc[1] > 4
     assert table.loc["3pl", "pseudo_bma_plus_weight"] >= 0.99
     assert table.loc["3pl", "stacking_weight"] < 0.9  # stacking keeps the 2pl in the mixture
-    assert (table["weight"] == table["stacking_weight"]).all()  # the default
-    chosen = compare_table({k: _elpd(v) for k, v in specs.items()}, weights="pseudo-bma+")
-    assert (chosen["weight"] == chosen["pseudo_bma_plus_weight"]).all()
+    assert (table["weight"] == table["pseudo_bma_plus_weight"]).all()  # the default: compare picks a spec
+    chosen = compare_table({k: _elpd(v) for k, v in specs.items()}, weights="stacking")
+    assert (chosen["weight"] == chosen["stacking_weight"]).all()
     with pytest.raises(Exception, match="weights"):
         compare_table({k: _elpd(v) for k, v in specs.items()}, weights="bma")
 

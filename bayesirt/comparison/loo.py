@@ -33,14 +33,15 @@ import xarray as xr
 from arviz_stats.utils import ELPDData, ELPDDataLOO, ELPDDataLOOKFold
 from scipy.special import logsumexp
 
-from bayesirt.comparison.settings import KFOLD_MODES, UNITS, WEIGHTS
+from bayesirt.comparison.settings import DEFAULT_WEIGHTS, KFOLD_MODES, UNITS, WEIGHTS
 from bayesirt.data.responses import MISSING, from_observed_data
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.comparison.grid import Patterns, grid_log_marginal
 from bayesirt.comparison.marginal import GH_NODES, ItemDraws, pattern_log_marginal, quadrature_rule
 from bayesirt.models.logistic import pointwise_log_likelihood
 from bayesirt.utils.parallel import blas_threads, parallel_map
 from bayesirt.utils.progress import format_duration, progress_bar, stage
+from bayesirt.utils.validation import check_choice, check_int
 from bayesirt.comparison.psis import psis_loo
 from bayesirt.comparison.stacking import pseudo_bma_plus_weights, stacking_weights
 from bayesirt.models.specs import parse_spec
@@ -107,8 +108,8 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
         responses = from_observed_data(tree)
     y = responses["responses"].values.T  # (model, item)
     if y.shape[1] != post.sizes["item"]:
-        raise BayesIRTError(f"the responses have {y.shape[1]} items but the fit has {post.sizes['item']}; "
-                            "score models on the items the fit was calibrated on")
+        raise DataError(f"the responses have {y.shape[1]} items but the fit has {post.sizes['item']}; "
+                        "score models on the items the fit was calibrated on")
     observed = y != MISSING
     draws = _item_draws(tree)
     dims = draws[0].loading.shape[1]
@@ -256,8 +257,7 @@ def kfold_specs(responses: xr.Dataset, specs: dict, *, folds: int = 5, seed: int
     pool of workers (no idle worker between specs, one cluster start). Specs are refitted in the
     order given: put the slowest first."""
     n_models = responses.sizes["model"]
-    if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= n_models:
-        raise BayesIRTError(f"folds must be an integer between 2 and the number of models ({n_models}); got {folds!r}")
+    check_int(folds, name="folds", caller="kfold_specs", low=2, high=n_models)  # at most one model per fold
     order = np.random.default_rng(seed).permutation(n_models)
     assignment = np.empty(n_models, dtype=int)
     assignment[order] = np.arange(n_models) % folds
@@ -284,7 +284,7 @@ def kfold_specs(responses: xr.Dataset, specs: dict, *, folds: int = 5, seed: int
     return out
 
 
-def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", weights: str = "stacking",
+def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", weights: str = DEFAULT_WEIGHTS,
             progress: bool = True) -> pd.DataFrame:
     """Compare fitted specs of the same responses by cross-validated elpd (:func:`compare_table`).
 
@@ -298,13 +298,12 @@ def compare(fits: dict[str, xr.DataTree], *, unit: str = "model", weights: str =
     weights : {"stacking", "pseudo-bma+"}
         Which model weights the ``weight`` column holds (both are columns of their own).
     """
-    if unit not in UNITS:
-        raise BayesIRTError(f"The 'unit' parameter of compare must be one of {list(UNITS)}. Got {unit!r} instead.")
+    check_choice(unit, UNITS, name="unit", caller="compare")
     score = loo_models if unit == "model" else loo_cells
     return compare_table({label: score(tree, progress=progress) for label, tree in fits.items()}, weights=weights)
 
 
-def compare_table(results: dict[str, ELPDData], *, weights: str = "stacking") -> pd.DataFrame:
+def compare_table(results: dict[str, ELPDData], *, weights: str = DEFAULT_WEIGHTS) -> pd.DataFrame:
     """One row per spec: elpd, SE, difference from the best and its SE, p, model weights, bad-k count.
 
     All results must score the same units (the same models, or the same cells). Ranks,
@@ -317,13 +316,12 @@ def compare_table(results: dict[str, ELPDData], *, weights: str = "stacking") ->
     ``method`` says how each elpd was estimated and ``bad_k`` counts units with Pareto k above
     ArviZ's threshold.
     """
-    if weights not in WEIGHTS:
-        raise BayesIRTError(f"The 'weights' parameter of compare_table must be one of {list(WEIGHTS)}. Got {weights!r} instead.")
+    check_choice(weights, WEIGHTS, name="weights", caller="compare_table")
     if len(results) < 2:
-        raise BayesIRTError("a comparison needs at least two fits; give two or more specs or dimensions")
+        raise ConfigError("compare_table: a comparison needs at least two fits; give two or more specs or dimensions")
     sizes = {name: r.n_data_points for name, r in results.items()}
     if len(set(sizes.values())) > 1:
-        raise BayesIRTError(f"the fits score different numbers of units {sizes}; compare fits of the same data")
+        raise DataError(f"the fits score different numbers of units {sizes}; compare fits of the same data")
     with np.errstate(divide="ignore", invalid="ignore"):  # ArviZ's own stacking underflows; its weights are replaced
         table = az.compare(results, round_to="none")
     out = table[["rank", "elpd", "se", "elpd_diff", "dse", "p_worse", "p", "weight"]].copy()

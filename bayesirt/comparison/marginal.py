@@ -30,7 +30,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy import stats
 from scipy.special import logsumexp
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
 from bayesirt.models.response import curves, derivative, log_probabilities
 
 __all__ = ["ItemDraws", "pattern_log_marginal", "quadrature_rule", "GH_NODES", "IMPORTANCE_SAMPLES"]
@@ -121,7 +121,7 @@ def pattern_log_marginal(y: np.ndarray, observed: np.ndarray, draw: ItemDraws,
         this many elements.
     """
     if not np.all(np.isfinite(draw.covariance)) or np.linalg.eigvalsh(draw.covariance).min() <= 0:
-        raise BayesIRTError("the ability covariance of a draw is not positive definite; check the posterior")
+        raise DataError("the ability covariance of a draw is not positive definite; check the posterior")
     z, log_w, log_g = rule
     precision = np.linalg.inv(draw.covariance)
     pop = stats.multivariate_normal(mean=draw.mean, cov=draw.covariance)

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
+from bayesirt.utils.validation import check_number
 
 __all__ = ["PsisLoo", "psis_log_weights", "psis_loo"]
 
@@ -61,17 +62,16 @@ def _tail_length(n_samples: int, r_eff: float) -> int:
     return n_samples // 5
 
 
-def _validated(ary: np.ndarray, name: str, r_eff: float) -> tuple[np.ndarray, int]:
-    """The array (not copied) and its tail length, or a :class:`BayesIRTError`."""
+def _validated(ary: np.ndarray, name: str, r_eff: float, caller: str) -> tuple[np.ndarray, int]:
+    """The array (not copied) and its tail length, or a :class:`DataError` (a ConfigError for ``r_eff``)."""
     ary = np.asarray(ary)
     if ary.ndim != 2:
-        raise BayesIRTError(f"{name} must be 2-D (sample, observation); got {ary.ndim} dimension(s).")
-    if not (np.isfinite(r_eff) and r_eff > 0):
-        raise BayesIRTError(f"r_eff must be a positive finite number; got {r_eff!r}.")
+        raise DataError(f"{name} must be 2-D (sample, observation); got {ary.ndim} dimension(s).")
+    check_number(r_eff, name="r_eff", caller=caller, low=0, low_open=True)
     tail = _tail_length(ary.shape[0], r_eff)
     if tail < 5:
-        raise BayesIRTError(f"PSIS needs at least 5 tail draws, but {ary.shape[0]} samples with "
-                            f"r_eff={r_eff} give {tail}; use at least 25 samples.")
+        raise DataError(f"PSIS needs at least 5 tail draws, but {ary.shape[0]} samples with "
+                        f"r_eff={r_eff} give {tail}; use at least 25 samples.")
     return ary, tail
 
 
@@ -84,7 +84,7 @@ def _blocks(ary: np.ndarray, name: str) -> Iterator[tuple[slice, np.ndarray]]:
         block = np.ascontiguousarray(ary[:, cols].T, dtype=np.float64)
         if not np.isfinite(block).all():
             bad = start + int(np.flatnonzero(~np.isfinite(block).all(axis=1))[0])
-            raise BayesIRTError(f"{name} has non-finite values (first in observation {bad}).")
+            raise DataError(f"{name} has non-finite values (first in observation {bad}).")
         yield cols, block
 
 
@@ -169,10 +169,12 @@ def psis_log_weights(log_ratios: np.ndarray, *, r_eff: float = 1.0) -> tuple[np.
 
     Raises
     ------
-    BayesIRTError
-        On a non-2-D or non-finite input, a non-positive ``r_eff`` or too few samples.
+    DataError
+        On a non-2-D or non-finite input or too few samples.
+    ConfigError
+        A non-positive ``r_eff``.
     """
-    ratios, tail = _validated(log_ratios, "log_ratios", r_eff)
+    ratios, tail = _validated(log_ratios, "log_ratios", r_eff, "psis_log_weights")
     log_weights = np.empty(ratios.shape)
     pareto_k = np.empty(ratios.shape[1])
     for cols, block in _blocks(ratios, "log_ratios"):
@@ -202,10 +204,12 @@ def psis_loo(log_lik: np.ndarray, *, r_eff: float = 1.0) -> PsisLoo:
 
     Raises
     ------
-    BayesIRTError
-        On a non-2-D or non-finite input, a non-positive ``r_eff`` or too few samples.
+    DataError
+        On a non-2-D or non-finite input or too few samples.
+    ConfigError
+        A non-positive ``r_eff``.
     """
-    log_lik, tail = _validated(log_lik, "log_lik", r_eff)
+    log_lik, tail = _validated(log_lik, "log_lik", r_eff, "psis_loo")
     n_samples, n_obs = log_lik.shape
     elpd, lpd, pareto_k = np.empty(n_obs), np.empty(n_obs), np.empty(n_obs)
     for cols, ll in _blocks(log_lik, "log_lik"):

@@ -17,3 +17,9 @@ NUTS_MAX_CELLS = 40_000
 #: The model weights of ``compare``'s ``weight`` column (both are always reported): stacking (the
 #: predictive mixture, ArviZ's and loo's default) or pseudo-BMA+ (Bayesian-bootstrap pseudo-BMA).
 WEIGHTS = ("stacking", "pseudo-bma+")
+
+#: ``compare`` answers "which spec?", so ``weight`` defaults to pseudo-BMA+ (about the chance that a spec has the
+#: highest elpd: a spec that leads by several dse takes nearly all of it). Stacking answers "which mixture predicts
+#: best?" and can split between near-nested specs when one leads by 4+ dse (a simulated 755 x 1,351 3PL: 3pl ahead
+#: of 2pl by 4.3 dse, stacking .69, pseudo-BMA+ 1.00; benchmarks/results/compare_weights.md); it stays a column.
+DEFAULT_WEIGHTS = "pseudo-bma+"

@@ -46,7 +46,7 @@ import numba
 import numpy as np
 from scipy.linalg import blas, lapack, solve_triangular
 
-from bayesirt.errors import BayesIRTError, ConfigError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 
 __all__ = ["curvature", "find_mode", "joint_draws", "start_point", "CHORD_BELOW", "MAX_CHORDS", "FISHER_ABOVE",
            "MAX_HALVINGS", "STEP_TOLERANCE",
@@ -177,7 +177,7 @@ def curvature(y, theta, alpha, d, prior, volume, *, fisher: bool = True, z_store
         del w, r, kw
         if z_store is not None:
             if np.isnan(items[sl, 2]).any():
-                raise BayesIRTError("an item's posterior curvature is not positive definite at the current point")
+                raise DataError("an item's posterior curvature is not positive definite at the current point")
             z_store[2 * sl.start:2 * sl.stop] = z
             part = blas.ssyrk(1.0, z_store[2 * sl.start:2 * sl.stop].T, beta=0.0, c=part, trans=0, lower=0,
                               overwrite_c=1)
@@ -193,7 +193,7 @@ def curvature(y, theta, alpha, d, prior, volume, *, fisher: bool = True, z_store
 def _cholesky_upper(schur):
     factor, info = lapack.dpotrf(schur, lower=0, overwrite_a=1, clean=1)
     if info != 0:
-        raise BayesIRTError("the abilities' posterior precision is not positive definite at the current point")
+        raise DataError("the abilities' posterior precision is not positive definite at the current point")
     return factor
 
 

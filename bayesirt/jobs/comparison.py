@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bayesirt import __version__
-from bayesirt.comparison.settings import KFOLD_MODES, NUTS_MAX_CELLS, UNITS, WEIGHTS
+from bayesirt.comparison.settings import DEFAULT_WEIGHTS, KFOLD_MODES, NUTS_MAX_CELLS, UNITS, WEIGHTS
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import fit
@@ -125,7 +125,7 @@ def run_compare_job(data, out, *,
                                                  "(models x items) fitted by NUTS; above it Laplace if every spec "
                                                  "allows it, else ADVI (the choice and its reason are reported)",
                                                  low=0),
-                    weights: str = option("stacking", "model weights of the weight column (both are reported): "
+                    weights: str = option(DEFAULT_WEIGHTS, "model weights of the weight column (both are reported): "
                                                       "stacking (the mixture of specs that predicts held-out units "
                                                       "best) or pseudo-bma+ (Bayesian-bootstrap pseudo-BMA: about the "
                                                       "chance that a spec has the highest elpd)", choices=WEIGHTS),

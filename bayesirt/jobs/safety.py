@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayesirt.data.settings import DATA_HELP
-from bayesirt.errors import BayesIRTError, ConfigError, DataError, recorded_warnings
+from bayesirt.errors import DataError, recorded_warnings
 from bayesirt.safety.settings import (
     CALIBRATION_NULLS,
     DEFAULT_SHIFTS,
@@ -49,7 +49,7 @@ def _responses(data) -> xr.Dataset:
     if isinstance(data, (list, tuple)):
         names = [Path(p).stem for p in data]
         if len(set(names)) < len(names):
-            raise BayesIRTError(f"benchmark files need distinct names (file stems) to label item_group; got {names}")
+            raise DataError(f"benchmark files need distinct names (file stems) to label item_group; got {names}")
         return combine_benchmarks({n: load(p) for n, p in zip(names, data)})
     return load(data)
 
@@ -284,8 +284,8 @@ def _open_tree(path) -> xr.DataTree:
     try:
         return xr.open_datatree(path, engine="h5netcdf").load()
     except (OSError, ValueError) as err:
-        raise BayesIRTError(f"cannot read the posterior {path} ({type(err).__name__}); pass the posterior.nc "
-                            "written by 'bayesirt fit'") from None
+        raise DataError(f"cannot read the posterior {path} ({type(err).__name__}); pass the posterior.nc "
+                        "written by 'bayesirt fit'") from None
 
 
 @declare(positional={"data": DATA_HELP}, check=_sandbag_rules)
@@ -389,20 +389,20 @@ def _read_identities(identities) -> dict | None:
 
     path = Path(identities)
     if not path.is_file():
-        raise BayesIRTError(f"no identities file at {path}; give a CSV with columns model_id and identity")
+        raise DataError(f"no identities file at {path}; give a CSV with columns model_id and identity")
     # import time: loaded when the job runs, not when the command line lists its options
     import pandas as pd
 
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (ValueError, OSError, UnicodeError) as err:
-        raise BayesIRTError(f"cannot read {path} ({type(err).__name__}); give a UTF-8 CSV with columns model_id "
-                            "and identity") from None
+        raise DataError(f"cannot read {path} ({type(err).__name__}); give a UTF-8 CSV with columns model_id "
+                        "and identity") from None
     if not {"model_id", "identity"} <= set(table.columns):
-        raise BayesIRTError(f"{path}: needs columns model_id and identity (has {list(table.columns)}); add them")
+        raise DataError(f"{path}: needs columns model_id and identity (has {list(table.columns)}); add them")
     if table["model_id"].duplicated().any():
-        raise BayesIRTError(f"{path}: model_id {table['model_id'][table['model_id'].duplicated()].iloc[0]!r} appears "
-                            "twice; keep one row per model")
+        raise DataError(f"{path}: model_id {table['model_id'][table['model_id'].duplicated()].iloc[0]!r} appears "
+                        "twice; keep one row per model")
     return dict(zip(table["model_id"], table["identity"], strict=True))
 
 

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 import xarray as xr
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
 from bayesirt.models import kernels, response
 from bayesirt.models.kernels import exp_clipped
 from bayesirt.utils.numba_cache import drop_stale, sources_digest
@@ -172,7 +172,7 @@ def item_bank(discrimination, intercept, guessing=0.0, slip=0.0) -> ItemBank:
 
     Raises
     ------
-    BayesIRTError
+    DataError
         Parameters not 1-D over items, of different lengths, not finite, or asymptotes outside
         ``guessing >= 0``, ``slip >= 0``, ``guessing + slip < 1``.
     """
@@ -180,30 +180,30 @@ def item_bank(discrimination, intercept, guessing=0.0, slip=0.0) -> ItemBank:
     for name, value in zip(_PARAMS, (discrimination, intercept, guessing, slip)):
         arr = np.asarray(value, dtype=float)
         if arr.ndim > 1:
-            raise BayesIRTError(f"{name} must be a scalar or 1-D over items, got shape {arr.shape}; "
-                                "pass one value per item (e.g. posterior means)")
+            raise DataError(f"{name} must be a scalar or 1-D over items, got shape {arr.shape}; "
+                            "pass one value per item (e.g. posterior means)")
         if not np.all(np.isfinite(arr)):
-            raise BayesIRTError(f"{name} contains non-finite values; pass finite item parameters")
+            raise DataError(f"{name} contains non-finite values; pass finite item parameters")
         arrays[name] = arr
     sizes = {k: v.shape[0] for k, v in arrays.items() if v.ndim == 1}
     if not sizes:
-        raise BayesIRTError("item parameters are all scalars; pass discrimination or intercept with one value per item")
+        raise DataError("item parameters are all scalars; pass discrimination or intercept with one value per item")
     if len(set(sizes.values())) > 1:
-        raise BayesIRTError(f"item parameters have different lengths {sizes}; pass one value per item for each")
+        raise DataError(f"item parameters have different lengths {sizes}; pass one value per item for each")
     n = next(iter(sizes.values()))
     if n == 0:
-        raise BayesIRTError("the item bank is empty; pass at least one item")
+        raise DataError("the item bank is empty; pass at least one item")
     bank = ItemBank(*(np.broadcast_to(v, (n,)).copy() for v in arrays.values()))
     if np.any(bank.guessing < 0) or np.any(bank.slip < 0) or np.any(bank.guessing + bank.slip >= 1):
-        raise BayesIRTError("asymptotes must satisfy guessing >= 0, slip >= 0 and guessing + slip < 1; "
-                            "check the guessing and slip values")
+        raise DataError("asymptotes must satisfy guessing >= 0, slip >= 0 and guessing + slip < 1; "
+                        "check the guessing and slip values")
     return bank
 
 
 def _theta(theta) -> np.ndarray:
     arr = np.asarray(THETA_GRID if theta is None else theta, dtype=float)
     if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
-        raise BayesIRTError(f"theta must be a non-empty 1-D array of finite abilities; got shape {arr.shape}")
+        raise DataError(f"theta must be a non-empty 1-D array of finite abilities; got shape {arr.shape}")
     return arr
 
 
@@ -240,8 +240,8 @@ def information_curves(items: xr.Dataset, theta=None) -> xr.Dataset:
     """
     missing = [k for k in _PARAMS[:2] if k not in items]
     if missing or "item" not in items.dims:
-        raise BayesIRTError(f"items needs dim 'item' and variables {list(_PARAMS[:2])}; missing {missing or ['item']}"
-                            " (pass e.g. fit_mml(...).items)")
+        raise DataError(f"items needs dim 'item' and variables {list(_PARAMS[:2])}; missing {missing or ['item']}"
+                        " (pass e.g. fit_mml(...).items)")
     th = _theta(theta)
     bank = item_bank(*(items[k].values if k in items else 0.0 for k in _PARAMS))
     return _curves(bank.information(th), th, items)
@@ -276,12 +276,12 @@ def posterior_information(tree: xr.DataTree, theta=None, *, max_draws: int | Non
         of the test information.
     """
     if not isinstance(tree, xr.DataTree) or "posterior" not in tree.children:
-        raise BayesIRTError("tree must be a DataTree with a 'posterior' group; "
-                            "pass the result of bayesirt.inference.fitting.fit")
+        raise DataError("tree must be a DataTree with a 'posterior' group; "
+                        "pass the result of bayesirt.inference.fitting.fit")
     post = tree["posterior"].to_dataset()
     missing = [k for k in _PARAMS[:2] if k not in post]
     if missing or "item" not in post["intercept"].dims:
-        raise BayesIRTError(f"the posterior lacks {missing or ['intercept over item']}; pass a fit of a 1PL-4PL spec")
+        raise DataError(f"the posterior lacks {missing or ['intercept over item']}; pass a fit of a 1PL-4PL spec")
     stacked = post[[k for k in _PARAMS if k in post]].stack(sample=_SAMPLE)
     n = stacked.sizes["sample"]
     keep = np.arange(n) if max_draws is None or max_draws >= n else np.linspace(0, n - 1, int(max_draws)).astype(int)

@@ -23,10 +23,10 @@ import pytensor.tensor as pt
 import xarray as xr
 
 from bayesirt.data.responses import MISSING, observed_cells
-from bayesirt.errors import BayesIRTError
 from bayesirt.models.kernels import logistic_loglik
 from bayesirt.models.response import log_likelihood
 from bayesirt.models.specs import IRTSpec, Prior
+from bayesirt.utils.validation import parameter_error
 
 __all__ = ["build_logistic", "pointwise_log_likelihood", "log_likelihood_group", "prior_rv",
            "fused_loglik", "with_difficulty", "ITEM_PARAMETERS", "DENSE_LOG_LIKELIHOOD_UP_TO"]
@@ -204,8 +204,8 @@ def _long_loglik(y: np.ndarray, a, theta_dev, d_c, c, s, batch_size: int | None)
         scale, weight = 1.0, None
     else:
         if batch_size > n_cells:
-            raise BayesIRTError(f"batch_size {batch_size} exceeds the {n_cells} observed cells; use a smaller batch "
-                                "or the full likelihood (batch_size=None)")
+            raise parameter_error("batch_size", "fit", f"an integer <= {n_cells} (the observed cells), or None for the "
+                                  "full likelihood", batch_size)
         block = min(MINIBATCH_BLOCK, batch_size)
         n_blocks, n_draw = -(-n_cells // block), max(1, round(batch_size / block))
         order = np.random.default_rng(0).permutation(n_cells)  # a fixed layout of the data, not a draw of the fit

@@ -32,7 +32,7 @@ import scipy.linalg
 import xarray as xr
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError
 from bayesirt.models.logistic import fused_loglik, prior_rv
 from bayesirt.models.specs import MIRTSpec
 
@@ -69,12 +69,13 @@ def dimension_names(responses: xr.Dataset, spec: MIRTSpec) -> np.ndarray:
 def _item_map(responses: xr.Dataset, spec: MIRTSpec) -> np.ndarray:
     if spec.item_map not in responses.coords or responses[spec.item_map].dims != ("item",):
         item_coords = sorted(n for n, c in responses.coords.items() if c.dims == ("item",) and n != "item")
-        raise BayesIRTError(f"the confirmatory spec {spec.name!r} maps items by {spec.item_map!r}, which is not an item "
-                            f"coordinate of the data (item coordinates: {item_coords}); set item_map in the spec")
+        raise ConfigError(f"build_mirt: the confirmatory spec {spec.name!r} maps items by {spec.item_map!r}, which is "
+                          f"not an item coordinate of the data (item coordinates: {item_coords}); set item_map in the "
+                          "spec")
     values = responses[spec.item_map].values.astype(str)
     if np.unique(values).size < 2:
-        raise BayesIRTError(f"item_map {spec.item_map!r} has a single value; a confirmatory MIRT needs at least two "
-                            "dimensions (or fit the unidimensional 2PL)")
+        raise ConfigError(f"build_mirt: item_map {spec.item_map!r} has a single value; a confirmatory MIRT needs at "
+                          "least two dimensions (or fit the unidimensional 2PL)")
     return values
 
 
@@ -117,8 +118,8 @@ def build_mirt(responses: xr.Dataset, spec: MIRTSpec) -> pm.Model:
     dims = dimension_names(responses, spec)
     n_dims = dims.size
     if spec.structure == "exploratory" and n_dims > min(n_items, n_models) - 1:
-        raise BayesIRTError(f"{n_dims} dimensions cannot be identified from {n_items} items x {n_models} models; "
-                            "use fewer dimensions")
+        raise ConfigError(f"build_mirt: {n_dims} dimensions cannot be identified from {n_items} items x {n_models} "
+                          "models; use fewer dimensions")
     coords = {"item": responses["item"].values, "model": responses["model"].values, "dim": dims,
               "dim_bis": dims}
     with pm.Model(coords=coords) as pm_model:

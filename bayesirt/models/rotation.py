@@ -13,23 +13,19 @@ sums of squared loadings.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NoReturn
 
 import numpy as np
 from scipy import optimize
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
 from bayesirt.models.settings import ROTATIONS
 from bayesirt.utils.parallel import blas_threads
+from bayesirt.utils.validation import check_choice
 
 __all__ = ["ROTATIONS", "Rotation", "rotate", "tucker_congruence", "align_loadings", "align_phi",
            "reflect", "rotate_one"]
 
 _GPA_STALL = 1e-6  # gradient norm accepted when rounding stops the line search (GPArotation: 1e-5)
-
-
-def _fail(message: str) -> NoReturn:
-    raise BayesIRTError(message)
 
 
 def reflect(loadings: np.ndarray) -> np.ndarray:
@@ -158,11 +154,10 @@ def rotate(loadings, method: str = "oblimin", *, gamma: float = 0.0, normalize: 
         Factors reflected to positive column sums and ordered by decreasing sum of squared loadings
         (psych's convention); starts from the identity, so a local optimum is possible.
     """
-    if method not in ROTATIONS:
-        _fail(f"The 'method' parameter of rotate must be one of {set(ROTATIONS)}. Got {method!r} instead.")
+    check_choice(method, ROTATIONS, name="method", caller="rotate")
     a = np.asarray(loadings, dtype=float)
     if a.ndim < 2 or a.shape[-1] < 1 or a.shape[-2] < 2 or not np.isfinite(a).all():
-        _fail(f"loadings must be a finite array of shape (..., n_items >= 2, n_factors >= 1); got shape {a.shape}")
+        raise DataError(f"loadings must be a finite array of shape (..., n_items >= 2, n_factors >= 1); got shape {a.shape}")
     normalize = (method == "varimax") if normalize is None else bool(normalize)
     with blas_threads(1):
         parts = [rotate_one(m, method, float(gamma), normalize, tol, max_iter) for m in a.reshape(-1, *a.shape[-2:])]
@@ -211,8 +206,8 @@ def align_loadings(loadings, target) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """
     a, t = np.asarray(loadings, dtype=float), np.asarray(target, dtype=float)
     if t.ndim != 2 or a.ndim < 2 or a.shape[-2:] != t.shape:
-        _fail(f"loadings of shape {a.shape} cannot be aligned to a target of shape {t.shape}; "
-              "pass (..., n_items, n_factors) and (n_items, n_factors) with the same items and factors")
+        raise DataError(f"loadings of shape {a.shape} cannot be aligned to a target of shape {t.shape}; "
+                        "pass (..., n_items, n_factors) and (n_items, n_factors) with the same items and factors")
     k = t.shape[1]
     flat = a.reshape(-1, *t.shape)
     with np.errstate(invalid="ignore", divide="ignore"):  # (draw, loading factor, target factor)

@@ -83,7 +83,7 @@ _CAVEATS = {
 
 def comparison_report(table: pd.DataFrame, *, data_name: str, unit: str, settings: dict, notes: list[str],
                       figure: str, loadings: dict[str, str] | None = None, fit_method: str = "nuts",
-                      weights: str = "stacking") -> str:
+                      weights: str) -> str:
     """Markdown report: the table, how to read it, Pareto-k and K-fold notes, the caveat of an
     approximate fit method, the settings that applied, files."""
     best = table.index[table["rank"] == 0][0]

@@ -24,13 +24,13 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.information import ItemBank, item_bank, item_information
 from bayesirt.models.response import curves, derivative, second_derivative
 from bayesirt.safety.cat_kernels import fisher_cat, fixed_test_eap
 from bayesirt.safety.settings import ESTIMATORS, SELECTION_RULES, STATIC_DESIGN, STATIC_DESIGNS
 from bayesirt.safety.static_design import design_order
-from bayesirt.utils.validation import check_choice, check_int, parameter_error
+from bayesirt.utils.validation import check_choice, check_int, check_number, parameter_error
 
 __all__ = ["ability_grid", "Abilities", "quota_counts", "static_test", "grid_log_posterior", "score_test",
            "CATResult", "run_cat", "SELECTION_RULES", "ESTIMATORS"]
@@ -61,11 +61,9 @@ def ability_grid(points: int = 241, *, prior_mean: float = 0.0, prior_sd: float 
     nodes, log_weights : ndarray, shape (points,)
         ``exp(log_weights)`` sums to 1; integrals against the prior are weighted sums over nodes.
     """
-    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or not 21 <= points <= 4001:
-        raise BayesIRTError(f"points must be an integer number of grid nodes in [21, 4001]; got {points!r}")
-    if not (np.isfinite(prior_mean) and np.isfinite(prior_sd) and prior_sd > 0):
-        raise BayesIRTError(f"the ability prior needs a finite mean and a positive sd; got mean={prior_mean!r}, "
-                            f"sd={prior_sd!r}")
+    check_int(points, name="points", caller="ability_grid", low=21, high=4001)
+    check_number(prior_mean, name="prior_mean", caller="ability_grid")
+    check_number(prior_sd, name="prior_sd", caller="ability_grid", low=0, low_open=True)
     z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, int(points))
     log_w = -0.5 * z**2
     return float(prior_mean) + float(prior_sd) * z, log_w - logsumexp(log_w)
@@ -77,16 +75,16 @@ def _as_responses(responses, n_items: int, rows=None) -> np.ndarray:
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
-        raise BayesIRTError(f"responses must be an (item, model) matrix, got shape {arr.shape}; "
-                            "pass items as rows and respondents as columns")
+        raise DataError(f"responses must be an (item, model) matrix, got shape {arr.shape}; "
+                        "pass items as rows and respondents as columns")
     if arr.shape[0] != n_items:
-        raise BayesIRTError(f"responses have {arr.shape[0]} items (rows) but the item bank has {n_items}; "
-                            "pass an (item, model) matrix with one row per item parameter")
+        raise DataError(f"responses have {arr.shape[0]} items (rows) but the item bank has {n_items}; "
+                        "pass an (item, model) matrix with one row per item parameter")
     if rows is not None:
         arr = arr[rows]
     if not np.isin(arr, (-1, 0, 1)).all():
-        raise BayesIRTError("responses must contain only 1 (correct), 0 (incorrect) and -1 (missing); "
-                            "recode other values first")
+        raise DataError("responses must contain only 1 (correct), 0 (incorrect) and -1 (missing); "
+                        "recode other values first")
     return arr.astype(np.int8)
 
 
@@ -139,11 +137,13 @@ def quota_counts(groups, k: int, quotas="proportional") -> dict:
         raise parameter_error("quotas", "static_test", "a dict of group -> count or 'proportional'", quotas)
     unknown = sorted(map(str, set(quotas) - set(sizes)))
     if unknown:
-        raise BayesIRTError(f"quotas name groups not in 'groups': {unknown}; use labels from {sorted(map(str, sizes))}")
+        raise parameter_error("quotas", "static_test", f"a dict over the groups {sorted(map(str, sizes))}",
+                              quotas, hint=f" (unknown groups: {unknown})")
     for g, n in quotas.items():
         check_int(n, name=f"quotas[{g!r}]", caller="static_test", low=0, high=sizes[g])  # at most the group's items
     if sum(quotas.values()) != k:
-        raise BayesIRTError(f"quotas sum to {sum(quotas.values())} but k={k}; make the per-group counts add up to k")
+        raise ConfigError(f"static_test: quotas sum to {sum(quotas.values())} but k={k}; make the per-group counts "
+                          "add up to k")
     return {g: int(quotas.get(g, 0)) for g in order}
 
 
@@ -165,12 +165,15 @@ def static_test(discrimination, intercept, abilities, k, *, guessing=0.0, slip=0
     quotas : dict or "proportional", optional
         Items per group (see :func:`quota_counts`). Default ``"proportional"`` when ``groups``
         is given.
-    design : {"stratified", "population", "max_information"}, default :data:`STATIC_DESIGN`
-        How the items are chosen (:mod:`bayesirt.safety.static_design`): information at the
-        cohort's ability quantiles, information integrated over the cohort with diminishing
-        returns, or SAFE's maximum summed information (ties to the lowest index).
+    design : {"representative", "stratified", "population", "max_information"}, default :data:`STATIC_DESIGN`
+        How the items are chosen (:mod:`bayesirt.safety.static_design`): one item per stratum of
+        expected proportion correct with the bank's mix of discriminations, greedy on the expected
+        full-score error; information at the cohort's ability quantiles; information integrated
+        over the cohort with diminishing returns; or SAFE's maximum summed information (ties to the
+        lowest index).
     prior_sd : float, default 1
-        ``"population"``: the ability prior's SD (its precision is the information before any item).
+        ``"representative"`` and ``"population"``: the ability prior's SD (its precision is the
+        information before any item).
 
     Returns
     -------
@@ -181,15 +184,15 @@ def static_test(discrimination, intercept, abilities, k, *, guessing=0.0, slip=0
     bank = item_bank(discrimination, intercept, guessing, slip)
     theta = np.asarray(abilities, dtype=float).ravel()
     if theta.size == 0 or not np.all(np.isfinite(theta)):
-        raise BayesIRTError("abilities must be a non-empty array of finite values; pass calibration ability estimates")
+        raise DataError("abilities must be a non-empty array of finite values; pass calibration ability estimates")
     k = check_int(k, name="k", caller="static_test", low=1, high=bank.n_items)  # the test length, at most the bank
     if groups is None:
         if quotas is not None:
-            raise BayesIRTError("quotas were given without groups; pass groups (one label per item) as well")
+            raise ConfigError("static_test: quotas were given without groups; pass groups (one label per item) as well")
         return design_order(bank, theta, [None] * k, design, prior_sd=prior_sd, chunk=_CHUNK)
     labels = np.asarray(groups)
     if labels.shape != (bank.n_items,):
-        raise BayesIRTError(f"groups must have one label per item ({bank.n_items}), got shape {labels.shape}")
+        raise DataError(f"groups must have one label per item ({bank.n_items}), got shape {labels.shape}")
     counts = quota_counts(labels, k, "proportional" if quotas is None else quotas)
     path = [g for g, n in counts.items() for _ in range(n)] if quotas is not None else _quota_path(labels, k)
     return design_order(bank, theta, path, design, groups=labels, prior_sd=prior_sd, chunk=_CHUNK)
@@ -280,7 +283,7 @@ def score_test(responses, discrimination, intercept, items=None, *, guessing=0.0
         items = np.asarray(items)
         if items.ndim != 1 or not np.issubdtype(items.dtype, np.integer) or np.any(items < 0) \
                 or np.any(items >= bank.n_items):
-            raise BayesIRTError(f"items must be 1-D integer indices in [0, {bank.n_items}); got {items!r}")
+            raise parameter_error("items", "score_test", f"1-D integer indices in [0, {bank.n_items})", items)
     y = _as_responses(responses, bank.n_items, items)
     if items is not None:
         bank = bank.subset(items)
@@ -368,13 +371,12 @@ def run_cat(responses, discrimination, intercept, *, budget, guessing=0.0, slip=
     bank = item_bank(discrimination, intercept, guessing, slip)
     y = _as_responses(responses, bank.n_items)
     budget = check_int(budget, name="budget", caller="run_cat", low=1, high=bank.n_items)  # items per respondent
-    if min_sd is not None and not (np.isfinite(min_sd) and min_sd > 0):
-        raise BayesIRTError(f"min_sd must be a positive number (a posterior SD); got {min_sd!r}")
+    check_number(min_sd, name="min_sd", caller="run_cat", low=0, low_open=True, optional=True)  # a posterior SD
     path = None
     if groups is not None:
         labels = np.asarray(groups)
         if labels.shape != (bank.n_items,):
-            raise BayesIRTError(f"groups must have one label per item ({bank.n_items}), got shape {labels.shape}")
+            raise DataError(f"groups must have one label per item ({bank.n_items}), got shape {labels.shape}")
         path = [labels == g for g in _quota_path(labels, budget)]
     nodes, logw = ability_grid(points, prior_mean=prior_mean, prior_sd=prior_sd)
     lp, lq = bank.log_pq(nodes)

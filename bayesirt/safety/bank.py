@@ -31,8 +31,9 @@ import numpy as np
 import xarray as xr
 
 from bayesirt.data import load
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import DataError
 from bayesirt.models.information import ItemBank
+from bayesirt.utils.validation import parameter_error
 
 __all__ = ["Bank", "read_bank", "bank_from_posterior", "bank_from_mml", "BANK_KINDS", "CALIBRATION_ORIGINS"]
 
@@ -135,7 +136,7 @@ class Bank:
 
 def _check_draws(draws) -> int:
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or not 1 <= draws <= 100_000:
-        raise BayesIRTError(f"draws must be an integer number of item-parameter draws in [1, 100000]; got {draws!r}")
+        raise parameter_error("draws", "bank_from_posterior and bank_from_mml", "an integer in [1, 100000]", draws)
     return int(draws)
 
 

@@ -38,7 +38,7 @@ from scipy import stats
 from scipy.linalg import solve as linalg_solve
 
 from bayesirt.data.responses import informative_items, make_responses, validate_responses
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import item_bank
 from bayesirt.safety.adaptive import (ESTIMATORS, SELECTION_RULES, ability_grid, quota_counts, run_cat, score_test,
@@ -46,7 +46,7 @@ from bayesirt.safety.adaptive import (ESTIMATORS, SELECTION_RULES, ability_grid,
 from bayesirt.safety.cat_kernels import fixed_test_eap
 from bayesirt.safety.settings import STATIC_DESIGN, STATIC_DESIGNS, TARGETS
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
-from bayesirt.utils.validation import check_choice
+from bayesirt.utils.validation import check_choice, check_int, parameter_error
 
 __all__ = ["combine_benchmarks", "score_calibration", "cat_study", "summarize_study", "static_tests", "full_score",
            "DESIGNS", "METRICS", "TARGETS"]
@@ -89,7 +89,7 @@ def combine_benchmarks(datasets: Mapping[str, xr.Dataset]) -> xr.Dataset:
     repeat across benchmarks); a model missing from a benchmark has those cells missing.
     """
     if not datasets:
-        raise BayesIRTError("no benchmarks given; pass a mapping name -> response Dataset")
+        raise DataError("no benchmarks given; pass a mapping name -> response Dataset")
     parts = {k: validate_responses(v) for k, v in datasets.items()}
     ids = [str(i) for ds in parts.values() for i in ds["item"].values]
     clash = len(set(ids)) < len(ids)
@@ -147,8 +147,8 @@ def score_calibration(score, theta, target, *, n_knots: int = 5, degree: int = 3
     x = np.column_stack([np.asarray(score, dtype=float), np.asarray(theta, dtype=float)])
     y = np.asarray(target, dtype=float)
     if x.shape[0] != y.shape[0] or x.shape[0] < 3 or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
-        raise BayesIRTError(f"score calibration needs equally long finite score, theta and target with at least 3 "
-                            f"models; got {x.shape[0]} and {y.shape[0]}")
+        raise DataError(f"score calibration needs equally long finite score, theta and target with at least 3 "
+                        f"models; got {x.shape[0]} and {y.shape[0]}")
     knots = []
     for lo, hi in zip(x.min(axis=0), x.max(axis=0)):
         base = np.linspace(lo, hi, n_knots)
@@ -278,11 +278,11 @@ def _check_budgets(budgets, n_items: int) -> tuple[int, ...]:
     try:
         values = tuple(int(b) for b in budgets)
     except (TypeError, ValueError):
-        raise BayesIRTError(f"budgets must be a sequence of positive integers; got {budgets!r}") from None
+        raise parameter_error("budgets", "cat_study", "a list of distinct positive integers", budgets) from None
     if not values or any(b < 1 for b in values) or len(set(values)) < len(values):
-        raise BayesIRTError(f"budgets must be distinct positive integers such as (10, 25, 50); got {budgets!r}")
+        raise parameter_error("budgets", "cat_study", "a list of distinct positive integers", budgets)
     if min(values) > n_items:
-        raise BayesIRTError(f"every budget exceeds the {n_items} items; choose budgets below the bank size")
+        raise ConfigError(f"cat_study: every budget exceeds the {n_items} items; choose budgets below the bank size")
     return tuple(sorted(values))
 
 
@@ -336,18 +336,15 @@ def cat_study(responses: xr.Dataset, *, budgets: Sequence[int] = (10, 25, 50, 10
         budget, subset)``.
     """
     ds, removed = informative_items(validate_responses(responses))
-    if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or splits < 2:
-        raise BayesIRTError(f"splits must be an integer >= 2 (SAFE uses 20); got {splits!r}")
-    if isinstance(random_subsets, bool) or not isinstance(random_subsets, (int, np.integer)) or random_subsets < 1:
-        raise BayesIRTError(f"random_subsets must be a positive integer (SAFE uses 100); got {random_subsets!r}")
+    check_int(splits, name="splits", caller="cat_study", low=2)
+    check_int(random_subsets, name="random_subsets", caller="cat_study", low=1)
     if not 0 < calibration < 1 or min(round(calibration * ds.sizes["model"]), ds.sizes["model"]
                                        - round(calibration * ds.sizes["model"])) < 3:
-        raise BayesIRTError(f"calibration={calibration!r} with {ds.sizes['model']} models leaves fewer than 3 models "
-                            "on one side; use a share in (0, 1) and at least 12 models")
-    for name, value, allowed in (("rule", rule, SELECTION_RULES), ("estimator", estimator, ESTIMATORS),
-                                 ("static_design", static_design, STATIC_DESIGNS)):
-        if value not in allowed:
-            raise BayesIRTError(f"The '{name}' parameter must be one of {set(allowed)}. Got {value!r} instead.")
+        raise parameter_error("calibration", "cat_study", f"a share in (0, 1) leaving at least 3 of the "
+                              f"{ds.sizes['model']} models on each side (12 models or more)", calibration)
+    check_choice(rule, SELECTION_RULES, name="rule", caller="cat_study")
+    check_choice(estimator, ESTIMATORS, name="estimator", caller="cat_study")
+    check_choice(static_design, STATIC_DESIGNS, name="static_design", caller="cat_study")
     benches = {"all": ds}
     if per_benchmark:
         benches = {}

@@ -39,13 +39,13 @@ from scipy.optimize import minimize
 from scipy.special import log_ndtr, ndtri
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.response import response_probability
 from bayesirt.safety.adaptive import quota_counts, score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
 from bayesirt.safety.settings import NULLS
-from bayesirt.utils.validation import check_choice
+from bayesirt.utils.validation import check_choice, check_int, check_probability
 
 __all__ = ["MIN_SHARED_ITEMS", "VERDICTS", "NULLS", "fingerprint_items", "disagreement", "self_disagreement_null", "identify", "resolvable_gap",
            "gap_at", "identity_labels"]
@@ -66,7 +66,7 @@ def identity_labels(da: xr.DataArray, identity, what: str) -> np.ndarray:
         return np.array([str(identity.get(m, m)) for m in ids])
     labels = np.asarray(identity).astype(str)
     if labels.shape != ids.shape:
-        raise BayesIRTError(f"{what} identity needs one label per model ({ids.size}); got shape {labels.shape}")
+        raise DataError(f"{what} identity needs one label per model ({ids.size}); got shape {labels.shape}")
     return labels
 
 
@@ -76,8 +76,7 @@ def fingerprint_items(reference: xr.Dataset, n: int = 500) -> np.ndarray:
     order of the data; all items when there are no more than ``n``."""
     da = check_responses(reference)
     ids = np.asarray(da["item"].values)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise BayesIRTError(f"n must be a positive integer (the number of fingerprint items); got {n!r}")
+    check_int(n, name="n", caller="fingerprint_items", low=1)  # the number of fingerprint items
     if n >= ids.size:
         return ids
     right, wrong = _indicators(da)
@@ -118,8 +117,8 @@ def disagreement(reference: xr.Dataset, query: xr.Dataset) -> xr.Dataset:
     ref, qry = check_responses(reference), check_responses(query)
     common = np.intersect1d(ref["item"].values.astype(str), qry["item"].values.astype(str))
     if common.size < MIN_SHARED_ITEMS:
-        raise BayesIRTError(f"reference and query share {common.size} item ids; a fingerprint needs at least "
-                            f"{MIN_SHARED_ITEMS} (collect the query on the reference's items)")
+        raise DataError(f"reference and query share {common.size} item ids; a fingerprint needs at least "
+                        f"{MIN_SHARED_ITEMS} (collect the query on the reference's items)")
     r1, r0 = _indicators(ref.sel(item=common))
     q1, q0 = _indicators(qry.sel(item=common))
     shared = (q1 + q0).T @ (r1 + r0)
@@ -147,7 +146,7 @@ def self_disagreement_null(reference: xr.Dataset, *, identity=None, items: xr.Da
         Item parameters of the resampling null; default the regularized 2PL fitted by MAP-EM to
         ``reference``. Unused with repeats.
     null : {"repeats", "resampling"}, default "repeats"
-        ``"repeats"``: the within-identity pairs of repeated collections; refused (BayesIRTError)
+        ``"repeats"``: the within-identity pairs of repeated collections; refused (DataError)
         when no identity has two collections. ``"resampling"``: the parametric null (module
         docstring), used only when asked for.
     resamples : int, default 50
@@ -166,7 +165,7 @@ def self_disagreement_null(reference: xr.Dataset, *, identity=None, items: xr.Da
     ident = identity_labels(da, identity, "reference")
     labels, counts = np.unique(ident, return_counts=True)
     if null == "repeats" and not (counts >= 2).any():
-        raise BayesIRTError(
+        raise DataError(
             "the fingerprint null needs repeated collections: no identity has two or more reference collections. "
             "Collect the same audit items from some endpoints twice or more with the same scoring pipeline and map "
             "the collections to one identity (identities CSV: model_id,identity), as SAFE App. B does; "
@@ -182,8 +181,7 @@ def self_disagreement_null(reference: xr.Dataset, *, identity=None, items: xr.Da
         value, who, first, second = (np.array(c) for c in zip(*rows))
         source = "repeats"
     else:
-        if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 1:
-            raise BayesIRTError(f"The 'resamples' parameter must be a positive integer. Got {resamples!r} instead.")
+        check_int(resamples, name="resamples", caller="self_disagreement_null", low=1)
         if items is None:
             items = fit_mml(reference, "2pl", priors=True, se=False).items
         bank = item_parameters(items, da["item"].values)
@@ -236,11 +234,10 @@ def identify(reference: xr.Dataset, query: xr.Dataset, null: xr.Dataset, *, refe
         their ``tau``), ``within`` (the nearest ``MAX_LISTED`` of them, ``;``-joined),
         ``verdict``, ``shared_items``.
     """
-    if not (isinstance(alpha, (int, float, np.floating)) and not isinstance(alpha, bool) and 0 < alpha < 1):
-        raise BayesIRTError(f"The 'alpha' parameter must be in (0, 1). Got {alpha!r} instead.")
+    check_probability(alpha, name="alpha", caller="identify")
     if not isinstance(null, xr.Dataset) or "value" not in null or null.sizes.get("pair", 0) == 0:
-        raise BayesIRTError("null must be a non-empty self_disagreement_null(...) Dataset; compute it from the "
-                            "reference first")
+        raise DataError("null must be a non-empty self_disagreement_null(...) Dataset; compute it from the "
+                        "reference first")
     table = disagreement(reference, query)
     ref_ident = identity_labels(check_responses(reference), reference_identity, "reference")
     names = np.unique(ref_ident)
@@ -312,16 +309,14 @@ def resolvable_gap(theta_full, theta_test, se_test, *, level: float = 0.95, bins
         ``spread``, ``pairs``, ``distinguished`` (share); attrs ``level``, ``models`` and
         ``resolved_pairs`` (share of all pairs the short test distinguishes).
     """
-    if not (isinstance(level, (float, np.floating)) and 0 < level < 1):
-        raise BayesIRTError(f"The 'level' parameter must be a number in (0, 1). Got {level!r} instead.")
+    check_probability(level, name="level", caller="resolvable_gap")
     full, test, se = (np.asarray(v, dtype=float) for v in (theta_full, theta_test, se_test))
     keep = np.isfinite(full) & np.isfinite(test) & np.isfinite(se) if full.shape == test.shape == se.shape else None
     if keep is None or keep.sum() < 3:
-        raise BayesIRTError(f"resolvable_gap needs three equal-length arrays with at least 3 finite models; got "
-                            f"shapes {full.shape}, {test.shape}, {se.shape}")
-    for name, value, low in (("bins", bins, 1), ("max_models", max_models, 3)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise BayesIRTError(f"The '{name}' parameter must be an integer of at least {low}. Got {value!r} instead.")
+        raise DataError(f"resolvable_gap needs three equal-length arrays with at least 3 finite models; got "
+                        f"shapes {full.shape}, {test.shape}, {se.shape}")
+    check_int(bins, name="bins", caller="resolvable_gap", low=1)
+    check_int(max_models, name="max_models", caller="resolvable_gap", low=3)
     full, test, se = full[keep], test[keep], se[keep]
     if full.size > max_models:
         pick = np.sort(np.random.default_rng(seed).choice(full.size, max_models, replace=False))

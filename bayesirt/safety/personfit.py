@@ -39,11 +39,12 @@ from scipy.stats import norm
 
 from bayesirt.safety.adaptive import score_test
 from bayesirt.data.responses import MISSING, from_observed_data
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import DataError
 from bayesirt.models.information import ItemBank, item_bank
 from bayesirt.models.response import TINY, curves, derivative, response_probability
 from bayesirt.safety.settings import STATISTICS
 from bayesirt.utils.progress import progress_bar
+from bayesirt.utils.validation import check_int, check_number, check_probability, parameter_error
 
 __all__ = ["STATISTICS", "LZ", "LZ_BLOCK_CELLS", "lz_statistics", "check_responses", "item_parameters", "person_fit",
            "calibrate_cutoff", "misfit_spread", "roc_curve", "roc_auc", "posterior_predictive_person_fit"]
@@ -99,10 +100,10 @@ def lz_statistics(responses, theta, discrimination, intercept, guessing=0.0, sli
     y = np.asarray(responses)
     th = np.atleast_1d(np.asarray(theta, dtype=float))
     if y.ndim != 2 or y.shape != (bank.n_items, th.size):
-        raise BayesIRTError(f"responses must have shape (n_items, n_models) = ({bank.n_items}, {th.size}); got "
-                            f"{y.shape}; pass items as rows and one theta per column")
+        raise DataError(f"responses must have shape (n_items, n_models) = ({bank.n_items}, {th.size}); got "
+                        f"{y.shape}; pass items as rows and one theta per column")
     if not (prior_sd > 0):
-        raise BayesIRTError(f"prior_sd must be positive (np.inf for ML); got {prior_sd!r}")
+        raise parameter_error("prior_sd", "lz_statistics", "a positive number (np.inf for ML)", prior_sd)
     block = max(1, LZ_BLOCK_CELLS // max(1, bank.n_items))
     parts = [_lz_block(y[:, lo:lo + block], th[lo:lo + block], bank, prior_mean, prior_sd)
              for lo in range(0, th.size, block)]
@@ -148,12 +149,12 @@ def item_parameters(items: xr.Dataset, item_ids) -> ItemBank:
     slip, e.g. ``fit_mml(...).items``) in the order of ``item_ids``."""
     if not isinstance(items, xr.Dataset) or "item" not in items.dims \
             or any(k not in items for k in _PARAMS[:2]):
-        raise BayesIRTError("items must be a Dataset over 'item' with 'discrimination' and 'intercept' "
-                            "(pass e.g. fit_mml(responses, '2pl').items)")
+        raise DataError("items must be a Dataset over 'item' with 'discrimination' and 'intercept' "
+                        "(pass e.g. fit_mml(responses, '2pl').items)")
     absent = np.setdiff1d(np.asarray(item_ids).astype(str), items["item"].values.astype(str))
     if absent.size:
-        raise BayesIRTError(f"items lacks parameters for {absent.size} item(s) of the responses, e.g. "
-                            f"{absent[0]!r}; calibrate the items on the same item ids")
+        raise DataError(f"items lacks parameters for {absent.size} item(s) of the responses, e.g. "
+                        f"{absent[0]!r}; calibrate the items on the same item ids")
     sel = items.sel(item=np.asarray(item_ids))
     return item_bank(*(sel[k].values if k in sel and np.isfinite(sel[k].values).all() else 0.0
                        for k in _PARAMS))
@@ -180,9 +181,8 @@ def person_fit(responses: xr.Dataset, items: xr.Dataset, *, prior_mean: float = 
         ``variance``, ``lz`` and ``lz_star``; the model coordinates of ``responses``.
     """
     da = check_responses(responses)
-    if not (np.isfinite(prior_sd) and prior_sd > 0 and np.isfinite(prior_mean)):
-        raise BayesIRTError(f"the MAP ability prior needs a finite mean and a positive finite sd; got "
-                            f"prior_mean={prior_mean!r}, prior_sd={prior_sd!r}")
+    check_number(prior_mean, name="prior_mean", caller="person_fit")
+    check_number(prior_sd, name="prior_sd", caller="person_fit", low=0, low_open=True)
     bank = item_parameters(items, da["item"].values)
     y = np.asarray(da.values)
     est = score_test(y, *bank[:2], guessing=bank.guessing, slip=bank.slip, method="map",
@@ -217,17 +217,17 @@ def calibrate_cutoff(genuine, *, fpr: float = 0.1) -> float:
 
     Raises
     ------
-    BayesIRTError
-        ``fpr`` outside (0, 1), or fewer than ``1 / fpr`` finite genuine values (no value can be
-        flagged at that rate).
+    ConfigError
+        ``fpr`` outside (0, 1).
+    DataError
+        Fewer than ``1 / fpr`` finite genuine values (no value can be flagged at that rate).
     """
-    if isinstance(fpr, bool) or not isinstance(fpr, (int, float, np.floating)) or not 0 < fpr < 1:
-        raise BayesIRTError(f"The 'fpr' parameter must be a false-positive rate in (0, 1). Got {fpr!r} instead.")
+    check_probability(fpr, name="fpr", caller="calibrate_cutoff")
     values = np.sort(_finite(genuine))
     k = int(np.floor(fpr * values.size + 1e-9))
     if k < 1:
-        raise BayesIRTError(f"a cut-off at fpr={fpr:g} needs at least {int(np.ceil(1 / fpr - 1e-9))} genuine "
-                            f"models with a finite statistic, got {values.size}; add genuine models or raise fpr")
+        raise DataError(f"a cut-off at fpr={fpr:g} needs at least {int(np.ceil(1 / fpr - 1e-9))} genuine "
+                        f"models with a finite statistic, got {values.size}; add genuine models or raise fpr")
     cut = values[k - 1]
     if k < values.size and values[k] == cut:  # a tie across the boundary: step below it
         below = values[values < cut]
@@ -273,7 +273,7 @@ def roc_curve(genuine, aberrant) -> pd.DataFrame:
 
     g, b = _finite(genuine), _finite(aberrant)
     if g.size == 0 or b.size == 0:
-        raise BayesIRTError(f"an ROC curve needs finite genuine and aberrant values; got {g.size} and {b.size}")
+        raise DataError(f"an ROC curve needs finite genuine and aberrant values; got {g.size} and {b.size}")
     fpr, tpr, thr = _sk_roc(np.r_[np.zeros(g.size), np.ones(b.size)], -np.r_[g, b])
     return pd.DataFrame({"threshold": -thr, "fpr": fpr, "tpr": tpr})
 
@@ -284,7 +284,7 @@ def roc_auc(genuine, aberrant) -> float:
 
     g, b = _finite(genuine), _finite(aberrant)
     if g.size == 0 or b.size == 0:
-        raise BayesIRTError(f"an ROC curve needs finite genuine and aberrant values; got {g.size} and {b.size}")
+        raise DataError(f"an ROC curve needs finite genuine and aberrant values; got {g.size} and {b.size}")
     return float(roc_auc_score(np.r_[np.zeros(g.size), np.ones(b.size)], -np.r_[g, b]))
 
 
@@ -333,22 +333,21 @@ def posterior_predictive_person_fit(tree: xr.DataTree, *, responses: xr.Dataset 
         attrs ``draws_used``, ``seed``.
     """
     if not isinstance(tree, xr.DataTree) or "posterior" not in tree.children:
-        raise BayesIRTError("posterior predictive person fit needs a DataTree with a 'posterior' group "
-                            "(the posterior.nc of 'bayesirt fit')")
+        raise DataError("posterior predictive person fit needs a DataTree with a 'posterior' group "
+                        "(the posterior.nc of 'bayesirt fit')")
     post = tree["posterior"].to_dataset()
     missing = [k for k in ("theta", "intercept") if k not in post]
     if missing:
-        raise BayesIRTError(f"the posterior lacks {missing}; fit a 1PL-4PL spec with bayesirt.inference.fitting.fit")
+        raise DataError(f"the posterior lacks {missing}; fit a 1PL-4PL spec with bayesirt.inference.fitting.fit")
     if responses is None:
         responses = from_observed_data(tree)
     da = check_responses(responses)
     try:
         da = da.sel(item=post["item"].values, model=post["model"].values)
     except KeyError:
-        raise BayesIRTError("the responses do not cover the posterior's items and models; pass the data "
-                            "the posterior was fitted to") from None
-    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
-        raise BayesIRTError(f"The 'draws' parameter must be a positive integer. Got {draws!r} instead.")
+        raise DataError("the responses do not cover the posterior's items and models; pass the data "
+                        "the posterior was fitted to") from None
+    check_int(draws, name="draws", caller="posterior_predictive_person_fit", low=1)
     y = np.asarray(da.values)
     obs = y != MISSING
     x = (y == 1).astype(float)

@@ -27,9 +27,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
 from bayesirt.safety.personfit import calibrate_cutoff
 from bayesirt.safety.settings import CALIBRATION_NULLS, FLIP_RATE
+from bayesirt.utils.validation import check_int
 
 __all__ = ["recollect", "calibrate_null", "NullCalibration", "describe_null", "CALIBRATION_NULLS", "FLIP_RATE"]
 
@@ -79,10 +80,9 @@ def calibrate_null(lz, ratio, *, fpr: float, folds: int = 5, seed: int = 0) -> N
     """
     lz, ratio = np.asarray(lz, dtype=float), np.asarray(ratio, dtype=float)
     if lz.shape != ratio.shape or lz.ndim != 1:
-        raise BayesIRTError("lz and ratio must be 1-D arrays over the same genuine runs")
+        raise DataError("lz and ratio must be 1-D arrays over the same genuine runs")
     n = lz.size
-    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or not 2 <= folds <= n:
-        raise BayesIRTError(f"folds must be an integer in [2, {n}] (cross-fitting folds of the cohort); got {folds!r}")
+    check_int(folds, name="folds", caller="calibrate_null", low=2, high=n)  # cross-fitting folds of the cohort
     fold = np.random.default_rng(seed).permutation(n) % folds
     flags = np.zeros((3, n), dtype=bool)
     for f in range(folds):

@@ -8,14 +8,14 @@ import numpy as np
 import xarray as xr
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import ItemBank
 from bayesirt.models.response import response_probability
 from bayesirt.safety.adaptive import score_test
 from bayesirt.safety.personfit import check_responses, item_parameters
 from bayesirt.safety.settings import DEFAULT_SHIFTS, DIRECTIONS, MODES, PROMPTED_NOISE
-from bayesirt.utils.validation import check_choice, check_number, check_probability
+from bayesirt.utils.validation import check_choice, check_int, check_number, check_probability, parameter_error
 
 __all__ = ["SCOPES", "DIRECTIONS", "MODES", "DEFAULT_SHIFTS", "item_groups", "sandbag"]
 
@@ -31,9 +31,7 @@ def item_groups(responses: xr.Dataset, *, groups: int = 6, seed: int = 0) -> np.
     if has_groups(da):
         return np.asarray(da["item_group"].values).astype(str)
     n = da.sizes["item"]
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or not 2 <= groups <= n:
-        raise BayesIRTError(f"groups must be an integer in [2, {n}] (pseudo-groups for data without item "
-                            f"groups); got {groups!r}")
+    check_int(groups, name="groups", caller="item_groups", low=2, high=n)  # pseudo-groups, at most one item each
     order = np.random.default_rng(seed).permutation(n)
     out = np.empty(n, dtype=object)
     out[order] = [f"pseudo{k + 1}" for k in np.arange(n) * groups // n]
@@ -67,8 +65,8 @@ def _scope_mask(y: np.ndarray, scope: str, labels: np.ndarray, target: str, trig
 def check_target(target, labels: np.ndarray) -> None:
     """A targeted scope names 'weakest', 'strongest' or an existing group."""
     if target not in ("weakest", "strongest") and target not in set(labels.tolist()):
-        raise BayesIRTError(f"target {target!r} is not an item group; use 'weakest', 'strongest' or one of "
-                            f"{sorted(set(labels.tolist()))[:6]}")
+        raise parameter_error("target", "sandbag", "'weakest', 'strongest' or an item group such as "
+                              f"{sorted(set(labels.tolist()))[:6]}", target)
 
 
 def has_groups(da: xr.DataArray) -> bool:
@@ -146,7 +144,7 @@ def sandbag(responses: xr.Dataset, *, scope: str, mode: str = "ability_shift", s
     da = check_responses(responses)
     labels = item_groups(responses, seed=seed) if labels is None else np.asarray(labels).astype(str)
     if labels.shape != (da.sizes["item"],):
-        raise BayesIRTError(f"labels must have one item group per item ({da.sizes['item']}); got shape {labels.shape}")
+        raise DataError(f"labels must have one item group per item ({da.sizes['item']}); got shape {labels.shape}")
     check_target(target, labels)
     y = np.asarray(da.values)
     bank = theta = None

@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.frequentist.mml import fit_mml
 from bayesirt.models.information import ItemBank
 from bayesirt.safety.adaptive import score_test, static_test
@@ -286,7 +286,7 @@ def sandbagging_experiment(responses: xr.Dataset, *, items: xr.Dataset | None = 
         strengths = sorted({check_probability(s, name="strengths", caller="sandbagging_experiment", closed=True)
                             for s in strengths})
     if not strengths or not scopes:
-        raise BayesIRTError("scopes and strengths must each name at least one condition")
+        raise ConfigError("sandbagging_experiment: scopes and strengths must each name at least one condition")
     trigger_fraction = check_probability(trigger_fraction, name="trigger_fraction", caller="sandbagging_experiment")
     da = check_responses(responses)
     if items is None:

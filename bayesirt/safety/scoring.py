@@ -36,13 +36,14 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.models.response import log_probabilities, probability
 from bayesirt.safety.adaptive import ability_grid, score_test
 from bayesirt.safety.bank import Bank
 from bayesirt.safety.personfit import calibrate_cutoff, check_responses, lz_statistics
 from bayesirt.safety.settings import CALIBRATION_RULES
 from bayesirt.safety.short_test import harness_ids
+from bayesirt.utils.validation import check_choice, check_int, check_number, check_probability
 from bayesirt.utils.progress import progress_bar, stage
 
 __all__ = ["AccuracyPrediction", "joint_log_posterior", "predict_accuracy", "person_fit_flags", "PersonFit",
@@ -75,10 +76,10 @@ def _as_y(responses, n_items: int) -> np.ndarray:
     if y.ndim == 1:
         y = y[:, None]
     if y.ndim != 2 or y.shape[0] != n_items:
-        raise BayesIRTError(f"responses must be an (item, model) matrix over the bank's {n_items} items; got shape "
-                            f"{y.shape}")
+        raise DataError(f"responses must be an (item, model) matrix over the bank's {n_items} items; got shape "
+                        f"{y.shape}")
     if not np.isin(y, (-1, 0, 1)).all():
-        raise BayesIRTError("responses must contain only 1 (correct), 0 (incorrect) and -1 (not run)")
+        raise DataError("responses must contain only 1 (correct), 0 (incorrect) and -1 (not run)")
     return y.astype(np.int8)
 
 
@@ -160,19 +161,15 @@ def predict_accuracy(bank: Bank, responses, *, level: float = 0.9, samples: int 
     -------
     AccuracyPrediction
     """
-    if not 0 < level < 1:
-        raise BayesIRTError(f"level must be a probability in (0, 1); got {level!r}")
-    if rule not in CALIBRATION_RULES:
-        raise BayesIRTError(f"The 'rule' parameter must be one of {set(CALIBRATION_RULES)}. Got {rule!r} instead.")
+    check_probability(level, name="level", caller="predict_accuracy")
+    check_choice(rule, CALIBRATION_RULES, name="rule", caller="predict_accuracy")
     if calibrate and bank.calibration is None:
-        raise BayesIRTError("calibrate=True needs the bank's calibration responses (a posterior.nc carries them; with "
-                            "an mml.nc pass calibration=the fitted data)")
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 100:
-        raise BayesIRTError(f"samples must be an integer >= 100 (Monte Carlo draws per model); got {samples!r}")
+        raise ConfigError("predict_accuracy: calibrate=True needs the bank's calibration responses (a posterior.nc "
+                          "carries them; with an mml.nc pass calibration=the fitted data)")
+    check_int(samples, name="samples", caller="predict_accuracy", low=100)  # Monte Carlo draws per model
     y = _as_y(responses, bank.n_items)
     n_bank, n_models = y.shape
-    if not (np.isfinite(prior_scale) and prior_scale > 0):
-        raise BayesIRTError(f"prior_scale must be a positive number; got {prior_scale!r}")
+    check_number(prior_scale, name="prior_scale", caller="predict_accuracy", low=0, low_open=True)
     nodes, logw = ability_grid(points, prior_mean=bank.prior_mean, prior_sd=bank.prior_sd * prior_scale)
     rng = np.random.default_rng(seed)
     obs = y >= 0
@@ -264,8 +261,7 @@ def interval_scale(bank: Bank, reference: np.ndarray, mask: np.ndarray, *, level
     conservative factor then jumps past ``level`` to cover every endpoint atom (97% instead of 90%
     on arc at K = 25). Fewer than 20 usable models: 1 (the model-based interval).
     """
-    if rule not in CALIBRATION_RULES:
-        raise BayesIRTError(f"The 'rule' parameter must be one of {set(CALIBRATION_RULES)}. Got {rule!r} instead.")
+    check_choice(rule, CALIBRATION_RULES, name="rule", caller="interval_scale")
     mask = np.asarray(mask, bool)
     usable = (reference[mask] >= 0).all(axis=0) & ((reference >= 0).sum(0) > 0)
     ref = reference[:, usable]

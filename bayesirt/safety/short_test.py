@@ -47,25 +47,19 @@ from collections.abc import Mapping
 import numpy as np
 from scipy.special import logsumexp
 
-from bayesirt.errors import BayesIRTError, ConfigError, DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
 from bayesirt.safety.item_sample import stratified_sample
 from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHOD, SELECTION_METHODS
 from bayesirt.safety.static_design import above_cohort
+from bayesirt.utils.validation import check_choice, check_int, check_number
 
 __all__ = ["select_items", "score_recovery_test", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
            "SELECTION_METHOD"]
 
 _PLACEHOLDER_GROUP = "all"
 _INT = re.compile(r"^-?\d+$")
-
-
-def _check_budget(budget, n_items: int) -> int:
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= n_items:
-        raise BayesIRTError(f"budget must be an integer number of items in [1, {n_items}] (the bank's size); "
-                            f"got {budget!r}")
-    return int(budget)
 
 
 def select_items(bank: Bank, budget: int, *, method: str = SELECTION_METHOD, stratify: bool = False, quotas=None,
@@ -86,9 +80,8 @@ def select_items(bank: Bank, budget: int, *, method: str = SELECTION_METHOD, str
         ``"score"``: at most this many calibration models (a seeded random subset) in the criterion.
     seed : int, default 0
     """
-    budget = _check_budget(budget, bank.n_items)
-    if method not in SELECTION_METHODS:
-        raise BayesIRTError(f"The 'method' parameter must be one of {set(SELECTION_METHODS)}. Got {method!r} instead.")
+    budget = check_int(budget, name="budget", caller="select_items", low=1, high=bank.n_items)  # at most the bank
+    check_choice(method, SELECTION_METHODS, name="method", caller="select_items")
     point = bank.point()
     groups = bank.item_group if (stratify or quotas is not None) else None
     if method == "information":
@@ -102,8 +95,9 @@ def select_items(bank: Bank, budget: int, *, method: str = SELECTION_METHOD, str
     if method == "sample":
         return stratified_sample(bank, budget, seed=seed)
     if bank.calibration is None:
-        raise BayesIRTError(f"method={method!r} needs the bank's calibration responses (a posterior.nc carries them; "
-                            "with an mml.nc pass calibration=the fitted data, --calibration); or use method='information'")
+        raise ConfigError(f"select_items: method={method!r} needs the bank's calibration responses (a posterior.nc "
+                          "carries them; with an mml.nc pass calibration=the fitted data, --calibration); or use "
+                          "method='information'")
     y = bank.calibration["responses"].transpose("item", "model").values.astype(np.int8)
     if y.shape[1] > max_models:
         y = y[:, np.sort(np.random.default_rng(seed).choice(y.shape[1], size=max_models, replace=False))]
@@ -146,7 +140,7 @@ def score_recovery_test(point, responses, budget: int, *, groups=None, path=None
     """
     y = np.asarray(responses)
     n_items, n_models = y.shape
-    budget = _check_budget(budget, n_items)
+    budget = check_int(budget, name="budget", caller="score_recovery_test", low=1, high=n_items)
     nodes, logw = ability_grid(points, prior_mean=prior_mean, prior_sd=prior_sd)
     lp, lq = point.log_pq(nodes)  # (items, nodes)
     p, q = np.exp(lp), np.exp(lq)
@@ -226,9 +220,8 @@ class AdaptiveTest:
     def __init__(self, bank: Bank, *, budget: int, responses: Mapping | None = None, stratify: bool = False,
                  min_sd: float | None = None, points: int = 241):
         self.bank = bank
-        self.budget = _check_budget(budget, bank.n_items)
-        if min_sd is not None and not (np.isfinite(min_sd) and min_sd > 0):
-            raise BayesIRTError(f"min_sd must be a positive posterior SD; got {min_sd!r}")
+        self.budget = check_int(budget, name="budget", caller="AdaptiveTest", low=1, high=bank.n_items)
+        check_number(min_sd, name="min_sd", caller="AdaptiveTest", low=0, low_open=True, optional=True)  # a posterior SD
         self.min_sd = min_sd
         self.nodes, logw = ability_grid(points, prior_mean=bank.prior_mean, prior_sd=bank.prior_sd)
         point = bank.point()

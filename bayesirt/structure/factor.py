@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.rotation import ROTATIONS, reflect, rotate_one
+from bayesirt.utils.validation import check_choice, check_int, check_probability, parameter_error
 
 __all__ = ["PSI_BOUNDS", "FitIndices", "FactorSolution", "improper_variables", "ParallelAnalysis",
            "correlation_matrix", "smc", "minres", "fit_indices", "factor_analysis", "parallel_analysis",
@@ -36,7 +37,7 @@ _PD_TOL = 1e-10
 
 
 def _fail(message: str) -> NoReturn:
-    raise BayesIRTError(message)
+    raise DataError(message)
 
 
 def _as_frame(data) -> pd.DataFrame:
@@ -70,7 +71,7 @@ def correlation_matrix(data) -> tuple[pd.DataFrame, int]:
 
     Raises
     ------
-    BayesIRTError
+    DataError
         Fewer than 3 columns, fewer rows than columns + 1, a constant column, a pair sharing fewer
         than 3 rows, or a correlation matrix that is not positive definite.
     """
@@ -123,12 +124,11 @@ def _dof(p: int, k: int) -> int:
 
 
 def check_n_factors(p: int, k) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        _fail(f"n_factors must be a positive integer; got {k!r}")
+    check_int(k, name="n_factors", caller="factor_analysis", low=1)
     if _dof(p, int(k)) < 0:
         top = max((j for j in range(1, p) if _dof(p, j) >= 0), default=0)
-        _fail(f"{k} factors of {p} benchmarks leave {_dof(p, int(k))} degrees of freedom; ask for at most {top} "
-              "factor(s) or add benchmarks")
+        raise parameter_error("n_factors", "factor_analysis", f"at most {top} for {p} benchmarks ({k} factors leave "
+                              f"{_dof(p, int(k))} degrees of freedom; or add benchmarks)", k)
     return int(k)
 
 
@@ -240,8 +240,8 @@ def _fit(r: np.ndarray, loadings: np.ndarray, phi: np.ndarray, n: int) -> FitInd
 
 def _check_n_obs(n_obs, p: int) -> int:
     if isinstance(n_obs, bool) or not isinstance(n_obs, (int, np.integer)) or n_obs < p + 1:
-        _fail(f"n_obs must be an integer of at least {p + 1} (more observations than the {p} variables); "
-              f"got {n_obs!r}; pass the number of models behind the correlations")
+        raise parameter_error("n_obs", "fit_indices", f"an integer >= {p + 1} (the number of models behind the "
+                              f"correlations of the {p} variables)", n_obs)
     return int(n_obs)
 
 
@@ -326,7 +326,8 @@ def _prepare(x, correlation: bool, n_obs) -> tuple[np.ndarray, int, list[str]]:
         r = _as_correlation(x)
         labels = [str(c) for c in x.columns] if isinstance(x, pd.DataFrame) else [str(i) for i in range(len(r))]
         if n_obs is None:
-            _fail("a correlation matrix needs n_obs (the number of models behind it); pass n_obs=...")
+            raise ConfigError("factor_analysis: a correlation matrix needs n_obs (the number of models behind it); "
+                              "pass n_obs=...")
         return r, _check_n_obs(n_obs, len(r)), labels
     corr, n = correlation_matrix(x)
     return corr.to_numpy(), n if n_obs is None else _check_n_obs(n_obs, corr.shape[0]), list(corr.columns)
@@ -356,8 +357,7 @@ def factor_analysis(x, n_factors: int, *, correlation: bool = False, n_obs: int 
     -------
     FactorSolution
     """
-    if rotation not in ROTATIONS:
-        _fail(f"The 'rotation' parameter of factor_analysis must be one of {set(ROTATIONS)}. Got {rotation!r} instead.")
+    check_choice(rotation, ROTATIONS, name="rotation", caller="factor_analysis")
     r, n, labels = _prepare(x, correlation, n_obs)
     k = check_n_factors(len(r), n_factors)
     with blas_threads(1):
@@ -425,11 +425,9 @@ def parallel_analysis(x, *, correlation: bool = False, n_obs: int | None = None,
     -------
     ParallelAnalysis
     """
-    if communalities not in ("smc", "minres"):
-        _fail(f"The 'communalities' parameter of parallel_analysis must be one of {{'smc', 'minres'}}. "
-              f"Got {communalities!r} instead.")
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1 or not 0 < quantile < 1:
-        _fail(f"n_iter must be a positive integer and quantile in (0, 1); got {n_iter!r} and {quantile!r}")
+    check_choice(communalities, ("smc", "minres"), name="communalities", caller="parallel_analysis")
+    check_int(n_iter, name="n_iter", caller="parallel_analysis", low=1)
+    check_probability(quantile, name="quantile", caller="parallel_analysis")
     r, n, _ = _prepare(x, correlation, n_obs)
     p = len(r)
     rng = np.random.default_rng(seed)

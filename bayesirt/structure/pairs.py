@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import DataError
 
 __all__ = ["DISTINGUISH_Z", "pair_distinguishability", "ability_matched_pairs"]
 
 
 def _fail(message: str) -> NoReturn:
-    raise BayesIRTError(message)
+    raise DataError(message)
 
 
 #: Two-sided normal quantile at which a pair of models counts as distinguished on a benchmark.

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
 
 import numpy as np
 import pandas as pd
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError
 from bayesirt.structure.settings import AUTO_POLARITY_THRESHOLD
+from bayesirt.utils.validation import parameter_error
 
 __all__ = ["AUTO_POLARITY_THRESHOLD", "parse_polarity", "polarity_table", "flagged_polarity", "composite_scores",
            "alignment_table", "CompositeAlignment", "composite_alignment", "loading_clusters"]
-
-
-def _fail(message: str) -> NoReturn:
-    raise BayesIRTError(message)
 
 
 def parse_polarity(polarity) -> tuple[dict[str, int], bool]:
@@ -27,17 +23,15 @@ def parse_polarity(polarity) -> tuple[dict[str, int], bool]:
     benchmark -> +1/-1 that may also hold ``"auto": true`` (declared benchmarks, the others automatic)."""
     if polarity is None:
         return {}, False
+    if (isinstance(polarity, str) and polarity != "auto") or not isinstance(polarity, (str, Mapping)):
+        raise parameter_error("polarity", "parse_polarity", "'auto' or a mapping of benchmark names to 1 or -1 "
+                              "(e.g. orbench_hard=-1)", polarity)
     if isinstance(polarity, str):
-        if polarity != "auto":
-            _fail(f"polarity must be 'auto' or a mapping of benchmark names to 1 or -1 (e.g. orbench_hard=-1); "
-                  f"got {polarity!r}")
         return {}, True
-    if not isinstance(polarity, Mapping):
-        _fail(f"polarity must be 'auto' or a mapping of benchmark names to 1 or -1; got {polarity!r}")
     declared = {str(k): v for k, v in polarity.items() if str(k) != "auto"}
     auto = polarity.get("auto", False)
     if not isinstance(auto, bool):
-        _fail(f"polarity 'auto' must be true or false; got {auto!r}")
+        raise parameter_error("polarity", "parse_polarity", "a mapping whose 'auto' is true or false", polarity)
     return declared, auto
 
 
@@ -71,13 +65,14 @@ def polarity_table(solution, declared: Mapping[str, int] | None = None, *, inter
     names = list(solution.variables)
     unknown = sorted(set(declared) - set(names))
     if unknown or any(v not in (1, -1) for v in declared.values()):
-        _fail(f"polarity must map benchmarks of {names} to 1 or -1; got {declared} (unknown: {unknown})")
+        raise parameter_error("declared", "polarity_table", f"a mapping of benchmarks of {names} to 1 or -1", declared,
+                              hint=f" (unknown: {unknown})" if unknown else "")
     sign = 1.0 if np.sum(solution.loadings[:, 0] > 0) * 2 >= len(names) else -1.0
     loading = solution.loadings[:, 0] * sign
     if interval is None:
         if auto:
-            _fail("polarity='auto' reverses only loadings whose bootstrap interval lies below "
-                  f"{threshold}; it needs the bootstrap (bootstrap >= 2), or declare the polarity")
+            raise ConfigError("polarity_table: polarity='auto' reverses only loadings whose bootstrap interval lies "
+                              f"below {threshold}; it needs the bootstrap (bootstrap >= 2), or declare the polarity")
         lower = upper = np.full(len(names), np.nan)
     else:
         lower, upper = (np.asarray(b, dtype=float) * sign for b in interval)
@@ -184,10 +179,11 @@ def composite_alignment(correlation: pd.DataFrame, members: Sequence[str], *,
     r = pd.DataFrame(np.asarray(correlation, dtype=float), index=labels, columns=labels)
     unknown = sorted(set(members) - set(labels))
     if len(set(members)) != len(members) or len(members) < 2 or unknown:
-        _fail(f"composite members must be at least 2 distinct benchmarks of the correlation matrix; unknown "
-              f"{unknown}, given {members}; choose from {labels}")
+        raise parameter_error("members", "composite_alignment", f"at least 2 distinct benchmarks of {labels}", members,
+                              hint=f" (unknown: {unknown})" if unknown else "")
     if not set(flips) <= set(members):
-        _fail(f"flips {sorted(set(flips) - set(members))} are not composite members; flip only members of {members}")
+        raise parameter_error("flips", "composite_alignment", f"composite members, of {members}", flips,
+                              hint=f" (not members: {sorted(set(flips) - set(members))})")
     signs = pd.Series([-1.0 if m in flips else 1.0 for m in members], index=members)
     signed = r.loc[members, members] * np.outer(signs, signs)
     agreement = (signed.sum(axis=1) - 1.0) / (len(members) - 1)

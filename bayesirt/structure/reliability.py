@@ -36,10 +36,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, DataError
 from bayesirt.structure.factor import FactorSolution, check_n_factors, correlation_matrix, factor_solution
 from bayesirt.models.rotation import align_loadings, align_phi
 from bayesirt.utils.parallel import blas_threads
+from bayesirt.utils.validation import check_int, check_probability
 from bayesirt.utils.progress import progress_bar
 
 __all__ = ["MIN_EIGENVALUE", "Disattenuated", "marginal_reliability", "disattenuated_correlation",
@@ -54,7 +55,7 @@ def marginal_reliability(ability, ability_sd) -> pd.Series:
     the models observed on it (module notes)."""
     est, sd = pd.DataFrame(ability), pd.DataFrame(ability_sd)
     if est.shape != sd.shape:
-        raise BayesIRTError(f"abilities {est.shape} and their posterior sds {sd.shape} must have the same shape")
+        raise DataError(f"abilities {est.shape} and their posterior sds {sd.shape} must have the same shape")
     sd.columns, sd.index = est.columns, est.index
     var_hat = est.var(ddof=1)
     error = (sd ** 2).where(est.notna()).mean()
@@ -98,7 +99,7 @@ def disattenuated_correlation(ability, ability_sd) -> Disattenuated:
     observed, n_obs = correlation_matrix(ability)
     rho = marginal_reliability(ability, ability_sd)
     if not np.all((rho > 0) & (rho <= 1)):
-        raise BayesIRTError(f"reliabilities {rho.round(3).to_dict()} are not in (0, 1]; check the posterior sds")
+        raise DataError(f"reliabilities {rho.round(3).to_dict()} are not in (0, 1]; check the posterior sds")
     root = np.sqrt(rho.to_numpy())
     corrected = observed.to_numpy() / np.outer(root, root)
     np.fill_diagonal(corrected, 1.0)
@@ -136,14 +137,13 @@ def bootstrap_factor_analysis(ability, ability_sd, target: FactorSolution, *, re
         ``reliability_lower``/``_upper`` and ``*_se`` (bootstrap sd). Replicates whose matrix is
         unusable are NaN (attribute ``failed_replicates``).
     """
-    if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or replicates < 2 or not 0 < ci < 1:
-        raise BayesIRTError(f"replicates must be an integer >= 2 and ci a fraction in (0, 1); got {replicates!r}, "
-                            f"{ci!r}")
+    check_int(replicates, name="replicates", caller="bootstrap_factor_analysis", low=2)
+    check_probability(ci, name="ci", caller="bootstrap_factor_analysis")
     est = pd.DataFrame(ability)
     sd = pd.DataFrame(ability_sd) if correct else est * np.nan
     if [str(c) for c in est.columns] != list(target.variables):
-        raise BayesIRTError(f"abilities have benchmarks {list(map(str, est.columns))} but the target solution has "
-                            f"{list(target.variables)}; pass the abilities the target was computed from")
+        raise DataError(f"abilities have benchmarks {list(map(str, est.columns))} but the target solution has "
+                        f"{list(target.variables)}; pass the abilities the target was computed from")
     p, k = len(target.variables), check_n_factors(len(target.variables), target.n_factors)
     loadings, phi = np.full((replicates, p, k), np.nan), np.full((replicates, k, k), np.nan)
     rho, congruence = np.full((replicates, p), np.nan), np.full((replicates, k), np.nan)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError
 from bayesirt.utils.options import declare, option
 from bayesirt.utils.progress import progress_bar
 
@@ -157,14 +157,15 @@ def _distributed(function, tasks, workers, scheduler, progress, description, on_
     try:
         from distributed import Client
     except ImportError:  # pragma: no cover (a declared dependency)
-        raise BayesIRTError("parallel runs need the 'distributed' package; reinstall bayesirt (pip install -e .)") from None
+        raise ConfigError("parallel_map: parallel runs need the 'distributed' package; reinstall bayesirt "
+                          "(pip install -e .)") from None
 
     with shared_cluster(min(workers, len(tasks)) if scheduler is None else workers, scheduler) as (_, address):
         try:
             client = Client(address, timeout=CONNECT_TIMEOUT)
         except OSError as err:
-            raise BayesIRTError(f"cannot reach the Dask scheduler at {address} ({err}); check the address or "
-                                "omit it to run locally") from None
+            raise ConfigError(f"parallel_map: cannot reach the Dask scheduler at {address} ({err}); check the "
+                              "address or omit it to run locally") from None
         return _gather(client, function, tasks, progress, description, on_result)
 
 

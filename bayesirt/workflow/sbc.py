@@ -41,10 +41,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayesirt.errors import BayesIRTError, ConfigError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.models.specs import IRTSpec, load_spec
 from bayesirt.utils.options import declare, option
-from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.utils.parallel import WORKERS, parallel_map, spawn_seeds
+from bayesirt.utils.validation import parameter_error
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -76,8 +77,8 @@ def rank_statistics(truth, draws) -> np.ndarray:
     """
     truth, draws = np.asarray(truth), np.asarray(draws)
     if draws.shape[1:] != truth.shape:
-        raise BayesIRTError(f"draws have element shape {draws.shape[1:]} but truth has shape {truth.shape}; "
-                            "pass draws with the draw axis first")
+        raise DataError(f"draws have element shape {draws.shape[1:]} but truth has shape {truth.shape}; "
+                        "pass draws with the draw axis first")
     return (draws < truth[None, ...]).sum(axis=0).astype(np.int64)
 
 
@@ -109,9 +110,10 @@ def uniformity_test(ranks, n_draws: int, bins: int = DEFAULT_BINS) -> dict:
     if r.ndim == 1:
         r = r[:, None]
     if bins < 2 or bins > n_draws + 1:
-        raise BayesIRTError(f"bins must be between 2 and L + 1 = {n_draws + 1}; got {bins}: lower bins or keep more draws")
+        raise parameter_error("bins", "uniformity_test", f"an integer in [2, {n_draws + 1}] (L + 1: keep more draws "
+                              "for more bins)", bins)
     if r.size and (r.min() < 0 or r.max() > n_draws):
-        raise BayesIRTError(f"ranks must lie in 0..{n_draws}; got {r.min()}..{r.max()}")
+        raise DataError(f"ranks must lie in 0..{n_draws}; got {r.min()}..{r.max()}")
     n_rep, m = r.shape
     values_bin = np.arange(n_draws + 1) * bins // (n_draws + 1)
     p0 = np.bincount(values_bin, minlength=bins) / (n_draws + 1)
@@ -291,7 +293,7 @@ def simulation_based_calibration(
     thin: int | None = option(None, "keep every THIN-th draw per chain [10 for nuts, 1 for advi]", type=int, low=1),
     bins: int = option(DEFAULT_BINS, "rank histogram bins of the uniformity tests", low=2),
     seed: int = option(0, "random seed; same seed, same ranks whatever the workers", low=0),
-    workers: int | None = option(None, "worker processes (1: in this process) [one per core]", type=int, low=1),
+    workers: int | None = WORKERS,
     scheduler: str | None = option(None, "address of an existing Dask scheduler (instead of local workers)", type=str,
                                    toml="a running scheduler's address belongs to one session, not to a file"),
     advi_iterations: int = option(50_000, "ADVI iteration cap", low=1),
@@ -367,7 +369,8 @@ def simulation_based_calibration(
                            description="SBC replicates")
     wall = time.perf_counter() - t0
     if any(res["draws_L"] != n_draws for res in results):
-        raise BayesIRTError("a fit returned a different number of draws than asked; check fit_function")
+        raise ConfigError("simulation_based_calibration: a fit returned a different number of draws than asked; "
+                          "check fit_function")
 
     n_models, n_items = design
     element_dim = {"theta": "model"}

@@ -50,8 +50,9 @@ from bayesirt.audit.engine.ranking import prepared_scores, pooled_rate, reversal
 from bayesirt.audit.engine.resampling import CONTROL_BLOCK, check_integer, pack_folds, control_blocks, randomization_summary
 from bayesirt.audit.engine.result import AuditResult, check_audit
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.utils.parallel import parallel_map, spawn_seeds
+from bayesirt.utils.validation import parameter_error
 
 __all__ = ["profile_matching", "capability_profiles", "profile_pairs", "random_pairs", "paired_mixture_weights",
            "PROFILE_CALIPERS", "RANDOM"]
@@ -222,21 +223,20 @@ def paired_mixture_weights(weights, partner, replicates: int, seed: int, *,
 def _check_caliper(tau) -> None:
     if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float, np.integer, np.floating))
                             or not 0 < tau < np.inf):
-        raise BayesIRTError(f"A caliper must be a positive number (logits) or None (unconstrained). Got {tau!r} "
-                            "instead.")
+        raise parameter_error("caliper", "profile_pairs (each of the calipers of profile_matching)",
+                              "a positive number (logits) or None (unconstrained)", tau)
 
 
 def _scenarios(calipers) -> tuple[list[str], np.ndarray]:
     if not isinstance(calipers, (list, tuple)) or not calipers:
-        raise BayesIRTError("The 'calipers' parameter of profile_matching must be a non-empty list or tuple of "
-                            f"positive numbers or None (unconstrained). Got {calipers!r} instead.")
+        raise parameter_error("calipers", "profile_matching", "a non-empty list of positive numbers or None "
+                              "(unconstrained)", calipers)
     for tau in calipers:
         _check_caliper(tau)
     labels = ["unconstrained" if tau is None else f"caliper {np.format_float_positional(float(tau), trim='0')}"
               for tau in calipers]
     if len(set(labels)) < len(labels):
-        raise BayesIRTError(f"The 'calipers' parameter of profile_matching repeats a scenario ({labels}); list each "
-                            "caliper once.")
+        raise ConfigError(f"profile_matching: calipers repeat a scenario ({labels}); list each caliper once")
     return [*labels, RANDOM], np.array([np.nan if tau is None else tau for tau in calipers] + [np.nan])
 
 
