@@ -10,31 +10,45 @@ learn the machine, cached after the first call in a process."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import multiprocessing.pool
 import multiprocessing.process
 import subprocess
 import sys
 
-import distributed
-import nutpie
-import pymc
-import pymc.sampling.mcmc
-import pymc.variational.inference
 import pytest
 
-#: (object, attribute, what it starts): the entry points an unmarked test may not reach.
-GUARDED = (
-    (nutpie, "sample", "a NUTS sampler (nutpie.sample)"),
-    (pymc, "sample", "a sampler (pymc.sample)"),
-    (pymc.sampling.mcmc, "sample", "a sampler (pymc.sample)"),
-    (pymc.variational.inference.Inference, "fit", "an ADVI fit (pymc Inference.fit)"),
-    (subprocess.Popen, "__init__", "a subprocess (subprocess.Popen)"),
-    (concurrent.futures.ProcessPoolExecutor, "__init__", "a process pool (ProcessPoolExecutor)"),
-    (multiprocessing.pool.Pool, "__init__", "a process pool (multiprocessing.Pool)"),
-    (multiprocessing.process.BaseProcess, "start", "a process (multiprocessing.Process.start)"),
-    (distributed.LocalCluster, "__init__", "a Dask cluster (distributed.LocalCluster)"),
-    (distributed.Client, "__init__", "a Dask client (distributed.Client)"),
-)
+
+@functools.cache
+def _guarded() -> tuple:
+    """(object, attribute, what it starts): the entry points an unmarked test may not reach (``GUARDED``)."""
+    # imported on first use, not with this file: the xdist controller, which loads this conftest but runs no
+    # test, would otherwise import nutpie, PyMC and distributed (about 3 CPU-s) before it starts the workers
+    import distributed
+    import nutpie
+    import pymc
+    import pymc.sampling.mcmc
+    import pymc.variational.inference
+
+    return (
+        (nutpie, "sample", "a NUTS sampler (nutpie.sample)"),
+        (pymc, "sample", "a sampler (pymc.sample)"),
+        (pymc.sampling.mcmc, "sample", "a sampler (pymc.sample)"),
+        (pymc.variational.inference.Inference, "fit", "an ADVI fit (pymc Inference.fit)"),
+        (subprocess.Popen, "__init__", "a subprocess (subprocess.Popen)"),
+        (concurrent.futures.ProcessPoolExecutor, "__init__", "a process pool (ProcessPoolExecutor)"),
+        (multiprocessing.pool.Pool, "__init__", "a process pool (multiprocessing.Pool)"),
+        (multiprocessing.process.BaseProcess, "start", "a process (multiprocessing.Process.start)"),
+        (distributed.LocalCluster, "__init__", "a Dask cluster (distributed.LocalCluster)"),
+        (distributed.Client, "__init__", "a Dask client (distributed.Client)"),
+    )
+
+
+def __getattr__(name: str):
+    if name == "GUARDED":
+        return _guarded()
+    raise AttributeError(name)
+
 #: Modules whose subprocesses are compilers or library look-ups, not work a test starts.
 COMPILERS = ("pytensor.link.c", "pytensor.compile", "numba", "ctypes.util", "llvmlite", "platform")
 HINT = ("{nodeid} is not marked slow but starts {what}. Mark it `@pytest.mark.slow` (or the module: "
@@ -74,7 +88,7 @@ def pytest_runtest_setup(item):
     if is_fast(item):
         patch = pytest.MonkeyPatch()
         item.stash[_SEEN] = seen = []
-        for owner, name, what in GUARDED:
+        for owner, name, what in _guarded():
             patch.setattr(owner, name, _stub(getattr(owner, name), what, item.nodeid, seen))
         item.stash[_PATCH] = patch
     return (yield)

@@ -389,13 +389,8 @@ def test_the_hand_check_finder_finds_one():
 
 
 #: Modules that still raise the base class, each with the branch that converts it; remove a line when
-#: that branch is merged (the lead's merge of the squarem branch declares fit_mml and converts these).
-BASE_CLASS_RAISES_ALLOWED = {
-    "bayesirt.frequentist.mml": "owned by the squarem branch",
-    "bayesirt.frequentist.mml_mirt": "owned by the squarem branch",
-    "bayesirt.frequentist.mml_mirt_select": "owned by the squarem branch",
-    "bayesirt.frequentist.mml_mirt_start": "owned by the squarem branch",
-}
+#: that branch is merged (none left: the squarem branch converted bayesirt.frequentist).
+BASE_CLASS_RAISES_ALLOWED: dict[str, str] = {}
 
 
 def _base_class_raises(source: str) -> list[int]:

@@ -18,7 +18,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy import stats
 
 from bayesirt.data import MISSING, load_dataset, make_responses, simulate_pl
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import BayesIRTError, ConfigError, DataError
 from bayesirt.frequentist import MMLResult, fit_mml
 from bayesirt.models.specs import Prior, load_spec
 
@@ -313,19 +313,23 @@ def test_recovery_with_asymptotes(kind, n_models, mu_a, sd_b, tol):
 
 
 def test_bad_input(lsat6):
-    with pytest.raises(BayesIRTError, match="quadrature"):
+    with pytest.raises(ConfigError, match=r"^The 'quadrature' parameter of fit_mml must be an integer in \[5, 201\]; "
+                                          r"got 4\.$"):
         fit_mml(lsat6, "2pl", quadrature=4)
-    with pytest.raises(BayesIRTError, match="theta_method"):
+    with pytest.raises(ConfigError, match=r"^The 'theta_method' parameter of fit_mml must be one of \{'eap', 'map'\}"):
         fit_mml(lsat6, "2pl", theta_method="wle")
+    for bad in ({"max_iter": 0}, {"tol": -1}, {"tol": 0.0}, {"ll_tol": -1e-3}, {"threads": 0}, {"priors": "yes"}):
+        with pytest.raises(ConfigError, match=rf"^The '{next(iter(bad))}' parameter of fit_mml must be"):
+            fit_mml(lsat6, "2pl", **bad)
     with pytest.raises(BayesIRTError, match="unknown model spec"):
         fit_mml(lsat6, "grm")
-    with pytest.raises(BayesIRTError, match="spec must be"):
+    with pytest.raises(ConfigError, match="'spec' parameter of fit_mml must be a spec name"):
         fit_mml(lsat6, 3)
     odd = load_spec("2pl")
     odd = dataclasses.replace(odd, priors={**odd.priors, "theta": Prior("lognormal", {"mu": 0.0, "sigma": 1.0})})
-    with pytest.raises(BayesIRTError, match="normal theta"):
+    with pytest.raises(ConfigError, match="normal theta"):
         fit_mml(lsat6, odd)
-    with pytest.raises(BayesIRTError, match="response Dataset"):
+    with pytest.raises(DataError, match="response Dataset"):
         fit_mml(lsat6["responses"], "2pl")
 
 
@@ -358,7 +362,7 @@ def test_warm_start(lsat6):
     # the starting curves are the 2PL's to within 1%: ~1,200 wrong answers each lose log(0.99)
     assert abs(warm.loglik_trace[0] - two.loglik) < 15
     assert warm.objective >= warm.objective_trace[0]
-    with pytest.raises(BayesIRTError, match="same items"):
+    with pytest.raises(ConfigError, match="same items"):
         fit_mml(lsat6.isel(item=slice(0, 4)), "3pl", start=two)
 
 
@@ -372,3 +376,28 @@ def test_eap_of_a_long_test_is_integrated_on_a_dense_grid():
     abilities = fit_mml(ds, "2pl", priors=True, se=False).abilities
     np.testing.assert_allclose(abilities["eap_sd"], abilities["map_se"], rtol=0.1)
     np.testing.assert_allclose(abilities["eap"], abilities["map"], atol=0.05)
+
+
+@pytest.mark.parametrize(("spec", "priors", "n_items"), [("2pl", True, 300), ("2pl", False, 300), ("3pl", True, 40),
+                                                         ("rasch", False, 40)])
+def test_squarem_reaches_the_fixed_point_of_plain_em(spec, priors, n_items):
+    """SQUAREM (the default) and plain EM stop at the same optimum (at tight tolerances), SQUAREM in
+    fewer EM steps; where the grid is refined (after the plain pilot steps), SQUAREM runs on the
+    refined grid only (the same grid in both fits)."""
+    ds, _ = simulate_pl("3pl" if spec == "3pl" else "2pl", n_items=n_items, n_models=400, seed=5)
+    tight = {"tol": 1e-8, "ll_tol": 1e-14, "se": False, "priors": priors, "max_iter": 3000}
+    fast = fit_mml(ds, spec, **tight)
+    plain = fit_mml(ds, spec, accelerate=False, **tight)
+    assert fast.converged and plain.converged
+    assert fast.attrs["accelerate"] == "SQUAREM" and plain.attrs["accelerate"] == "none"
+    assert fast.attrs["grid"] == plain.attrs["grid"]
+    refined = "refined after EM iteration 5" in fast.attrs["grid"]
+    assert refined or n_items < 300
+    assert fast.objective == pytest.approx(plain.objective, abs=1e-6)
+    for name in ("discrimination", "intercept", "guessing"):
+        np.testing.assert_allclose(fast.items[name], plain.items[name], atol=1e-4)
+    assert fast.iterations < plain.iterations
+    trace = fast.objective_trace
+    assert trace.size == fast.iterations + 1
+    switched = 5 if refined else 0  # the trace holds the objective on both grids
+    assert (np.diff(trace[switched:]) >= -1e-9 * np.abs(trace[switched + 1:])).all()

@@ -15,7 +15,7 @@ from scipy.special import log_expit, logsumexp
 
 from bayesirt.cli.main import main
 from bayesirt.data import MISSING, load, load_dataset, make_responses, save_responses
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import ConfigError, DataError
 from bayesirt.frequentist import (fit_mml, fit_mml_mirt, heldout_mirt, loadings_by_benchmark, mirt_grid,
                                   mirt_model_loglik, rotated_loadings)
 from bayesirt.frequentist.mml_mirt_select import fold_assignment
@@ -186,15 +186,15 @@ def test_heldout_likelihood_selects_the_true_dimension(two_dim, two_dim_fit):
 # --------------------------------------------------------------------------------- (e) bad input
 @pytest.mark.parametrize("n_dims", [0, 5, -1, 2.0, True])
 def test_bad_dimension(two_dim, n_dims):
-    with pytest.raises(BayesIRTError, match="n_dims must be an integer from 1 to 4"):
+    with pytest.raises(ConfigError, match=r"^The 'n_dims' parameter of fit_mml_mirt must be an integer in \[1, 4\]"):
         fit_mml_mirt(two_dim[0], n_dims)
 
 
 def test_more_dimensions_than_items():
     ds = make_responses(np.array([[0, 1, 1, 0], [1, 1, 0, 0], [1, 0, 1, 1]]))
-    with pytest.raises(BayesIRTError, match="needs more items than dimensions; the data have 3 item"):
+    with pytest.raises(ConfigError, match="needs more items than dimensions; the data have 3 item"):
         fit_mml_mirt(ds, 3)
-    with pytest.raises(BayesIRTError, match="each smaller than the number of items"):
+    with pytest.raises(ConfigError, match="each smaller than the number of items"):
         heldout_mirt(ds, dims=(1, 3))
 
 
@@ -213,21 +213,21 @@ def test_missing_data_errors(two_dim):
 
 def test_other_bad_options(two_dim, two_dim_fit):
     ds = two_dim[0]
-    with pytest.raises(BayesIRTError, match="folds must be an integer between 2"):
+    with pytest.raises(ConfigError, match="folds must be an integer between 2"):
         heldout_mirt(ds, dims=(1,), folds=1)
-    with pytest.raises(BayesIRTError, match="dims must be a sequence of integers"):
+    with pytest.raises(ConfigError, match="dims must be a sequence of integers"):
         heldout_mirt(ds, dims="two")
-    with pytest.raises(BayesIRTError, match="anchors must name 1 distinct item id"):
+    with pytest.raises(ConfigError, match="anchors must name 1 distinct item id"):
         fit_mml_mirt(ds, 2, anchors=["nope"])
-    with pytest.raises(BayesIRTError, match="loading_prior must be a positive SD"):
+    with pytest.raises(ConfigError, match=r"^The 'loading_prior' parameter of fit_mml_mirt must be a positive number"):
         fit_mml_mirt(ds, 2, loading_prior=0)
-    with pytest.raises(BayesIRTError, match="quadrature must be an integer"):
+    with pytest.raises(ConfigError, match=r"^The 'quadrature' parameter of fit_mml_mirt must be an integer in \[3, 201\]"):
         fit_mml_mirt(ds, 2, quadrature=1)
-    with pytest.raises(BayesIRTError, match="prune must be a number in"):
+    with pytest.raises(ConfigError, match=r"^The 'prune' parameter of fit_mml_mirt must be a number in \[0, 1\)"):
         fit_mml_mirt(ds, 2, prune=1.5)
-    with pytest.raises(BayesIRTError, match="item_group must give one label per item"):
+    with pytest.raises(DataError, match="item_group must give one label per item"):
         loadings_by_benchmark(two_dim_fit, ["a", "b"])
-    with pytest.raises(BayesIRTError, match="'rotation' parameter of rotated_loadings must be one of"):
+    with pytest.raises(ConfigError, match="^The 'rotation' parameter of rotated_loadings must be one of"):
         rotated_loadings(two_dim_fit, "promax")
     with pytest.raises(DataError, match="the fitted items in the fitted order"):
         mirt_model_loglik(two_dim_fit, ds.isel(item=slice(0, 5)))

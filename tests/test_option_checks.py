@@ -173,3 +173,29 @@ def test_the_issues_examples_are_config_errors_in_the_one_form(module, function,
     with pytest.raises(bayesirt.ConfigError, match=_message(name, function)) as err:
         func(*[Untouchable()] * positional, **{name: value})
     assert type(err.value) is bayesirt.ConfigError
+
+
+def _mml_cases():
+    from bayesirt.frequentist import fit_mml, fit_mml_mirt
+
+    for func in (fit_mml, fit_mml_mirt):
+        for name, opt in options_of(func).items():
+            if opt.value_type is not bool:
+                for value in outside(opt):
+                    yield pytest.param(func, name, value, id=f"{func.__name__}-{name}-{value!r}")
+
+
+@pytest.mark.parametrize("func, name, value", list(_mml_cases()))
+def test_the_mml_fits_refuse_a_value_outside_before_touching_the_data(func, name, value):
+    positional = (Untouchable(), 2) if func.__name__ == "fit_mml_mirt" else (Untouchable(),)
+    with pytest.raises(bayesirt.ConfigError, match=_message(name, func.__name__)):
+        func(*positional, **{name: value})
+
+
+def test_fit_mml_refuses_bad_iteration_grid_tolerance_and_ability_settings():
+    from bayesirt.frequentist import fit_mml
+
+    assert len(list(_mml_cases())) >= 15
+    for bad in ({"max_iter": 0}, {"quadrature": 1}, {"tol": -1}, {"theta_method": "x"}):
+        with pytest.raises(bayesirt.ConfigError, match=_message(next(iter(bad)), "fit_mml")):
+            fit_mml(Untouchable(), **bad)

@@ -9,9 +9,10 @@ tests: :mod:`bayesirt.frequentist.mml_grid`; ``attrs["grid"]`` says which ran).
 - E-step: the log-likelihood of each model at each node is ``(models x items) @ (items x
   nodes)`` matrix products; missing cells contribute nothing, to it or to the expected counts.
 - M-step: Fisher scoring on each item's expected complete-data log-likelihood (plus active log
-  priors), batched over items with stacked 1x1..4x4 solves and per-item step halving; a common
-  slope (1PL) is updated jointly with the item parameters through a Schur complement.
+  priors), batched over items (:mod:`.mml_mstep`).
 - Variables: ``a`` (``log a`` when a prior on ``a`` is active), ``d``, ``logit c``, ``logit s``.
+- Acceleration: SQUAREM cycles after the first EM steps (:mod:`.squarem`), extrapolating in the
+  M-step's unconstrained variables, never across a change of grid.
 - ``priors=False`` is ML except that 3PL/4PL asymptotes always carry the spec's Beta priors
   (as in SAFE App. E), making those fits MAP; ``priors=True`` adds every item prior (MAP-EM), the
   discrimination prior as the density of log a (``mml_model.LOG_SLOPE``).
@@ -32,13 +33,18 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import expit, logit
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError, warn
+from bayesirt.errors import ConfigError, DataError, warn
+from bayesirt.utils.options import declare, option
+from bayesirt.utils.validation import parameter_error
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.specs import LOGISTIC_KINDS, IRTSpec, load_spec
 from bayesirt.frequentist.abilities import EAP_POINTS, eap_abilities, map_abilities
+from bayesirt.frequentist.settings import ACCELERATE, MAX_ITER, THETA_METHODS, THREADS
+from bayesirt.frequentist.mml_mstep import m_step
 from bayesirt.frequentist.mml_grid import COARSE, grid_coarseness, posterior_sds, refined_grid
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
-                                            expected_counts, log_priors, log_probabilities, probability_gradient)
+                                            expected_counts, log_priors)
+from bayesirt.frequentist.squarem import EMPoint, em_updates
 from bayesirt.frequentist.standard_errors import observed_covariance
 
 __all__ = ["MMLResult", "fit_mml", "quadrature_grid"]
@@ -65,7 +71,8 @@ class MMLResult:
     n_parameters, iterations : int
     converged : bool
     loglik_trace, objective_trace : numpy.ndarray
-        Per EM iteration, starting with the initial values.
+        The initial values, then after every EM step those of the iterate (a refused SQUAREM
+        extrapolation leaves it where it was).
     covariance : xarray.DataArray or None
         Inverse observed information of the free parameters (dims ``parameter``, ``parameter_``).
     spec : IRTSpec
@@ -109,88 +116,11 @@ def _log_prior(lay: ParameterLayout, par: ItemParameters) -> float:
     return float(pv.sum() + shared[0])
 
 
-def _jac(lay: ParameterLayout, par: ItemParameters) -> np.ndarray:
-    """d(natural)/d(optimization variable) per slot, shape (n, 4)."""
-    return np.stack([par.a if lay.loga else np.ones_like(par.a), np.ones_like(par.d),
-                     par.c * (1 - par.c), par.s * (1 - par.s)], axis=1)
-
-
-def _qvalue(lay, par, r, n0, nodes):
-    """Per-item expected complete-data log-likelihood + item priors, and the shared prior."""
-    lp, lq = log_probabilities(par, nodes)
-    pv, *_, shared = log_priors(lay, par)
-    with np.errstate(invalid="ignore"):
-        v = (r * lp).sum(1) + (n0 * lq).sum(1) + pv
-    ok = (par.c + par.s < 1) & np.isfinite(v)
-    return np.where(ok, v, -np.inf), shared[0]
-
-
-def _apply(lay: ParameterLayout, par: ItemParameters, step: np.ndarray, step_a: float, t) -> ItemParameters:
-    """Move along ``t * step`` in optimization variables."""
-    ua = t * (step[:, 0] if lay.structure == "item" else step_a)
-    a = par.a * np.exp(ua) if lay.loga else par.a + ua
-    c = expit(logit(par.c) + t * step[:, 2]) if lay.guessing else par.c
-    s = expit(logit(par.s) + t * step[:, 3]) if lay.slip else par.s
-    return ItemParameters(np.broadcast_to(a, par.d.shape).copy(), par.d + t * step[:, 1], c, s)
-
-
-def _score(e: np.ndarray, dp: np.ndarray) -> np.ndarray:
-    """sum_k e_ik dP_ikp as a batched product, shape (items, 4)."""
-    return (e[:, None, :] @ dp)[:, 0, :]
-
-
-def _mstep(lay: ParameterLayout, par: ItemParameters, r, n0, nodes, max_newton: int = 10) -> ItemParameters:
-    """Maximize the expected complete-data log posterior by batched Fisher scoring."""
-    idx, common = lay.slots, lay.structure == "common"
-    val, sval = _qvalue(lay, par, r, n0, nodes)
-    first = None
-    for _ in range(max_newton):
-        p, q, dp = probability_gradient(par, nodes)
-        _, pg, pc, shared = log_priors(lay, par)
-        jac = _jac(lay, par)
-        g = (_score(r / p - n0 / q, dp) + pg) * jac
-        f = np.swapaxes(dp * ((r + n0) / (p * q))[:, :, None], 1, 2) @ dp * jac[:, :, None] * jac[:, None, :] + pc
-        fb = f[:, idx][:, :, idx] + 1e-10 * np.eye(len(idx))
-        solve = lambda rhs: np.linalg.solve(fb, rhs[..., None])[..., 0]  # noqa: E731
-        step, step_a = np.zeros_like(g), 0.0
-        if common:
-            ja = jac[0, 0]
-            bc, bg = solve(f[:, idx, 0]), solve(g[:, idx])
-            schur = f[:, 0, 0].sum() + shared[2] - np.einsum("ip,ip->", f[:, idx, 0], bc)
-            step_a = (g[:, 0].sum() + shared[1] * ja - np.einsum("ip,ip->", f[:, idx, 0], bg)) / max(schur, 1e-12)
-            step[:, idx] = bg - bc * step_a
-        else:
-            step[:, idx] = solve(g[:, idx])
-        big = np.maximum(np.abs(step).max(1), abs(step_a)) / 5.0  # cap moves at 5 units per step
-        big = np.full_like(big, big.max()) if common else big
-        step, step_a = step / np.maximum(big, 1)[:, None], step_a / max(big.max(), 1)
-        t = np.ones(par.d.size)
-        for _ in range(30):
-            new = _apply(lay, par, step, step_a, t if not common else t[0])
-            nval, nsval = _qvalue(lay, new, r, n0, nodes)
-            slack = 1e-13 * (1 + np.abs(val))
-            bad = ~(nval >= val - slack) if not common else \
-                np.full(t.size, not nval.sum() + nsval >= val.sum() + sval - slack.sum())
-            if not bad.any():
-                break
-            t = np.where(bad, t / 2, t)
-        else:
-            t = np.where(bad, 0.0, t)
-            new = _apply(lay, par, step, step_a, t if not common else t[0])
-            nval, nsval = _qvalue(lay, new, r, n0, nodes)
-        moved = max(np.abs(t[:, None] * step).max(), abs(t[0] * step_a))
-        first = moved if first is None else first
-        par, val, sval = new, nval, nsval
-        if moved < max(1e-9, 0.1 * first):  # a partial M-step (generalized EM): same fixed point, 2x faster
-            break
-    return par
-
-
 def _layout(spec: IRTSpec, priors: bool) -> ParameterLayout:
     active = {k: v for k, v in spec.priors.items() if k != "theta" and (priors or k in ("guessing", "slip"))}
     learned = [k for k, v in active.items() if v.hierarchical]
     if learned:
-        raise BayesIRTError(f"spec {spec.name!r}: MAP-EM (priors=True) needs fixed item priors, and the "
+        raise ConfigError(f"fit_mml: spec {spec.name!r}: MAP-EM (priors=True) needs fixed item priors, and the "
                             f"{' and '.join(learned)} prior learns its location or scale (a hierarchical prior); "
                             "use priors=False (ML), a spec with fixed priors such as '2pl', or fit(...) for the "
                             "full posterior")
@@ -219,7 +149,7 @@ def _start(lay: ParameterLayout, spec: IRTSpec, data: ResponsePatterns, mu: floa
 def _warm_start(lay: ParameterLayout, spec: IRTSpec, start: MMLResult, da: xr.DataArray) -> ItemParameters:
     """Starting values from another fit of the same items (see ``fit_mml(start=...)``)."""
     if not isinstance(start, MMLResult) or not np.array_equal(start.items["item"].values, da["item"].values):
-        raise BayesIRTError("start must be an MMLResult fitted to the same items, in the same order")
+        raise ConfigError("fit_mml: start must be an MMLResult fitted to the same items, in the same order")
     values = {k: start.items[k].values for k in ("discrimination", "intercept", "guessing", "slip")}
     n = values["intercept"].size
     a = np.full(n, spec.discrimination_value) if lay.structure == "fixed" else values["discrimination"]
@@ -234,12 +164,14 @@ def _resolve_spec(spec: Any) -> IRTSpec:
     if isinstance(spec, (str, Path)):
         spec = load_spec(spec)
     if not isinstance(spec, IRTSpec):
-        raise BayesIRTError(f"spec must be a spec name, a .toml path or an IRTSpec; got {type(spec).__name__}")
+        raise parameter_error("spec", "fit_mml", "a spec name, a .toml path or an IRTSpec", spec)
     if spec.kind not in LOGISTIC_KINDS:
-        raise BayesIRTError(f"fit_mml supports unidimensional logistic 1PL-4PL specs; {spec.name!r} is {spec.kind!r}")
+        raise ConfigError(f"fit_mml: spec {spec.name!r} is {spec.kind!r}; fit_mml fits unidimensional logistic "
+                          "1PL-4PL specs (fit_mml_mirt: the multidimensional 2PL)")
     theta = spec.priors.get("theta")
     if theta is None or theta.distribution != "normal":
-        raise BayesIRTError(f"spec {spec.name!r}: MML needs a normal theta (population) distribution")
+        raise ConfigError(f"fit_mml: spec {spec.name!r}: MML needs a normal theta (population) distribution; "
+                          "give the spec a normal theta prior")
     return spec
 
 
@@ -257,38 +189,77 @@ def _occupied(data: ResponsePatterns, post: np.ndarray):
 _PILOT = 5
 
 
+def _coordinates(lay: ParameterLayout, par: ItemParameters) -> np.ndarray:
+    """The M-step's variables (a, or log a under a slope prior; d; logit c; logit s), shape (4, items):
+    unconstrained, so SQUAREM extrapolates in them."""
+    return np.stack([np.log(par.a) if lay.loga else par.a, par.d, logit(par.c) if lay.guessing else par.c,
+                     logit(par.s) if lay.slip else par.s])
+
+
+def _parameters(lay: ParameterLayout, x: np.ndarray) -> ItemParameters:
+    """Inverse of :func:`_coordinates`."""
+    a, d, c, s = x
+    return ItemParameters(np.exp(a) if lay.loga else a.copy(), d.copy(), expit(c) if lay.guessing else c.copy(),
+                          expit(s) if lay.slip else s.copy())
+
+
 def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_iter: int, tol: float, ll_tol: float,
-        mu: float, sd: float):
-    """EM iterations from ``par``; traces start with the initial values. After :data:`_PILOT`
-    iterations (or at convergence, if sooner) the grid is checked once and, where the posteriors are
-    narrower than its spacing, replaced by a finer one (:func:`~bayesirt.frequentist.mml_grid.refined_grid`;
-    the traces then hold the objective on both grids). Returns the final ``data`` too, and the
-    iteration at which the grid changed (0: never)."""
-    ll, post = e_step(data, par)
-    lls, objs, switched, checked = [ll], [ll + _log_prior(lay, par)], 0, False
-    for it in range(1, max_iter + 1):
-        new = _mstep(lay, par, *_occupied(data, post))
-        change = float(np.abs(np.stack(new) - np.stack(par)).max())
-        par = new
-        ll, post = e_step(data, par)
-        lls.append(ll)
-        objs.append(ll + _log_prior(lay, par))
-        done = change < tol or abs(objs[-1] - objs[-2]) < ll_tol * abs(objs[-1])
-        if not checked and (done or it >= _PILOT):
-            checked, finer = True, refined_grid(data, par, post, mu, sd)
+        mu: float, sd: float, accelerate: bool):
+    """EM iterations from ``par``; traces start with the initial values and hold the objective of the
+    iterate after every EM step. The first :data:`_PILOT` iterations are plain EM steps; then (or at
+    convergence, if sooner) the grid is checked once and, where the posteriors are narrower than its
+    spacing, replaced by a finer one (:func:`~bayesirt.frequentist.mml_grid.refined_grid`; the traces
+    then hold the objective on both grids). From there, with ``accelerate``, SQUAREM cycles
+    (:mod:`~bayesirt.frequentist.squarem`) on the final grid: no extrapolation crosses the grid change.
+    Convergence is tested after every update (an EM step or a SQUAREM cycle). Returns the final
+    ``data`` too, and the iteration at which the grid changed (0: never)."""
+
+    def at_par(p: ItemParameters) -> EMPoint:
+        ll, post = e_step(data, p)
+        objective = ll + _log_prior(lay, p) if (p.c + p.s < 1).all() else -np.inf
+        return EMPoint(_coordinates(lay, p), objective, (p, ll, post))
+
+    def em_step(point: EMPoint) -> EMPoint:
+        p, _, post = point.state
+        return at_par(m_step(lay, p, *_occupied(data, post)))
+
+    point = at_par(par)
+    lls, objs, switched, it, done = [point.state[1]], [point.objective], 0, 0, False
+    pilot = min(_PILOT, max_iter)
+    for phase, (budget, squarem) in enumerate(((pilot, False), (max_iter - pilot, accelerate))):
+        for new, trail in em_updates(point, em_step, lambda x: at_par(_parameters(lay, x)), budget,
+                                     accelerate=squarem):
+            it += len(trail)
+            lls += [p.state[1] for p in trail]
+            objs += [p.objective for p in trail]
+            change = float(np.abs(np.stack(new.state[0]) - np.stack(point.state[0])).max())
+            done = change < tol or abs(new.objective - point.objective) < ll_tol * abs(new.objective)
+            point = new
+            if done:
+                break
+        if phase == 0 and (done or it >= _PILOT):
+            par, _, post = point.state
+            finer = refined_grid(data, par, post, mu, sd)
             if finer is not None:
                 data, switched, done = data._replace(nodes=finer[0], logw=np.log(finer[1])), it, False
-                ll, post = e_step(data, par)
-                lls[-1], objs[-1] = ll, ll + _log_prior(lay, par)
+                point = at_par(par)
+                lls[-1], objs[-1] = point.state[1], point.objective
         if done:
-            return data, par, post, lls, objs, it, True, switched
-    return data, par, post, lls, objs, max_iter, False, switched
+            break
+    par, _, post = point.state
+    return data, par, post, lls, objs, it, done, switched
 
 
-def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadrature: int = 61,
-            priors: bool = False, max_iter: int = 500, tol: float = 1e-6, ll_tol: float = 1e-10,
-            theta_method: str = "eap", se: bool = True, threads: int | None = 1,
-            start: MMLResult | None = None) -> MMLResult:
+@declare()
+def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *,
+            quadrature: int = option(61, "Gauss-Hermite nodes of the starting grid", low=5, high=201),
+            priors: bool = option(False, "add the spec's item priors (MAP-EM)"), max_iter: int = MAX_ITER,
+            tol: float = option(1e-6, "stop when no item parameter moves more in an update", low=0, open=True),
+            ll_tol: float = option(1e-10, "or when the objective changes less, relative", low=0),
+            theta_method: str = option("eap", "the ability estimate in theta", choices=THETA_METHODS),
+            se: bool = option(True, "observed-information standard errors"), threads: int | None = THREADS,
+            start: MMLResult | None = option(None, "warm start from a fit of the same items", type=object),
+            accelerate: bool = ACCELERATE) -> MMLResult:
     """Fit a 1PL-4PL logistic IRT model by marginal maximum likelihood (Bock-Aitkin EM).
 
     Parameters
@@ -305,10 +276,11 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
         False (default): ML, except that 3PL/4PL asymptotes always carry the spec's Beta priors
         (MAP, flagged in ``attrs["map_asymptotes"]``). True: all item priors (MAP-EM).
     max_iter : int
-        EM iteration cap; hitting it warns.
+        EM iteration cap (every EM step counts, those of a SQUAREM cycle too); hitting it warns.
     tol, ll_tol : float
-        Stop when the largest change of any natural parameter (a, d, c, s) is below ``tol``
-        or the relative change of the EM objective is below ``ll_tol``.
+        Stop when the largest change of any natural parameter (a, d, c, s) in an update (an EM
+        step, or a SQUAREM cycle) is below ``tol`` or the relative change of the EM objective is
+        below ``ll_tol``.
     theta_method : {"eap", "map"}
         Which ability estimate fills ``abilities["theta"]``; both are always computed.
     se : bool
@@ -324,6 +296,10 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
         Warm start from another fit of the same items (e.g. the 2PL when fitting a 3PL): its
         slopes, intercepts and any asymptotes this spec shares; asymptotes it lacks start at
         0.01, so the starting curves are the other fit's to within 1%.
+    accelerate : bool
+        SQUAREM (:mod:`~bayesirt.frequentist.squarem`) after the first 5 EM steps (default True):
+        the same fixed point in fewer EM steps (``benchmarks/results/map_em_recovery.md``); the
+        objective still never decreases. False runs plain EM.
 
     Returns
     -------
@@ -331,10 +307,10 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
 
     Raises
     ------
-    BayesIRTError
+    ConfigError
         Unknown or unsupported spec (not a unidimensional logistic 1PL-4PL with a normal theta),
-        ``quadrature`` outside [5, 201], a bad ``theta_method``; ``DataError`` for responses
-        that are not a response Dataset.
+        an option outside its declared range or choices (``quadrature`` outside [5, 201], a bad
+        ``theta_method``, ...); ``DataError`` for responses that are not a response Dataset.
 
     Warns
     -----
@@ -356,12 +332,6 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
     (-2466.65, 0.83)
     """
     spec = _resolve_spec(spec)
-    if isinstance(quadrature, bool) or not isinstance(quadrature, (int, np.integer)) or not 5 <= quadrature <= 201:
-        raise BayesIRTError(f"quadrature must be an integer number of nodes in [5, 201]; got {quadrature!r}")
-    if theta_method not in ("eap", "map"):
-        raise BayesIRTError(f"theta_method must be 'eap' or 'map'; got {theta_method!r}")
-    if max_iter < 1 or not tol > 0:
-        raise BayesIRTError("max_iter must be >= 1 and tol > 0")
     if not isinstance(responses, xr.Dataset) or "responses" not in responses:
         raise DataError("responses must be a response Dataset; build one with bayesirt.data.make_responses")
     da = responses["responses"].transpose("item", "model")
@@ -377,7 +347,8 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
                  bool((y != MISSING).all()))
     with blas_threads(threads):
         first = _start(lay, spec, data, mu, sd) if start is None else _warm_start(lay, spec, start, da)
-        data, par, post, lls, objs, it, converged, switched = _em(lay, data, first, max_iter, tol, ll_tol, mu, sd)
+        data, par, post, lls, objs, it, converged, switched = _em(lay, data, first, max_iter, tol, ll_tol, mu, sd,
+                                                                  accelerate)
         cov = observed_covariance(lay, data, par, post) if se else None
         coarse = grid_coarseness(data.nodes, *posterior_sds(data, par, post, sd), data.count)
         eap, eap_sd = eap_abilities(data, par, mu, sd, points=max(EAP_POINTS, 2 * data.nodes.size - 1))
@@ -417,6 +388,7 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *, quadra
                                                                           lay.priors.items()) or "none",
              "se_method": "inverse observed information (exact, Louis' identity); difficulty by the "
                           "delta method" if se else "not computed",
+             "accelerate": "SQUAREM" if accelerate else "none",
              "theta_method": theta_method, "population": f"Normal({mu:g}, {sd:g})",
              "dataset": str(responses.attrs.get("name", ""))}
     covda = None if cov is None else xr.DataArray(cov, dims=("parameter", "parameter_"),

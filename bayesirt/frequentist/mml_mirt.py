@@ -36,13 +36,16 @@ import xarray as xr
 from numpy.polynomial.hermite_e import hermegauss
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError, DataError, warn
+from bayesirt.errors import ConfigError, DataError, warn
 from bayesirt.frequentist.ladder import information_criteria
 from bayesirt.frequentist.mml_model import ResponsePatterns, expected_counts, node_posterior, pattern_log_likelihood
 from bayesirt.frequentist.mml_mirt_start import anchor_index, free_mask, start_values
-from bayesirt.frequentist.settings import PRUNE, SAFE_LOADING_PRIOR
+from bayesirt.frequentist.settings import ACCELERATE, MAX_ITER, PRUNE, SAFE_LOADING_PRIOR, THREADS
+from bayesirt.frequentist.squarem import EMPoint, em_updates
 from bayesirt.models.response import log_probabilities, probability
+from bayesirt.utils.options import declare, option
 from bayesirt.utils.parallel import blas_threads
+from bayesirt.utils.validation import check_int, check_number
 
 __all__ = ["SAFE_LOADING_PRIOR", "MAX_DIMS", "QUADRATURE", "PRUNE", "MIRTFit", "mirt_grid", "fit_mml_mirt",
            "mirt_model_loglik"]
@@ -82,7 +85,8 @@ class MIRTFit:
     converged : bool
     loglik_trace : numpy.ndarray
         The EM objective (``objective``'s kernel: loglik plus the prior's quadratic term), at the
-        start and after each update (an EM step, or the end of a SQUAREM cycle); non-decreasing.
+        start and after each EM step (a refused SQUAREM extrapolation leaves the iterate where it
+        was); non-decreasing.
     attrs : dict
         Settings: quadrature, nodes kept, dropped prior mass, anchors, loading prior, ...
     """
@@ -118,12 +122,11 @@ class MIRTFit:
 
 
 def _check_dims(n_dims, n_items: int) -> int:
-    if isinstance(n_dims, bool) or not isinstance(n_dims, (int, np.integer)) or not 1 <= n_dims <= MAX_DIMS:
-        raise BayesIRTError(f"n_dims must be an integer from 1 to {MAX_DIMS} (the product grid grows as q^D); "
-                            f"got {n_dims!r}")
+    n_dims = check_int(n_dims, name="n_dims", caller="fit_mml_mirt", low=1, high=MAX_DIMS)
     if n_dims >= n_items:
-        raise BayesIRTError(f"n_dims = {n_dims} needs more items than dimensions; the data have {n_items} item(s)")
-    return int(n_dims)
+        raise ConfigError(f"fit_mml_mirt: n_dims = {n_dims} needs more items than dimensions; the data have "
+                          f"{n_items} item(s); fit fewer dimensions")
+    return n_dims
 
 
 def mirt_grid(n_dims: int, quadrature: int | None = None, prune: float = PRUNE) -> tuple[np.ndarray, np.ndarray]:
@@ -144,13 +147,10 @@ def mirt_grid(n_dims: int, quadrature: int | None = None, prune: float = PRUNE) 
     weights : numpy.ndarray, shape (nodes,)
         Renormalized to sum to 1.
     """
-    if isinstance(n_dims, bool) or not isinstance(n_dims, (int, np.integer)) or not 1 <= n_dims <= MAX_DIMS:
-        raise BayesIRTError(f"n_dims must be an integer from 1 to {MAX_DIMS}; got {n_dims!r}")
-    q = QUADRATURE[int(n_dims)] if quadrature is None else quadrature
-    if isinstance(q, bool) or not isinstance(q, (int, np.integer)) or not 3 <= q <= 201:
-        raise BayesIRTError(f"quadrature must be an integer number of nodes per dimension in [3, 201]; got {q!r}")
-    if not (isinstance(prune, (int, float)) and 0 <= prune < 1):
-        raise BayesIRTError(f"prune must be a number in [0, 1) (0 keeps every node); got {prune!r}")
+    n_dims = check_int(n_dims, name="n_dims", caller="mirt_grid", low=1, high=MAX_DIMS)
+    q = QUADRATURE[n_dims] if quadrature is None else check_int(quadrature, name="quadrature", caller="mirt_grid",
+                                                                   low=3, high=201)
+    prune = check_number(prune, name="prune", caller="mirt_grid", low=0, high=1, high_open=True)
     x, w = hermegauss(int(q))
     w = w / w.sum()
     grids = np.meshgrid(*([x] * n_dims), indexing="ij")
@@ -253,54 +253,47 @@ def _mstep(beta, free, r, n0, design, precision, max_newton: int = 10) -> np.nda
 
 
 def _em(data, beta, free, design, precision, max_iter: int, tol: float, ll_tol: float, accelerate: bool):
-    """EM iterations from ``beta``; the objective trace starts with the initial values.
-
-    With ``accelerate``, each cycle is SQUAREM (Varadhan & Roland 2008, scheme S3): two EM
-    steps r = F(b) - b, v = F(F(b)) - 2 F(b) + b, the extrapolation b - 2 s r + s^2 v with
-    s = -|r| / |v| (at most -1), then one EM step from there, kept only when its objective is at
-    least that of the two plain steps (so the objective never decreases). Every EM step counts
-    as an iteration. Fixed (echelon) zeros stay zero: r and v vanish there."""
+    """EM iterations from ``beta``; the objective trace starts with the initial values and holds the
+    objective of the iterate after every EM step. With ``accelerate``, each update is a SQUAREM cycle
+    (:mod:`~bayesirt.frequentist.squarem`; slopes and intercepts are unconstrained, so it
+    extrapolates ``beta`` itself), else one EM step; convergence is tested after every update. Fixed
+    (echelon) zeros stay zero: the EM steps' differences vanish there."""
     prior = lambda b: -0.5 * float((precision * b**2).sum())  # noqa: E731 (kernel; constants added later)
 
-    def step(b, post):
-        new = _mstep(b, free, *expected_counts(data, post), design, precision)
-        ll_new, post_new = _e_step(data, new, design[0])
-        return new, ll_new, post_new, ll_new + prior(new)
+    def at(b: np.ndarray) -> EMPoint:
+        ll, post = _e_step(data, b, design[0])
+        return EMPoint(b, ll + prior(b), (ll, post))
 
-    ll, post = _e_step(data, beta, design[0])
-    objs = [ll + prior(beta)]
-    it, obj = 0, objs[0]
-    while it < max_iter:
-        b1, ll1, post1, obj1 = step(beta, post)
-        it += 1
-        objs.append(obj1)
-        new, ll_new, post_new, obj_new = b1, ll1, post1, obj1
-        if accelerate and it < max_iter:
-            b2, ll2, post2, obj2 = step(b1, post1)
-            it += 1
-            new, ll_new, post_new, obj_new = b2, ll2, post2, obj2
-            r, v = b1 - beta, b2 - 2 * b1 + beta
-            nv = float(np.sqrt((v**2).sum()))
-            s = min(-float(np.sqrt((r**2).sum())) / nv, -1.0) if nv > 0 else -1.0
-            if s < -1.0 and it < max_iter:
-                bx = beta - 2 * s * r + s**2 * v
-                _, post_x = _e_step(data, bx, design[0])
-                b3, ll3, post3, obj3 = step(bx, post_x)
-                it += 1
-                if obj3 >= obj2:
-                    new, ll_new, post_new, obj_new = b3, ll3, post3, obj3
-            objs.append(obj_new)
-        change = float(np.abs(new - beta).max())
-        beta, ll, post, previous, obj = new, ll_new, post_new, obj, obj_new
-        if change < tol or abs(obj - previous) < ll_tol * abs(obj):
-            return beta, ll, post, objs, it, True
-    return beta, ll, post, objs, it, False
+    def em_step(point: EMPoint) -> EMPoint:
+        return at(_mstep(point.x, free, *expected_counts(data, point.state[1]), design, precision))
+
+    point = at(beta)
+    objs, it, done = [point.objective], 0, False
+    for new, trail in em_updates(point, em_step, at, max_iter, accelerate=accelerate):
+        it += len(trail)
+        objs += [p.objective for p in trail]
+        change = float(np.abs(new.x - point.x).max())
+        done = change < tol or abs(new.objective - point.objective) < ll_tol * abs(new.objective)
+        point = new
+        if done:
+            break
+    return point.x, point.state[0], point.state[1], objs, it, done
 
 
-def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None = None, prune: float = PRUNE,
-                 max_iter: int = 500, tol: float = 1e-4, ll_tol: float = 1e-9, loading_prior: float | None = None,
-                 anchors: Sequence[str] | None = None, accelerate: bool = True, seed: int = 0,
-                 threads: int | None = 1) -> MIRTFit:
+@declare()
+def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *,
+                 quadrature: int | None = option(None, "Gauss-Hermite nodes per dimension [61, 31, 15, 9 for "
+                                                       "D = 1..4]", type=int, low=3, high=201),
+                 prune: float = option(PRUNE, "drop grid nodes whose prior weight is below this times the largest",
+                                       low=0, high=1, open="high"),
+                 max_iter: int = MAX_ITER,
+                 tol: float = option(1e-4, "stop when no parameter moves more in an update", low=0, open=True),
+                 ll_tol: float = option(1e-9, "or when the objective changes less, relative", low=0),
+                 loading_prior: float | None = option(None, "SD of a N(0, SD^2) prior on every free loading "
+                                                            "(MAP-EM) [none: ML]", type=float, low=0, open=True),
+                 anchors: Sequence[str] | None = option(None, "item ids of the echelon constraint", type=object),
+                 accelerate: bool = ACCELERATE, seed: int = option(0, "seed of the start values' jitter", low=0),
+                 threads: int | None = THREADS) -> MIRTFit:
     """Fit the exploratory D-dimensional 2PL by marginal maximum likelihood (Bock-Aitkin EM).
 
     Parameters
@@ -314,7 +307,7 @@ def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None =
     prune : float
         Pruning constant of :func:`mirt_grid` (default :data:`PRUNE` = 1e-6; 0 = full grid).
     max_iter : int
-        EM iteration cap (default 500); hitting it warns.
+        EM iteration cap (default 500; every EM step counts, those of a SQUAREM cycle too); hitting it warns.
     tol, ll_tol : float
         Stop when the largest parameter change in an update (an EM step or a SQUAREM cycle) is
         below ``tol`` (default 1e-4, R mirt's ``TOL``) or the relative change of the objective
@@ -326,8 +319,8 @@ def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None =
         The D - 1 item ids of the echelon constraint (anchor j loads only on dimensions
         1..j+1). Default: the first D - 1 items.
     accelerate : bool
-        SQUAREM extrapolation of the EM steps (default True; the objective still never
-        decreases). False runs plain EM.
+        SQUAREM extrapolation of the EM steps (:mod:`~bayesirt.frequentist.squarem`; default True;
+        the objective still never decreases). False runs plain EM.
     seed : int
         Seed of the small jitter added to the eigenvector start values (default 0).
     threads : int or None
@@ -339,9 +332,9 @@ def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None =
 
     Raises
     ------
-    BayesIRTError
-        ``n_dims`` not in 1..4 or not smaller than the number of items, bad grid, tolerance or
-        prior settings, bad anchors. ``DataError`` for responses that are not a response
+    ConfigError
+        ``n_dims`` not in 1..4 or not smaller than the number of items, an option outside its
+        declared range (grid, tolerances, prior), bad anchors. ``DataError`` for responses that are not a response
         Dataset, all missing, or with an item or model without any observed response.
 
     Warns
@@ -353,12 +346,6 @@ def fit_mml_mirt(responses: xr.Dataset, n_dims: int, *, quadrature: int | None =
     da, y = _response_matrix(responses)
     n_items, n_models = y.shape
     n_dims = _check_dims(n_dims, n_items)
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1 or not tol > 0 \
-            or not ll_tol >= 0:
-        raise BayesIRTError(f"max_iter must be an integer >= 1, tol > 0 and ll_tol >= 0; got {max_iter!r}, {tol!r}, "
-                            f"{ll_tol!r}")
-    if loading_prior is not None and not (isinstance(loading_prior, (int, float)) and loading_prior > 0):
-        raise BayesIRTError(f"loading_prior must be a positive SD or None (ML); got {loading_prior!r}")
     item_ids = da["item"].values
     anchor_idx = anchor_index(anchors, n_dims, item_ids)
     nodes, weights = mirt_grid(n_dims, quadrature, prune)

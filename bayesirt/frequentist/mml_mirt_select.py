@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesirt.errors import BayesIRTError, DataError
+from bayesirt.errors import ConfigError, DataError
+from bayesirt.utils.validation import check_choice
 from bayesirt.frequentist.mml_mirt import MAX_DIMS, PRUNE, MIRTFit, fit_mml_mirt, mirt_model_loglik
 from bayesirt.frequentist.mml_mirt_start import LOGISTIC_SCALE
 from bayesirt.models.rotation import ROTATIONS, rotate
@@ -36,7 +37,7 @@ __all__ = ["fit_dimensions", "dimensions_tree", "heldout_mirt", "rotated_loading
 def fold_assignment(n_models: int, folds: int, seed: int) -> np.ndarray:
     """Fold of each model: model ``order[j]`` goes to fold ``j % folds``, ``order`` a permutation from ``seed``."""
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or not 2 <= folds <= n_models:
-        raise BayesIRTError(f"folds must be an integer between 2 and the number of models ({n_models}); got {folds!r}")
+        raise ConfigError(f"folds must be an integer between 2 and the number of models ({n_models}); got {folds!r}")
     order = np.random.default_rng(seed).permutation(n_models)
     assignment = np.empty(n_models, dtype=int)
     assignment[order] = np.arange(n_models) % folds
@@ -44,16 +45,16 @@ def fold_assignment(n_models: int, folds: int, seed: int) -> np.ndarray:
 
 
 def check_dim_list(dims, n_items: int) -> list[int]:
-    """``dims`` as a sorted list of distinct integers in 1..4, each below ``n_items``; else BayesIRTError."""
+    """``dims`` as a sorted list of distinct integers in 1..4, each below ``n_items``; else ConfigError."""
     try:
         values = [int(d) for d in dims]
     except (TypeError, ValueError):
-        raise BayesIRTError(f"dims must be a sequence of integers from 1 to {MAX_DIMS}, e.g. (1, 2, 3, 4); "
-                            f"got {dims!r}") from None
+        raise ConfigError(f"dims must be a sequence of integers from 1 to {MAX_DIMS}, e.g. (1, 2, 3, 4); "
+                          f"got {dims!r}") from None
     bad = [d for d in values if not 1 <= d <= MAX_DIMS or d >= n_items]
     if not values or bad or len(set(values)) != len(values):
-        raise BayesIRTError(f"dims must be distinct integers from 1 to {MAX_DIMS}, each smaller than the number of "
-                            f"items ({n_items}); got {list(dims)!r}")
+        raise ConfigError(f"dims must be distinct integers from 1 to {MAX_DIMS}, each smaller than the number of "
+                          f"items ({n_items}); got {list(dims)!r}")
     return sorted(values)
 
 
@@ -94,9 +95,9 @@ def heldout_mirt(responses: xr.Dataset, dims: Sequence[int] = (1, 2, 3, 4), fold
 
     Raises
     ------
-    BayesIRTError
-        Bad ``dims`` or ``folds``, or anything :func:`fit_mml_mirt` refuses (e.g. an item
-        with no observed response among a fold's training models).
+    ConfigError, DataError
+        Bad ``dims`` or ``folds`` (ConfigError), or anything :func:`fit_mml_mirt` refuses (e.g. an
+        item with no observed response among a fold's training models: DataError).
     """
     if not isinstance(responses, xr.Dataset) or "responses" not in responses:
         raise DataError("responses must be a response Dataset; build one with bayesirt.data.make_responses")
@@ -162,9 +163,7 @@ def rotated_loadings(fit: MIRTFit, rotation: str = "oblimin") -> xr.Dataset:
         ``factor_``) the factor correlations (the identity for varimax or D = 1). Factors are
         reflected to positive loading sums and ordered by their sums of squares.
     """
-    if rotation not in ROTATIONS:
-        raise BayesIRTError(f"The 'rotation' parameter of rotated_loadings must be one of {set(ROTATIONS)}. "
-                            f"Got {rotation!r} instead.")
+    check_choice(rotation, ROTATIONS, name="rotation", caller="rotated_loadings")
     a = fit.loadings.values / LOGISTIC_SCALE
     std = a / np.sqrt(1.0 + (a**2).sum(1, keepdims=True))
     rot = rotate(std, rotation)
@@ -198,13 +197,13 @@ def loadings_by_benchmark(fit: MIRTFit, item_group: Sequence[str] | None = None,
     rotated = rotated_loadings(fit, rotation)
     if item_group is None:
         if "item_group" not in fit.loadings.coords:
-            raise BayesIRTError("the fit has no item_group coordinate; pass item_group with one label per item")
+            raise DataError("the fit has no item_group coordinate; pass item_group with one label per item")
         groups = np.asarray(fit.loadings["item_group"].values).astype(str)
     else:
         groups = np.asarray(item_group).astype(str)
         if groups.shape != (fit.loadings.sizes["item"],):
-            raise BayesIRTError(f"item_group must give one label per item ({fit.loadings.sizes['item']}); "
-                                f"got {groups.size}")
+            raise DataError(f"item_group must give one label per item ({fit.loadings.sizes['item']}); "
+                            f"got {groups.size}")
     frame = pd.DataFrame(rotated["loading"].values, columns=rotated["factor"].values)
     frame["item_group"] = groups
     long = frame.melt(id_vars="item_group", var_name="factor", value_name="loading")

@@ -17,7 +17,7 @@ from scipy.linalg import eigh
 from scipy.special import logit
 
 from bayesirt.data.responses import MISSING
-from bayesirt.errors import BayesIRTError
+from bayesirt.errors import ConfigError
 
 __all__ = ["LOGISTIC_SCALE", "echelon", "free_mask", "start_values", "anchor_index"]
 
@@ -73,6 +73,7 @@ def anchor_index(anchors, n_dims: int, item_ids: np.ndarray) -> np.ndarray:
     index = {str(i): k for k, i in enumerate(item_ids)}
     unknown = [a for a in anchors if a not in index]
     if len(anchors) != n_dims - 1 or len(set(anchors)) != len(anchors) or unknown:
-        raise BayesIRTError(f"anchors must name {n_dims - 1} distinct item id(s) (one per dimension after the first) "
-                            f"for n_dims = {n_dims}; got {anchors!r}" + (f", unknown: {unknown!r}" if unknown else ""))
+        raise ConfigError(f"fit_mml_mirt: anchors must name {n_dims - 1} distinct item id(s) (one per dimension after "
+                          f"the first) for n_dims = {n_dims}; got {anchors!r}"
+                          + (f", unknown: {unknown!r}" if unknown else ""))
     return np.array([index[a] for a in anchors], dtype=int)

@@ -29,7 +29,7 @@ from bayesirt.errors import ConfigError, did_you_mean, warn
 from bayesirt.utils.validation import parameter_error
 
 __all__ = ["Option", "option", "option_table", "declare", "check_options", "renamed_options", "renamed_of", "accept_renamed", "deprecated", "options_of", "positional_of", "call", "STANDARD", "comma_list",
-           "comma_ints", "comma_floats", "names_or_assignments", "none_or_float", "none_or_text", "assignments", "polarity_flags"]
+           "comma_ints", "comma_floats", "names_or_assignments", "none_or_float", "none_or_int", "none_or_text", "assignments", "polarity_flags"]
 
 #: Keyword parameters every job handles the same way; the command line gives them fixed flags
 #: (``--out``, ``--force``, ``--no-progress``) and analysis files set them in ``[analysis]`` or not at all.
@@ -89,7 +89,7 @@ class Option:
     @property
     def nullable(self) -> bool:
         """None is a value of the option (its default, or a flag that reads ``none``)."""
-        return self.default is None or self.parse in (none_or_float, none_or_text)
+        return self.default is None or self.parse in (none_or_float, none_or_int, none_or_text)
 
     def check(self, value, *, caller: str, where: str = "", strict: bool = True):
         """``value`` checked against the declared type, choices and range: the value (lists as tuples
@@ -426,6 +426,16 @@ def none_or_float(text: str) -> float | None:
         return float(text)
     except ValueError:
         raise ValueError(f"expected a number or none; got {text!r}") from None
+
+
+def none_or_int(text: str) -> int | None:
+    """``"none"`` (any case) -> None, else an integer (a count whose None means "the library's default")."""
+    if str(text).strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer or none; got {text!r}") from None
 
 
 def none_or_text(text: str) -> str | None:
