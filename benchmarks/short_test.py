@@ -107,7 +107,7 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
         if k >= n_items:
             rows.append({"k": k, "skipped": f"K >= the {n_items} items"})
             continue
-        sel = select_items(bank, k)
+        sel = select_items(bank, k, method="score")
         ym = _masked(yt, sel)
         pred = predict_accuracy(bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS, rule=RULE)
         pf = person_fit_flags(bank, ym)
@@ -148,7 +148,7 @@ def study(name: str, budgets, n_random: int, draws: int, samples: int, seed: int
     for k in budgets:
         if k >= n_items:
             continue
-        sel = select_items(shift_bank, k)
+        sel = select_items(shift_bank, k, method="score")
         ym = _masked(y[:, strong], sel)
         pred = predict_accuracy(shift_bank, ym, samples=samples, seed=seed, calibrate=True, max_models=CAL_MODELS, rule=RULE)
         pf = person_fit_flags(shift_bank, ym)

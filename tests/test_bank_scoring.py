@@ -207,7 +207,7 @@ def test_posterior_bank_keeps_joint_draws_groups_and_its_calibration_responses()
     rows = [int(np.flatnonzero((flat == bank.discrimination[s]).all(1))[0]) for s in range(30)]
     np.testing.assert_array_equal(bank.intercept, d.reshape(100, 12)[rows])  # whole draws, items kept together
     np.testing.assert_array_equal(bank.calibration["responses"].values, responses["responses"].values)
-    chosen = select_items(bank, 4, stratify=True)
+    chosen = select_items(bank, 4, method="score", stratify=True)
     assert sorted(bank.item_group[chosen]) == ["x", "x", "y", "y"]
 
 

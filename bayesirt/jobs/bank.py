@@ -14,7 +14,7 @@ import numpy as np
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import DataError, recorded_warnings
 from bayesirt.safety.settings import (ABILITY_PRIORS, CALIBRATION_RULES, DEFAULT_RULE, EXTRAPOLATION, INTERVALS,
-                                      SELECTION_METHODS, WIDE_PRIOR_FACTOR)
+                                      SELECTION_METHOD, SELECTION_METHODS, WIDE_PRIOR_FACTOR)
 from bayesirt.utils.options import comma_list, declare, option
 from bayesirt.utils.outputs import check_output
 from bayesirt.utils.progress import stage
@@ -34,6 +34,9 @@ HARNESS_RULE = ("'<task>/<doc>' as written (bayesirt's lm-eval and Inspect ids);
                 "else the item's item_group (not the placeholder 'all')")
 
 _METHOD_TEXT = {
+    "sample": "a stratified random sample: the bank's items sorted by their proportion correct in the calibration "
+              "cohort, cut into as many strata as items, one item drawn at random (seed) from each; score recognizes "
+              "it and gives the design-based interval, which stays calibrated for models stronger than the cohort",
     "score": "greedy forward selection of the items that best recover the calibration models' full-benchmark "
              "accuracy (the bank's prediction from the chosen items, squared error over the calibration cohort)",
     "information": "the SAFE static test: the items with the most Fisher information summed over the calibration "
@@ -48,12 +51,13 @@ _METHOD_TEXT = {
 def run_select_job(bank, out, *,
                    budget: int = option(None, "items in the test (1 to the bank's size)", type=int, required=True,
                                         low=1),
-                   method: str | None = option(None, "score: greedy recovery of the calibration models' full accuracy; "
-                                                     "information: SAFE's max-information static test; extended: half "
-                                                     "score, half items informative above the cohort (to score "
-                                                     "stronger models) [score when the bank has calibration responses "
-                                                     "of >= 200 models]", type=str,
-                                               choices=SELECTION_METHODS),
+                   method: str = option(SELECTION_METHOD, "sample: a stratified random sample of the items, scored "
+                                                          "design-based (stays calibrated for models unlike the "
+                                                          "cohort); score: greedy recovery of the calibration models' "
+                                                          "full accuracy (narrower intervals for models like the "
+                                                          "cohort); information: SAFE's max-information static test; "
+                                                          "extended: half score, half items informative above the "
+                                                          "cohort", choices=SELECTION_METHODS),
                    stratify: bool = option(False, "proportional quotas per item_group"),
                    task: str | None = option(None, "harness task of plain integer item ids (or prefix of subject.doc "
                                                    "ids)", type=str),
@@ -75,10 +79,13 @@ def run_select_job(bank, out, *,
     out : path
     budget : int
         Items in the test.
-    method : {"score", "information", "extended"}, optional
-        Default ``"score"`` when the bank has the calibration responses of at least 200 models, else
-        ``"information"``. ``"extended"``: half ``"score"``, half items informative above the cohort
-        (for models that may be stronger than every calibration model; ``benchmarks/score_shift.py``).
+    method : {"sample", "score", "information", "extended"}, default "sample"
+        ``"sample"``: one item drawn at random (``seed``) from each of ``budget`` strata of the items'
+        proportion correct in the cohort; ``score`` recognizes such a test and gives its design-based
+        interval, which stays calibrated for models stronger than the cohort (``benchmarks/score_shift.py``).
+        ``"score"``: greedy recovery of the cohort's full accuracy (narrower intervals for models like the
+        cohort, invalid for models above it). ``"extended"``: half ``"score"``, half items informative above
+        the cohort.
     stratify : bool, default False
         Proportional quotas per ``item_group``.
     task : str, optional
@@ -94,16 +101,15 @@ def run_select_job(bank, out, *,
     import pandas as pd
     from bayesirt.report.bank import write_selection  # import time, as above
     from bayesirt.safety.bank import read_bank  # import time, as above
-    from bayesirt.safety.short_test import MIN_SCORE_MODELS, default_method, harness_ids, select_items  # import time
+    from bayesirt.safety.short_test import harness_ids, select_items  # import time, as above
 
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
-    chosen = method or default_method(b)
+    chosen = method
     notes = [_calibration_note(b)]
-    if method is None and chosen == "information":
-        notes.append("selection: the information test, not the score-recovery test, because "
-                     + ("the bank has no calibration responses" if b.calibration is None else
-                        f"the bank has the responses of only {b.calibration.sizes['model']} calibration models "
-                        f"(fewer than {MIN_SCORE_MODELS})"))
+    if chosen == "sample" and b.calibration is None:
+        notes.append("selection: the strata are of the items' expected proportion correct at the cohort's abilities "
+                     "under the bank's mean parameters (no calibration responses to count them); score the run with "
+                     "the same --draws and --seed so that it finds the same strata")
     _say_notes(b.notes + notes)
     stage(f"select: choosing {budget} items ({chosen})")
     items = select_items(b, budget, method=chosen, stratify=stratify, seed=seed)
@@ -157,8 +163,10 @@ def run_score_job(bank, responses, out, *,
                   level: float = option(0.9, "interval probability", low=0, high=1, open=True),
                   fpr: float = option(0.1, "share of the calibration cohort flagged by the person-fit cut-off", low=0,
                                       high=1, open=True),
-                  interval: str | None = option(None, "calibrated: rescaled to cover the level on the calibration "
-                                                      "cohort; model: the posterior predictive interval [calibrated "
+                  interval: str | None = option(None, "design: the design-based interval of a stratified random "
+                                                      "sample (select --method sample); calibrated: rescaled to cover "
+                                                      "the level on the calibration cohort; model: the posterior "
+                                                      "predictive interval [design for a sample test, else calibrated "
                                                       "when the bank has calibration responses of >= 100 models]",
                                                 type=str, choices=INTERVALS),
                   rule: str = option(DEFAULT_RULE, "how the calibrated interval's factor is chosen",
@@ -196,8 +204,11 @@ def run_score_job(bank, responses, out, *,
     level : float, default 0.9
     fpr : float, default 0.1
         Share of the calibration cohort flagged by the person-fit cut-off.
-    interval : {"calibrated", "model"}, optional
-        ``"model"``: the Bayesian posterior predictive interval; ``"calibrated"`` (default when the
+    interval : {"design", "calibrated", "model"}, optional
+        ``"design"`` (default when every model ran a test of ``select --method sample``): the
+        model-assisted estimate with its design-based interval
+        (:func:`bayesirt.safety.item_sample.design_estimate`), valid for models unlike the cohort.
+        ``"model"``: the Bayesian posterior predictive interval; ``"calibrated"`` (default otherwise when the
         bank has the calibration responses of at least 100 models): its half-widths rescaled so that it covers ``level`` of
         the calibration cohort scored from the same items (on the Open LLM Leaderboard the model
         interval over-covers selected tests, 96-98% at K = 25-100, because the chosen items predict
@@ -242,7 +253,7 @@ def run_score_job(bank, responses, out, *,
                "interval": scores.attrs["interval"], "interval_requested": interval,
                "interval_text": scores.attrs["interval_text"], "interval_at_edge": scores.attrs["interval_at_edge"],
                "at_edge": int(scores["at_edge"].sum()), "ability_prior": ability_prior,
-               "ability_prior_sd": scores.attrs["ability_prior_sd"], "extrapolation": extrapolation,
+               "ability_prior_sd": scores.attrs["ability_prior_sd"], "extrapolation": scores.attrs["extrapolation"],
                "extrapolated": int(scores["extrapolated"].sum()), "notes": notes,
                "outside_range_models": scores["model"].values[scores["outside_range"].values].astype(str).tolist(),
                "calibration_rule": scores.attrs["calibration_rule"],

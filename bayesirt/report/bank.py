@@ -113,10 +113,14 @@ def write_scores(out, scores: xr.Dataset, summary: dict, *, force: bool) -> Path
         figure = plot_scores(scores, folder / "scores.png", level=level).name
         lines = [f"# Full-benchmark accuracy from partial runs: {scores.sizes['model']} model(s)", ""]
         lines += _bank_lines(summary["bank"])
-        lines += [f"Each model's ability posterior integrates over the bank's item draws (mixed by the marginal "
-                  f"likelihood of its answers); the predicted accuracy over all {summary['bank']['n_items']} bank "
-                  f"items is its observed answers plus the posterior predictive of the items it did not run, with a "
-                  f"{level:.0%} interval from {summary['samples']} predictive draws. Interval used: "
+        how = (f"The predicted accuracy over all {summary['bank']['n_items']} bank items is the model-assisted "
+               f"estimate of a stratified random sample of them, with a {level:.0%} design-based interval"
+               if summary["interval"] == "design" else
+               f"Each model's ability posterior integrates over the bank's item draws (mixed by the marginal "
+               f"likelihood of its answers); the predicted accuracy over all {summary['bank']['n_items']} bank "
+               f"items is its observed answers plus the posterior predictive of the items it did not run, with a "
+               f"{level:.0%} interval from {summary['samples']} predictive draws")
+        lines += [how + ". Interval used: "
                   f"**{summary['interval']}**, {summary['interval_text']}"
                   + (f"; for the {summary.get('at_edge', summary['extrapolated'])} model(s) outside or at the edge of "
                      f"the bank's support (column `at_edge`) it is {summary.get('interval_at_edge', 'widened')} "

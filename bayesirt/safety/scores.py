@@ -10,7 +10,8 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from bayesirt.errors import ConfigError
+from bayesirt.errors import ConfigError, DataError
+from bayesirt.safety.item_sample import design_estimate, is_stratified_sample
 from bayesirt.safety.scoring import align_responses, at_ceiling, outside_calibration, person_fit_flags, predict_accuracy
 from bayesirt.safety.settings import ABILITY_PRIORS, DEFAULT_RULE, EXTRAPOLATION, INTERVALS, WIDE_PRIOR_FACTOR
 from bayesirt.utils.validation import check_choice
@@ -42,6 +43,12 @@ INTERVAL_TEXT = {
                   "model-based interval is in `model_lower`, `model_upper`)",
     "model": "the model-based posterior predictive interval (ability, item-parameter and binomial uncertainty), "
              "not rescaled",
+    "design": "the design-based interval of the model-assisted estimate: the items run are a stratified random "
+              "sample of the bank (select --method sample); the estimate is the observed answers plus the bank's "
+              "curves on the rest at the ability whose expected number correct on the items run equals the "
+              "observed one, and its variance is the sampling variance of the items' residuals, so the bank's bias "
+              "for models unlike its cohort does not carry into it (model-based interval in `model_lower`, "
+              "`model_upper`; standard error in `design_se`)",
 }
 
 
@@ -54,9 +61,24 @@ class Scores(NamedTuple):
     notes: list
 
 
-def _interval(interval: str | None, bank, notes: list) -> str:
+def _sampled(bank, y) -> np.ndarray:
+    """True for each model whose items run are one per stratum of the bank (:func:`is_stratified_sample`)."""
+    masks, group = np.unique(y.T >= 0, axis=0, return_inverse=True)
+    return np.array([is_stratified_sample(bank, m) for m in masks], dtype=bool)[group.reshape(-1)]
+
+
+def _interval(interval: str | None, bank, notes: list, sampled: np.ndarray) -> str:
     n_cal = 0 if bank.calibration is None else int(bank.calibration.sizes["model"])
+    if interval == "design" and not sampled.all():
+        raise DataError(f"interval='design' needs a stratified random sample of the bank's items (select --method "
+                        f"sample), one item per stratum of difficulty; {int((~sampled).sum())} model(s) ran other "
+                        "items (or missed some of the sample); use interval='calibrated' or 'model' for them")
     if interval is None:
+        if sampled.size and sampled.all():
+            notes.append("interval: design-based, because every model ran one item per stratum of the bank's "
+                         "difficulty (a test of select --method sample); it assumes those items were drawn at "
+                         "random within their strata")
+            return "design"
         if n_cal >= MIN_CALIBRATED_MODELS:
             return "calibrated"
         why = ("the bank has no calibration responses (an mml.nc of an earlier version: pass --calibration DATA, the "
@@ -105,8 +127,14 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
                  ability_prior: str = "bank", extrapolation: str = "envelope", progress: bool = False) -> Scores:
     """Score a response Dataset against a :class:`~bayesirt.safety.bank.Bank`.
 
-    ``interval``: see :data:`INTERVALS` (default ``"calibrated"`` when the bank has the calibration
-    responses of at least :data:`MIN_CALIBRATED_MODELS` models, else ``"model"``, said in the notes).
+    ``interval``: see :data:`INTERVALS` (default ``"design"`` when every model ran a stratified random sample
+    of the bank's items, :func:`~bayesirt.safety.item_sample.is_stratified_sample`; else ``"calibrated"``
+    when the bank has the calibration responses of at least :data:`MIN_CALIBRATED_MODELS` models, else
+    ``"model"``, said in the notes). ``"design"``
+    (:func:`~bayesirt.safety.item_sample.design_estimate`) replaces ``predicted_accuracy``, ``lower`` and
+    ``upper`` by the model-assisted estimate and its design-based interval, which does not rest on the bank's
+    curves above the cohort: the extrapolation envelope is then not applied (models outside the support are
+    still flagged).
     ``ability_prior``: ``"bank"`` (the calibration population) or ``"wide"`` (its sd times
     :data:`~bayesirt.safety.settings.WIDE_PRIOR_FACTOR`). ``extrapolation``: for every model outside
     the bank's support (:func:`~bayesirt.safety.scoring.outside_calibration`) ``"envelope"`` widens
@@ -116,12 +144,21 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
     check_choice(ability_prior, ABILITY_PRIORS, name="ability_prior", caller="score_models")
     check_choice(extrapolation, EXTRAPOLATION, name="extrapolation", caller="score_models")
     notes: list[str] = []
-    interval = _interval(interval, bank, notes)
     scale_of = {"bank": 1.0, "wide": WIDE_PRIOR_FACTOR}
     y, model_ids = align_responses(bank, responses, task=task, models=models)
+    interval = _interval(interval, bank, notes, _sampled(bank, y))
     pred = predict_accuracy(bank, y, level=level, samples=samples, seed=seed, calibrate=interval == "calibrated",
                             rule=rule, prior_scale=scale_of[ability_prior],
                             progress="score: models" if progress else None)
+    design_se = np.full(model_ids.size, np.nan)
+    if interval == "design":
+        est = design_estimate(bank, y, level=level)
+        pred = pred._replace(predicted_accuracy=est.estimate, lower=est.lower, upper=est.upper)
+        design_se = est.se
+        if extrapolation == "envelope":
+            notes.append("extrapolation: the design-based interval is not widened for models outside the bank's "
+                         "support (it does not rest on the bank's curves above the cohort); they are still flagged")
+            extrapolation = "none"
     fit = person_fit_flags(bank, y, fpr=fpr, seed=seed)
     outside = outside_calibration(bank, y, pred.theta_mean)
     edge = outside | outside_calibration(bank, y, pred.theta_mean, tail=EDGE, ability_tail=EDGE)
@@ -147,7 +184,7 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
             notes.append(f"interval: calibrated, the model-based half-widths multiplied by {factor} to cover "
                          f"{level:.0%} of up to 2,000 calibration models scored from the same items (rule {rule}; "
                          f"calibration responses {bank.calibration_origin})")
-    if edge.any():
+    if edge.any() and interval != "design":
         notes.append(f"extrapolation: {int(outside.sum())} model(s) outside the bank's support and "
                      f"{int((edge & ~outside).sum())} more at its edge (a score on these items or an ability "
                      f"reached by fewer than {EDGE:.0%} of the calibration cohort); "
@@ -156,6 +193,7 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
                         "their intervals left as scored (--extrapolation none)"))
     data = {k: ("model", np.asarray(v)) for k, v in pred._asdict().items()}
     data |= {"lower": ("model", lower), "upper": ("model", upper), "extrapolated": ("model", widened),
+             "design_se": ("model", design_se),
              "theta_map": ("model", fit.theta_map), "lz": ("model", fit.lz), "lz_cutoff": ("model", fit.cutoff),
              "person_fit_flag": ("model", fit.flag), "outside_range": ("model", outside),
              "at_edge": ("model", edge), "at_ceiling": ("model", at_ceiling(y))}
@@ -167,10 +205,10 @@ def score_models(bank, responses, *, task: str | None = None, models=None, level
                 "ability_prior_sd": prior_sd, "extrapolation": extrapolation,
                 "bank_kind": bank.kind, "bank_items": bank.n_items,
                 "accuracy": "proportion correct over all bank items: observed answers plus predicted rest"}
-    return Scores(ds, _warnings(bank, pred, fit, outside, y, model_ids, edge), notes)
+    return Scores(ds, _warnings(bank, pred, fit, outside, y, model_ids, edge, interval), notes)
 
 
-def _warnings(bank, pred, fit, outside, y, model_ids, edge) -> list[str]:
+def _warnings(bank, pred, fit, outside, y, model_ids, edge, interval) -> list[str]:
     warnings = []
     if (pred.n_items == 0).any():
         warnings.append(f"{int((pred.n_items == 0).sum())} model(s) ran none of the bank's items: their prediction "
@@ -178,8 +216,11 @@ def _warnings(bank, pred, fit, outside, y, model_ids, edge) -> list[str]:
     if outside.any():
         shown = ", ".join(repr(str(m)) for m in model_ids[outside][:5]) + (", ..." if outside.sum() > 5 else "")
         warnings.append(f"{int(outside.sum())} model(s) lie outside the abilities the bank was calibrated on ({shown}; "
-                        "column `outside_range`): their intervals rest on extrapolation beyond the calibration cohort; "
-                        "calibrate a bank that includes models like them, or run items chosen near their ability")
+                        "column `outside_range`): "
+                        + ("the design-based interval does not rest on the bank's curves there, but the bank's person "
+                           "fit and ability do" if interval == "design" else
+                           "their intervals rest on extrapolation beyond the calibration cohort; calibrate a bank "
+                           "that includes models like them, or run a stratified sample (select --method sample)"))
     near = edge & ~outside
     if near.any():
         shown = ", ".join(repr(str(m)) for m in model_ids[near][:5]) + (", ..." if near.sum() > 5 else "")
@@ -187,7 +228,7 @@ def _warnings(bank, pred, fit, outside, y, model_ids, edge) -> list[str]:
                         f"`at_edge`: a score on these items or an ability reached by fewer than {EDGE:.0%} of the "
                         "calibration cohort): the bank's fit there rests on few calibration models")
     above = edge & (pred.theta_mean > np.median(bank.abilities))
-    floor = guessing_floor(bank) if above.any() else None
+    floor = guessing_floor(bank) if above.any() and interval != "design" else None
     if floor is not None:
         warnings.append(f"the bank has no lower asymptote but the weakest tenth of its calibration cohort answers "
                         f"{floor:.0%} correctly (a floor such as multiple-choice guessing): a 1PL/2PL bank flattens "

@@ -2,7 +2,8 @@
 
 - :func:`select_items`: the static ``budget``-item test, by one of three rules (:data:`SELECTION_METHODS`):
 
-  * ``"score"`` (default when the bank carries its calibration responses): greedy forward
+  * ``"sample"`` (the default, :data:`~bayesirt.safety.settings.SELECTION_METHOD`): see the last item;
+  * ``"score"``: greedy forward
     selection of the items that best recover the calibration models' full-benchmark accuracy
     (:func:`score_recovery_test`): at each step the item whose addition minimizes the squared
     error, over the calibration models, of the bank's prediction of full accuracy (their correct
@@ -13,7 +14,10 @@
     "max_information"``; the SAFE steps' static tests use :data:`~bayesirt.safety.settings.STATIC_DESIGN`);
   * ``"extended"``: the first ``ceil(budget / 2)`` items of ``"score"`` and the rest informative above
     the calibration cohort (:func:`bayesirt.safety.static_design.above_cohort`), for scoring models
-    that may be stronger than every calibration model (``benchmarks/score_shift.py``).
+    that may be stronger than every calibration model (``benchmarks/score_shift.py``);
+  * ``"sample"``: a stratified random sample, one item drawn at random (``seed``) from each of ``budget``
+    strata of the items' proportion correct in the cohort (:func:`bayesirt.safety.item_sample.stratified_sample`);
+    ``score`` then gives the design-based interval, which stays calibrated for models unlike the cohort.
 
   With ``stratify``, proportional quotas per ``item_group`` (each benchmark keeps its share).
 - :func:`harness_ids`: the test as the subset lists evaluation harnesses accept. The rule that
@@ -46,22 +50,19 @@ from scipy.special import logsumexp
 from bayesirt.errors import ConfigError, DataError
 from bayesirt.safety.adaptive import ability_grid, quota_counts, static_test
 from bayesirt.safety.bank import Bank
-from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHODS
+from bayesirt.safety.item_sample import stratified_sample
+from bayesirt.safety.settings import ABOVE_FROM, ABOVE_SPREAD, SELECTION_METHOD, SELECTION_METHODS
 from bayesirt.safety.static_design import above_cohort
 from bayesirt.utils.validation import check_choice, check_int, check_number
 
-__all__ = ["select_items", "score_recovery_test", "default_method", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
-           "MIN_SCORE_MODELS"]
-
-#: Calibration models below which ``select_items`` defaults to ``"information"``: a greedy search over
-#: hundreds of items fitted to a few dozen models' scores would chase their noise.
-MIN_SCORE_MODELS = 200
+__all__ = ["select_items", "score_recovery_test", "harness_ids", "AdaptiveTest", "SELECTION_METHODS",
+           "SELECTION_METHOD"]
 
 _PLACEHOLDER_GROUP = "all"
 _INT = re.compile(r"^-?\d+$")
 
 
-def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify: bool = False, quotas=None,
+def select_items(bank: Bank, budget: int, *, method: str = SELECTION_METHOD, stratify: bool = False, quotas=None,
                  max_models: int = 3000, seed: int = 0) -> np.ndarray:
     """Indices of the static ``budget``-item test, in order of selection.
 
@@ -69,9 +70,8 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     ----------
     bank : Bank
     budget : int
-    method : {"score", "information", "extended"}, optional
-        Default ``"score"`` when the bank has calibration responses of at least
-        :data:`MIN_SCORE_MODELS` models, else ``"information"``.
+    method : {"sample", "score", "information", "extended"}, default "sample"
+        :data:`~bayesirt.safety.settings.SELECTION_METHOD`.
     stratify : bool, default False
         Proportional quotas per ``item_group`` (see :func:`bayesirt.safety.adaptive.quota_counts`).
     quotas : dict, optional
@@ -81,17 +81,19 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
     seed : int, default 0
     """
     budget = check_int(budget, name="budget", caller="select_items", low=1, high=bank.n_items)  # at most the bank
-    if method is None:
-        method = default_method(bank)
     check_choice(method, SELECTION_METHODS, name="method", caller="select_items")
     point = bank.point()
     groups = bank.item_group if (stratify or quotas is not None) else None
     if method == "information":
         return static_test(point.discrimination, point.intercept, bank.abilities, budget, guessing=point.guessing,
                            slip=point.slip, groups=groups, quotas=quotas, design="max_information")
-    if method == "extended" and groups is not None:
-        raise ConfigError("select_items: method='extended' takes no item_group quotas (stratify, quotas): its upper "
-                          "block is chosen by ability alone; use method='score' with quotas")
+    if method in ("extended", "sample") and groups is not None:
+        raise ConfigError(f"select_items: method={method!r} takes no item_group quotas (stratify, quotas): its "
+                          + ("upper block is chosen by ability alone" if method == "extended" else
+                             "strata are of item difficulty, and score recognizes the sample by them")
+                          + "; use method='score' with quotas")
+    if method == "sample":
+        return stratified_sample(bank, budget, seed=seed)
     if bank.calibration is None:
         raise ConfigError(f"select_items: method={method!r} needs the bank's calibration responses (a posterior.nc "
                           "carries them; with an mml.nc pass calibration=the fitted data, --calibration); or use "
@@ -109,12 +111,6 @@ def select_items(bank: Bank, budget: int, *, method: str | None = None, stratify
         return np.concatenate([base, upper])
     return score_recovery_test(point, y, budget, groups=groups, path=path, prior_mean=bank.prior_mean,
                                prior_sd=bank.prior_sd)
-
-
-def default_method(bank: Bank) -> str:
-    """``"score"`` with calibration responses of at least :data:`MIN_SCORE_MODELS` models, else ``"information"``."""
-    ok = bank.calibration is not None and bank.calibration.sizes["model"] >= MIN_SCORE_MODELS
-    return "score" if ok else "information"
 
 
 def score_recovery_test(point, responses, budget: int, *, groups=None, path=None, prior_mean: float = 0.0,
