@@ -1,6 +1,6 @@
 """The design-based interval of ``score`` over many item draws (issue 46 item 3).
 
-``benchmarks/score_shift.py`` scores each split from a few tests of ``select --method sample``; the models of one
+``benchmarks/score_shift.py`` scores each split from a few tests of ``select --selection-rule sample``; the models of one
 test share its items, so one draw's errors are correlated across them and a few draws say little about the
 estimator's bias. Here the same banks (SPEC by MAP-EM with standard errors on the calibration models, read as
 ``--draws`` Laplace draws, as ``score_shift.py``) score the same models from ``--tests`` independently drawn

@@ -427,8 +427,8 @@ DIFFERENT_DEFAULTS = {
     # the same meaning, a deliberate default
     "chains": "sbc refits every one of its hundreds of replicates: 2 chains each, 4 for one fit",
     "tune": "sbc refits every replicate: 500 tuning steps each, 1,000 for one fit",
-    "draws": "sbc: 500 per replicate; prior-check: prior draws, cheap; score/select: item-parameter draws "
-             "read from a bank (a different meaning: rename pending, issue 41 item 3)",
+    "draws": "sbc: 500 per replicate; prior-check: prior draws, cheap; score/select: posterior draws of the item "
+             "parameters read from a bank (200 carry its uncertainty at a fraction of the cost)",
     "thin": "sbc's None picks per method (10 for nuts, ranks need near-independent draws; 1 for advi)",
     "quadrature": "mirt-mml's None picks per dimension (61, 31, 15, 9 nodes for D = 1..4): a D-dimensional grid",
     "design": "prior-check simulates only without --data (None: give one or the other); sbc always simulates",
@@ -438,11 +438,12 @@ DIFFERENT_DEFAULTS = {
     "splits": "cat: SAFE's 20 calibration/test splits; splithalf: 10 split-half reliabilities",
     "workers": "audit and sandbag take seconds at benchmark sizes, less than starting a cluster (1); cat, "
                "compare and sbc refit models (None: one worker per core); docs/guide/scaling.md",
-    # a different meaning under one name: renames pending (issue 41 item 3, with deprecated aliases)
-    "method": "fit, check, compare, ppc, sbc: the inference method; factors: the ability estimates; "
-              "select: the item-selection rule",
-    "null": "fingerprint: the self-disagreement null; sandbag: where the detectors' cut-offs come from",
-    "target": "cat: the full score a short test predicts; sandbag: the targeted item group",
+    "method": "the inference method: fit, check, compare, ppc, sbc sample by NUTS (nuts); factors estimates "
+              "abilities by SAFE's MAP-EM (map). select's item-selection rule is selection_rule (renamed)",
+    "selection_rule": "the rule that picks the items: cat's adaptive test takes the most informative next item "
+                      "(fisher, SAFE's); select's static test a stratified random sample (design-unbiased scores)",
+    "null": "the null distribution a detector's cut-off comes from: fingerprint's of self-disagreement (SAFE's "
+            "repeats); sandbag's of person fit and shift on honest re-collections (recollection)",
 }
 
 

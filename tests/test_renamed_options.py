@@ -11,7 +11,7 @@ from bayesirt.errors import ConfigError
 from bayesirt.inference.fitting import sample_model
 from bayesirt.jobs.audit import run_audit_job
 from bayesirt.jobs.analysis import load_analysis
-from bayesirt.utils.options import check_options, renamed_of
+from bayesirt.utils.options import check_options, renamed_of, renamed_options
 
 
 def test_audit_config_takes_the_old_field_names_with_a_warning():
@@ -59,3 +59,23 @@ def test_analysis_file_takes_the_old_key_with_a_warning(tmp_path):
     with pytest.warns(FutureWarning, match=r"\[audit\] audit: option 'alpha' is now 'anchor_fraction'"):
         spec = load_analysis(path)
     assert spec["options"]["anchor_fraction"] == 0.3 and spec["options"]["composition_bootstrap"] == 0
+
+
+def test_one_name_per_meaning_select_and_sandbag():
+    """``select --method`` chose items, not an inference method: it is ``--selection-rule``; ``sandbag --target``
+    named an item group, not ``cat``'s full-score target: it is ``--target-group``. The old flags still work."""
+    from bayesirt.jobs.bank import run_select_job
+    from bayesirt.jobs.safety import run_sandbag_job
+
+    assert renamed_of(run_select_job) == {"method": "selection_rule"}
+    assert renamed_of(run_sandbag_job) == {"target": "target_group"}
+    with pytest.warns(FutureWarning, match="option 'method' is now 'selection_rule'"):
+        given = renamed_options(run_select_job, {"method": "score"}, caller="select")
+    assert given == {"selection_rule": "score"}
+    args = build_parser(("select", "sandbag")).parse_args(["select", "bank.nc", "--budget", "5", "--method", "extended",
+                                                           "--out", "o"])
+    assert args.selection_rule == "extended"
+    args = build_parser(("sandbag",)).parse_args(["sandbag", "data.csv", "--target", "strongest", "--out", "o"])
+    assert args.target_group == "strongest"
+    with pytest.raises(ConfigError, match="'selection_rule' parameter of select must be one of"):
+        build_parser(("select",)).parse_args(["select", "bank.nc", "--budget", "5", "--method", "nope", "--out", "o"])

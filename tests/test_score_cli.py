@@ -137,10 +137,10 @@ def _cli(*args):
 def test_select_and_score_through_the_cli_use_the_stored_responses_and_say_so(tmp_path):
     cal, new = _simulated_fit(tmp_path)
     bank = tmp_path / "fit" / "mml.nc"
-    sel = _cli("select", bank, "--budget", 10, "--method", "score", "--out", tmp_path / "test")
+    sel = _cli("select", bank, "--budget", 10, "--selection-rule", "score", "--out", tmp_path / "test")
     assert sel.returncode == 0, sel.stderr
     summary = json.loads((tmp_path / "test" / "summary.json").read_text())
-    assert summary["method"] == "score" and summary["bank"]["calibration_origin"] == "stored in the fit"
+    assert summary["selection_rule"] == "score" and summary["bank"]["calibration_origin"] == "stored in the fit"
     assert "calibration responses: 300 models, stored in the fit" in sel.stderr
     items = pd.read_csv(tmp_path / "test" / "test_items.csv")["item_id"].astype(str).tolist()
     run = tmp_path / "run.csv"
@@ -181,5 +181,5 @@ def test_score_without_calibration_responses_falls_back_aloud(tmp_path):
     assert "calibration responses: none" in out.stderr
     sel = _cli("select", tmp_path / "old.nc", "--budget", 5, "--out", tmp_path / "test")
     assert sel.returncode == 0, sel.stderr
-    assert json.loads((tmp_path / "test" / "summary.json").read_text())["method"] == "sample"
+    assert json.loads((tmp_path / "test" / "summary.json").read_text())["selection_rule"] == "sample"
     assert "selection: the strata are of the items' expected proportion correct" in sel.stderr

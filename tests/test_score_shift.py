@@ -1,6 +1,6 @@
-"""Scoring models outside the calibration cohort (issue 46 item 3): ``select --method sample`` (the default) draws
+"""Scoring models outside the calibration cohort (issue 46 item 3): ``select --selection-rule sample`` (the default) draws
 a stratified random sample of the items and ``score`` recognizes it and gives the design-based interval, which is
-unbiased over item draws whatever the bank's bias and covers the strongest fifth; ``select --method extended`` adds
+unbiased over item draws whatever the bank's bias and covers the strongest fifth; ``select --selection-rule extended`` adds
 items informative above the cohort, ``score`` warns about every model outside or at the edge of the bank's support and
 about a bank without lower asymptotes on a cohort with a guessing floor, and on a simulated shift the generator of
 which the bank does not fit (3PL truth, 2PL bank, calibrated on the weakest 80%, the strongest 20% scored) the
@@ -128,7 +128,7 @@ def test_score_uses_the_design_interval_for_a_sample_test_and_refuses_it_for_oth
     assert not any("no lower asymptote" in w for w in warnings)  # the bank's floor does not bias this interval
     inside = (scores["lower"].values <= truth + 1e-12) & (truth - 1e-12 <= scores["upper"].values)
     assert inside.mean() >= 0.8
-    with pytest.raises(DataError, match="select --method sample"):
+    with pytest.raises(DataError, match="select --selection-rule sample"):
         score_models(bank, data.isel(item=np.sort(select_items(bank, 10, method="score"))), interval="design")
 
 
@@ -223,10 +223,10 @@ def test_select_extended_then_score_through_the_cli_warns_and_names_the_edge_int
     cal, new = data.isel(model=np.sort(order[:320])), data.isel(model=np.sort(order[320:]))
     run_mml_job(cal, tmp_path / "fit", spec="2pl", priors=True)
     bank = tmp_path / "fit" / "mml.nc"
-    sel = _cli("select", bank, "--budget", 12, "--method", "extended", "--out", tmp_path / "test")
+    sel = _cli("select", bank, "--budget", 12, "--selection-rule", "extended", "--out", tmp_path / "test")
     assert sel.returncode == 0, sel.stderr
     summary = json.loads((tmp_path / "test" / "summary.json").read_text())
-    assert summary["method"] == "extended" and "above" in summary["method_text"]
+    assert summary["selection_rule"] == "extended" and "above" in summary["selection_text"]
     items = pd.read_csv(tmp_path / "test" / "test_items.csv")["item_id"].astype(str).tolist()
     part = new.sel(item=items)
     frame = pd.DataFrame(part["responses"].values.T, columns=items)
@@ -258,7 +258,7 @@ def test_default_select_then_score_through_the_cli_gives_and_names_the_design_in
     sel = _cli("select", bank, "--budget", 12, "--seed", 3, "--out", tmp_path / "test")
     assert sel.returncode == 0, sel.stderr
     summary = json.loads((tmp_path / "test" / "summary.json").read_text())
-    assert summary["method"] == "sample" and "stratified random sample" in summary["method_text"]
+    assert summary["selection_rule"] == "sample" and "stratified random sample" in summary["selection_text"]
     items = pd.read_csv(tmp_path / "test" / "test_items.csv")["item_id"].astype(str).tolist()
     part = new.sel(item=items)
     frame = pd.DataFrame(part["responses"].values.T, columns=items)

@@ -47,17 +47,16 @@ _METHOD_TEXT = {
 }
 
 
-@declare(positional={"bank": BANK_HELP})
+@declare(positional={"bank": BANK_HELP}, renamed={"method": "selection_rule"})
 def run_select_job(bank, out, *,
                    budget: int = option(None, "items in the test (1 to the bank's size)", type=int, required=True,
                                         low=1),
-                   method: str = option(SELECTION_METHOD, "sample: a stratified random sample of the items, scored "
-                                                          "design-based (stays calibrated for models unlike the "
-                                                          "cohort); score: greedy recovery of the calibration models' "
-                                                          "full accuracy (narrower intervals for models like the "
-                                                          "cohort); information: SAFE's max-information static test; "
-                                                          "extended: half score, half items informative above the "
-                                                          "cohort", choices=SELECTION_METHODS),
+                   selection_rule: str = option(SELECTION_METHOD, "sample: a stratified random sample of the items, "
+                                                "scored design-based (stays calibrated for models unlike the cohort); "
+                                                "score: greedy recovery of the calibration models' full accuracy "
+                                                "(narrower intervals for models like the cohort); information: SAFE's "
+                                                "max-information static test; extended: half score, half items "
+                                                "informative above the cohort", choices=SELECTION_METHODS),
                    stratify: bool = option(False, "proportional quotas per item_group"),
                    task: str | None = option(None, "harness task of plain integer item ids (or prefix of subject.doc "
                                                    "ids)", type=str),
@@ -79,7 +78,7 @@ def run_select_job(bank, out, *,
     out : path
     budget : int
         Items in the test.
-    method : {"sample", "score", "information", "extended"}, default "sample"
+    selection_rule : {"sample", "score", "information", "extended"}, default "sample"
         ``"sample"``: one item drawn at random (``seed``) from each of ``budget`` strata of the items'
         proportion correct in the cohort; ``score`` recognizes such a test and gives its design-based
         interval, which stays calibrated for models stronger than the cohort (``benchmarks/score_shift.py``).
@@ -91,7 +90,7 @@ def run_select_job(bank, out, *,
     task : str, optional
         Harness task of plain integer item ids (or prefix of ``subject.doc`` ids).
     calibration : path or Dataset, optional
-        The responses an ``mml.nc`` bank was fitted to (for ``method="score"``).
+        The responses an ``mml.nc`` bank was fitted to (for ``selection_rule="score"``).
     draws, seed : int
         Item-parameter draws read from the bank and their seed.
     force : bool
@@ -104,7 +103,7 @@ def run_select_job(bank, out, *,
     from bayesirt.safety.short_test import harness_ids, select_items  # import time, as above
 
     b = read_bank(bank, draws=draws, seed=seed, calibration=calibration)
-    chosen = method
+    chosen = selection_rule
     notes = [_calibration_note(b)]
     if chosen == "sample" and b.calibration is None:
         notes.append("selection: the strata are of the items' expected proportion correct at the cohort's abilities "
@@ -123,7 +122,7 @@ def run_select_job(bank, out, *,
         harness = harness_ids(b.item_ids[items], b.item_group[items], task=task)
     except DataError as err:
         note = str(err)
-    summary = {"budget": int(budget), "method": chosen, "method_text": _METHOD_TEXT[chosen], "stratify": stratify,
+    summary = {"budget": int(budget), "selection_rule": chosen, "selection_text": _METHOD_TEXT[chosen], "stratify": stratify,
                "task": task, "bank": b.summary(), "harness_rule": HARNESS_RULE, "harness_files": harness is not None,
                "harness_note": note, "notes": notes, "items": table["item_id"].tolist()}
     return write_selection(out, table, harness, summary, force=force)
@@ -164,7 +163,7 @@ def run_score_job(bank, responses, out, *,
                   fpr: float = option(0.1, "share of the calibration cohort flagged by the person-fit cut-off", low=0,
                                       high=1, open=True),
                   interval: str | None = option(None, "design: the design-based interval of a stratified random "
-                                                      "sample (select --method sample); calibrated: rescaled to cover "
+                                                      "sample (select --selection-rule sample); calibrated: rescaled to cover "
                                                       "the level on the calibration cohort; model: the posterior "
                                                       "predictive interval [design for a sample test, else calibrated "
                                                       "when the bank has calibration responses of >= 100 models]",
@@ -205,7 +204,7 @@ def run_score_job(bank, responses, out, *,
     fpr : float, default 0.1
         Share of the calibration cohort flagged by the person-fit cut-off.
     interval : {"design", "calibrated", "model"}, optional
-        ``"design"`` (default when every model ran a test of ``select --method sample``): the
+        ``"design"`` (default when every model ran a test of ``select --selection-rule sample``): the
         model-assisted estimate with its design-based interval
         (:func:`bayesirt.safety.item_sample.design_estimate`), valid for models unlike the cohort.
         ``"model"``: the Bayesian posterior predictive interval; ``"calibrated"`` (default otherwise when the

@@ -288,7 +288,7 @@ def _open_tree(path) -> xr.DataTree:
                         "written by 'bayesirt fit'") from None
 
 
-@declare(positional={"data": DATA_HELP}, check=_sandbag_rules)
+@declare(positional={"data": DATA_HELP}, check=_sandbag_rules, renamed={"target": "target_group"})
 def run_sandbag_job(data, out, *,
                     fpr: float = option(0.1, "false-positive rate of the detectors", low=0, high=1, open=True),
                     statistic: str = option("lz", "person-fit statistic", choices=STATISTICS),
@@ -308,8 +308,8 @@ def run_sandbag_job(data, out, *,
                                             choices=DIRECTIONS),
                     trigger_fraction: float = option(0.25, "share of items carrying the trigger (triggered scope)",
                                                      low=0, high=1, open=True),
-                    target: str = option("weakest", "item group of the targeted scope: weakest, strongest or a "
-                                                    "group label"),
+                    target_group: str = option("weakest", "item group of the targeted scope: weakest, strongest or "
+                                                          "a group label"),
                     groups: int = option(6, "pseudo-groups when the data have fewer than two item groups", low=2),
                     test_length: int = option(40, "items of the ability-shift test (with --reference: a static test among the "
                                                   "suspects' items; person fit reads all of them)", low=1),
@@ -374,7 +374,7 @@ def run_sandbag_job(data, out, *,
     responses, _, dropped = _informative_cohort(responses, responses, True)
     result, messages = recorded_warnings(sandbagging_experiment, responses, fpr=fpr, statistic=statistic, mode=mode,
                                          shifts=shifts, strengths=strengths, noise=noise, direction=direction,
-                                         trigger_fraction=trigger_fraction, target=target, groups=groups,
+                                         trigger_fraction=trigger_fraction, target=target_group, groups=groups,
                                          test_length=test_length, level=level, static_design=static_design,
                                          null=null, flip_rate=flip_rate, seed=seed, workers=workers,
                                          scheduler=scheduler, progress=progress)

@@ -50,7 +50,7 @@ def write_selection(out, table: pd.DataFrame, harness: dict | None, summary: dic
         table.to_csv(folder / "test_items.csv", index=False)
         lines = [f"# Short test: {len(table)} of {summary['bank']['n_items']} items", ""]
         lines += _bank_lines(summary["bank"])
-        lines += [f"Selection: {summary['method_text']}.", ""]
+        lines += [f"Selection: {summary['selection_text']}.", ""]
         lines += _notes(summary)
         if harness is not None:
             _json(folder / "lm_eval_samples.json", harness)

@@ -5,7 +5,7 @@ scored models are stronger than the bank's cohort).
 The full accuracy ``A = (1/N) sum_j y_j`` is a mean over a finite population of ``N`` items, the model's
 answers being fixed; the only randomness the estimate needs is the draw of the items. :func:`item_strata`
 sorts the items by their proportion correct in the calibration cohort and cuts them into ``K`` strata of
-(nearly) equal size; :func:`stratified_sample` draws one item at random from each (``select --method sample``).
+(nearly) equal size; :func:`stratified_sample` draws one item at random from each (``select --selection-rule sample``).
 
 :func:`design_estimate` is the survey statistician's model-assisted estimator (Sarndal, Swensson & Wretman
 1992, ch. 6-7): the bank's item curves serve only as the auxiliary variable. The ability ``theta_hat`` solves
@@ -82,7 +82,7 @@ def stratified_sample(bank, k: int, *, seed: int = 0) -> np.ndarray:
 
 def is_stratified_sample(bank, mask) -> bool:
     """True when the items of ``mask`` (bank-aligned booleans, at least two) are one per stratum of
-    :func:`item_strata` for their number: a test ``select --method sample`` can have drawn."""
+    :func:`item_strata` for their number: a test ``select --selection-rule sample`` can have drawn."""
     mask = np.asarray(mask, bool)
     k = int(mask.sum())
     if k < 2 or k >= bank.n_items:

@@ -44,7 +44,7 @@ INTERVAL_TEXT = {
     "model": "the model-based posterior predictive interval (ability, item-parameter and binomial uncertainty), "
              "not rescaled",
     "design": "the design-based interval of the model-assisted estimate: the items run are a stratified random "
-              "sample of the bank (select --method sample); the estimate is the observed answers plus the bank's "
+              "sample of the bank (select --selection-rule sample); the estimate is the observed answers plus the bank's "
               "curves on the rest at the ability whose expected number correct on the items run equals the "
               "observed one, and its variance is the sampling variance of the items' residuals, so the bank's bias "
               "for models unlike its cohort does not carry into it (model-based interval in `model_lower`, "
@@ -70,13 +70,13 @@ def _sampled(bank, y) -> np.ndarray:
 def _interval(interval: str | None, bank, notes: list, sampled: np.ndarray) -> str:
     n_cal = 0 if bank.calibration is None else int(bank.calibration.sizes["model"])
     if interval == "design" and not sampled.all():
-        raise DataError(f"interval='design' needs a stratified random sample of the bank's items (select --method "
+        raise DataError(f"interval='design' needs a stratified random sample of the bank's items (select --selection-rule "
                         f"sample), one item per stratum of difficulty; {int((~sampled).sum())} model(s) ran other "
                         "items (or missed some of the sample); use interval='calibrated' or 'model' for them")
     if interval is None:
         if sampled.size and sampled.all():
             notes.append("interval: design-based, because every model ran one item per stratum of the bank's "
-                         "difficulty (a test of select --method sample); it assumes those items were drawn at "
+                         "difficulty (a test of select --selection-rule sample); it assumes those items were drawn at "
                          "random within their strata")
             return "design"
         if n_cal >= MIN_CALIBRATED_MODELS:
@@ -220,7 +220,7 @@ def _warnings(bank, pred, fit, outside, y, model_ids, edge, interval) -> list[st
                         + ("the design-based interval does not rest on the bank's curves there, but the bank's person "
                            "fit and ability do" if interval == "design" else
                            "their intervals rest on extrapolation beyond the calibration cohort; calibrate a bank "
-                           "that includes models like them, or run a stratified sample (select --method sample)"))
+                           "that includes models like them, or run a stratified sample (select --selection-rule sample)"))
     near = edge & ~outside
     if near.any():
         shown = ", ".join(repr(str(m)) for m in model_ids[near][:5]) + (", ..." if near.sum() > 5 else "")
@@ -235,7 +235,7 @@ def _warnings(bank, pred, fit, outside, y, model_ids, edge, interval) -> list[st
                         "the "
                         f"items the cohort answers near that floor and predicts the {int(above.sum())} model(s) above "
                         "the cohort too low (Open LLM Leaderboard ARC/MMLU: -7 to -11 pp); fit the bank as 3PL "
-                        "(bayesirt mml --model 3pl) and select with --method extended to score models stronger than "
+                        "(bayesirt mml --model 3pl) and select with --selection-rule extended to score models stronger than "
                         "the cohort")
     ceiling = at_ceiling(y)
     if ceiling.any():
