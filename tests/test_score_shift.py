@@ -212,8 +212,10 @@ def _cli(*args):
                           timeout=600)
 
 
-@pytest.mark.slow
-def test_select_extended_then_score_through_the_cli_warns_and_names_the_edge_interval(tmp_path):
+def _select_then_score(tmp_path, spec: str, *select_args):
+    """A 2PL/3PL bank by MAP-EM on the weakest 320 of 400 simulated 3PL models, ``select`` with ``select_args``
+    through the CLI, the strongest 80 models' answers to the chosen items scored through the CLI: the two
+    summaries, score's stderr and report, and the scored models' responses."""
     from bayesirt.jobs.frequentist import run_mml_job
 
     responses, _ = simulate_pl("3pl", n_items=40, n_models=400, seed=2)
@@ -221,12 +223,10 @@ def test_select_extended_then_score_through_the_cli_warns_and_names_the_edge_int
     data = make_responses(y, item_id=[f"q{i}" for i in range(40)], model_id=[f"m{k:03d}" for k in range(400)])
     order = np.argsort((y == 1).mean(0), kind="stable")
     cal, new = data.isel(model=np.sort(order[:320])), data.isel(model=np.sort(order[320:]))
-    run_mml_job(cal, tmp_path / "fit", spec="2pl", priors=True)
+    run_mml_job(cal, tmp_path / "fit", spec=spec, priors=True)
     bank = tmp_path / "fit" / "mml.nc"
-    sel = _cli("select", bank, "--budget", 12, "--selection-rule", "extended", "--out", tmp_path / "test")
+    sel = _cli("select", bank, "--budget", 12, *select_args, "--out", tmp_path / "test")
     assert sel.returncode == 0, sel.stderr
-    summary = json.loads((tmp_path / "test" / "summary.json").read_text())
-    assert summary["selection_rule"] == "extended" and "above" in summary["selection_text"]
     items = pd.read_csv(tmp_path / "test" / "test_items.csv")["item_id"].astype(str).tolist()
     part = new.sel(item=items)
     frame = pd.DataFrame(part["responses"].values.T, columns=items)
@@ -234,11 +234,18 @@ def test_select_extended_then_score_through_the_cli_warns_and_names_the_edge_int
     frame.to_csv(tmp_path / "run.csv", index=False)
     out = _cli("score", bank, tmp_path / "run.csv", "--out", tmp_path / "scores", "--samples", 300)
     assert out.returncode == 0, out.stderr
-    summary = json.loads((tmp_path / "scores" / "summary.json").read_text())
+    return (json.loads((tmp_path / "test" / "summary.json").read_text()),
+            json.loads((tmp_path / "scores" / "summary.json").read_text()), out.stderr,
+            (tmp_path / "scores" / "report.md").read_text(), new)
+
+
+@pytest.mark.slow
+def test_select_extended_then_score_through_the_cli_warns_and_names_the_edge_interval(tmp_path):
+    selected, summary, _, report, _ = _select_then_score(tmp_path, "2pl", "--selection-rule", "extended")
+    assert selected["selection_rule"] == "extended" and "above" in selected["selection_text"]
     assert summary["interval"] == "calibrated" and summary["interval_at_edge"].startswith("the extrapolation envelope")
     assert summary["at_edge"] >= summary["outside_range"] > 0
     assert any("no lower asymptote" in w for w in summary["warnings"])
-    report = (tmp_path / "scores" / "report.md").read_text()
     assert "the extrapolation envelope" in report and "column `at_edge`" in report
     scores = pd.read_csv(tmp_path / "scores" / "scores.csv")
     assert "at_edge" in scores.columns and scores["at_edge"].sum() == summary["at_edge"]
@@ -246,31 +253,11 @@ def test_select_extended_then_score_through_the_cli_warns_and_names_the_edge_int
 
 @pytest.mark.slow
 def test_default_select_then_score_through_the_cli_gives_and_names_the_design_interval(tmp_path):
-    from bayesirt.jobs.frequentist import run_mml_job
-
-    responses, _ = simulate_pl("3pl", n_items=40, n_models=400, seed=2)
-    y = responses["responses"].values
-    data = make_responses(y, item_id=[f"q{i}" for i in range(40)], model_id=[f"m{k:03d}" for k in range(400)])
-    order = np.argsort((y == 1).mean(0), kind="stable")
-    cal, new = data.isel(model=np.sort(order[:320])), data.isel(model=np.sort(order[320:]))
-    run_mml_job(cal, tmp_path / "fit", spec="3pl", priors=True)
-    bank = tmp_path / "fit" / "mml.nc"
-    sel = _cli("select", bank, "--budget", 12, "--seed", 3, "--out", tmp_path / "test")
-    assert sel.returncode == 0, sel.stderr
-    summary = json.loads((tmp_path / "test" / "summary.json").read_text())
-    assert summary["selection_rule"] == "sample" and "stratified random sample" in summary["selection_text"]
-    items = pd.read_csv(tmp_path / "test" / "test_items.csv")["item_id"].astype(str).tolist()
-    part = new.sel(item=items)
-    frame = pd.DataFrame(part["responses"].values.T, columns=items)
-    frame.insert(0, "model", part["model"].values)
-    frame.to_csv(tmp_path / "run.csv", index=False)
-    out = _cli("score", bank, tmp_path / "run.csv", "--out", tmp_path / "scores", "--samples", 300)
-    assert out.returncode == 0, out.stderr
-    summary = json.loads((tmp_path / "scores" / "summary.json").read_text())
+    selected, summary, stderr, report, new = _select_then_score(tmp_path, "3pl", "--seed", 3)
+    assert selected["selection_rule"] == "sample" and "stratified random sample" in selected["selection_text"]
     assert summary["interval"] == "design" and summary["interval_text"].startswith("the design-based interval")
-    assert summary["extrapolated"] == 0 and summary["extrapolation"] == "none"
-    assert "bayesirt: note: interval: design-based" in out.stderr
-    report = (tmp_path / "scores" / "report.md").read_text()
+    assert summary["extrapolation"] == "none" and summary["extrapolated"] == 0
+    assert "bayesirt: note: interval: design-based" in stderr
     assert "Interval used: **design**" in report and "model-assisted estimate of a stratified random" in report
     assert "posterior predictive of the items it did not run" not in report
     scores = pd.read_csv(tmp_path / "scores" / "scores.csv")
