@@ -102,7 +102,7 @@ def markdown(result: dict) -> str:
     if "time" in result:
         t = result["time"]
         lines += [f"Wall {t['wall_s']} s, CPU {t['cpu_s']} s (user + system, the job and its K-fold workers; "
-                  f"`/usr/bin/time -v`, 2 cores shared with other jobs), largest process {t['max_rss_gb_largest_process']} "
+                  f"`/usr/bin/time -v`, 2 cores; the load is in the command line), largest process {t['max_rss_gb_largest_process']} "
                   f"GB, exit {t['exit_status']}.", ""]
     lines += [f"{w['units']} units (held-out models). Leader **{w['leader']}**, ahead of {w['runner_up']} by "
               f"{w['lead_elpd']} elpd = **{w['lead_in_dse']} dse** (dse {w['dse']}).", "",
