@@ -174,7 +174,7 @@ def cat_rmse(ds, args) -> tuple:
 def markdown(result: dict) -> str:
     s = result["settings"]
     lines = ["# Static test designs vs random items (issue 44 item 1)", "",
-             f"{s['date']}, {s['machine']}; the machine was shared and loaded (timings not comparable). "
+             f"{s['date']}, {s['machine']}. "
              f"Command: `{s['command']}`. {s['models']} models per data set (seeded subset), {s['splits']} CAT-study "
              f"splits x {s['random']} random subsets, {s['random_tests']} random 40-item tests, {s['pair_models']} "
              f"models for the pair test. Default design: `{s['default']}` (`safety.settings.STATIC_DESIGN`).", "",
