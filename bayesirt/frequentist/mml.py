@@ -39,7 +39,7 @@ from bayesirt.utils.validation import parameter_error
 from bayesirt.utils.parallel import blas_threads
 from bayesirt.models.specs import LOGISTIC_KINDS, IRTSpec, load_spec
 from bayesirt.frequentist.abilities import EAP_POINTS, eap_abilities, map_abilities
-from bayesirt.frequentist.settings import ACCELERATE, MAX_ITER, THETA_METHODS, THREADS
+from bayesirt.frequentist.settings import ACCELERATE, MAX_ITER, QUADRATURE, THETA_METHODS, THREADS
 from bayesirt.frequentist.mml_mstep import m_step
 from bayesirt.frequentist.mml_grid import COARSE, grid_coarseness, posterior_sds, refined_grid
 from bayesirt.frequentist.mml_model import (ItemParameters, ParameterLayout, ResponsePatterns, e_step,
@@ -252,7 +252,7 @@ def _em(lay: ParameterLayout, data: ResponsePatterns, par: ItemParameters, max_i
 
 @declare()
 def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *,
-            quadrature: int = option(61, "Gauss-Hermite nodes of the starting grid", low=5, high=201),
+            quadrature: int = QUADRATURE,
             priors: bool = option(False, "add the spec's item priors (MAP-EM)"), max_iter: int = MAX_ITER,
             tol: float = option(1e-6, "stop when no item parameter moves more in an update", low=0, open=True),
             ll_tol: float = option(1e-10, "or when the objective changes less, relative", low=0),

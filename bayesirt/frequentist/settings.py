@@ -5,7 +5,8 @@ command-line parser does not import them."""
 
 from bayesirt.utils.options import none_or_int, option
 
-__all__ = ["PRUNE", "SAFE_LOADING_PRIOR", "DEFAULT_THRESHOLD_SD", "THETA_METHODS", "MAX_ITER", "THREADS", "ACCELERATE"]
+__all__ = ["PRUNE", "SAFE_LOADING_PRIOR", "DEFAULT_THRESHOLD_SD", "THETA_METHODS", "QUADRATURE", "MAX_ITER", "THREADS",
+           "ACCELERATE"]
 
 PRUNE = 1e-6
 """Default pruning constant of :func:`~bayesirt.frequentist.mml_mirt.fit_mml_mirt`'s quadrature: keep a
@@ -23,6 +24,8 @@ THETA_METHODS = ("eap", "map")
 
 #: Options of the EM fits (:func:`~bayesirt.frequentist.mml.fit_mml`,
 #: :func:`~bayesirt.frequentist.mml_mirt.fit_mml_mirt`), declared once for both.
+QUADRATURE = option(61, "Gauss-Hermite nodes of the starting ability grid (refined where the posteriors are "
+                               "narrower than its spacing)", low=5, high=201)
 MAX_ITER = option(500, "EM iteration cap (every EM step counts, SQUAREM's too); hitting it warns", low=1)
 THREADS = option(1, "BLAS threads during the fit (none: the library's default)", type=int, low=1, parse=none_or_int)
 ACCELERATE = option(True, "SQUAREM extrapolation of the EM steps (Varadhan & Roland 2008); the objective still "

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from bayesirt.data.settings import DATA_HELP
 from bayesirt.errors import recorded_warnings
-from bayesirt.frequentist.settings import DEFAULT_THRESHOLD_SD, PRUNE, SAFE_LOADING_PRIOR
+from bayesirt.frequentist.settings import (DEFAULT_THRESHOLD_SD, MAX_ITER, PRUNE, QUADRATURE, SAFE_LOADING_PRIOR,
+                                          THREADS)
 from bayesirt.inference.fitting import fit
 from bayesirt.models.specs import SPEC_HELP, IRTSpec, load_spec
 from bayesirt.utils.options import comma_ints, declare, none_or_float, option
@@ -94,8 +95,8 @@ def _with_responses(tree, responses):
 def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
                 priors: bool = option(False, "add the spec's item priors (MAP-EM)"),
                 se: bool = option(True, "skip standard errors (faster on large item banks)"),
-                quadrature: int = option(61, "Gauss-Hermite nodes", low=5, high=201),
-                max_iter: int = option(500, "EM iteration cap", low=1),
+                quadrature: int = QUADRATURE,
+                max_iter: int = MAX_ITER,
                 force: bool = False) -> Path:
     """Fit ``spec`` by MML (or MAP-EM with ``priors``: the marginal MAP of the items, the
     estimate of ``bayesirt fit --method map``, which writes it in the shape of a sampled fit);
@@ -133,8 +134,8 @@ def run_mml_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
 
 
 @declare(positional={"data": DATA_HELP})
-def run_ladder_job(data, out, *, quadrature: int = option(61, "Gauss-Hermite nodes", low=5, high=201),
-                   max_iter: int = option(500, "EM iteration cap", low=1), force: bool = False) -> Path:
+def run_ladder_job(data, out, *, quadrature: int = QUADRATURE,
+                   max_iter: int = MAX_ITER, force: bool = False) -> Path:
     """Fit the 1PL-4PL ladder; write ladder.csv, lrt.csv, summary.json and report.md."""
     check_output(out, force=force)
     responses, dropped = _informative(_inputs(data)[0])
@@ -157,7 +158,7 @@ def run_ladder_job(data, out, *, quadrature: int = option(61, "Gauss-Hermite nod
 
 @declare(forward=fit, positional={"data": DATA_HELP})
 def run_check_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"),
-                  quadrature: int = option(61, "Gauss-Hermite nodes of the MML fits", low=5, high=201),
+                  quadrature: int = QUADRATURE,
                   threshold_sd: float = option(DEFAULT_THRESHOLD_SD, "prior-shrinkage flag threshold", low=0, open=True),
                   force: bool = False, progress: bool = True, **fit_options) -> Path:
     """Fit ``spec`` by ``fit`` (NUTS by default) and by ML and MAP-EM, and write the agreement
@@ -198,7 +199,7 @@ def run_splithalf_job(data, out, *, spec=option("2pl", SPEC_HELP, flag="--model"
                       splits: int = option(10, "random splits of the models", low=1),
                       top: int = option(25, "items selected by half-one discrimination", low=1),
                       seed: int = option(0, "seed of the splits", low=0),
-                      quadrature: int = option(61, "Gauss-Hermite nodes", low=5, high=201),
+                      quadrature: int = QUADRATURE,
                       force: bool = False, progress: bool = True) -> Path:
     """Split-half retention with and without priors; write splithalf.csv, splithalf.nc,
     splithalf.png, summary.json and report.md."""
@@ -232,7 +233,7 @@ def run_mirt_mml_job(data, out, *,
                                                            "D = 1..4]", type=int, low=5, high=201),
                      prune: float = option(PRUNE, "drop grid nodes whose prior weight is below this times the "
                                                   "largest", low=0, high=1, open="high"),
-                     max_iter: int = option(500, "EM iteration cap", low=1),
+                     max_iter: int = MAX_ITER,
                      tol: float = option(1e-4, "EM convergence tolerance (relative change of the log-likelihood)", low=0, open=True),
                      loading_prior: float | None = option(SAFE_LOADING_PRIOR, "SD of the N(0, SD^2) prior on the "
                                                                               "loadings (MAP-EM, SAFE App. C); none: "
@@ -240,8 +241,7 @@ def run_mirt_mml_job(data, out, *,
                                                           parse=none_or_float, metavar="SD", low=0, open=True),
                      rotation: str = option("oblimin", "rotation of the standardized loadings aggregated by item "
                                                        "group", choices=("oblimin", "varimax", "none")),
-                     threads: int | None = option(1, "BLAS threads of the EM (None: the library's default)",
-                                                  type=int, low=1),
+                     threads: int | None = THREADS,
                      force: bool = False, progress: bool = False) -> Path:
     """Fit the D-dimensional 2PL by MML for each D, choose D by held-out likelihood, and write
     ``mirt_mml.csv`` (one row per D), ``loadings.csv`` (mean rotated loading by item group,
