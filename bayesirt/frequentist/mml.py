@@ -361,7 +361,9 @@ def fit_mml(responses: xr.Dataset, spec: str | Path | IRTSpec = "2pl", *,
     if coarse > 1.5 * COARSE:
         warn(f"MML ({spec.name}): the ability grid ({data.nodes.size} nodes) is {coarse:.1f} times wider than "
              "the posterior sd of 5% of the models, so the scale of the estimates is set partly by the grid; "
-             "the test is too long for the grid: use fit(..., method='laplace')", RuntimeWarning)
+             "the test is too long for the grid: raise quadrature (--quadrature, up to 201) or, for a 2PL with "
+             "fixed priors, fit by Laplace, which uses no grid (bayesirt fit --method laplace; fit(..., "
+             "method='laplace'))", RuntimeWarning)
     item_ids = da["item"].values
     for name, bad in (("|discrimination| > 20", np.abs(par.a) > _BOUND_A), ("|intercept| > 30", np.abs(par.d) > _BOUND_D),
                       ("guessing > 0.5", par.c > _BOUND_ASYM), ("slip > 0.5", par.s > _BOUND_ASYM)):
