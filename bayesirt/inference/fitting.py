@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # annotations only: PyMC, PyTensor and xarray load when a mod
     import pymc as pm
     import xarray as xr
 
-    from bayesirt.inference.nutpie_direct import DirectModel
+    from bayesirt.inference.nutpie_callback import DirectModel
 
 __all__ = ["fit", "sample_model"]
 

@@ -6,13 +6,12 @@ compilations that take 11.5 s at 300 models x 1,000 items with empty caches and 
 (sampling then takes 12-30 s). :func:`direct_model` hands nutpie the same posterior, the log density
 and its gradient in the same unconstrained coordinates, as a C callback (a numba ``cfunc``) made of
 ``direct_posterior.parameters``, a likelihood kernel and ``direct_posterior.log_posterior``, and the
-draws' reported variables as a second one (``direct_posterior.expand``). nutpie's chains, threads of
+draws' reported variables as a second one (``direct_posterior.expand``), wrapped for nutpie by
+:mod:`bayesirt.inference.nutpie_callback`. nutpie's chains, threads of
 this process, call the callbacks without Python or its GIL: at 300 x 1,000 with 2 chains, 4,023 gradient
 evaluations a second against 3,713 through nutpie's Python-callback route
 (``nutpie.compiled_pyfunc.from_pyfunc``) with the same kernel (``benchmarks/nuts_numpyro.py``, runs at
-bb9b694 and afeeb2d). The callbacks go through nutpie's model class for PyMC models
-(``nutpie.compile_pymc.CompiledPyMCModel``, not public API: pyproject.toml keeps nutpie below 0.17),
-given our callbacks and data; ``tests/test_nutpie_direct.py`` samples through it.
+bb9b694 and afeeb2d). ``tests/test_nutpie_direct.py`` samples through it.
 
 The likelihood kernel is a dense one of :mod:`bayesirt.models.kernels` (missing cells masked; the 2PL's,
 or the 3PL/4PL's with asymptotes) on a matrix at least :data:`CELLS_BELOW` observed, otherwise (and for a
@@ -27,32 +26,27 @@ variables a fit reports, with the shapes, dims and dtypes of the PyMC path.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numba
 import numpy as np
-import pandas as pd
 import xarray as xr
-from numba import types
-from numba.extending import intrinsic
 
 from bayesirt.data.responses import MISSING
-from bayesirt.inference import direct_posterior
+from bayesirt.inference import direct_posterior, nutpie_callback
 from bayesirt.inference.direct_posterior import (
     A_MU_PRIOR, A_SIGMA_PRIOR, C_PRIOR, COLS, HEADER, HYPER, L_MU_PRIOR, L_SIGMA_PRIOR, N_CELLS, N_DIM, OFF_A_MU,
     OFF_C, OFF_L_MU, OFF_LOC, OFF_S, OFF_SLOPES, ROWS, S_PRIOR, expand, log_posterior, parameters,
 )
+from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
 from bayesirt.models import cell_kernel, kernels
 from bayesirt.models.cell_kernel import cell_loglik_and_gradient, cells_by_item
 from bayesirt.models.kernels import BY_MODEL_BELOW, asymptote_loglik_and_gradient, loglik_and_gradient
 from bayesirt.models.specs import IRTSpec, Prior
-from bayesirt.utils.numba_cache import drop_stale, sources_digest
+from bayesirt.utils.numba_cache import sources_digest
 
-__all__ = ["DirectModel", "direct_eligible", "direct_model", "CELLS_BELOW"]
+__all__ = ["direct_eligible", "direct_model", "CELLS_BELOW"]
 
 #: The likelihood runs over the observed cells (:mod:`bayesirt.models.cell_kernel`) below this observed
 #: share of the matrix, over the dense matrix (missing cells masked) from it on. Measured at 200 models x
@@ -76,31 +70,6 @@ def direct_eligible(responses: xr.Dataset, spec) -> bool:
     return bool(y.size > 0 and (y != MISSING).any())
 
 
-@dataclass(frozen=True)
-class DirectModel:
-    """A nutpie model of a 1PL-4PL posterior (``compiled``, for ``nutpie.sample``), the variables its
-    draws are expanded to (``reported_variables``, as ``build_logistic``'s model lists them), and the
-    functions nutpie calls: ``logp(x)`` -> (log density, gradient) at an unconstrained point, and
-    ``initial_point(seed)``."""
-
-    compiled: object
-    reported_variables: list[str]
-    logp: Callable[[np.ndarray], tuple[float, np.ndarray]]
-    initial_point: Callable[[int], np.ndarray]
-
-
-@intrinsic
-def _byte_offset(typingctx, pointer, offset):
-    """``pointer`` + ``offset`` bytes (a void pointer)."""
-    if pointer != types.voidptr or not isinstance(offset, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.gep(args[0], [context.cast(builder, args[1], signature.args[1], types.int64)])
-
-    return types.voidptr(types.voidptr, offset), codegen
-
-
 #: The likelihood's layouts of the responses after the header (a constant of each compiled callback):
 #: the dense int8 matrix by item rows or by model rows (:func:`bayesirt.models.kernels.loglik_and_gradient`,
 #: no asymptotes), the observed cells by item (:func:`bayesirt.models.cell_kernel.cell_loglik_and_gradient`:
@@ -114,9 +83,9 @@ def _cells_loglik(x, data, head):
     """(parameters at ``x``, log-likelihood and its gradients) over the observed cells after the header."""
     a, deviation, intercept, c, s = parameters(x, head)
     rows, n_cells = np.int64(head[ROWS]), np.int64(head[N_CELLS])
-    start = numba.carray(_byte_offset(data, 8 * HEADER), (rows + 1,), np.int64)
-    model = numba.carray(_byte_offset(data, 8 * (HEADER + rows + 1)), (n_cells,), np.int32)
-    y = numba.carray(_byte_offset(data, 8 * (HEADER + rows + 1) + 4 * n_cells), (n_cells,), np.int8)
+    start = numba.carray(byte_offset(data, 8 * HEADER), (rows + 1,), np.int64)
+    model = numba.carray(byte_offset(data, 8 * (HEADER + rows + 1)), (n_cells,), np.int32)
+    y = numba.carray(byte_offset(data, 8 * (HEADER + rows + 1) + 4 * n_cells), (n_cells,), np.int8)
     total, ga, gt, gd, gc, gs = cell_loglik_and_gradient(a, deviation, intercept, c, s, start, model, y,
                                                          head[OFF_C] >= 0, head[OFF_S] >= 0)
     return a, deviation, c, s, total, ga, gt, gd, gc, gs
@@ -130,9 +99,8 @@ def _logp_callback_for(layout: int):
     cells, by_model, asymptotes = layout == CELLS, layout == BY_MODEL, layout == ASYMPTOTES
 
     def logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
-        """The log posterior density and its gradient at the unconstrained point ``x``. Returns 0, or
-        nutpie's own codes (those of ``nutpie.compile_pymc``'s callback): -1 wrong dimension, 3 a
-        non-finite gradient, 4 a non-finite density."""
+        """The log posterior density and its gradient at the unconstrained point ``x``; nutpie's codes
+        (:mod:`bayesirt.inference.nutpie_callback`)."""
         head = numba.carray(data, (HEADER,), np.float64)
         if n_dim != np.int64(head[N_DIM]):
             return -1
@@ -141,25 +109,15 @@ def _logp_callback_for(layout: int):
             a, deviation, c, s, total, ga, gt, gd, gc, gs = _cells_loglik(x, data, head)
         elif asymptotes:
             a, deviation, intercept, c, s = parameters(x, head)
-            y = numba.carray(_byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
+            y = numba.carray(byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
             total, ga, gt, gd, gc, gs = asymptote_loglik_and_gradient(a, deviation, intercept, c, s, y)
         else:  # the dense matrix (no asymptotes: c = s = 0); by_model, a constant, selects one loop to compile
             a, deviation, intercept, c, s = parameters(x, head)
-            y = numba.carray(_byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
+            y = numba.carray(byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
             total, ga, gt, gd = loglik_and_gradient(a, deviation, intercept, y, by_model)
             gc, gs = c, s
         logp, gradient = log_posterior(x, head, a, deviation, total, ga, gt, gd, c, s, gc, gs)
-        out = numba.carray(gradient_pointer, (n_dim,))
-        finite = True
-        for k in range(n_dim):
-            out[k] = gradient[k]
-            finite &= np.isfinite(gradient[k])
-        numba.carray(logp_pointer, (1,))[0] = logp
-        if not finite:
-            return 3
-        if not np.isfinite(logp):
-            return 4
-        return 0
+        return finish_logp(gradient, logp, n_dim, gradient_pointer, logp_pointer)
 
     return logp_callback
 
@@ -173,7 +131,8 @@ def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
 
 #: The digest of this module's source and of the files it compiles in, frozen into the cached
 #: :func:`_compiled_sources`.
-_SOURCES = sources_digest(__file__, kernels.__file__, cell_kernel.__file__, direct_posterior.__file__)
+_SOURCES = sources_digest(__file__, kernels.__file__, cell_kernel.__file__, direct_posterior.__file__,
+                          nutpie_callback.__file__)
 
 
 @numba.njit(cache=True)
@@ -192,14 +151,7 @@ def _callbacks(layout: int):
     gives today's digest of every file. Otherwise, as after an edit to the kernel alone, they are dropped
     from the cache (every layout's: one cache index) and compiled afresh (and cached again):
     :func:`bayesirt.utils.numba_cache.drop_stale`."""
-    double = types.CPointer(types.float64)
-    logp_callback = _logp_callback_for(layout)
-    drop_stale(_compiled_sources, _SOURCES, logp_callback, _expand_callback)
-    logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr),
-                       cache=True)(logp_callback)
-    expand_ = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),
-                          cache=True)(_expand_callback)
-    return logp, expand_
+    return compile_callbacks(_logp_callback_for(layout), _expand_callback, _compiled_sources, _SOURCES)
 
 
 def _layout(y: np.ndarray, spec: IRTSpec) -> int:
@@ -282,45 +234,21 @@ def _responses_buffer(y_item_model: np.ndarray, layout: int) -> tuple[np.ndarray
 def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
     """The nutpie model of ``spec``'s posterior on ``responses`` (check :func:`direct_eligible` first);
     its callbacks are compiled on first use in this process."""
-    from nutpie.compile_pymc import CompiledPyMCModel  # here, not at the top: importing nutpie is slow
-
     y_item_model = responses["responses"].values
     n_items, n_models = y_item_model.shape
     layout = _layout(y_item_model, spec)
     data, rows, cols, n_cells = _responses_buffer(y_item_model, layout)
     head, offsets, hyper_names = _header(spec, n_models, n_items, layout, rows, cols, n_cells)
     buffer = np.concatenate([head.view(np.uint8), data])
-    n_dim = offsets["n_dim"]
-    logp_callback, expand_callback = _callbacks(layout)
-
-    def logp(x):
-        """(log density, gradient) at ``x`` from the callback nutpie calls."""
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        value, gradient = np.empty(1), np.empty(n_dim)
-        double = ctypes.POINTER(ctypes.c_double)
-        code = logp_callback.ctypes(x.size, *(v.ctypes.data_as(double) for v in (x, gradient, value)),
-                                    buffer.ctypes.data)
-        if code < 0:
-            raise ValueError(f"a point of {x.size} coordinates for a model of {n_dim}")
-        return float(value[0]), gradient
-
     names = ["theta", "discrimination", "intercept"] + ["difficulty"] * (spec.location == "difficulty") \
         + ["guessing"] * spec.has_guessing + ["slip"] * spec.has_slip + hyper_names
     item_slope = spec.discrimination_structure == "item"
-    shapes = {n: (n_items,) for n in names} | {"theta": (n_models,), "discrimination": (n_items,) if item_slope else ()}
-    shapes |= {n: () for n in hyper_names}
-    dims = {n: ("item",) if shapes[n] == (n_items,) else () for n in names} | {"theta": ("model",)}
-    compiled = CompiledPyMCModel(
-        dims={n: dims[n] for n in names},
-        compiled_logp_func=logp_callback, compiled_expand_func=expand_callback,
-        initial_point_func=functools.partial(start_point, spec, offsets, n_models, n_items),
-        shared_data={}, shared_var_keys={}, user_data=buffer,
-        n_expanded=sum(int(np.prod(shapes[n])) for n in names),
-        shape_info=(names, [None] * len(names), [shapes[n] for n in names]), logp_func=None, expand_func=None,
-        _n_dim=n_dim, _shapes={n: shapes[n] for n in names},
-        _coords={"item": pd.Index(responses["item"].values), "model": pd.Index(responses["model"].values)},
-    )
-    return DirectModel(compiled, names, logp, functools.partial(start_point, spec, offsets, n_models, n_items))
+    variables = {n: ((n_items,), ("item",)) for n in names} | {"theta": ((n_models,), ("model",))}
+    variables |= {"discrimination": ((n_items,), ("item",)) if item_slope else ((), ())}
+    variables |= {n: ((), ()) for n in hyper_names}
+    return callback_model(*_callbacks(layout), buffer, offsets["n_dim"], {n: variables[n] for n in names},
+                          {"item": responses["item"].values, "model": responses["model"].values},
+                          functools.partial(start_point, spec, offsets, n_models, n_items))
 
 
 def start_point(spec: IRTSpec, offsets: dict, n_models: int, n_items: int, seed) -> np.ndarray:

@@ -1,0 +1,116 @@
+"""A posterior handed to nutpie as two numba C callbacks: the plumbing every direct model shares.
+
+A direct model (:mod:`bayesirt.inference.nutpie_direct` for the 1PL-4PL) writes its log density and
+gradient, and the expansion of a draw into the variables a fit reports, as numba functions of the
+unconstrained point and of one byte buffer: a float64 header, then the data. nutpie's chains, threads of
+this process, call them as C callbacks without Python or its GIL. This module holds what does not depend
+on the model: the pointer arithmetic into the buffer (:func:`byte_offset`), the callbacks' C signatures
+(:func:`compile_callbacks`), and the nutpie model around them (:func:`callback_model`), built through
+nutpie's model class for PyMC models (``nutpie.compile_pymc.CompiledPyMCModel``, not public API:
+pyproject.toml keeps nutpie below 0.17).
+
+The callbacks follow nutpie's own codes (those of ``nutpie.compile_pymc``'s callback): 0 success, -1 a
+point of the wrong dimension, 3 a non-finite gradient, 4 a non-finite density.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import pandas as pd
+from numba import types
+from numba.extending import intrinsic
+
+from bayesirt.utils.numba_cache import drop_stale
+
+__all__ = ["DirectModel", "byte_offset", "callback_model", "compile_callbacks", "finish_logp"]
+
+
+@dataclass(frozen=True)
+class DirectModel:
+    """A nutpie model of a posterior (``compiled``, for ``nutpie.sample``), the variables its draws are
+    expanded to (``reported_variables``), and the functions nutpie calls: ``logp(x)`` -> (log density,
+    gradient) at an unconstrained point, and ``initial_point(seed)``."""
+
+    compiled: object
+    reported_variables: list[str]
+    logp: Callable[[np.ndarray], tuple[float, np.ndarray]]
+    initial_point: Callable[[int], np.ndarray]
+
+
+@intrinsic
+def byte_offset(typingctx, pointer, offset):
+    """``pointer`` + ``offset`` bytes (a void pointer)."""
+    if pointer != types.voidptr or not isinstance(offset, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [context.cast(builder, args[1], signature.args[1], types.int64)])
+
+    return types.voidptr(types.voidptr, offset), codegen
+
+
+@numba.njit
+def finish_logp(gradient, logp, n_dim, gradient_pointer, logp_pointer):
+    """Write ``logp`` and ``gradient`` where nutpie reads them; the callback's return code (0, 3 or 4)."""
+    out = numba.carray(gradient_pointer, (n_dim,))
+    finite = True
+    for k in range(n_dim):
+        out[k] = gradient[k]
+        finite &= np.isfinite(gradient[k])
+    numba.carray(logp_pointer, (1,))[0] = logp
+    if not finite:
+        return 3
+    if not np.isfinite(logp):
+        return 4
+    return 0
+
+
+def compile_callbacks(logp_callback, expand_callback, compiled_sources, digest: int):
+    """The C callbacks of ``logp_callback(n_dim, x, gradient, logp, data)`` and
+    ``expand_callback(n_dim, n_expanded, x, out, data)``, compiled on first use or loaded from numba's cache,
+    and only from the cache while ``compiled_sources()`` gives ``digest`` (see
+    :func:`bayesirt.utils.numba_cache.drop_stale`: numba checks a cached function against its own file only)."""
+    double = types.CPointer(types.float64)
+    drop_stale(compiled_sources, digest, logp_callback, expand_callback)
+    logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr), cache=True)(logp_callback)
+    expand = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr),
+                         cache=True)(expand_callback)
+    return logp, expand
+
+
+def callback_model(logp_cfunc, expand_cfunc, buffer: np.ndarray, n_dim: int, variables: dict,
+                   coords: dict, initial_point: Callable[[int], np.ndarray]) -> DirectModel:
+    """The nutpie model of compiled callbacks on ``buffer`` (the header and data they read).
+
+    ``variables`` maps each reported variable, in the order the expand callback writes them, to its
+    (shape, dims); ``coords`` labels the dims; ``initial_point(seed)`` is the start of a chain."""
+    from nutpie.compile_pymc import CompiledPyMCModel  # here, not at the top: importing nutpie is slow
+
+    def logp(x):
+        """(log density, gradient) at ``x`` from the callback nutpie calls."""
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        value, gradient = np.empty(1), np.empty(n_dim)
+        double = ctypes.POINTER(ctypes.c_double)
+        code = logp_cfunc.ctypes(x.size, *(v.ctypes.data_as(double) for v in (x, gradient, value)),
+                                 buffer.ctypes.data)
+        if code < 0:
+            raise ValueError(f"a point of {x.size} coordinates for a model of {n_dim}")
+        return float(value[0]), gradient
+
+    names = list(variables)
+    shapes = {n: tuple(variables[n][0]) for n in names}
+    compiled = CompiledPyMCModel(
+        dims={n: tuple(variables[n][1]) for n in names},
+        compiled_logp_func=logp_cfunc, compiled_expand_func=expand_cfunc,
+        initial_point_func=initial_point, shared_data={}, shared_var_keys={}, user_data=buffer,
+        n_expanded=sum(int(np.prod(shapes[n])) for n in names),
+        shape_info=(names, [None] * len(names), [shapes[n] for n in names]), logp_func=None, expand_func=None,
+        _n_dim=n_dim, _shapes=shapes, _coords={k: pd.Index(v) for k, v in coords.items()},
+    )
+    return DirectModel(compiled, names, logp, initial_point)
