@@ -362,7 +362,7 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
     t0 = time.perf_counter()
     model = direct_model(responses, spec)
     timings["compile_s"] = time.perf_counter() - t0
-    tree = _run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
+    tree = run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
                        timings, spec_nutpie_settings(spec))
     result = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(),
                                     "sample_stats": tree["sample_stats"].to_dataset()})
@@ -371,7 +371,7 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
     return result, model
 
 
-def _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
+def run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
     """nutpie's NUTS, its progress in bayesirt's bar or lines (draws done of all chains, the time left
     estimated from their rate, the phase). Not ``nutpie.sample``'s blocking call: that one catches
     an interrupt and returns the draws so far, NaN for the rest, as if finished; here an interrupt
@@ -417,7 +417,7 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
         with pytensor.config.change_flags(numba__fastmath=False):
             compiled = nutpie.compile_pymc_model(pm_model)
         timings["compile_s"] = time.perf_counter() - t0
-        return _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings)
+        return run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings)
     if sampler in _JAX_SAMPLERS:
         t0 = time.perf_counter()
         with _xla_compile_seconds() as compile_times:
