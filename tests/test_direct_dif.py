@@ -56,14 +56,17 @@ def _pymc_point(pm_model, x):
     return point
 
 
+@pytest.mark.parametrize("n_models", [37, 290])
 @pytest.mark.parametrize("missing", [0.0, 0.3])
 @pytest.mark.parametrize("easiness_prior", ["flat", "normal"])
 @pytest.mark.parametrize("prior", ["ridge", "hierarchical"])
-def test_log_density_and_gradient_equal_pymcs(prior, easiness_prior, missing):
+def test_log_density_and_gradient_equal_pymcs(prior, easiness_prior, missing, n_models):
     """Value and gradient at random points equal PyMC's to 1e-10 (relative to the largest); the value up to
-    PyMC's float32 log(2) of the normal easiness prior, which is checked to 1e-10 too."""
+    PyMC's float32 log(2) of the normal easiness prior, which is checked to 1e-10 too. With 290 models an
+    item's cells fill the kernel's blocks of 128 (its remainder path alone with 37), and the last point puts
+    an item's logits above the clip of exp (36)."""
     n_items, n_families = 11, 4
-    data = _design(n_items, 37, n_families, missing, seed=n_families + int(10 * missing))
+    data = _design(n_items, n_models, n_families, missing, seed=n_models + int(10 * missing))
     settings = {"prior": prior, "easiness_prior": easiness_prior, "delta_sd": 0.7}
     model = family_dif_model(*data, n_families, **settings)
     pm_model = build_family_dif(*data, n_families, **settings)
@@ -71,8 +74,10 @@ def test_log_density_and_gradient_equal_pymcs(prior, easiness_prior, missing):
     assert model.compiled.n_dim == sum(v.size for v in pm_model.initial_point().values())
     constant = n_items * _FLOAT32_LOG_SD if easiness_prior == "normal" else 0.0
     rng = np.random.default_rng(1)
-    for scale in (0.3, 1.0, 2.5):
+    for scale in (0.3, 1.0, 2.5, 2.6):
         x = rng.normal(0.0, scale, model.compiled.n_dim)
+        if scale == 2.6:
+            x[3] = 45.0  # item 3's easiness: exp(eta) clipped
         value, gradient = model.logp(x)
         point = _pymc_point(pm_model, x)
         want = logp(point)
