@@ -149,7 +149,7 @@ def main():
     p.add_argument("--items", type=int, default=1000)
     p.add_argument("--models", type=int, default=600)
     p.add_argument("--families", type=int, default=5)
-    p.add_argument("--missing", type=float, nargs="+", default=[0.1, 0.5])
+    p.add_argument("--missing", type=float, nargs="*", default=[0.1, 0.5])
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--fit", action="store_true")
