@@ -18,6 +18,10 @@ family_effect and the Deterministic dif_range, as the PyMC path reports them. Th
 model around them, are :mod:`bayesirt.inference.nutpie_callback`'s; :func:`sample_family_dif` samples it
 with :func:`bayesirt.inference.fitting.run_nutpie` and returns the tree of
 :func:`~bayesirt.inference.fitting.sample_model`.
+
+Cost, at 1,000 items x 600 models x 5 families, CPU ms of one log density + gradient through the callback
+nutpie calls: 2.47 against 17.5 for PyMC's graph compiled by nutpie with 10% of the cells missing, 1.37
+against 17.6 with 50% (``benchmarks/direct_dif.py``, results/direct_dif_full.jsonl, load 11 on 2 cores).
 """
 
 from __future__ import annotations
