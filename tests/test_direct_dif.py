@@ -19,6 +19,9 @@ from bayesirt.inference.direct_dif import family_dif_model, sample_family_dif
 from bayesirt.inference.fitting import sample_model
 from bayesirt.models.family_dif import EASINESS_SD, build_family_dif
 
+#: Every test here compiles numba kernels and PyMC graphs, or samples (minutes under load): the slow tier.
+pytestmark = pytest.mark.slow
+
 #: PyMC evaluates Normal(0, 2)'s log(sigma) in float32 (its literal 2.0 is a float32 constant): the direct
 #: model's exact constant differs by this per item, and only by this (checked to 1e-10).
 _FLOAT32_LOG_SD = float(np.log(np.float32(EASINESS_SD))) - math.log(EASINESS_SD)
@@ -147,7 +150,6 @@ def _pymc_tree(data, n_families, *, prior="ridge", easiness_prior="flat", **opti
     return tree
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("prior", ["ridge", "hierarchical"])
 def test_audit_fit_has_the_structure_of_the_pymc_paths(prior):
     data = _design(12, 30, 3, 0.2, seed=5)
@@ -173,7 +175,6 @@ def test_audit_fit_has_the_structure_of_the_pymc_paths(prior):
     np.testing.assert_allclose(direct.posterior["dif_range"].values, np.ptp(delta, axis=-1), rtol=1e-12)
 
 
-@pytest.mark.slow
 def test_posterior_agrees_with_the_pymc_path():
     """A simulated 40-item x 60-model design, 3 families, 15% missing, hierarchical prior: the direct model's
     posterior means equal the PyMC graph's within Monte Carlo error (|difference| < 4 combined ESS-based

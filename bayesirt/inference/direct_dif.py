@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 from bayesirt.inference import nutpie_callback
-from bayesirt.inference.fitting import run_nutpie, sample_model
+from bayesirt.inference.fitting import nuts_settings, run_nutpie, sample_model
 from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
 from bayesirt.models import dif_kernel
 from bayesirt.models.dif_kernel import cells_by_family, family_dif_loglik_and_gradient
@@ -224,7 +224,7 @@ def sample_family_dif(y, observed, offsets, family, n_families: int, item_ids=No
                       nutpie_settings or {})
     result = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset()[model.reported_variables],
                                     "sample_stats": tree["sample_stats"].to_dataset()})
-    recorded = {"method": "nuts", "seed": settings["seed"], "sampler": "nutpie", "draws": draws, "tune": tune,
-                "chains": chains} | ({"nutpie": dict(nutpie_settings)} if nutpie_settings else {})
+    recorded = {"method": "nuts", "seed": settings["seed"]} | nuts_settings("nutpie", draws, tune, chains,
+                                                                           nutpie_settings)
     result.attrs = {"bayesirt_settings": json.dumps(recorded), "bayesirt_timings": json.dumps(timings)}
     return result

@@ -318,7 +318,7 @@ def sample_model(
     settings: dict = {"method": method, "seed": seed}
     attrs: dict = {}
     if method == "nuts":
-        settings |= _nuts_settings(sampler, draws, tune, chains, nutpie_settings)
+        settings |= nuts_settings(sampler, draws, tune, chains, nutpie_settings)
         tree = _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings, nutpie_settings or {})
     elif method in ("advi", "fullrank_advi"):
         if advi_learning_rate is None:
@@ -343,7 +343,8 @@ def sample_model(
     return result
 
 
-def _nuts_settings(sampler, draws, tune, chains, nutpie_settings) -> dict:
+def nuts_settings(sampler, draws, tune, chains, nutpie_settings) -> dict:
+    """The settings a NUTS run records: sampler, draws, tune, chains and nutpie's adaptation keywords."""
     settings = {"sampler": sampler, "draws": draws, "tune": tune, "chains": chains}
     if sampler == "nutpie" and nutpie_settings:
         settings["nutpie"] = dict(nutpie_settings)
@@ -366,7 +367,7 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
                        timings, spec_nutpie_settings(spec))
     result = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(),
                                     "sample_stats": tree["sample_stats"].to_dataset()})
-    settings = {"method": "nuts", "seed": seed} | _nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
+    settings = {"method": "nuts", "seed": seed} | nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
     result.attrs = {"bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings)}
     return result, model
 
