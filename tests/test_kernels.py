@@ -176,3 +176,16 @@ def test_kernel_asks_for_512_bit_vectors():
     plain(1.0)
     assert '"prefer-vector-width"="512"' in next(iter(kernel.inspect_llvm().values()))
     assert "prefer-vector-width" not in next(iter(plain.inspect_llvm().values()))
+
+
+def test_a_float32_slope_does_not_round_the_rest():
+    """The Op computes in the widest input dtype: a float32 constant slope (the 1PL's) once cast the
+    abilities and intercepts to float32 (gradients off by 1e-7 relative)."""
+    rng = np.random.default_rng(7)
+    y = (rng.random((6, 5)) < 0.5).astype(np.int8)
+    t, d = rng.normal(size=5), rng.normal(size=6)
+    a32 = pt.constant(np.ones(6, dtype=np.float32))
+    total = logistic_loglik(a32, pt.constant(t), pt.constant(d), y)
+    assert total.dtype == "float64"
+    want = loglik_and_gradient(np.ones(6), t, d, y)[0]
+    np.testing.assert_allclose(total.eval(), want, rtol=1e-14)

@@ -405,7 +405,8 @@ class LogisticLoglik(Op):
             raise TypeError("LogisticLoglik takes vectors a, t, d and a matrix y")
         if y.dtype != "int8":
             raise TypeError(f"y must be int8 (negative = missing), got {y.dtype}")
-        dtype = pt.as_tensor_variable(a).dtype
+        # the widest of the three (a float32 constant slope must not round abilities to float32)
+        dtype = pytensor.scalar.upcast(a.dtype, t.dtype, d.dtype)
         a, t, d = (pt.cast(v, dtype) for v in (a, t, d))
         outputs = [pt.scalar(dtype=dtype), a.type(), t.type(), d.type()]
         return Apply(self, [a, t, d, y], outputs)

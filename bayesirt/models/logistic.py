@@ -125,14 +125,14 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
             a = prior_rv("discrimination", spec.priors["discrimination"])
             scaled = pm.ZeroSumNormal("theta_deviation_scaled", sigma=a * tp["sigma"], dims="model")
             theta_dev = scaled / a
-            a_lik, dev_lik = pt.constant(1.0), scaled  # the likelihood's slope and deviation
+            a_lik, dev_lik = pt.constant(1.0, dtype=pytensor.config.floatX), scaled  # the likelihood's slope, deviation
         else:
             theta_dev = dev_lik = pm.ZeroSumNormal("theta_deviation", sigma=tp["sigma"], dims="model")
         pm.Deterministic("theta", theta_mean + theta_dev, dims="model")
         if spec.discrimination_structure == "item":
             a = a_lik = prior_rv("discrimination", spec.priors["discrimination"], dims="item")
         elif spec.discrimination_structure == "fixed":
-            a = a_lik = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value))
+            a = a_lik = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value, dtype=pytensor.config.floatX))
         lp = prior_params(spec.location, spec.priors[spec.location])
         if spec.location == "intercept":
             d_c = pm.Normal("intercept_centered", mu=lp["mu"] + a * theta_mean, sigma=lp["sigma"], dims="item")
