@@ -4,6 +4,7 @@ exploratory and confirmatory, with 2 and 3 dimensions, complete and with missing
 draws by it against the PyMC path's; and a short fit each way with the same posterior means within Monte Carlo
 error."""
 
+import ctypes
 import json
 
 import arviz as az
@@ -171,3 +172,39 @@ def test_posterior_means_agree_with_the_pymc_path(name, monkeypatch):
     z = np.concatenate(z)
     assert np.isfinite(z).all() and np.sum(z >= 4.0) <= max(1, z.size // 100), np.sort(z)[-5:]
     assert np.median(z) < 1.5  # a shifted posterior would move most means, not a few
+
+
+def _expand(model, x):
+    """The draw's reported variables by the direct model's expand callback, by name."""
+    compiled = model.compiled
+    out = np.empty(compiled.n_expanded)
+    double = ctypes.POINTER(ctypes.c_double)
+    code = compiled.compiled_expand_func.ctypes(x.size, out.size, x.ctypes.data_as(double),
+                                                out.ctypes.data_as(double), compiled.user_data.ctypes.data)
+    assert code == 0
+    names, _, shapes = compiled.shape_info
+    values, k = {}, 0
+    for name, shape in zip(names, shapes):
+        size = int(np.prod(shape))
+        values[name] = out[k:k + size].reshape(shape)
+        k += size
+    return values
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("structure", ["exploratory", "confirmatory"])
+def test_expanded_draws_equal_pymcs_deterministics(structure, dims):
+    responses = _responses(11, 8, 0.2, dims, seed=5)
+    spec = _spec(structure, dims)
+    pm_model = build_mirt(responses, spec)
+    model, _ = direct_mirt_model(responses, spec)
+    names = pm_model.reported_variables
+    assert list(model.reported_variables) == names
+    outputs = pm_model.replace_rvs_by_values([pm_model[n] for n in names])  # of the point, not random draws
+    reported = pm_model.compile_fn(outputs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(dims)
+    for _ in range(3):
+        x = rng.normal(0.0, 0.8, model.compiled.n_dim)
+        got = _expand(model, x)
+        for name, want in zip(names, reported(_pymc_point(pm_model, x))):
+            np.testing.assert_allclose(got[name], want, rtol=1e-12, atol=1e-12, err_msg=name)

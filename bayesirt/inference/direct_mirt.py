@@ -38,7 +38,7 @@ import xarray as xr
 from bayesirt.data.responses import MISSING
 from bayesirt.inference import nutpie_callback
 from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
-from bayesirt.models import mirt_kernel
+from bayesirt.models import kernels, mirt_kernel
 from bayesirt.models.mirt import anchor_items, dimension_names, dimensions_identified, echelon_free, item_dimensions
 from bayesirt.models.mirt_kernel import mirt_loglik_and_gradient
 from bayesirt.models.specs import MIRTSpec
@@ -251,7 +251,7 @@ def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
 
 
 #: The digest of this module's source and of the files it compiles in (see ``nutpie_direct._callbacks``).
-_SOURCES = sources_digest(__file__, mirt_kernel.__file__, nutpie_callback.__file__)
+_SOURCES = sources_digest(__file__, mirt_kernel.__file__, kernels.__file__, nutpie_callback.__file__)
 
 
 @numba.njit(cache=True)
