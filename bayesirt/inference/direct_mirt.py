@@ -340,8 +340,9 @@ def direct_mirt_model(responses: xr.Dataset, spec: MIRTSpec) -> tuple[DirectMode
 
 
 def _start_point(head: np.ndarray, source: np.ndarray, seed) -> np.ndarray:
-    """PyMC's default start as nutpie uses it: every free variable's support point in the unconstrained space
-    (the centred intercepts' at the jittered loadings and means), plus U(-1, 1) jitter."""
+    """A start like PyMC's default as nutpie uses it: every free variable's support point in the unconstrained
+    space plus U(-1, 1) jitter, the centred intercepts' taken at the jittered loadings and means (with the
+    identity for the factor; chains need not start where the PyMC path's do)."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1.0, 1.0, int(head[N_DIM]))
     n_loadings, off_mean, off_int = int(head[N_LOADINGS]), int(head[OFF_MEAN]), int(head[OFF_INTERCEPT])
