@@ -3,8 +3,11 @@ nutpie: CPU ms of one logp + gradient (complete and 50% missing), and one NUTS f
 compile and sampling seconds, the smallest bulk ESS over loadings, intercepts and abilities).
 
     nice -n 19 .venv/bin/python benchmarks/direct_mirt.py --size 200x500 --dims 2 [--no-fit]
+    nice -n 19 .venv/bin/python benchmarks/direct_mirt.py --layouts --size 200x500 --dims 2
 
-Writes benchmarks/results/direct_mirt.json and .md. CPU seconds are the process's (nutpie's chains are its
+Writes benchmarks/results/direct_mirt.json and .md; ``--layouts`` (the likelihood kernels alone, dense masked
+against observed cells, at several observed shares: where ``direct_mirt.CELLS_BELOW`` comes from) writes
+benchmarks/results/direct_mirt_layouts.md. CPU seconds are the process's (nutpie's chains are its
 threads); the load average is recorded before and after each measurement (the machine may be shared).
 """
 
@@ -101,6 +104,29 @@ def one_fit(responses, spec, *, direct: bool, draws: int, tune: int, chains: int
             "mean_steps": float(tree.sample_stats["n_steps"].mean()), "load_before": load, "load_after": loadavg()}
 
 
+def layouts(models: int, items: int, dims: int, evals: int, out: Path) -> None:
+    """``--layouts``: CPU ms of the dense kernel and of the observed-cells kernel at several observed shares."""
+    from bayesirt.models.cell_kernel import cells_by_item
+    from bayesirt.models.mirt_kernel import mirt_cell_loglik_and_gradient, mirt_loglik_and_gradient
+
+    rng = np.random.default_rng(0)
+    b, z, d = rng.normal(0, 1, (items, dims)), rng.normal(0, 1, (dims, models)), rng.normal(0, 1, items)
+    lines = [f"# MIRT likelihood kernels: dense (masked) against observed cells, {models} models x {items} items, "
+             f"D = {dims}", "", f"`nice -n 19 .venv/bin/python benchmarks/direct_mirt.py --layouts --size "
+             f"{models}x{items} --dims {dims}`; CPU ms of one kernel call, median of {evals}; load average before: "
+             f"{loadavg()}.", "", "| observed share | dense ms | cells ms | cells / dense |", "|---|---|---|---|"]
+    for share in (1.0, 0.5, 0.3, 0.25, 0.2, 0.1, 0.05):
+        y = (rng.uniform(size=(items, models)) < 0.6).astype(np.int8)
+        y[rng.uniform(size=y.shape) >= share] = -1
+        start, model, response = cells_by_item(y)
+        dense = _median_cpu_ms(lambda: mirt_loglik_and_gradient(b, z, d, y), evals)
+        cells = _median_cpu_ms(lambda: mirt_cell_loglik_and_gradient(b, z, d, start, model, response), evals)
+        lines.append(f"| {share:.2f} | {dense:.3f} | {cells:.3f} | {cells / dense:.2f} |")
+        print(lines[-1], flush=True)
+    lines.append(f"\nload average after: {loadavg()}")
+    out.write_text("\n".join(lines) + "\n")
+
+
 def markdown(r: dict) -> str:
     lines = [f"# Direct MIRT model against PyTensor's graph compiled by nutpie ({r['size']}, D = {r['dims']}, "
              f"spec {r['spec']})", "", f"`{r['command']}` at {r['source'].get('head', '?')[:7]}; {r['machine']}.", "",
@@ -133,11 +159,15 @@ def main(argv=None) -> None:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-fit", action="store_true", help="time one logp + gradient only")
+    parser.add_argument("--layouts", action="store_true", help="time the two likelihood kernels only")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     from bayesirt.models.specs import load_spec
 
     models, items = parse_size(args.size)
+    if args.layouts:
+        layouts(models, items, args.dims, args.evals, OUT.with_name("direct_mirt_layouts.md"))
+        return
     spec = load_spec(args.spec)
     if spec.structure == "exploratory":
         spec = spec.with_dimensions(args.dims)

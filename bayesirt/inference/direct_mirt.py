@@ -3,7 +3,8 @@
 As :mod:`bayesirt.inference.nutpie_direct` does for the 1PL-4PL, :func:`direct_model` hands nutpie the log
 density and its gradient in PyMC's unconstrained coordinates as a numba C callback (the likelihood by
 :func:`bayesirt.models.mirt_kernel.mirt_loglik_and_gradient`), and the draws' reported variables as a
-second one, through :mod:`bayesirt.inference.nutpie_callback`. The point is, in ``build_mirt``'s order of
+second one, through :mod:`bayesirt.inference.nutpie_callback`; below :data:`CELLS_BELOW` observed the
+likelihood runs over the observed cells (``mirt_cell_loglik_and_gradient``). The point is, in ``build_mirt``'s order of
 its free variables:
 
 * exploratory: ``loading_free`` ~ N(0, sigma) (row-major over the free cells of the echelon,
@@ -39,32 +40,40 @@ from bayesirt.data.responses import MISSING
 from bayesirt.inference import nutpie_callback
 from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
 from bayesirt.models import kernels, mirt_kernel
+from bayesirt.models.cell_kernel import cells_by_item
 from bayesirt.models.mirt import anchor_items, dimension_names, dimensions_identified, echelon_free, item_dimensions
-from bayesirt.models.mirt_kernel import mirt_loglik_and_gradient
+from bayesirt.models.mirt_kernel import mirt_cell_loglik_and_gradient, mirt_loglik_and_gradient
 from bayesirt.models.specs import MIRTSpec
 from bayesirt.utils.numba_cache import sources_digest
 
-__all__ = ["direct_mirt_eligible", "direct_mirt_model"]
+__all__ = ["direct_mirt_eligible", "direct_mirt_model", "CELLS_BELOW"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))  # as PyMC writes the normal constant
 
 #: Header slots: sizes, the prior parameters, the LKJ density's constant and exponent, the offsets of the
-#: blocks of the point. After the header: the (item, dim) map of each loading to its coordinate (-1: a
-#: zero), the (row, col) of each Cholesky coordinate, then the (item, model) int8 responses.
+#: blocks of the point, the observed cells. After the header: the (item, dim) map of each loading to its
+#: coordinate (-1: a zero), the (row, col) of each Cholesky coordinate, then the responses: the (item, model)
+#: int8 matrix, or the observed cells by item (int64 offsets, int32 model indices, int8 responses).
 (N_MODELS, N_ITEMS, N_DIMS, N_CHOL, LOG_SLOPES, LOADING_MU, LOADING_SIGMA, INTERCEPT_MU, INTERCEPT_SIGMA,
- SIGMA_MEAN, LKJ_CONSTANT, LKJ_EXPONENT, OFF_CHOL, OFF_MEAN, OFF_DEV, OFF_INTERCEPT, N_DIM, N_LOADINGS) = range(18)
-HEADER = 18
+ SIGMA_MEAN, LKJ_CONSTANT, LKJ_EXPONENT, OFF_CHOL, OFF_MEAN, OFF_DEV, OFF_INTERCEPT, N_DIM, N_LOADINGS,
+ N_CELLS) = range(19)
+HEADER = 20
+
+#: The likelihood runs over the observed cells (:func:`~bayesirt.models.mirt_kernel.mirt_cell_loglik_and_gradient`)
+#: below this observed share of the matrix, over the dense matrix with missing cells masked from it on. Measured
+#: at 500 items x 200 models, D = 2, CPU ms of the kernel alone: dense 0.66-0.67 at every share; the cells' 2.45
+#: complete, 0.77 at 30% observed, 0.62 at 25%, 0.50 at 20%, 0.23 at 10% (``benchmarks/direct_mirt.py --layouts``,
+#: results/direct_mirt_layouts.md, load 20 on 2 CPUs): they cross near 26%.
+CELLS_BELOW = 0.25
 
 
 @numba.njit
 def _tables(data, head):
-    """(loading map, Cholesky cells, responses) after the header."""
+    """(loading map, Cholesky cells, byte offset of the responses) after the header."""
     n_items, n_dims, n_chol = np.int64(head[N_ITEMS]), np.int64(head[N_DIMS]), np.int64(head[N_CHOL])
     source = numba.carray(byte_offset(data, 8 * HEADER), (n_items, n_dims), np.float64)
     cells = numba.carray(byte_offset(data, 8 * (HEADER + n_items * n_dims)), (2, n_chol), np.float64)
-    y = numba.carray(byte_offset(data, 8 * (HEADER + n_items * n_dims + 2 * n_chol)),
-                     (n_items, np.int64(head[N_MODELS])), np.int8)
-    return source, cells, y
+    return source, cells, 8 * (HEADER + n_items * n_dims + 2 * n_chol)
 
 
 @numba.njit
@@ -194,21 +203,35 @@ def _log_posterior(x, head, source, cells, loading, raw, norms, factor, effectiv
     return logp, grad
 
 
-def _logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
-    """The log posterior density and its gradient at the unconstrained point ``x``; nutpie's codes
-    (:mod:`bayesirt.inference.nutpie_callback`)."""
-    head = numba.carray(data, (HEADER,), np.float64)
-    if n_dim != np.int64(head[N_DIM]):
-        return -1
-    x = numba.carray(x_pointer, (n_dim,))
-    source, cells, y = _tables(data, head)
-    loading, raw, norms, factor, effective, deviation = _parameters(x, head, source, cells)
-    n_items = np.int64(head[N_ITEMS])
-    intercept = x[np.int64(head[OFF_INTERCEPT]):np.int64(head[OFF_INTERCEPT]) + n_items]
-    loglik, g_eff, g_dev, g_int = mirt_loglik_and_gradient(effective, deviation, intercept, y)
-    logp, gradient = _log_posterior(x, head, source, cells, loading, raw, norms, factor, effective, deviation,
-                                    loglik, g_eff, g_dev, g_int)
-    return finish_logp(gradient, logp, n_dim, gradient_pointer, logp_pointer)
+def _logp_callback_for(observed_cells: bool):
+    """nutpie's logp callback with the likelihood over the observed cells or over the dense matrix, a constant
+    of the compiled callback (numba compiles one kernel into it)."""
+
+    def logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
+        """The log posterior density and its gradient at the unconstrained point ``x``; nutpie's codes
+        (:mod:`bayesirt.inference.nutpie_callback`)."""
+        head = numba.carray(data, (HEADER,), np.float64)
+        if n_dim != np.int64(head[N_DIM]):
+            return -1
+        x = numba.carray(x_pointer, (n_dim,))
+        source, cells, at = _tables(data, head)
+        loading, raw, norms, factor, effective, deviation = _parameters(x, head, source, cells)
+        n_items, n_models, n_cells = np.int64(head[N_ITEMS]), np.int64(head[N_MODELS]), np.int64(head[N_CELLS])
+        intercept = x[np.int64(head[OFF_INTERCEPT]):np.int64(head[OFF_INTERCEPT]) + n_items]
+        if observed_cells:
+            start = numba.carray(byte_offset(data, at), (n_items + 1,), np.int64)
+            model = numba.carray(byte_offset(data, at + 8 * (n_items + 1)), (n_cells,), np.int32)
+            y = numba.carray(byte_offset(data, at + 8 * (n_items + 1) + 4 * n_cells), (n_cells,), np.int8)
+            loglik, g_eff, g_dev, g_int = mirt_cell_loglik_and_gradient(effective, deviation, intercept, start,
+                                                                        model, y)
+        else:
+            y = numba.carray(byte_offset(data, at), (n_items, n_models), np.int8)
+            loglik, g_eff, g_dev, g_int = mirt_loglik_and_gradient(effective, deviation, intercept, y)
+        logp, gradient = _log_posterior(x, head, source, cells, loading, raw, norms, factor, effective, deviation,
+                                        loglik, g_eff, g_dev, g_int)
+        return finish_logp(gradient, logp, n_dim, gradient_pointer, logp_pointer)
+
+    return logp_callback
 
 
 def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
@@ -261,10 +284,21 @@ def _compiled_sources():
 
 
 @functools.cache
-def _callbacks():
-    """The two C callbacks, compiled on first use in this process or loaded from numba's cache (only while
-    :func:`_compiled_sources` gives today's digest: :func:`bayesirt.utils.numba_cache.drop_stale`)."""
-    return compile_callbacks(_logp_callback, _expand_callback, _compiled_sources, _SOURCES)
+def _callbacks(observed_cells: bool):
+    """The two C callbacks for the likelihood's layout, compiled on first use in this process or loaded from
+    numba's cache (only while :func:`_compiled_sources` gives today's digest:
+    :func:`bayesirt.utils.numba_cache.drop_stale`)."""
+    return compile_callbacks(_logp_callback_for(observed_cells), _expand_callback, _compiled_sources, _SOURCES)
+
+
+def _responses_bytes(y: np.ndarray) -> tuple[np.ndarray, bool, int]:
+    """(the responses as the bytes after the tables, whether they are the observed cells, observed cells):
+    the cells by item below :data:`CELLS_BELOW` observed, else the dense int8 matrix."""
+    observed = int((y != MISSING).sum())
+    if observed < CELLS_BELOW * y.size:
+        start, model, response = cells_by_item(y)
+        return np.concatenate([start.view(np.uint8), model.view(np.uint8), response.view(np.uint8)]), True, observed
+    return y.reshape(-1).view(np.uint8), False, observed
 
 
 def direct_mirt_eligible(responses: xr.Dataset, spec) -> bool:
@@ -322,19 +356,21 @@ def direct_mirt_model(responses: xr.Dataset, spec: MIRTSpec) -> tuple[DirectMode
     off_mean = n_loadings + n_chol
     off_int = off_mean + n_dims + n_dims * (n_models - 1)
     eta = float(spec.priors["factor_correlation"].params["eta"]) if confirmatory else 1.0
-    head[:] = (n_models, n_items, n_dims, n_chol, confirmatory, loading.get("mu", 0.0) if confirmatory else 0.0,
-               loading["sigma"], intercept["mu"], intercept["sigma"], 1.0 / np.sqrt(n_models),
-               _lkj_constant(eta, n_dims) if confirmatory else 0.0, 2 * eta + n_dims - 1, n_loadings, off_mean,
-               off_mean + n_dims, off_int, off_int + n_items, n_loadings)
+    head[:N_CELLS] = (n_models, n_items, n_dims, n_chol, confirmatory,
+                      loading.get("mu", 0.0) if confirmatory else 0.0, loading["sigma"], intercept["mu"],
+                      intercept["sigma"], 1.0 / np.sqrt(n_models), _lkj_constant(eta, n_dims) if confirmatory else 0.0,
+                      2 * eta + n_dims - 1, n_loadings, off_mean, off_mean + n_dims, off_int, off_int + n_items,
+                      n_loadings)
     cells = _cholesky_cells(n_dims) if confirmatory else np.zeros((2, 0))
+    responses_bytes, observed_cells, head[N_CELLS] = _responses_bytes(y)
     buffer = np.concatenate([head.view(np.uint8), source.reshape(-1).view(np.uint8),
-                             np.ascontiguousarray(cells).reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8)])
+                             np.ascontiguousarray(cells).reshape(-1).view(np.uint8), responses_bytes])
     variables = {"loading": ((n_items, n_dims), ("item", "dim")), "intercept": ((n_items,), ("item",)),
                  "theta": ((n_models, n_dims), ("model", "dim"))}
     if confirmatory:
         variables["factor_correlation"] = ((n_dims, n_dims), ("dim", "dim_bis"))
     coords = {"item": responses["item"].values, "model": responses["model"].values, "dim": dims, "dim_bis": dims}
-    model = callback_model(*_callbacks(), buffer, int(head[N_DIM]), variables, coords,
+    model = callback_model(*_callbacks(observed_cells), buffer, int(head[N_DIM]), variables, coords,
                            functools.partial(_start_point, head, source))
     return model, None if anchors is None else responses["item"].values[anchors]
 

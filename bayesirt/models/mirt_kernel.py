@@ -20,7 +20,7 @@ import numpy as np
 
 from bayesirt.models.kernels import exp_clipped
 
-__all__ = ["mirt_loglik_and_gradient"]
+__all__ = ["mirt_loglik_and_gradient", "mirt_cell_loglik_and_gradient"]
 
 
 #: Rows whose factors 1 + exp(-|eta|), each in (1, 2], are multiplied per model before one log is taken:
@@ -95,3 +95,39 @@ def mirt_loglik_and_gradient(b, z, d, y):
             for m in range(n_models):
                 gzk[m] += residual[m] * bik
     return _dot(linear, ones) - log_products, gb, gz, gd
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def mirt_cell_loglik_and_gradient(b, z, d, start, model, y):
+    """:func:`mirt_loglik_and_gradient` over the observed cells only, held by item as
+    :func:`bayesirt.models.cell_kernel.cells_by_item` gives them (item i's cells at ``start[i]:start[i + 1]``,
+    their model indices ``model`` and responses ``y``): a cost proportional to the observed cells."""
+    n_items, n_dims = b.shape
+    n_models = z.shape[1]
+    zt = np.ascontiguousarray(z.T)  # (model, dim): each cell reads one row
+    gb, gzt, gd = np.zeros((n_items, n_dims)), np.zeros((n_models, n_dims)), np.zeros(n_items)
+    total = 0.0
+    for i in range(n_items):
+        bi = b[i]
+        g_row = 0.0
+        acc = np.zeros(n_dims)
+        for c in range(start[i], start[i + 1]):
+            m = model[c]
+            zm = zt[m]
+            x = d[i]
+            for k in range(n_dims):
+                x += bi[k] * zm[k]
+            e = np.exp(-abs(x))
+            p = (1.0 if x >= 0.0 else e) / (1.0 + e)
+            correct = y[c] > 0
+            total += (x if correct else 0.0) - max(x, 0.0) - np.log1p(e)
+            r = (1.0 if correct else 0.0) - p
+            g_row += r
+            gzm = gzt[m]
+            for k in range(n_dims):
+                acc[k] += r * zm[k]
+                gzm[k] += r * bi[k]
+        gd[i] = g_row
+        for k in range(n_dims):
+            gb[i, k] = acc[k]
+    return total, gb, np.ascontiguousarray(gzt.T), gd
