@@ -5,8 +5,8 @@ compile and sampling seconds, the smallest bulk ESS over loadings, intercepts an
     nice -n 19 .venv/bin/python benchmarks/direct_mirt.py --size 200x500 --dims 2 [--no-fit]
     nice -n 19 .venv/bin/python benchmarks/direct_mirt.py --layouts --size 200x500 --dims 2
 
-Writes benchmarks/results/direct_mirt.json and .md; ``--layouts`` (the likelihood kernels alone, dense masked
-against observed cells, at several observed shares: where ``direct_mirt.CELLS_BELOW`` comes from) writes
+Writes benchmarks/results/direct_mirt.json and .md; ``--layouts`` (the direct model's logp + gradient with the dense
+masked kernel and with the observed-cells kernel, at several observed shares: where ``direct_mirt.CELLS_BELOW`` comes from) writes
 benchmarks/results/direct_mirt_layouts.md. CPU seconds are the process's (nutpie's chains are its
 threads); the load average is recorded before and after each measurement (the machine may be shared).
 """
@@ -105,23 +105,25 @@ def one_fit(responses, spec, *, direct: bool, draws: int, tune: int, chains: int
 
 
 def layouts(models: int, items: int, dims: int, evals: int, out: Path) -> None:
-    """``--layouts``: CPU ms of the dense kernel and of the observed-cells kernel at several observed shares."""
-    from bayesirt.models.cell_kernel import cells_by_item
-    from bayesirt.models.mirt_kernel import mirt_cell_loglik_and_gradient, mirt_loglik_and_gradient
+    """``--layouts``: CPU ms of one logp + gradient of the direct model (exploratory spec) with the dense masked
+    kernel and with the observed-cells kernel, at several observed shares."""
+    from bayesirt.inference import direct_mirt
+    from bayesirt.models.specs import load_spec
 
-    rng = np.random.default_rng(0)
-    b, z, d = rng.normal(0, 1, (items, dims)), rng.normal(0, 1, (dims, models)), rng.normal(0, 1, items)
-    lines = [f"# MIRT likelihood kernels: dense (masked) against observed cells, {models} models x {items} items, "
+    spec = load_spec("mirt").with_dimensions(dims)
+    lines = [f"# Direct MIRT model: dense (masked) against observed-cells kernel, {models} models x {items} items, "
              f"D = {dims}", "", f"`nice -n 19 .venv/bin/python benchmarks/direct_mirt.py --layouts --size "
-             f"{models}x{items} --dims {dims}`; CPU ms of one kernel call, median of {evals}; load average before: "
+             f"{models}x{items} --dims {dims}`; CPU ms of one logp + gradient, median of {evals}; load average before: "
              f"{loadavg()}.", "", "| observed share | dense ms | cells ms | cells / dense |", "|---|---|---|---|"]
     for share in (1.0, 0.5, 0.3, 0.25, 0.2, 0.1, 0.05):
-        y = (rng.uniform(size=(items, models)) < 0.6).astype(np.int8)
-        y[rng.uniform(size=y.shape) >= share] = -1
-        start, model, response = cells_by_item(y)
-        dense = _median_cpu_ms(lambda: mirt_loglik_and_gradient(b, z, d, y), evals)
-        cells = _median_cpu_ms(lambda: mirt_cell_loglik_and_gradient(b, z, d, start, model, response), evals)
-        lines.append(f"| {share:.2f} | {dense:.3f} | {cells:.3f} | {cells / dense:.2f} |")
+        responses = two_factor(models, items, dims, 1.0 - share)
+        ms = []
+        for below in (0.0, 1.01):  # every matrix dense; every matrix by its observed cells
+            with mock.patch.object(direct_mirt, "CELLS_BELOW", below):
+                model, _ = direct_mirt.direct_mirt_model(responses, spec)
+            x = model.initial_point(0)
+            ms.append(_median_cpu_ms(lambda: model.logp(x), evals))
+        lines.append(f"| {share:.2f} | {ms[0]:.3f} | {ms[1]:.3f} | {ms[1] / ms[0]:.2f} |")
         print(lines[-1], flush=True)
     lines.append(f"\nload average after: {loadavg()}")
     out.write_text("\n".join(lines) + "\n")

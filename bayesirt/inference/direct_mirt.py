@@ -61,10 +61,11 @@ HEADER = 20
 
 #: The likelihood runs over the observed cells (:func:`~bayesirt.models.mirt_kernel.mirt_cell_loglik_and_gradient`)
 #: below this observed share of the matrix, over the dense matrix with missing cells masked from it on. Measured
-#: at 500 items x 200 models, D = 2, CPU ms of the kernel alone: dense 0.66-0.67 at every share; the cells' 2.45
-#: complete, 0.77 at 30% observed, 0.62 at 25%, 0.50 at 20%, 0.23 at 10% (``benchmarks/direct_mirt.py --layouts``,
-#: results/direct_mirt_layouts.md, load 20 on 2 CPUs): they cross near 26%.
-CELLS_BELOW = 0.25
+#: at 200 models x 500 items, D = 2, CPU ms of one logp + gradient: with the dense kernel 0.27-0.31 at every
+#: share, with the cells' 2.28 complete, 0.48 at 20% observed, 0.24 at 10%, 0.13 at 5%
+#: (``benchmarks/direct_mirt.py --layouts``, results/direct_mirt_layouts.md, load 10 on 2 CPUs): they cross
+#: near 11%.
+CELLS_BELOW = 0.1
 
 
 @numba.njit
