@@ -123,7 +123,9 @@ def fit(
         1PL-4PL spec with a lognormal or fixed slope (hierarchical item priors too), at any observed share,
         nutpie samples the same posterior written directly in numba
         (:mod:`~bayesirt.inference.nutpie_direct`: no PyTensor compilation; one build per machine and
-        likelihood layout, 20-25 s from empty caches on a loaded machine, under 1 s warm); ``bayesirt_settings`` records ``nutpie_model`` "direct" or "pymc".
+        likelihood layout, 20-25 s from empty caches on a loaded machine, under 1 s warm), and for a MIRT spec
+        (exploratory, or confirmatory with lognormal slopes; :mod:`~bayesirt.inference.direct_mirt`);
+        ``bayesirt_settings`` records ``nutpie_model`` "direct" or "pymc".
         "numpyro" and "blackjax" are PyMC's JAX samplers (``pip install "bayesirt[jax]"``), for a
         machine with an accelerator; they run all chains at once (``cores`` does not apply) and
         JAX compiles the model on every fit (``compile_s`` in the timings: XLA compile time).
@@ -185,6 +187,7 @@ def fit(
     import xarray as xr
     from bayesirt.data.responses import to_observed_data, validate_responses  # import time, as above
     from bayesirt.inference.laplace import laplace_fit  # import time, as above
+    from bayesirt.inference.direct_mirt import direct_mirt_eligible  # import time, as above
     from bayesirt.inference.nutpie_direct import direct_eligible  # import time, as above
     from bayesirt.models.logistic import build_logistic, log_likelihood_group  # import time, as above
     from bayesirt.models.mirt import align_signs, build_mirt  # import time, as above
@@ -203,10 +206,13 @@ def fit(
     # (inference.nutpie_direct), compiled once per machine and called by nutpie as a C callback, instead of
     # PyTensor's graph compiled by nutpie (2.5 s against 11.5 s from empty caches, 0.1 s against 4.2 s warm at
     # 300 x 1,000; benchmarks/nuts_numpyro.py); the same density (tests/test_nutpie_direct.py)
-    direct = nutpie_nuts and direct_eligible(responses, spec)
+    # A MIRT spec likewise on inference.direct_mirt's numba density (tests/test_direct_mirt.py)
+    direct = nutpie_nuts and (direct_mirt_eligible(responses, spec) if spec.kind == "mirt"
+                              else direct_eligible(responses, spec))
+    anchors = None
     if direct:
         build_s = time.perf_counter() - t0
-        tree, pm_model = _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress)
+        tree, pm_model, anchors = _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress)
     else:
         if spec.kind == "mirt":
             pm_model = build_mirt(responses, spec)
@@ -215,6 +221,7 @@ def fit(
             # the likelihood and its gradient with the fused kernel (bayesirt.models.kernels): one evaluation at
             # 1,000 x 300 costs about a twelfth of the graph's
             pm_model = build_logistic(responses, spec, batch_size=advi_batch_size, fused_kernel=nutpie_nuts)
+        anchors = getattr(pm_model, "anchor_items", None)
         build_s = time.perf_counter() - t0
         tree = sample_model(pm_model, method=method, sampler=sampler, draws=draws, tune=tune, chains=chains,
                             cores=cores, seed=seed, advi_iterations=advi_iterations, advi_tolerance=advi_tolerance,
@@ -222,13 +229,13 @@ def fit(
                             nutpie_settings=spec_nutpie_settings(spec))
     timings = {"build_s": build_s} | json.loads(tree.attrs["bayesirt_timings"])
     extra_attrs = {k: v for k, v in tree.attrs.items() if k.startswith("advi_")}
-    if hasattr(pm_model, "anchor_items"):
-        extra_attrs["bayesirt_anchor_items"] = json.dumps([str(i) for i in pm_model.anchor_items])
+    if anchors is not None:
+        extra_attrs["bayesirt_anchor_items"] = json.dumps([str(i) for i in anchors])
 
     posterior = tree["posterior"].to_dataset()
     posterior = posterior[[v for v in pm_model.reported_variables if v in posterior]].reset_coords(drop=True)
-    if hasattr(pm_model, "anchor_items"):
-        posterior = align_signs(posterior, pm_model.anchor_items)
+    if anchors is not None:
+        posterior = align_signs(posterior, anchors)
     if thin > 1:
         posterior = posterior.isel(draw=slice(None, None, thin))
     observed, constant = to_observed_data(responses)
@@ -351,25 +358,29 @@ def nuts_settings(sampler, draws, tune, chains, nutpie_settings) -> dict:
     return settings
 
 
-def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) -> tuple[xr.DataTree, DirectModel]:
-    """NUTS by nutpie on :func:`~bayesirt.inference.nutpie_direct.direct_model`: the tree
-    :func:`sample_model` would return, and the model (its ``reported_variables``)."""
+def _sample_direct(responses, spec, draws, tune, chains, cores, seed,
+                   progress) -> tuple[xr.DataTree, DirectModel, np.ndarray | None]:
+    """NUTS by nutpie on :func:`~bayesirt.inference.nutpie_direct.direct_model` (a MIRT spec:
+    :func:`~bayesirt.inference.direct_mirt.direct_mirt_model`): the tree :func:`sample_model` would return,
+    the model (its ``reported_variables``) and an exploratory MIRT's anchor items (else None)."""
     import nutpie  # noqa: F401  (imported before the timer, as in _nuts; here, not at the top: the import is slow)
     import xarray as xr  # import time, as in fit
 
+    from bayesirt.inference.direct_mirt import direct_mirt_model  # import time, as below
     from bayesirt.inference.nutpie_direct import direct_model  # import time: the numba kernel compiles on import
 
     timings: dict = {}
     t0 = time.perf_counter()
-    model = direct_model(responses, spec)
+    model, anchors = direct_mirt_model(responses, spec) if spec.kind == "mirt" else (direct_model(responses, spec),
+                                                                                      None)
     timings["compile_s"] = time.perf_counter() - t0
     tree = run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
-                       timings, spec_nutpie_settings(spec))
+                      timings, spec_nutpie_settings(spec) or {})
     result = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(),
                                     "sample_stats": tree["sample_stats"].to_dataset()})
     settings = {"method": "nuts", "seed": seed} | nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
     result.attrs = {"bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings)}
-    return result, model
+    return result, model, anchors
 
 
 def run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:

@@ -36,7 +36,8 @@ from bayesirt.errors import ConfigError
 from bayesirt.models.logistic import fused_loglik, prior_rv
 from bayesirt.models.specs import MIRTSpec
 
-__all__ = ["build_mirt", "align_signs", "anchor_items", "dimension_names"]
+__all__ = ["build_mirt", "align_signs", "anchor_items", "dimension_names", "echelon_free", "item_dimensions",
+           "dimensions_identified"]
 
 
 def anchor_items(responses: xr.Dataset, dimensions: int) -> np.ndarray:
@@ -79,26 +80,42 @@ def _item_map(responses: xr.Dataset, spec: MIRTSpec) -> np.ndarray:
     return values
 
 
+def item_dimensions(responses: xr.Dataset, spec: MIRTSpec) -> np.ndarray:
+    """Confirmatory: the index in :func:`dimension_names` of each item's dimension."""
+    return np.searchsorted(dimension_names(responses, spec), _item_map(responses, spec))
+
+
+def echelon_free(anchors: np.ndarray, n_items: int, n_dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exploratory: (rows, cols) of the free loadings, row-major: all but the anchors' loadings on and
+    above the echelon diagonal (zero above it; the diagonal is a variable of its own)."""
+    free = np.ones((n_items, n_dims), dtype=bool)
+    for k, item in enumerate(anchors):
+        free[item, k:] = False
+    return np.nonzero(free)
+
+
 def _loading_matrix(responses: xr.Dataset, spec: MIRTSpec, n_items: int, n_dims: int):
     """The (item, dim) loading tensor with its identification pattern, and the anchors (or None)."""
     prior = spec.priors["loading"]
     if spec.structure == "confirmatory":
-        groups = _item_map(responses, spec)
-        dim_index = np.searchsorted(dimension_names(responses, spec), groups)
+        dim_index = item_dimensions(responses, spec)
         slope = prior_rv("slope", prior, dims="item")
         loading = pt.zeros((n_items, n_dims))
         return pt.set_subtensor(loading[np.arange(n_items), dim_index], slope), None
     anchors = anchor_items(responses, n_dims)
-    free = np.ones((n_items, n_dims), dtype=bool)
-    for k, item in enumerate(anchors):
-        free[item, k:] = False  # zero above the diagonal; the diagonal is set below
-    rows, cols = np.nonzero(free)
+    rows, cols = echelon_free(anchors, n_items, n_dims)  # the diagonal is set below
     sigma = prior.params["sigma"]
     values = pm.Normal("loading_free", mu=0.0, sigma=sigma, shape=rows.size)
     diagonal = pm.Normal("loading_diagonal", mu=0.0, sigma=sigma, dims="dim")  # sign fixed by align_signs
     loading = pt.zeros((n_items, n_dims))
     loading = pt.set_subtensor(loading[rows, cols], values)
     return pt.set_subtensor(loading[anchors, np.arange(n_dims)], diagonal), anchors
+
+
+def dimensions_identified(spec: MIRTSpec, n_dims: int, n_items: int, n_models: int) -> bool:
+    """Whether an exploratory echelon of ``n_dims`` dimensions is identified on ``n_items`` x ``n_models``
+    (a confirmatory spec's always is)."""
+    return spec.structure != "exploratory" or n_dims <= min(n_items, n_models) - 1
 
 
 def build_mirt(responses: xr.Dataset, spec: MIRTSpec) -> pm.Model:
@@ -117,7 +134,7 @@ def build_mirt(responses: xr.Dataset, spec: MIRTSpec) -> pm.Model:
     n_items, n_models = y.shape
     dims = dimension_names(responses, spec)
     n_dims = dims.size
-    if spec.structure == "exploratory" and n_dims > min(n_items, n_models) - 1:
+    if not dimensions_identified(spec, n_dims, n_items, n_models):
         raise ConfigError(f"build_mirt: {n_dims} dimensions cannot be identified from {n_items} items x {n_models} "
                           "models; use fewer dimensions")
     coords = {"item": responses["item"].values, "model": responses["model"].values, "dim": dims,
