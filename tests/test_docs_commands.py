@@ -325,7 +325,7 @@ def documented_files(argv: tuple[str, ...]) -> set[str]:
         return {"posterior.nc", "factor_correlations.csv", "summary.json"}
     if argv[0] == "fit":
         return FIT - {"posterior.nc"} | {"map.nc"} if method == "map" else FIT
-    return {"mml": {"mml.nc"}, "select": {"test_items.csv", "lm_eval_samples.json"},
+    return {"mml": {"mml.nc"}, "select": {"test_items.csv"},  # the lm-eval --samples JSON needs --task (items with integer ids)
             "score": {"scores.csv", "scores.nc"}, "compare": {"compare.csv", "summary.json"},
             "audit": {"audit.nc"}, "ppc": {"posterior.nc"}}.get(argv[0], set())
 
