@@ -155,7 +155,8 @@ def reference_and_query(work: Path) -> None:
     runs = [collection(k, f"m{k}-run{r}") for k in range(10) for r in (1, 2)]
     _wide_csv(xr.concat(runs, dim="model"), work / "reference.csv")
     pd.DataFrame({"model_id": [f"m{k}-run{r}" for k in range(10) for r in (1, 2)],
-                  "identity": [f"m{k}" for k in range(10) for _ in (1, 2)]}).to_csv(work / "identities.csv", index=False)
+                  "identity": [f"m{k}" for k in range(10) for _ in (1, 2)]}).to_csv(work / "identities.csv",
+                                                                                      index=False)
     query = [collection(k, name) for k, name in ((0, "endpoint-a"), (4, "endpoint-b"), (7, "endpoint-c"),
                                                  (10, "endpoint-d"))]
     _wide_csv(xr.concat(query, dim="model"), work / "query.csv")
@@ -285,7 +286,8 @@ STAND_INS = {
     "matrix.csv": matrix_and_labels, "outputs/audit_mmlu": two_audits, "pooled.nc": pooled_nc,
     "ability.csv": ability_csv, "bench1.csv": three_benchmarks, "suspects.csv": suspects_and_cohort,
     "reference.csv": reference_and_query, "human_test.csv": human_test, "answers.npy": answers_and_key,
-    "lm_eval_out/": lm_eval_out, "logs/": inspect_logs, "benchmark_output/runs/v1/": helm_runs, "partial_run/": partial_run,
+    "lm_eval_out/": lm_eval_out, "logs/": inspect_logs, "benchmark_output/runs/v1/": helm_runs,
+    "partial_run/": partial_run,
     "outputs/chem_map/map.nc": chem_map, "outputs/chem/posterior.nc": chem_posterior,
     "models/3pl.toml": models_folder,
     **{name: analysis(name) for name in SMALLER},
@@ -325,7 +327,8 @@ def documented_files(argv: tuple[str, ...]) -> set[str]:
         return {"posterior.nc", "factor_correlations.csv", "summary.json"}
     if argv[0] == "fit":
         return FIT - {"posterior.nc"} | {"map.nc"} if method == "map" else FIT
-    return {"mml": {"mml.nc"}, "select": {"test_items.csv"},  # the lm-eval --samples JSON needs --task (items with integer ids)
+    # select writes the lm-eval --samples JSON only with --task (a bank of plain integer item ids)
+    return {"mml": {"mml.nc"}, "select": {"test_items.csv"},
             "score": {"scores.csv", "scores.nc"}, "compare": {"compare.csv", "summary.json"},
             "audit": {"audit.nc"}, "ppc": {"posterior.nc"}}.get(argv[0], set())
 
