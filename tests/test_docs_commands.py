@@ -27,8 +27,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from bayesirt.cli.main import main
 from bayesirt.data import save_responses, simulate_dif_benchmark
 from bayesirt.data.datasets.simulate import simulate_pl
+from bayesirt.jobs.fit import run_fit_job
 from test_docs_blocks import COMMANDS
 from test_readme_first_hour import first_hour_blocks
 from test_harness import lm_record, write_helm_run, write_lm_run
@@ -103,8 +105,6 @@ def matrix_and_labels(work: Path) -> None:
 
 def two_audits(work: Path) -> None:
     """``outputs/audit_mmlu`` and ``outputs/audit_bbh``: quick audits of two benchmarks of the same 90 models."""
-    from bayesirt.cli.main import main
-
     for seed, name in ((6, "mmlu"), (7, "bbh")):
         save_responses(_dif(seed), work / f"{name}.nc")
         assert main(["audit", f"{name}.nc", "--quick", "--out", f"outputs/audit_{name}", "--no-progress"]) == 0
@@ -206,8 +206,6 @@ def helm_runs(work: Path) -> None:
 def chem_map(work: Path) -> None:
     """``outputs/chem_map/map.nc``: the item bank the documents make first (`fit chembench --method map`), by that
     command."""
-    from bayesirt.cli.main import main
-
     assert main(["fit", "chembench", "--method", "map", "--out", "outputs/chem_map", "--no-progress"]) == 0
 
 
@@ -225,8 +223,6 @@ def partial_run(work: Path) -> None:
 def chem_posterior(work: Path) -> None:
     """``outputs/chem/posterior.nc``: a 2PL posterior (ADVI) of a simulated 60 x 40 matrix, in place of the
     documents' NUTS fit of ChemBench (run by its own command above)."""
-    from bayesirt.jobs.fit import run_fit_job
-
     run_fit_job(_matrix(18, 40, 60), work / "outputs" / "chem", method="advi", seed=1, progress=False)
 
 
@@ -352,8 +348,6 @@ def test_every_documented_command_is_run():
 
 @pytest.mark.parametrize("argv", RUN, ids=[" ".join(a[:2]) + f" ({DISTINCT[a][0]})" for a in RUN])
 def test_documented_command_runs(argv, tmp_path, monkeypatch, capsys):
-    from bayesirt.cli.main import main
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     for path, make in STAND_INS.items():
