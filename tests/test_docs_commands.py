@@ -1,4 +1,4 @@
-"""Every documented ``bayesirt`` command runs (slow).
+"""Every documented ``bayesirt`` command runs (slow; the check that each is run or is the first hour's is fast).
 
 tests/test_docs_blocks.py checks that each command in the fenced sh/bash blocks of README.md, ARCHITECTURE.md and
 docs/**/*.md parses; here each distinct one runs (``bayesirt.cli.main`` in this process) in a fresh folder that
@@ -37,8 +37,6 @@ from bayesirt.jobs.fit import run_fit_job
 from test_docs_blocks import COMMANDS
 from test_readme_first_hour import first_hour_blocks
 from test_harness import lm_record, write_helm_run, write_lm_run
-
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -366,6 +364,7 @@ def test_every_documented_command_is_run():
     assert set(STAND_INS) <= names, f"stand-ins for files no command names: {set(STAND_INS) - names}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", RUN, ids=[" ".join(a[:2]) + f" ({DISTINCT[a][0]})" for a in RUN])
 def test_documented_command_runs(argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
