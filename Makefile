@@ -38,7 +38,9 @@ test: bootstrap
 # (bayesirt's own ADVI loop, now guarded), and four Monte Carlo coverage studies were then marked slow and the 300-item
 # SQUAREM check run on 150 models: 1,802 tests in 98 CPU-s (91.4 user + 6.3 sys) against 120 CPU-s (112.4 + 7.5)
 # before, run back to back under nice on 2 cores shared with other work (load 8-16: wall 425 s and 340 s say nothing
-# here); at the 109 CPU-s and 58.6 s of 0321988 that is about 89 CPU-s and 48 s on 2 quiet cores.
+# here); after merging main (493c22f, 1,803 tests, numba cache warm) 105.7 CPU-s (100.0 + 5.7) at load 6-9, 3:46 wall.
+# Scaled by the 109 CPU-s and 58.6 s of 0321988 that is 89-96 CPU-s and 48-52 s on 2 quiet cores: an estimate, not
+# measured on a quiet machine.
 # numba's on-disk cache is in bayesirt/**/__pycache__ (written there even with PYTHONDONTWRITEBYTECODE), shared by both
 # workers and kept between runs: a fresh clone's first run compiles the kernels (137 CPU-s at 063acae, 120 warm).
 test-fast: bootstrap
