@@ -26,6 +26,8 @@ def _guarded() -> tuple:
     # test, would otherwise import nutpie, PyMC and distributed (about 3 CPU-s) before it starts the workers
     import distributed
     import nutpie
+
+    import bayesirt.inference.advi
     import pymc
     import pymc.sampling.mcmc
     import pymc.variational.inference
@@ -35,6 +37,8 @@ def _guarded() -> tuple:
         (pymc, "sample", "a sampler (pymc.sample)"),
         (pymc.sampling.mcmc, "sample", "a sampler (pymc.sample)"),
         (pymc.variational.inference.Inference, "fit", "an ADVI fit (pymc Inference.fit)"),
+        # bayesirt's own ADVI loop steps PyMC's objective without Inference.fit
+        (bayesirt.inference.advi, "run_advi", "an ADVI fit (bayesirt.inference.advi.run_advi)"),
         (subprocess.Popen, "__init__", "a subprocess (subprocess.Popen)"),
         (concurrent.futures.ProcessPoolExecutor, "__init__", "a process pool (ProcessPoolExecutor)"),
         (multiprocessing.pool.Pool, "__init__", "a process pool (multiprocessing.Pool)"),

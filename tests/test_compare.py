@@ -29,9 +29,11 @@ def data():
 
 @pytest.fixture(scope="module")
 def fits(data):
+    """ADVI fits of the rasch and 2pl (the tests that use them are marked slow: an ADVI fit is a sampler run)."""
     return {name: fit(data, name, **FIT) for name in ("rasch", "2pl")}
 
 
+@pytest.mark.slow  # the fits fixture: two ADVI fits
 def test_marginal_log_likelihood_is_the_kernel_per_draw(fits, data):
     tree = fits["2pl"]
     ll = marginal_log_likelihood(tree, progress=False)
@@ -51,11 +53,13 @@ def test_marginal_log_likelihood_is_the_kernel_per_draw(fits, data):
     assert draw.mean.tolist() == [0.0] and draw.covariance.tolist() == [[1.0]]
 
 
+@pytest.mark.slow  # the fits fixture: two ADVI fits
 def test_rasch_common_slope_broadcasts_to_every_item(fits):
     draw = _item_draws(fits["rasch"])[0]
     assert draw.loading.shape == (25, 1) and np.unique(draw.loading).size == 1
 
 
+@pytest.mark.slow  # the fits fixture: two ADVI fits
 def test_leave_one_model_out_is_psis_over_the_integrated_likelihood(fits):
     tree = fits["2pl"]
     res = loo_models(tree, progress=False)
@@ -69,6 +73,7 @@ def test_leave_one_model_out_is_psis_over_the_integrated_likelihood(fits):
     assert (res.elpd_i < 0).all()  # the log probability of a binary pattern is negative
 
 
+@pytest.mark.slow  # the fits fixture: two ADVI fits
 def test_chunked_cell_loo_equals_arviz_in_one_pass(fits, data):
     tree = fits["2pl"]
     chunked = loo_cells(tree, chunk_cells=400, progress=False)  # 5 items per chunk
@@ -106,6 +111,7 @@ def test_kfold_scores_every_model_once_and_is_reproducible(data):
     np.testing.assert_array_equal(both["rasch"].elpd_i.values, kfold_models(data, "rasch", **kw).elpd_i.values)
 
 
+@pytest.mark.slow  # the fits fixture: two ADVI fits
 def test_compare_table_columns_and_ranks(fits):
     results = {name: loo_models(tree, progress=False) for name, tree in fits.items()}
     table = compare_table(results)
@@ -117,6 +123,7 @@ def test_compare_table_columns_and_ranks(fits):
         compare_table({"2pl": results["2pl"]})
 
 
+@pytest.mark.slow  # the fits fixture: two ADVI fits
 def test_compare_table_refuses_different_units(fits, data):
     a = loo_models(fits["2pl"], progress=False)
     b = loo_cells(fits["rasch"], progress=False)

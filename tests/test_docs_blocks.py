@@ -238,6 +238,27 @@ def test_documented_command_parses(where, argv, capsys):
     assert said is None, f"{where}: `bayesirt {shlex.join(argv)}` is refused by the parser: {said}"
 
 
+def same_out_folders(commands: list[tuple[str, list[str]]]) -> list[str]:
+    """Different commands of one document that write one --out folder: a reader running the page in order meets
+    the second refused (exit 3, the folder exists)."""
+    first: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    clashes = []
+    for where, argv in commands:
+        if "--out" in argv:
+            key = (where.split(":")[0], argv[argv.index("--out") + 1])
+            if key in first and first[key][1] != argv:
+                clashes.append(f"{where} writes {key[1]} as {first[key][0]} does")
+            first.setdefault(key, (where, argv))
+    return clashes
+
+
+def test_no_two_commands_of_a_document_write_one_folder():
+    assert same_out_folders(COMMANDS) == []
+    assert same_out_folders([("a.md:1", ["audit", "x.npz", "--out", "o"]), ("a.md:2", ["audit", "y.csv", "--out", "o"]),
+                             ("a.md:3", ["audit", "x.npz", "--out", "o"]), ("b.md:1", ["fit", "z", "--out", "o"])]) == [
+        "a.md:2 writes o as a.md:1 does"]
+
+
 def test_a_refused_command_fails_the_check(capsys):
     assert "did you mean 'nuts'" in refusal(["fit", "lsat6", "--method", "nutz"], capsys)
     assert "--budjet" in refusal(["select", "bank.nc", "--budjet", "5", "--out", "x"], capsys)

@@ -118,9 +118,13 @@ def test_without_the_sampler_package_the_error_names_it(monkeypatch, responses):
     assert str(err.value) == _hint("fit", "blackjax", "blackjax")
 
 
+@pytest.mark.slow
 def test_without_jax_other_methods_ignore_the_sampler(no_jax, responses):
     tree = fit(responses, "2pl", method="advi", sampler="numpyro", draws=20, advi_iterations=500, progress=False)
     assert tree.posterior.sizes["draw"] == 20
+
+
+def test_without_jax_map_is_refused_by_method_not_sampler(no_jax, responses):
     # fit offers no joint MAP: the method is refused (naming the MAP-EM), not the sampler
     with pytest.raises(BayesIRTError, match=r"^The 'method' parameter of fit must be one of .*got 'map'.*priors=True"):
         fit(responses, "2pl", method="map", sampler="numpyro", progress=False)

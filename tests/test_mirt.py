@@ -118,6 +118,7 @@ def test_advi_fit_recovers_the_two_factors_after_rotation(data, advi_fit):
     assert set(table.columns) == {"item", "dim", "mean", "sd", "lower", "upper"} and len(table) == 80
 
 
+@pytest.mark.slow  # the advi_fit fixture
 def test_pointwise_log_likelihood_of_a_mirt_posterior(data, advi_fit):
     ll = pointwise_log_likelihood(advi_fit.posterior.to_dataset(), data[0])
     post = advi_fit.posterior

@@ -155,6 +155,7 @@ def _small_group_coverage(pool: bool, sims=150, groups=40, size=2, seed=5) -> fl
     return covered / sims
 
 
+@pytest.mark.slow  # a coverage study over simulated pairs
 def test_pooled_strata_keep_the_coverage_that_tiny_groups_lose():
     """Two items per group: as strata (the Jeffreys mass split over 40 groups) the interval is far too
     narrow; pooled, the 90% interval covers the group-population gap about 90% of the time or more."""

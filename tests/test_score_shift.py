@@ -81,6 +81,7 @@ def test_stratified_sample_takes_one_item_per_stratum_and_is_recognized():
         select_items(bank, 10, method="sample", stratify=True)
 
 
+@pytest.mark.slow  # 400 stratified tests of one model: a coverage study
 def test_design_estimate_is_unbiased_over_item_draws_where_the_bank_is_biased():
     # A model far above the cohort whose true curves differ from the bank's: the bank's curves at the best
     # fitting ability miss its accuracy; over 400 item draws the design estimate is unbiased and its 90%
@@ -157,6 +158,7 @@ def test_extended_selection_is_half_score_half_above_and_refuses_quotas():
         select_items(bank, 10, method="extended", stratify=True)
 
 
+@pytest.mark.slow  # 200 scored models under three test designs: a coverage study
 def test_sample_and_extended_tests_cover_the_strongest_fifth_under_a_generator_the_bank_does_not_fit():
     # 3PL truth, 2PL bank on the weakest 80%: seeds 0 and 1 pooled (200 scored models). Measured: the
     # cohort-centred test covers .78 / .77, the extended test .84 / .92, the sample test (seed 0) .89 / .86 with
