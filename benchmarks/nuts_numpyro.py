@@ -1,18 +1,26 @@
-"""Side-by-side benchmark: bayesirt's NUTS 2PL/3PL/4PL vs NumPyro (CPU), same data, priors, chains and draws.
+"""Side-by-side benchmark: bayesirt's NUTS vs NumPyro (CPU) for every spec family, same data, priors, chains and draws.
 
-``--spec 3pl`` / ``4pl`` simulates and fits that spec (guessing c ~ Beta(5, 17), slip s ~ Beta(2, 18) in every
-row, as ``models/3pl.toml`` and ``4pl.toml``; NumPyro's likelihood by probability c + (1 - c - s) sigmoid);
-``--missing 0.5`` leaves that share of cells missing at random (NumPyro masks them). The min bulk ESS is
-over theta, discrimination and intercept in every case.
+``--spec`` takes the families of ``_nuts_families.py`` (``1pl``, ``2pl``, ``3pl``, ``4pl``, ``2pl-hierarchical``,
+``mirt``, ``mirt-confirmatory``, ``dif``): each is simulated by its own generator, fitted by bayesirt's public
+call (``fit`` with the matching ``models/*.toml``; the audit's ``fit_family_dif_posterior`` for ``dif``) and
+by two NumPyro models with the same priors (naive: what a user writes first; reparameterized: bayesirt's
+parameterization), whose draws are mapped to the variables bayesirt reports. The min bulk ESS is over the
+family's reported variables (``Family.variables``, named in each table's header); every NumPyro row also
+reports how far its posterior means are from bayesirt's on the same data (the smallest correlation over
+those variables; below .95 the models differ). ``--missing 0.5`` leaves that share of cells missing at
+random (NumPyro masks them). ``--data-seeds N`` fits N generated datasets (generator seeds ``--data-seed``,
++1, ...) at each of the ``--seeds`` sampler seeds and reports the ratio pooled, per dataset and per run.
 
-One simulated, complete 2PL matrix per seed (``bayesirt.data.simulate_pl("2pl", ...)``, default 300
+By default one simulated matrix per seed (``bayesirt.data.simulate_pl("2pl", ...)`` for the 2PL, default 300
 models x 1,000 items, seeds 20261129, 20261130, 20261131: ``--seeds 3``), the priors of
 ``models/2pl.toml`` (theta ~ N(0, 1), a ~ LogNormal(0, 0.5), d ~ N(0, 2)), 2 chains x (500 tune + 500 draws) for every row, run back to back in one invocation:
 
   * ``bayesirt cold``    -- ``fit(responses, "2pl", method="nuts")`` (nutpie on the direct numba model of
                             ``bayesirt/inference/nutpie_direct.py`` around the fused kernel) in a
                             subprocess with empty PyTensor and numba caches (compile timed from scratch,
-                            as JAX compiles on every run); ``benchmarks/nuts_stan.py``'s worker.
+                            as JAX compiles on every run); this script's ``--worker``. Its row records
+                            which model nutpie sampled (the fit's settings' ``nutpie_model``: "direct"
+                            or "pymc").
   * ``bayesirt warm``    -- the same with this user's caches (a user's second fit of this shape).
   * ``NumPyro reparam``  -- bayesirt's reparameterization written in NumPyro: theta = theta_mean +
                             ZeroSumNormal deviation, theta_mean ~ N(0, 1 / sqrt(M)), d_centered ~ N(a *
@@ -27,23 +35,30 @@ created on first use with ``pip install`` of the pins in ``PEER_REQUIREMENTS``; 
 re-creates it), one subprocess per row. Its compile time is the XLA compile time JAX reports
 (``jax.monitoring``); wall = from the model's data in memory to the draws in NumPy, compile included.
 
-Reported per row: min bulk ESS over every element of theta, discrimination and intercept (ArviZ,
+(The other families' models: ``_nuts_families.py``'s docstring.)
+
+Reported per row: min bulk ESS over every element of the family's reported variables (ArviZ,
 computed here the same way for every row), wall s incl. compile, compile s, sampling s, ESS per wall
 second, max R-hat, divergences, mean leapfrog steps per kept draw, ESS per 1,000 gradients, gradient
 evaluations per sampling second (estimated as chains x kept draws x mean leapfrog steps x 2 / sampling
 s: the kept draws' trajectories stand for the tuning ones), and the CPU ms of one logp + gradient of
 each implementation at one point (one thread, median of ``--grad-evals``) -- the machine's limit for
-that implementation is 2 cores / that cost. Every row runs once per seed (the seed draws the data and
-seeds the sampler); the min bulk ESS of one run varies by a factor up to 2 between seeds, so the
-summary pools them: ESS/s = (sum of min bulk ESS over seeds) / (sum of wall seconds), and the ratio is
-bayesirt cold's pooled ESS/s / the row's (> 1: bayesirt better), with each seed's own ratio beside it.
-The 1-minute load average is recorded before and after every run.
+that implementation is 2 cores / that cost (bayesirt: 1PL-4PL on the direct model only), and the
+correlation of the row's posterior means with bayesirt's. Every row runs once per run (by default a
+seed draws the data and seeds the sampler; with ``--data-seeds`` a (dataset, sampler seed) pair); the
+min bulk ESS of one run varies by a factor up to 2 between seeds, so the summary pools them: ESS/s =
+(sum of min bulk ESS over runs) / (sum of wall seconds), and the ratio is bayesirt cold's pooled ESS/s /
+the row's (> 1: bayesirt better), with each run's (and each dataset's) own ratio beside it. Targets
+(``TARGETS``, ``PER_DATASET_TARGET``) are judged only over >= 3 seeds. The 1-minute load average is
+recorded before and after every run.
 
 Usage::
 
     python benchmarks/nuts_numpyro.py                                   # 300x1000, 500 + 500, 2 chains, 3 seeds
     python benchmarks/nuts_numpyro.py --quick --out /tmp/nuts_numpyro_quick.json   # 50x100, 100 + 100
     python benchmarks/nuts_numpyro.py --render                          # re-render the Markdown
+    python benchmarks/nuts_numpyro.py --quick --seeds 1 --spec mirt,dif --missing 0,0.5 --out /tmp/q.json
+    python benchmarks/nuts_numpyro.py --spec 2pl --data-seeds 5 --data-seed 1000 --seeds 3 --seed 1
 """
 
 from __future__ import annotations
@@ -61,13 +76,13 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # _common, nuts_stan
+sys.path.insert(0, str(HERE))  # _common, _nuts_families, nuts_stan
 
 from _common import (  # noqa: E402
     benchmark_row, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, peer_python,
     peer_versions, run_command as _run, source_state, versions, write_results,
 )
-from nuts_families import FAMILIES, agreement, describe, posterior_means  # noqa: E402
+from _nuts_families import FAMILIES, agreement, describe, posterior_means  # noqa: E402
 from nuts_stan import diagnostics, run_bayesirt, worker_env  # noqa: E402
 
 PEER_VENV = HERE / ".peer-venvs" / "numpyro"
@@ -93,7 +108,7 @@ ROWS = {
 }
 
 # Run by the NumPyro venv's Python: argv = spec.json. Writes draws.npz and timings.json. The family's models
-# (nuts_families.py: naive(y, observed) and reparam(y, observed), reading SPEC and the arrays X) replace the
+# (_nuts_families.py: naive(y, observed) and reparam(y, observed), reading SPEC and the arrays X) replace the
 # marker line below.
 PEER_RUNNER = r'''
 import json, sys, time
@@ -619,7 +634,7 @@ def main(argv=None) -> int:
     p.add_argument("--reinstall-peer", action="store_true", help="delete and re-create the NumPyro venv first")
     p.add_argument("--render", action="store_true", help="only re-render the Markdown from the existing --out JSON")
     p.add_argument("--spec", default="2pl", help="comma-separated spec families, each simulated and fitted, a case "
-                                                 f"of the run: {', '.join(FAMILIES)} (nuts_families.py)")
+                                                 f"of the run: {', '.join(FAMILIES)} (_nuts_families.py)")
     p.add_argument("--missing", default="0", help="comma-separated shares of cells missing at random, each a case "
                                                   "with every spec (default 0)")
     p.add_argument("--layouts", action="store_true", help="only time the direct model's dense and cells kernels "
