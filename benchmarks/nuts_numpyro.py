@@ -340,7 +340,9 @@ def target_status(result: dict) -> list[str]:
         per = PER_DATASET_TARGET.get(((cfg["models"], cfg["items"]), key)) if target else None
         if per:
             ratios = {ds: _ratio(d.get("bayesirt_cold", {}), d.get(key, {})) for ds, d in by_dataset.items()}
-            if len(ratios) < MIN_DATASETS or len(cfg["sampler_seeds"]) < MIN_SEEDS:
+            if cfg.get("paired", True):
+                lines.append(f"  - per dataset >= {per:g}x: not judged (each seed draws its own dataset; --data-seeds)")
+            elif len(ratios) < MIN_DATASETS or len(cfg["sampler_seeds"]) < MIN_SEEDS:
                 lines.append(f"  - per dataset >= {per:g}x: not judged ({len(ratios)} datasets x "
                              f"{len(cfg['sampler_seeds'])} sampler seeds; needs >= {MIN_DATASETS} x {MIN_SEEDS}, "
                              "--data-seeds)")
@@ -615,6 +617,18 @@ def run_case(args, family: str, missing: float, peer: dict, skip: set, workdir: 
     return result
 
 
+def _upgrade(cfg: dict) -> None:
+    """The config of a result written before the families and --data-seeds: a 2PL (or its spec), each
+    seed drawing its own data."""
+    seeds = cfg.get("seeds", [cfg["seed"]])
+    cfg.setdefault("spec", "2pl")
+    cfg.setdefault("missing", 0.0)
+    cfg.setdefault("paired", True)
+    cfg.setdefault("sampler_seeds", seeds)
+    cfg.setdefault("data_seeds", seeds)
+    cfg.setdefault("run_seeds", [[str(x), x, x] for x in seeds])
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="300x1000", help="MODELSxITEMS (default 300x1000)")
@@ -650,6 +664,7 @@ def main(argv=None) -> int:
     if args.render:
         result = json.loads(args.out.read_text())
         for case in result.get("cases", [result]):
+            _upgrade(case["config"])
             if case.get("runs_by_seed"):
                 case["runs"] = pool(case["runs_by_seed"])
                 case["runs_by_dataset"] = by_dataset(case)

@@ -50,6 +50,7 @@ Usage::
     python benchmarks/nuts_stan.py --quick --out /tmp/nuts_stan_quick.json   # 50 x 100, 100 + 100 draws
     python benchmarks/nuts_stan.py --sizes 300x300 --update # remeasure one size, keep the others
     python benchmarks/nuts_stan.py --render                 # re-render the Markdown from the existing JSON
+    python benchmarks/nuts_stan.py --sizes 300x1000 --data-seed 1000 --seed 1   # another dataset, sampler seed 1
 
 Sizes are "MODELSxITEMS" (models = respondents), as in ``advi_pyirt.py``; "300x1000" is the
 matrix of ``nuts_2pl.py`` (1,000 items answered by 300 models). Writes ``--out`` (JSON, with the
@@ -306,6 +307,11 @@ def run_naive_nutpie(responses, truth, args) -> dict:
     return out | diagnostics(post, stats, out, truth)
 
 
+def data_seed(args) -> int:
+    """The generator seed of the simulated matrix: ``--data-seed``, by default ``--seed`` (the samplers' seed)."""
+    return args.seed if getattr(args, "data_seed", None) is None else args.data_seed
+
+
 def worker_env(out: Path, warm: bool) -> dict:
     """The environment of a worker subprocess: this one's, with empty PyTensor and numba caches under ``out``
     unless ``warm``."""
@@ -326,7 +332,8 @@ def run_in_worker(key: str, models: int, items: int, args, workdir: Path) -> dic
     out = Path(tempfile.mkdtemp(prefix=f"{key}_", dir=workdir))
     env = worker_env(out, args.warm_cache)
     cmd = [sys.executable, __file__, "--worker", key, "--sizes", f"{models}x{items}", "--draws", str(args.draws),
-           "--tune", str(args.tune), "--chains", str(args.chains), "--seed", str(args.seed), "--out", str(out / "row.json"),
+           "--tune", str(args.tune), "--chains", str(args.chains), "--seed", str(args.seed),
+           "--data-seed", str(data_seed(args)), "--out", str(out / "row.json"),
            "--spec", getattr(args, "spec", "2pl"), "--missing", str(getattr(args, "missing", 0.0))]
     p = subprocess.run(cmd, env=env, cwd=HERE.parent, text=True, capture_output=True)
     sys.stdout.write(p.stdout[-2000:])
@@ -345,7 +352,7 @@ def worker(args) -> int:
     from bayesirt.data import simulate_pl
 
     (models, items), = [parse_size(s) for s in args.sizes.split(",")]
-    responses, truth = simulate_pl(args.spec, n_items=items, n_models=models, seed=args.seed, missing=args.missing)
+    responses, truth = simulate_pl(args.spec, n_items=items, n_models=models, seed=data_seed(args), missing=args.missing)
     row = (run_bayesirt if args.worker == "bayesirt" else run_naive_nutpie)(responses, truth, args)
     args.out.write_text(json.dumps(row, default=float))
     return 0
@@ -449,10 +456,14 @@ def _stan_settings(cfg: dict, peer: dict) -> str:
             "httpstan cache")
 
 
+def _data_text(cfg: dict) -> str:
+    return f"data seed {cfg.get('data_seed', cfg['seed'])}"
+
+
 def make_rows(size: dict, result: dict) -> list[dict]:
     cfg, peer = result["config"], result["peer_venv"]
     run = size.get("run", {"date": result["date"], "command": result["command"], "source": result.get("bayesirt_source")})
-    data_size = (f"{size['models']:,} models x {size['items']:,} items (simulated 2PL, complete, seed {cfg['seed']}); "
+    data_size = (f"{size['models']:,} models x {size['items']:,} items (simulated 2PL, complete, {_data_text(cfg)}); "
                  f"{cfg['chains']} chains x ({cfg['tune']} tune + {cfg['draws']} draws)")
     b = size["runs"]["bayesirt"]
     b_ok = b.get("status") == "ok"
@@ -529,7 +540,7 @@ def markdown(result: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in (peer.get("versions") or {}).items()),
         "",
         f"Priors theta ~ N(0, 1), a ~ LogNormal(0, 0.5), d ~ N(0, 2); {cfg['chains']} chains x ({cfg['tune']} tune + "
-        f"{cfg['draws']} draws), seed {cfg['seed']}. Stan: {_stan_settings(cfg, peer)}.",
+        f"{cfg['draws']} draws), seed {cfg['seed']}, {_data_text(cfg)}. Stan: {_stan_settings(cfg, peer)}.",
         "",
     ]
     for size in result["sizes"]:
@@ -613,7 +624,9 @@ def main(argv=None) -> int:
     p.add_argument("--draws", type=int, default=500)
     p.add_argument("--tune", type=int, default=500)
     p.add_argument("--chains", type=int, default=2)
-    p.add_argument("--seed", type=int, default=20261129, help="data seed and every sampler's seed")
+    p.add_argument("--seed", type=int, default=20261129, help="every sampler's seed (and the data seed)")
+    p.add_argument("--data-seed", type=int, default=None, help="generator seed of the simulated matrices [--seed]: "
+                                                               "nuts_numpyro.py --data-seeds's datasets, one per run")
     p.add_argument("--skip", default="", help=f"comma-separated rows to skip: {', '.join(ROWS)}, gradient")
     p.add_argument("--grad-evals", type=int, default=30, help="evaluations per logp + gradient timing")
     p.add_argument("--reinstall-peer", action="store_true", help="delete and re-create the Stan venv first")
@@ -665,7 +678,7 @@ def main(argv=None) -> int:
     try:
         for models, items in sizes:
             print(f"=== {models} models x {items} items", flush=True)
-            responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=args.seed)
+            responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=data_seed(args))
             size = {"models": models, "items": items, "cells": models * items,
                     "mean_response": float((responses["responses"].values == 1).mean()), "runs": {}}
             if "gradient" not in skip:
@@ -702,7 +715,8 @@ def main(argv=None) -> int:
         "command": command, "date": date, "machine": machine(), "versions": versions(PACKAGES),
         "bayesirt_source": source, "peer_venv": peer,
         "config": {"sizes": [f"{m}x{i}" for m, i in sizes], "draws": args.draws, "tune": args.tune,
-                   "chains": args.chains, "seed": args.seed, "quick": args.quick, "skip": sorted(skip),
+                   "chains": args.chains, "seed": args.seed, "data_seed": data_seed(args), "quick": args.quick,
+                   "skip": sorted(skip),
                    "reuse_stan_build": args.reuse_stan_build, "warm_cache": args.warm_cache},
         "loadavg_start": load_start, "loadavg_end": _load(), "total_wall_s": time.perf_counter() - t_start,
         "sizes": results,
