@@ -401,27 +401,36 @@ FAMILIES = {
 }
 
 
-def agreement(bayesirt_means: dict, peer_means: dict) -> dict:
-    """Correlation of the two samplers' posterior means, per reported variable (elements that vary in
-    both; None for a variable with fewer than 3 such elements), and the smallest of them."""
-    by_var = {}
-    for name, b in bayesirt_means.items():
-        x, y = np.ravel(b), np.ravel(peer_means.get(name, np.full(np.shape(b), np.nan)))
+def agreement(bayesirt_summary: dict, peer_summary: dict) -> dict:
+    """How close two samplers' posteriors of the same data are, per reported variable: the correlation of
+    their posterior means over the elements that vary in both (None for a variable with fewer than 3, such
+    as a scalar), and the largest difference of means in bayesirt's posterior sds (``max_z``: every element,
+    scalars too; Monte Carlo error alone gives about sqrt(1 / ESS + 1 / ESS') per element, the largest of
+    many elements 3-4 times that); ``min_corr`` and ``max_z`` over the variables."""
+    by_var, z_by_var = {}, {}
+    for name, b in bayesirt_summary.items():
+        p = peer_summary.get(name) or {"mean": np.full(np.shape(b["mean"]), np.nan), "sd": b["sd"]}
+        x, y, sd = (np.ravel(np.asarray(v, dtype=float)) for v in (b["mean"], p["mean"], b["sd"]))
         keep = np.isfinite(x) & np.isfinite(y)
         by_var[name] = float(np.corrcoef(x[keep], y[keep])[0, 1]) \
             if keep.sum() >= 3 and np.std(x[keep]) > 0 and np.std(y[keep]) > 0 else None
-    values = [v for v in by_var.values() if v is not None]
-    return {"min_corr": min(values) if values else None, "by_var": by_var}
+        z = np.abs(x - y)[keep & (sd > 0)] / sd[keep & (sd > 0)]
+        z_by_var[name] = float(z.max()) if z.size else None
+    corrs, zs = [v for v in by_var.values() if v is not None], [v for v in z_by_var.values() if v is not None]
+    return {"min_corr": min(corrs) if corrs else None, "by_var": by_var,
+            "max_z": max(zs) if zs else None, "max_z_by_var": z_by_var}
 
 
 def posterior_means(post, variables) -> dict:
-    """Posterior means of the reported variables as nested lists (JSON), constant elements as NaN."""
+    """Posterior means and sds of the reported variables as nested lists (JSON); elements constant over the
+    draws (sd below 1e-9: the zeros of a loading pattern, a correlation's unit diagonal) as NaN."""
     out = {}
     for v in variables:
         x = post[v].values
-        mean = x.mean(axis=(0, 1))
-        constant = np.all(x == x[:1, :1], axis=(0, 1))
-        out[v] = np.where(constant, np.nan, mean).tolist()
+        sd = x.std(axis=(0, 1))
+        constant = sd < 1e-9
+        out[v] = {"mean": np.where(constant, np.nan, x.mean(axis=(0, 1))).tolist(),
+                  "sd": np.where(constant, np.nan, sd).tolist()}
     return out
 
 

@@ -351,10 +351,11 @@ def target_status(result: dict) -> list[str]:
                 met = worst is not None and None not in ratios.values() and worst >= per
                 lines.append(f"  - per dataset >= {per:g}x: **{'met' if met else 'NOT met'}** (smallest "
                              f"{_f(worst, '{:.2f}x')}; " + ", ".join(f"{ds}: {_f(x, '{:.2f}x')}" for ds, x in ratios.items()) + ")")
-        corr = (r.get("agreement") or {}).get("min_corr")
+        corr, z = ((r.get("agreement") or {}).get(k) for k in ("min_corr", "max_z"))
         lines.append(f"  - agreement with bayesirt's posterior means: smallest r over variables and runs "
-                     f"{_f(corr, '{:.3f}')}" + (f" **below {AGREEMENT_MIN}: check the peer model**"
-                                                 if corr is not None and corr < AGREEMENT_MIN else ""))
+                     f"{_f(corr, '{:.3f}')}, largest difference {_f(z, '{:.2f}')} posterior sds"
+                     + (f" **r below {AGREEMENT_MIN}: check the peer model**"
+                        if corr is not None and corr < AGREEMENT_MIN else ""))
     return lines
 
 
@@ -402,8 +403,8 @@ def make_rows(result: dict) -> list[dict]:
             target_met=None if not target or ratio is None else bool(ratio >= target),
             quality="; ".join(f"{n}: max R-hat {x['max_rhat']:.3f}, {x['divergences']} divergences"
                               for n, x in (("bayesirt", b), ("peer", r)) if x.get("status") == "ok")
-                    + (f"; posterior means vs bayesirt's: min r {r['agreement']['min_corr']:.3f}"
-                       if ok and (r.get("agreement") or {}).get("min_corr") is not None else ""),
+                    + (f"; posterior means vs bayesirt's: min r {_f(r['agreement']['min_corr'], '{:.3f}')}, max "
+                       f"difference {_f(r['agreement'].get('max_z'), '{:.2f}')} posterior sds" if ok and r.get("agreement") else ""),
             status="ok" if ok and b_ok else str(r.get("error") or b.get("error") or r.get("status")),
             command=result["command"], date=result["date"], machine_description=result["machine"]))
     return rows
@@ -423,7 +424,7 @@ def _table(runs: dict, b: dict, cfg: dict, lead: tuple[str, str] | None = None) 
     first = f"| {lead[0]} " if lead else ""
     lines = [first + f"| row | min bulk ESS ({' / '.join(variables)}) | wall s incl. compile | compile s | sampling s | "
              "ESS/s wall | ratio (bayesirt cold / row) | CPU s | ESS / CPU s | leapfrog / draw | ESS per 1k grads | "
-             "grads/s (est.) | 1 logp+grad CPU ms | max R-hat | div. | posterior means vs bayesirt (min r) | "
+             "grads/s (est.) | 1 logp+grad CPU ms | max R-hat | div. | posterior means vs bayesirt (min r / max z) | "
              "bayesirt nutpie model | load before -> after |",
              ("|---" if lead else "") + "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     first = f"| {lead[1]} " if lead else ""
@@ -435,7 +436,7 @@ def _table(runs: dict, b: dict, cfg: dict, lead: tuple[str, str] | None = None) 
             lines.append(first + f"| {label} | {str(r.get('status')).upper()}: {r.get('error', '')} |" + " |" * 16)
             continue
         by = r["min_bulk_ess_by_var"]
-        corr = (r.get("agreement") or {}).get("min_corr")
+        corr, z = ((r.get("agreement") or {}).get(k) for k in ("min_corr", "max_z"))
         load = r.get("loadavg_before_after", [["-"], ["-"]])
         lines.append(
             first + f"| {label} | {r['min_bulk_ess']:.0f} ({' / '.join(f'{by[v]:.0f}' for v in variables)}) | "
@@ -444,7 +445,7 @@ def _table(runs: dict, b: dict, cfg: dict, lead: tuple[str, str] | None = None) 
             f"{_f(r.get('mean_leapfrog_steps'))} | "
             f"{_f(r.get('ess_per_1000_gradients'))} | {_f(_grads_per_s(r, cfg['chains'], cfg['draws']), '{:.0f}')} | "
             f"{_f(r.get('grad_cpu_ms'), '{:.2f}')} | {r['max_rhat']:.3f} | {r['divergences']} | "
-            f"{_f(corr, '{:.3f}')}{' (!)' if corr is not None and corr < AGREEMENT_MIN else ''} | "
+            f"{_f(corr, '{:.3f}')}{' (!)' if corr is not None and corr < AGREEMENT_MIN else ''} / {_f(z, '{:.2f}')} | "
             f"{r.get('nutpie_model', '')} | {load[0][0]} -> {load[1][0]} |")
     return lines
 
@@ -467,6 +468,7 @@ def pool(runs_by_seed: dict) -> dict:
         grads = sum(r["min_bulk_ess"] / r["ess_per_1000_gradients"] for r in rows if r.get("ess_per_1000_gradients"))
         mean = lambda k: float(np.mean([r[k] for r in rows])) if all(r.get(k) is not None for r in rows) else None  # noqa: E731
         corrs = [r["agreement"]["min_corr"] for r in rows if (r.get("agreement") or {}).get("min_corr") is not None]
+        zs = [r["agreement"]["max_z"] for r in rows if (r.get("agreement") or {}).get("max_z") is not None]
         pooled[key] = {
             "status": "ok", "seeds": len(rows), "min_bulk_ess": ess, "wall_s": wall, "ess_per_wall_s": ess / wall,
             "cpu_s": cpu, "ess_per_cpu_s": ess / cpu if cpu else None,
@@ -474,7 +476,8 @@ def pool(runs_by_seed: dict) -> dict:
             "compile_s": mean("compile_s"), "sample_s": mean("sample_s"), "mean_leapfrog_steps": mean("mean_leapfrog_steps"),
             "grad_cpu_ms": mean("grad_cpu_ms"), "ess_per_1000_gradients": ess / grads if grads else None,
             "max_rhat": max(r["max_rhat"] for r in rows), "divergences": sum(r["divergences"] for r in rows),
-            "agreement": {"min_corr": min(corrs)} if corrs else None,
+            "agreement": {"min_corr": min(corrs) if corrs else None, "max_z": max(zs) if zs else None}
+            if corrs or zs else None,
             "nutpie_model": ", ".join(sorted({r["nutpie_model"] for r in rows if r.get("nutpie_model")})),
             "ess_per_wall_s_by_seed": [r["ess_per_wall_s"] for r in rows],
             "ratio_by_seed": [_ratio(s.get("bayesirt_cold", {}), s[key]) for s in runs_by_seed.values() if key in s]}
@@ -519,8 +522,11 @@ def markdown(result: dict) -> str:
     lines += ["", "min bulk ESS: the smallest `arviz.ess(method='bulk')` over every element of the reported variables "
               "named in the header (elements constant over the draws, e.g. the zeros of a loading pattern, left out). "
               "posterior means vs bayesirt: the smallest, over those variables, correlation between the row's and "
-              "bayesirt's (cold row) posterior means of the same data; below "
-              f"{AGREEMENT_MIN} (!) the two samplers do not target the same posterior (or one has not converged). "
+              "bayesirt's (cold row) posterior means of the same data (variables of 3 elements or more); below "
+              f"{AGREEMENT_MIN} (!) the two samplers do not target the same posterior (or one has not converged); "
+              "max z: the largest difference of the two posterior means of an element, scalars included, in "
+              "bayesirt's posterior sds (Monte Carlo error alone gives about sqrt(1 / ESS + 1 / ESS') per element, the "
+              "largest of many elements 3-4 times that). "
               "bayesirt nutpie model: the fit's settings' `nutpie_model` (direct numba model or PyMC graph; 'not "
               "recorded' for the audit's family-DIF call). wall: bayesirt = the whole fitting call (model build, "
               "numba compile, sampling) in a subprocess; NumPyro = from the data in memory to the draws in NumPy "

@@ -66,12 +66,23 @@ def test_targets_are_not_judged_below_three_seeds_or_five_datasets_and_bad_agree
     assert "not judged (1 runs" in "\n".join(bench.target_status(_result([30.0], datasets=1, seeds=1)))
 
 
-def test_agreement_skips_constant_elements_and_sees_a_sign_flip():
-    means = {"theta": [0.1, -1.0, 2.0, 0.5], "loading": [[1.0, np.nan], [0.5, 0.2], [0.3, 0.9]]}
-    same = fams.agreement(means, means)
-    assert same["min_corr"] == pytest.approx(1.0)
-    flipped = fams.agreement(means, {"theta": [-x for x in means["theta"]], "loading": means["loading"]})
+def test_agreement_skips_constant_elements_sees_a_sign_flip_and_a_shifted_scalar():
+    rng = np.random.default_rng(2)
+    draws = {"theta": rng.normal([0.1, -1.0, 2.0, 0.5], 0.1, size=(2, 50, 4)),
+             "loading": np.stack([rng.normal(1.0, 0.1, (2, 50)), np.zeros((2, 50))], axis=-1),
+             "sigma": rng.normal(1.0, 0.1, (2, 50))}
+    post = {k: SimpleNamespace(values=v) for k, v in draws.items()}
+    summary = fams.posterior_means(post, ("theta", "loading", "sigma"))
+    assert np.isnan(summary["loading"]["mean"][1]) and np.isnan(summary["loading"]["sd"][1])  # the zero pattern
+    same = fams.agreement(summary, summary)
+    assert same["min_corr"] == pytest.approx(1.0) and same["max_z"] == 0.0
+    assert same["by_var"]["sigma"] is None and same["by_var"]["loading"] is None  # too few elements for r
+    flipped = fams.agreement(summary, summary | {"theta": {"mean": [-x for x in summary["theta"]["mean"]],
+                                                           "sd": summary["theta"]["sd"]}})
     assert flipped["by_var"]["theta"] == pytest.approx(-1.0) and flipped["min_corr"] == pytest.approx(-1.0)
+    shifted = fams.agreement(summary, summary | {"sigma": {"mean": summary["sigma"]["mean"] + 0.5, "sd": 0.1}})
+    assert shifted["max_z_by_var"]["sigma"] == pytest.approx(0.5 / summary["sigma"]["sd"])
+    assert shifted["max_z"] > 3
 
 
 def test_pl_and_hierarchical_parameterizations_map_to_the_same_reported_values():
