@@ -62,7 +62,7 @@ def test_targets_are_not_judged_below_three_seeds_or_five_datasets_and_bad_agree
     text = "\n".join(bench.target_status(_result([30.0] * 4, datasets=4, seeds=2, corr=0.5)))
     assert "per dataset >= 1.5x: not judged (4 datasets x 2 sampler seeds" in text
     assert "**met**" in text  # 8 runs pooled
-    assert "0.500 **below 0.95: check the peer model**" in text
+    assert "runs 0.500, largest difference — posterior sds **r below 0.95: check the peer model**" in text
     assert "not judged (1 runs" in "\n".join(bench.target_status(_result([30.0], datasets=1, seeds=1)))
 
 
