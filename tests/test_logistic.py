@@ -93,7 +93,9 @@ def _random_parameters(rng, spec, n_items, n_models):
 def _as_builder_point(params, spec):
     """The builder's coordinates of (theta, a, d): theta = mean + zero-sum deviation, location shifted."""
     m = params["theta"].mean()
-    return {**params, "theta_mean": m, "theta_deviation": params["theta"] - m,
+    scaled = {"theta_deviation_scaled": params["discrimination"] * (params["theta"] - m)} \
+        if spec.discrimination_structure == "common" else {}
+    return {**params, **scaled, "theta_mean": m, "theta_deviation": params["theta"] - m,
             "intercept_centered": params["intercept"] + params["discrimination"] * m,
             "difficulty_centered": params["difficulty"] - m}
 
@@ -111,7 +113,10 @@ def test_builder_logp_equals_naive_iid_model_up_to_a_constant(name, missing, tmp
     ours_logp, ref_logp = ours.compile_logp(jacobian=False), ref.compile_logp(jacobian=False)
     rng = np.random.default_rng(0)
     points = [_random_parameters(rng, spec, 7, 11) for _ in range(4)]
-    ours_vals = [ours_logp(_value_point(ours, _as_builder_point(p, spec))) for p in points]
+    # a common slope's scaled deviation u = a * (theta - mean) has density a^-(n - 1) times the deviation's
+    jacobian = [(11 - 1) * np.log(p["discrimination"]) if spec.discrimination_structure == "common" else 0.0
+                for p in points]
+    ours_vals = [ours_logp(_value_point(ours, _as_builder_point(p, spec))) + j for p, j in zip(points, jacobian)]
     ref_vals = [ref_logp(_value_point(ref, p)) for p in points]
     assert np.ptp(np.diff(ref_vals)) > 1.0  # the points differ enough for the check to bite
     np.testing.assert_allclose(np.diff(ours_vals), np.diff(ref_vals), rtol=1e-9, atol=1e-9)
@@ -147,7 +152,10 @@ def test_hierarchical_builder_logp_equals_naive_model_up_to_a_constant(missing):
     points = [_random_parameters(rng, spec, 7, 11) | dict(zip(HYPER, (rng.normal(0, 0.3), rng.uniform(0.2, 0.8),
                                                                        rng.normal(0, 0.5), rng.uniform(0.5, 2.0))))
               for _ in range(4)]
-    ours_vals = [ours_logp(_value_point(ours, _as_builder_point(p, spec))) for p in points]
+    # a common slope's scaled deviation u = a * (theta - mean) has density a^-(n - 1) times the deviation's
+    jacobian = [(11 - 1) * np.log(p["discrimination"]) if spec.discrimination_structure == "common" else 0.0
+                for p in points]
+    ours_vals = [ours_logp(_value_point(ours, _as_builder_point(p, spec))) + j for p, j in zip(points, jacobian)]
     ref_vals = [ref_logp(_value_point(ref, p)) for p in points]
     assert np.ptp(np.diff(ref_vals)) > 1.0
     np.testing.assert_allclose(np.diff(ours_vals), np.diff(ref_vals), rtol=1e-9, atol=1e-9)

@@ -8,7 +8,9 @@ unconstrained point is, in PyMC's order of the free variables and its transforms
 
 * ``theta_mean`` ~ N(mu, sigma / sqrt(n_models));
 * ``theta_deviation`` ~ ZeroSumNormal(sigma), as its n_models - 1 coordinates under PyMC's
-  ``ZeroSumTransform`` (an isometry onto the zero-sum vectors; log-Jacobian 0);
+  ``ZeroSumTransform`` (an isometry onto the zero-sum vectors; log-Jacobian 0); with a common slope a, the
+  log slope first and then ``theta_deviation_scaled`` u = a * theta_deviation ~ ZeroSumNormal(a * sigma),
+  the likelihood's deviation at slope 1 (``build_logistic`` says why);
 * the learned ``discrimination_mu`` ~ N and the log of ``discrimination_sigma`` ~ HalfNormal of a
   hierarchical slope prior, in the spec's order (the log transform's Jacobian ``u`` added);
 * the log of ``discrimination`` ~ LogNormal (one per item, one common value, or none for a fixed
@@ -31,20 +33,22 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["log_posterior", "parameters", "expand", "HEADER"]
+__all__ = ["log_posterior", "parameters", "slopes_at", "expand", "HEADER"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))  # as PyMC writes the normal constant: log(sqrt(2 pi))
 _LOG_SQRT_2_OVER_PI = math.log(math.sqrt(2.0 / math.pi))  # HalfNormal's constant, as PyMC writes it
 
 #: Header slots: sizes; the fixed prior parameters (theta mu, sigma of theta_mean, theta sigma,
 #: discrimination mu and sigma, location mu and sigma: used where not learned); the offsets in the
-#: point of each block (-1: absent); the hyperpriors' parameters; the Beta priors' (alpha, beta, log B).
+#: point of each block (-1: absent); the hyperpriors' parameters; the Beta priors' (alpha, beta, log B); the
+#: offset of the deviation's coordinates and whether they are the scaled deviation of a common slope.
 (N_MODELS, N_ITEMS, N_SLOPES, SLOPE, DIFFICULTY, ROWS, COLS, REPORT_SLOPE) = range(8)
 HYPER = slice(8, 15)
 N_CELLS = 15
 OFF_A_MU, OFF_A_SIGMA, OFF_SLOPES, OFF_L_MU, OFF_L_SIGMA, OFF_LOC, OFF_C, OFF_S, N_DIM = range(16, 25)
 A_MU_PRIOR, A_SIGMA_PRIOR, L_MU_PRIOR, L_SIGMA_PRIOR = slice(25, 27), 27, slice(28, 30), 30
 C_PRIOR, S_PRIOR = slice(31, 34), slice(34, 37)
+OFF_DEV, SCALED = 37, 38
 HEADER = 40
 
 
@@ -65,36 +69,47 @@ def _sigmoid(u):
 
 @numba.njit
 def parameters(x, head):
-    """(a, deviation, intercept, c, s) per item / model at the unconstrained point ``x``; the deviation is
-    PyMC's ``ZeroSumTransform.extend_axis``, written as it is there; c and s are zeros where absent."""
-    n_models, n_items, n_slopes = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES])
-    difficulty = head[DIFFICULTY] != 0.0
+    """(a, deviation, intercept, c, s) per item / model as the likelihood takes them at the unconstrained point
+    ``x``; the deviation is PyMC's ``ZeroSumTransform.extend_axis``, written as it is there; c and s are zeros
+    where absent. With a common slope the deviation is the scaled one and the likelihood's slope is 1."""
+    n_models, n_items = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS])
+    difficulty, scaled = head[DIFFICULTY] != 0.0, head[SCALED] != 0.0
+    dev0 = np.int64(head[OFF_DEV])
     n = np.float64(n_models)
     total = 0.0
-    for m in range(1, n_models):
-        total += x[m]
+    for m in range(n_models - 1):
+        total += x[dev0 + m]
     norm = total / (np.sqrt(n) + n)
     deviation = np.empty(n_models)
     for m in range(n_models - 1):
-        deviation[m] = x[1 + m] - norm
+        deviation[m] = x[dev0 + m] - norm
     deviation[n_models - 1] = (norm - total / np.sqrt(n)) - norm
-    slopes, start = np.int64(head[OFF_SLOPES]), np.int64(head[OFF_LOC])
+    slope = slopes_at(x, head)
+    start = np.int64(head[OFF_LOC])
     off_c, off_s = np.int64(head[OFF_C]), np.int64(head[OFF_S])
     a, intercept = np.empty(n_items), np.empty(n_items)
     c, s = np.zeros(n_items), np.zeros(n_items)
     for i in range(n_items):
-        if n_slopes == n_items:
-            a[i] = np.exp(x[slopes + i])
-        elif n_slopes == 1:
-            a[i] = np.exp(x[slopes])
-        else:
-            a[i] = head[SLOPE]
-        intercept[i] = -a[i] * x[start + i] if difficulty else x[start + i]
+        a[i] = 1.0 if scaled else slope[i]
+        intercept[i] = -slope[i] * x[start + i] if difficulty else x[start + i]
         if off_c >= 0:
             c[i] = _sigmoid(x[off_c + i])
         if off_s >= 0:
             s[i] = _sigmoid(x[off_s + i])
     return a, deviation, intercept, c, s
+
+
+@numba.njit
+def slopes_at(x, head):
+    """Every item's slope at ``x``: its own, the common one, or the fixed value."""
+    n_items, n_slopes, slopes = np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES]), np.int64(head[OFF_SLOPES])
+    slope = np.empty(n_items)
+    for i in range(n_items):
+        if n_slopes == 0:
+            slope[i] = head[SLOPE]
+        else:
+            slope[i] = np.exp(x[slopes + (i if n_slopes > 1 else 0)])
+    return slope
 
 
 @numba.njit
@@ -151,41 +166,47 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
     sigma_l = _learned(x, head, OFF_L_SIGMA, hyper[6], True)
     grad = np.empty(x.size)
     theta_mean = x[0]
+    scaled, dev0 = head[SCALED] != 0.0, np.int64(head[OFF_DEV])
+    slope = slopes_at(x, head)
     # theta_mean ~ N(mu_t, sigma_mean)
     r = (theta_mean - mu_t) / sigma_mean
     logp = loglik - 0.5 * r * r - np.log(sigma_mean) - _LOG_SQRT_2PI
     grad_mean = -r / sigma_mean
-    # theta_deviation ~ ZeroSumNormal(sigma_t): n - 1 degrees of freedom; gradient through the transform
+    # theta_deviation ~ ZeroSumNormal(sigma_t), or the scaled one ~ ZeroSumNormal(a * sigma_t): n - 1 degrees
+    # of freedom; gradient through the transform
+    sigma_dev = sigma_t * slope[0] if scaled else sigma_t
     g = np.empty(n_models)
     square = 0.0
     for m in range(n_models):
-        v = deviation[m] / sigma_t
+        v = deviation[m] / sigma_dev
         square += v * v
-        g[m] = grad_t[m] - v / sigma_t
-    logp += -0.5 * square - (n_models - 1) * (_LOG_SQRT_2PI + np.log(sigma_t))
+        g[m] = grad_t[m] - v / sigma_dev
+    logp += -0.5 * square - (n_models - 1) * (_LOG_SQRT_2PI + np.log(sigma_dev))
     n = np.float64(n_models)
     shared = 0.0
     for m in range(n_models - 1):
         shared += g[m]
     shared = shared / (np.sqrt(n) + n) + g[n_models - 1] / np.sqrt(n)
     for m in range(n_models - 1):
-        grad[1 + m] = g[m] - shared
-    # the centred location and its prior; grad_slope collects d logp / d a_i
+        grad[dev0 + m] = g[m] - shared
+    # the centred location and its prior; grad_slope collects d logp / d a_i (the likelihood's own slope
+    # is 1 for a scaled deviation: its gradient there is no parameter's)
     start, slopes = np.int64(head[OFF_LOC]), np.int64(head[OFF_SLOPES])
     grad_slope = np.empty(n_items)
     g_mu_l = g_sigma_l = 0.0
     for i in range(n_items):
         value = x[start + i]
+        from_likelihood = 0.0 if scaled else grad_a[i]
         if difficulty:  # b_c ~ N(mu_l - theta_mean, sigma_l), likelihood intercept -a * b_c
             r = (value - (mu_l - theta_mean)) / sigma_l
             grad_mean -= r / sigma_l
-            grad[start + i] = -a[i] * grad_d[i] - r / sigma_l
-            grad_slope[i] = grad_a[i] - value * grad_d[i]
+            grad[start + i] = -slope[i] * grad_d[i] - r / sigma_l
+            grad_slope[i] = from_likelihood - value * grad_d[i]
         else:  # d_c ~ N(mu_l + a * theta_mean, sigma_l), likelihood intercept d_c
-            r = (value - (mu_l + a[i] * theta_mean)) / sigma_l
-            grad_mean += r / sigma_l * a[i]
+            r = (value - (mu_l + slope[i] * theta_mean)) / sigma_l
+            grad_mean += r / sigma_l * slope[i]
             grad[start + i] = grad_d[i] - r / sigma_l
-            grad_slope[i] = grad_a[i] + r / sigma_l * theta_mean
+            grad_slope[i] = from_likelihood + r / sigma_l * theta_mean
         logp += -0.5 * r * r - np.log(sigma_l) - _LOG_SQRT_2PI
         g_mu_l += r / sigma_l
         g_sigma_l += r * r - 1.0
@@ -196,12 +217,12 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
         u = x[slopes + k]
         r = (u - mu_a) / sigma_a
         logp += -0.5 * r * r - np.log(sigma_a) - _LOG_SQRT_2PI
-        if n_slopes == n_items:
-            chain = grad_slope[k] * a[k]
-        else:  # a common slope: every item's
-            chain = 0.0
+        if n_slopes == n_items and not scaled:
+            chain = grad_slope[k] * slope[k]
+        else:  # a common slope: every item's, and the scaled deviation's prior
+            chain = square - (n_models - 1.0) if scaled else 0.0
             for i in range(n_items):
-                chain += grad_slope[i] * a[i]
+                chain += grad_slope[i] * slope[i]
         grad[slopes + k] = chain - r / sigma_a
         g_mu_a += r / sigma_a
         g_sigma_a += r * r - 1.0
@@ -219,10 +240,12 @@ def expand(x, head, out):
     guessing, slip, and the learned hyperparameters."""
     n_models, n_items = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS])
     difficulty = head[DIFFICULTY] != 0.0
-    a, deviation, _, c, s = parameters(x, head)
+    _, deviation, _, c, s = parameters(x, head)
+    a = slopes_at(x, head)
     theta_mean, start = x[0], np.int64(head[OFF_LOC])
+    scale = a[0] if head[SCALED] != 0.0 else 1.0  # the scaled deviation's slope
     for m in range(n_models):
-        out[m] = theta_mean + deviation[m]
+        out[m] = theta_mean + deviation[m] / scale
     k = n_models
     n_reported = np.int64(head[REPORT_SLOPE])
     for i in range(n_reported):
@@ -247,7 +270,8 @@ def expand(x, head, out):
     k += n_items * (has_c + has_s)
     slopes, n_slopes = np.int64(head[OFF_SLOPES]), np.int64(head[N_SLOPES])
     a_sigma, l_sigma = np.int64(head[OFF_A_SIGMA]), np.int64(head[OFF_L_SIGMA])
-    for j in range(n_models, start):  # the hyperparameters: before the slopes and between them and the locations
+    # the hyperparameters: after the deviation, before the slopes and between them and the locations
+    for j in range(np.int64(head[OFF_DEV]) + n_models - 1, start):
         if j < slopes or j >= slopes + n_slopes:
             out[k] = np.exp(x[j]) if j == a_sigma or j == l_sigma else x[j]
             k += 1

@@ -318,7 +318,7 @@ def sample_model(
     settings: dict = {"method": method, "seed": seed}
     attrs: dict = {}
     if method == "nuts":
-        settings |= _nuts_settings(sampler, draws, tune, chains, nutpie_settings)
+        settings |= nuts_settings(sampler, draws, tune, chains, nutpie_settings)
         tree = _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings, nutpie_settings or {})
     elif method in ("advi", "fullrank_advi"):
         if advi_learning_rate is None:
@@ -343,7 +343,8 @@ def sample_model(
     return result
 
 
-def _nuts_settings(sampler, draws, tune, chains, nutpie_settings) -> dict:
+def nuts_settings(sampler, draws, tune, chains, nutpie_settings) -> dict:
+    """The settings a NUTS run records: sampler, draws, tune, chains and nutpie's adaptation keywords."""
     settings = {"sampler": sampler, "draws": draws, "tune": tune, "chains": chains}
     if sampler == "nutpie" and nutpie_settings:
         settings["nutpie"] = dict(nutpie_settings)
@@ -362,16 +363,16 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed, progress) 
     t0 = time.perf_counter()
     model = direct_model(responses, spec)
     timings["compile_s"] = time.perf_counter() - t0
-    tree = _run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
+    tree = run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
                        timings, spec_nutpie_settings(spec))
     result = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(),
                                     "sample_stats": tree["sample_stats"].to_dataset()})
-    settings = {"method": "nuts", "seed": seed} | _nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
+    settings = {"method": "nuts", "seed": seed} | nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
     result.attrs = {"bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings)}
     return result, model
 
 
-def _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
+def run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings) -> xr.DataTree:
     """nutpie's NUTS, its progress in bayesirt's bar or lines (draws done of all chains, the time left
     estimated from their rate, the phase). Not ``nutpie.sample``'s blocking call: that one catches
     an interrupt and returns the draws so far, NaN for the rest, as if finished; here an interrupt
@@ -417,7 +418,7 @@ def _nuts(pm_model, sampler, draws, tune, chains, cores, seed, progress, timings
         with pytensor.config.change_flags(numba__fastmath=False):
             compiled = nutpie.compile_pymc_model(pm_model)
         timings["compile_s"] = time.perf_counter() - t0
-        return _run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings)
+        return run_nutpie(compiled, draws, tune, chains, cores, seed, progress, timings, nutpie_settings)
     if sampler in _JAX_SAMPLERS:
         t0 = time.perf_counter()
         with _xla_compile_seconds() as compile_times:

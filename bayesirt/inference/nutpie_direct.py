@@ -37,7 +37,7 @@ from bayesirt.data.responses import MISSING
 from bayesirt.inference import direct_posterior, nutpie_callback
 from bayesirt.inference.direct_posterior import (
     A_MU_PRIOR, A_SIGMA_PRIOR, C_PRIOR, COLS, HEADER, HYPER, L_MU_PRIOR, L_SIGMA_PRIOR, N_CELLS, N_DIM, OFF_A_MU,
-    OFF_C, OFF_L_MU, OFF_LOC, OFF_S, OFF_SLOPES, ROWS, S_PRIOR, expand, log_posterior, parameters,
+    OFF_C, OFF_DEV, OFF_L_MU, OFF_LOC, OFF_S, OFF_SLOPES, ROWS, S_PRIOR, SCALED, expand, log_posterior, parameters,
 )
 from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
 from bayesirt.models import cell_kernel, kernels
@@ -168,9 +168,14 @@ def _layout(y: np.ndarray, spec: IRTSpec) -> int:
 def _free_variables(spec: IRTSpec, n_models: int, n_items: int) -> tuple[dict, list]:
     """(offset of each block of the point, the learned hyperparameters' names in order), the blocks in
     ``build_logistic``'s order of its free variables (module docstring of ``direct_posterior``)."""
-    n_slopes = {"item": n_items, "common": 1, "fixed": 0}[spec.discrimination_structure]
-    offsets, names, k = {}, [], n_models
-    for name, block, size in (("discrimination", "slopes", n_slopes), (spec.location, "loc", n_items)):
+    blocks = [("discrimination", "slopes", {"item": n_items, "fixed": 0}.get(spec.discrimination_structure)),
+              (spec.location, "loc", n_items)]
+    offsets, names, k = {"deviation": 1}, [], n_models
+    if spec.discrimination_structure == "common":  # the slope, then the scaled deviation (build_logistic)
+        offsets |= {"slopes": 1, "deviation": 2}
+        k = n_models + 1
+        blocks = blocks[1:]
+    for name, block, size in blocks:
         if name in spec.priors:
             for key, value in spec.priors[name].params.items():
                 if isinstance(value, Prior):
@@ -203,6 +208,7 @@ def _header(spec: IRTSpec, n_models: int, n_items: int, layout: int, rows: int, 
     head[HYPER] = (theta["mu"], float(theta["sigma"] / np.sqrt(n_models)), theta["sigma"], number(disc["mu"]),
                    number(disc["sigma"]), number(location["mu"]), number(location["sigma"]))
     head[N_CELLS] = n_cells
+    head[OFF_DEV], head[SCALED] = offsets["deviation"], structure == "common"
     for (name, slot, prior_slot, sigma_slot) in (("discrimination", OFF_A_MU, A_MU_PRIOR, A_SIGMA_PRIOR),
                                                  (spec.location, OFF_L_MU, L_MU_PRIOR, L_SIGMA_PRIOR)):
         params = priors[name].params if name in priors else {}
@@ -260,7 +266,9 @@ def start_point(spec: IRTSpec, offsets: dict, n_models: int, n_items: int, seed)
     priors, structure = spec.priors, spec.discrimination_structure
     theta = priors["theta"].params
     x[0] = theta["mu"] + rng.uniform(-1.0, 1.0)
-    x[1:n_models] = rng.uniform(-1.0, 1.0, n_models - 1)
+    common, dev = structure == "common", offsets["deviation"]
+    if not common:  # a common slope comes before the (scaled) deviation
+        x[dev:dev + n_models - 1] = rng.uniform(-1.0, 1.0, n_models - 1)
 
     def learned(name):
         """The prior's parameters at the start: a learned one's value, jittered, written into x."""
@@ -278,9 +286,11 @@ def start_point(spec: IRTSpec, offsets: dict, n_models: int, n_items: int, seed)
         a = np.full(n_items, float(spec.discrimination_value))
     else:
         disc = learned("discrimination")
-        n_slopes = loc - slopes - sum(isinstance(v, Prior) for v in priors[spec.location].params.values())
+        n_slopes = 1 if common else n_items
         x[slopes:slopes + n_slopes] = disc["mu"] + 0.5 * disc["sigma"] ** 2 + rng.uniform(-1.0, 1.0, n_slopes)
-        a = np.exp(x[slopes:slopes + n_slopes]) if n_slopes else None
+        a = np.exp(x[slopes:slopes + n_slopes])
+        if common:
+            x[dev:dev + n_models - 1] = rng.uniform(-1.0, 1.0, n_models - 1)
     location = learned(spec.location)
     support = location["mu"] - x[0] if spec.location == "difficulty" else location["mu"] + a * x[0]
     x[loc:loc + n_items] = support + rng.uniform(-1.0, 1.0, n_items)

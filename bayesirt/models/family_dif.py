@@ -40,7 +40,7 @@ import pytensor.tensor as pt
 from bayesirt.errors import DataError
 from bayesirt.utils.validation import check_choice, check_number
 
-__all__ = ["build_family_dif", "PRIORS", "EASINESS_PRIORS", "EASINESS_SD"]
+__all__ = ["build_family_dif", "family_dif_inputs", "PRIORS", "EASINESS_PRIORS", "EASINESS_SD"]
 
 #: Priors of the family effects: fixed ridge scale, or one learned scale.
 PRIORS = ("ridge", "hierarchical")
@@ -116,14 +116,9 @@ def build_family_dif(y, observed, offsets, family, n_families: int, *, item_ids=
         family) and, when hierarchical, ``family_effect_sd``; Deterministic ``dif_range`` (item).
         Coordinates ``item`` and ``family``.
     """
-    check_choice(prior, PRIORS, name="prior", caller="build_family_dif")
-    check_choice(easiness_prior, EASINESS_PRIORS, name="easiness_prior", caller="build_family_dif")
-    check_number(delta_sd, name="delta_sd", caller="build_family_dif", low=0, low_open=True)
-    y_obs, weight, offsets, family = _validate_data(y, observed, offsets, family, n_families,
-                                                    flat_easiness=easiness_prior == "flat")
-    n_items = y_obs.shape[0]
-    coords = {"item": _labels(item_ids, n_items, "item_ids"), "family": _labels(family_names, n_families,
-                                                                                "family_names")}
+    y_obs, weight, offsets, family, coords = family_dif_inputs(
+        y, observed, offsets, family, n_families, item_ids=item_ids, family_names=family_names, prior=prior,
+        delta_sd=delta_sd, easiness_prior=easiness_prior)
     onehot = np.zeros((family.size, n_families))
     onehot[np.arange(family.size), family] = 1.0
     correct_by_family = y_obs @ onehot  # n_if
@@ -140,6 +135,21 @@ def build_family_dif(y, observed, offsets, family, n_families: int, *, item_ids=
         linear = pt.dot(correct_by_family.sum(axis=1), b) + pt.sum(correct_by_family * delta)
         pm.Potential("response_loglik", linear - pt.sum(softplus if weight.all() else weight * softplus))
     return pm_model
+
+
+def family_dif_inputs(y, observed, offsets, family, n_families: int, *, item_ids, family_names, prior: str,
+                      delta_sd: float, easiness_prior: str):
+    """The checked settings and data of :func:`build_family_dif` (which names the refused one, as the
+    caller, for the direct model of :mod:`bayesirt.inference.direct_dif` too): float64 ``(y * observed,
+    observed)``, ``offsets``, int ``family`` and the coordinates ``item`` and ``family``."""
+    check_choice(prior, PRIORS, name="prior", caller="build_family_dif")
+    check_choice(easiness_prior, EASINESS_PRIORS, name="easiness_prior", caller="build_family_dif")
+    check_number(delta_sd, name="delta_sd", caller="build_family_dif", low=0, low_open=True)
+    y_obs, weight, offsets, family = _validate_data(y, observed, offsets, family, n_families,
+                                                    flat_easiness=easiness_prior == "flat")
+    coords = {"item": _labels(item_ids, y_obs.shape[0], "item_ids"),
+              "family": _labels(family_names, n_families, "family_names")}
+    return y_obs, weight, offsets, family, coords
 
 
 def _labels(values, size: int, name: str) -> np.ndarray:

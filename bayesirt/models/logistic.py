@@ -89,7 +89,8 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
     pymc.Model
         Variables ``theta`` (model), ``discrimination`` (item, or scalar for a common
         slope), ``intercept`` and ``difficulty`` (item), and ``guessing``/``slip`` (item) when
-        declared. NUTS samples ``theta_mean``, ``theta_deviation`` (zero-sum over models),
+        declared. NUTS samples ``theta_mean``, ``theta_deviation`` (zero-sum over models; for a
+        common slope ``theta_deviation_scaled``, the deviation times the slope),
         ``discrimination``, ``intercept_centered`` (or ``difficulty_centered``) and the
         asymptotes; ``theta``, ``intercept`` and ``difficulty`` are exact Deterministics of them
         with the spec's priors (see the comment in the body and ``tests/test_logistic.py``).
@@ -114,16 +115,24 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         n_models = len(coords["model"])
         # (a Python float, not a NumPy float64, so the graph follows floatX)
         theta_mean = pm.Normal("theta_mean", mu=tp["mu"], sigma=float(tp["sigma"] / np.sqrt(n_models)))
-        theta_dev = pm.ZeroSumNormal("theta_deviation", sigma=tp["sigma"], dims="model")
+        if spec.discrimination_structure == "common":
+            # One slope scales every ability: a * theta_deviation is what the responses pin down, and its
+            # norm only through a * |theta_deviation|, so in (log a, theta_deviation) the posterior is a thin
+            # curved ridge that a diagonal mass matrix crosses slowly (200 x 500: min bulk ESS 7-70 of
+            # 1,000, the slope's). The scaled deviation u = a * theta_deviation ~ ZeroSumNormal(a * sigma)
+            # is sampled instead (Jacobian a^(n - 1) inside its density): the likelihood no longer holds a,
+            # whose posterior given u is sharp and nearly independent of it. theta = theta_mean + u / a.
+            a = prior_rv("discrimination", spec.priors["discrimination"])
+            scaled = pm.ZeroSumNormal("theta_deviation_scaled", sigma=a * tp["sigma"], dims="model")
+            theta_dev = scaled / a
+            a_lik, dev_lik = pt.constant(1.0), scaled  # the likelihood's slope and deviation
+        else:
+            theta_dev = dev_lik = pm.ZeroSumNormal("theta_deviation", sigma=tp["sigma"], dims="model")
         pm.Deterministic("theta", theta_mean + theta_dev, dims="model")
         if spec.discrimination_structure == "item":
-            a = prior_rv("discrimination", spec.priors["discrimination"], dims="item")
-            a_col = a[:, None]
-        elif spec.discrimination_structure == "common":
-            a = prior_rv("discrimination", spec.priors["discrimination"])
-            a_col = a
-        else:
-            a = a_col = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value))
+            a = a_lik = prior_rv("discrimination", spec.priors["discrimination"], dims="item")
+        elif spec.discrimination_structure == "fixed":
+            a = a_lik = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value))
         lp = prior_params(spec.location, spec.priors[spec.location])
         if spec.location == "intercept":
             d_c = pm.Normal("intercept_centered", mu=lp["mu"] + a * theta_mean, sigma=lp["sigma"], dims="item")
@@ -139,10 +148,10 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
 
         if batch_size is None and observed.mean() >= DENSE_FROM and fused_kernel and c is None and s is None:
             # one compiled pass for value and gradient; the graph of the next branch is its test oracle
-            a_vec = a if a.ndim == 1 else pt.broadcast_to(a, (len(coords["item"]),))
-            loglik = logistic_loglik(a_vec, theta_dev, d_c, y)
+            a_vec = a_lik if a_lik.ndim == 1 else pt.broadcast_to(a_lik, (len(coords["item"]),))
+            loglik = logistic_loglik(a_vec, dev_lik, d_c, y)
         elif batch_size is None and observed.mean() >= DENSE_FROM:
-            eta = a_col * theta_dev[None, :] + d_c[:, None]
+            eta = (a_lik[:, None] if a_lik.ndim == 1 else a_lik) * dev_lik[None, :] + d_c[:, None]
             column = lambda v: None if v is None else v[:, None]  # noqa: E731
             # The responses (and the mask of a matrix with missing cells) are shared variables, not
             # constants: numba embeds an array constant over 1 MB as a dynamic global, which keeps
@@ -154,7 +163,7 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
             weight = None if observed.all() else pytensor.shared(observed.astype(floatx), name="responses_observed")
             loglik = fused_loglik(eta, column(c), column(s), y_obs, weight)
         else:
-            loglik = _long_loglik(y, a, theta_dev, d_c, c, s, batch_size)
+            loglik = _long_loglik(y, a_lik, dev_lik, d_c, c, s, batch_size)
         pm.Potential("response_loglik", loglik)
     # read by the ADVI stopping rule (bayesirt.inference.fitting)
     pm_model.minibatch, pm_model.n_cells = batch_size is not None, int(observed.sum())

@@ -32,7 +32,8 @@ The same per-draw anchors are carried through the audit's diagnostics (specifici
 controls, threshold and fraction curves, signature replication) by
 :mod:`bayesirt.audit.bayes.diagnostics`.
 
-:func:`fit_family_dif_posterior` fits one fold (ADVI by default, NUTS or MAP on request);
+:func:`fit_family_dif_posterior` fits one fold (ADVI by default, NUTS or MAP on request; NUTS by nutpie
+on the posterior written in numba, :mod:`bayesirt.inference.direct_dif`);
 :func:`schedule_gap` measures how far NT's five-cycle Newton schedule stops from the optimum that
 the MAP reproduces.
 """
@@ -51,7 +52,9 @@ from bayesirt.audit.engine.dif import DIF_CYCLES, fit_family_dif
 from bayesirt.audit.engine.ranking import pair_reversals, pooled_rate, weighted_scores
 from bayesirt.audit.engine.resampling import matched_random_weights
 from bayesirt.errors import DataError
+from bayesirt.inference.direct_dif import sample_family_dif
 from bayesirt.inference.fitting import sample_model
+from bayesirt.inference.methods import SAMPLER
 from bayesirt.models.family_dif import build_family_dif
 
 __all__ = ["fit_family_dif_posterior", "schedule_gap", "stacked_draws", "propagate_posterior", "pool_folds",
@@ -83,7 +86,9 @@ def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, m
         As in :func:`bayesirt.models.family_dif.build_family_dif`.
     method : {"advi", "fullrank_advi", "nuts", "joint_map"}, default "advi"
         ADVI (mean-field, Adam, the project's loss-plateau stop) is the default: one fold of a
-        real benchmark has 10^4-10^5 parameters and NUTS is the check, not the routine.
+        real benchmark has 10^4-10^5 parameters and NUTS is the check, not the routine. NUTS with
+        nutpie (the default sampler) samples the same posterior written in numba
+        (:func:`bayesirt.inference.direct_dif.sample_family_dif`), not PyMC's graph.
         ``"joint_map"`` gives the posterior mode (one draw) with L-BFGS-B's gradient tolerance
         :data:`MAP_TOLERANCE` unless ``map_tolerance`` is passed.
     draws : int, default 500
@@ -108,10 +113,15 @@ def fit_family_dif_posterior(y, observed, offsets, family, n_families: int, *, m
     """
     if method == "joint_map":
         options.setdefault("map_tolerance", MAP_TOLERANCE)
-    pm_model = build_family_dif(y, observed, offsets, family, n_families, item_ids=item_ids,
-                                family_names=family_names, prior=prior, delta_sd=delta_sd,
-                                easiness_prior=easiness_prior)
-    tree = sample_model(pm_model, method=method, draws=draws, seed=seed, progress=progress, **options)
+    model = {"item_ids": item_ids, "family_names": family_names, "prior": prior, "delta_sd": delta_sd,
+             "easiness_prior": easiness_prior}
+    if method == "nuts" and options.get("sampler", SAMPLER.default) == "nutpie":
+        # the same posterior with its density and gradient in numba (inference.direct_dif), not PyTensor's graph
+        tree = sample_family_dif(y, observed, offsets, family, n_families, **model, draws=draws, seed=seed,
+                                 progress=progress, **options)
+    else:
+        pm_model = build_family_dif(y, observed, offsets, family, n_families, **model)
+        tree = sample_model(pm_model, method=method, draws=draws, seed=seed, progress=progress, **options)
     tree.attrs["bayesirt_family_dif"] = json.dumps({"prior": prior, "delta_sd": delta_sd,
                                                     "easiness_prior": easiness_prior, "n_families": n_families})
     return tree
