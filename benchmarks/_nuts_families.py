@@ -365,14 +365,23 @@ def _simulate_dif(models: int, items: int, seed: int, missing: float):
 
 
 def _fit_dif(responses, extra, args):
-    from bayesirt.audit.bayes.posterior import fit_family_dif_posterior
+    """The audit's public call; which model nutpie sampled is not in its settings, so it is recorded here
+    (attribute ``nutpie_model``) by watching whether the call went to the direct model's sampler."""
+    from unittest import mock
+
+    from bayesirt.audit.bayes import posterior
     from bayesirt.data.responses import MISSING
 
     y = responses["responses"].values
-    return fit_family_dif_posterior(
-        np.where(y == MISSING, 0, y), y != MISSING, extra["offsets"], extra["family"], DIF_FAMILIES, method="nuts",
-        draws=args.draws, tune=args.tune, chains=args.chains, seed=args.seed, easiness_prior="normal",
-        item_ids=responses["item"].values, family_names=[f"f{f}" for f in range(DIF_FAMILIES)])
+    direct = getattr(posterior, "sample_family_dif", None)
+    with mock.patch.object(posterior, "sample_family_dif", wraps=direct) if direct else mock.MagicMock() as spy:
+        tree = posterior.fit_family_dif_posterior(
+            np.where(y == MISSING, 0, y), y != MISSING, extra["offsets"], extra["family"], DIF_FAMILIES,
+            method="nuts", draws=args.draws, tune=args.tune, chains=args.chains, seed=args.seed,
+            easiness_prior="normal", item_ids=responses["item"].values,
+            family_names=[f"f{f}" for f in range(DIF_FAMILIES)])
+    tree.attrs["nutpie_model"] = "direct" if direct and spy.called else "pymc"
+    return tree
 
 
 def _dif_inputs(responses, extra):

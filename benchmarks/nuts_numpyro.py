@@ -243,8 +243,8 @@ def worker(args) -> int:
 
     row = run_bayesirt(responses, None, args, call=call, variables=fam.variables)
     row["posterior_means"] = posterior_means(trees[-1]["posterior"].to_dataset(), fam.variables)
-    # fit records "direct" or "pymc"; the audit's sample_model (the DIF family) records nothing
-    row["nutpie_model"] = row["settings"].get("nutpie_model") or "not recorded"
+    # fit records "direct" or "pymc"; for the audit's DIF call _nuts_families._fit_dif does
+    row["nutpie_model"] = row["settings"].get("nutpie_model") or trees[-1].attrs.get("nutpie_model", "not recorded")
     args.out.write_text(json.dumps(row, default=float))
     return 0
 
@@ -527,8 +527,8 @@ def markdown(result: dict) -> str:
               "max z: the largest difference of the two posterior means of an element, scalars included, in "
               "bayesirt's posterior sds (Monte Carlo error alone gives about sqrt(1 / ESS + 1 / ESS') per element, the "
               "largest of many elements 3-4 times that). "
-              "bayesirt nutpie model: the fit's settings' `nutpie_model` (direct numba model or PyMC graph; 'not "
-              "recorded' for the audit's family-DIF call). wall: bayesirt = the whole fitting call (model build, "
+              "bayesirt nutpie model: the fit's settings' `nutpie_model` (direct numba model or PyMC graph; for the "
+              "audit's family-DIF call, whether it called the direct model's sampler). wall: bayesirt = the whole fitting call (model build, "
               "numba compile, sampling) in a subprocess; NumPyro = from the data in memory to the draws in NumPy "
               "(XLA compile included); no row counts the interpreter's start-up and imports. compile s: bayesirt = "
               "build + nutpie compile (the DIF family: nutpie compile only); NumPyro = XLA compile time reported by "
