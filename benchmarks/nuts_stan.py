@@ -50,6 +50,7 @@ Usage::
     python benchmarks/nuts_stan.py --quick --out /tmp/nuts_stan_quick.json   # 50 x 100, 100 + 100 draws
     python benchmarks/nuts_stan.py --sizes 300x300 --update # remeasure one size, keep the others
     python benchmarks/nuts_stan.py --render                 # re-render the Markdown from the existing JSON
+    python benchmarks/nuts_stan.py --sizes 300x1000 --data-seed 1000 --seed 1   # another dataset, sampler seed 1
 
 Sizes are "MODELSxITEMS" (models = respondents), as in ``advi_pyirt.py``; "300x1000" is the
 matrix of ``nuts_2pl.py`` (1,000 items answered by 300 models). Writes ``--out`` (JSON, with the
@@ -251,7 +252,9 @@ def run_stan(kind: str, responses, truth, args, peer, workdir: Path) -> dict:
     return out | diagnostics(post, stats, out, truth)
 
 
-def run_bayesirt(responses, truth, args) -> dict:
+def run_bayesirt(responses, truth, args, call=None, variables=AXES_NUTS) -> dict:
+    """bayesirt's ``fit`` of ``args.spec`` (or ``call()``, another public fitting call that returns a fit's
+    DataTree), timed and diagnosed over ``variables``."""
     import nutpie
 
     from bayesirt.inference.fitting import fit
@@ -269,19 +272,19 @@ def run_bayesirt(responses, truth, args) -> dict:
     nutpie.sample = timed_sample
     t0, c0 = time.perf_counter(), _cpu()
     try:
-        tree = fit(responses, getattr(args, "spec", "2pl"), method="nuts", draws=args.draws, tune=args.tune, chains=args.chains,
-                   seed=args.seed, progress=False)
+        tree = call() if call else fit(responses, getattr(args, "spec", "2pl"), method="nuts", draws=args.draws,
+                                       tune=args.tune, chains=args.chains, seed=args.seed, progress=False)
     finally:
         nutpie.sample = original
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
     timings = json.loads(tree.attrs["bayesirt_timings"])
     post = tree["posterior"].to_dataset()
     stats = tree["sample_stats"].to_dataset()
-    out = {"compile_s": timings["build_s"] + timings["compile_s"], "sample_s": timings["sample_s"], "wall_s": wall,
+    out = {"compile_s": timings.get("build_s", 0.0) + timings.get("compile_s", 0.0), "sample_s": timings["sample_s"], "wall_s": wall,
            "cpu_s": cpu, "sample_cpu_s": sample_cpu[0], "compile_cpu_s": cpu - sample_cpu[0], "timings": timings, "settings": json.loads(tree.attrs["bayesirt_settings"]), "nutpie": nutpie.__version__}
     if "step_size" in stats:
         out["step_size"] = [float(x) for x in stats["step_size"].isel(draw=-1).values]
-    return out | diagnostics(post, stats, out, truth)
+    return out | diagnostics(post, stats, out, truth, variables)
 
 
 def run_naive_nutpie(responses, truth, args) -> dict:
@@ -304,20 +307,33 @@ def run_naive_nutpie(responses, truth, args) -> dict:
     return out | diagnostics(post, stats, out, truth)
 
 
-def run_in_worker(key: str, models: int, items: int, args, workdir: Path) -> dict:
-    """Run a row of this process's venv (bayesirt or naive + nutpie) in a subprocess, by default with empty
-    PyTensor and numba caches (a fresh ``base_compiledir``, which holds PyTensor's numba cache, and
-    ``NUMBA_CACHE_DIR``), so its compile is timed from scratch as Stan's is."""
-    out = Path(tempfile.mkdtemp(prefix=f"{key}_", dir=workdir))
+def data_seed(args) -> int:
+    """The generator seed of the simulated matrix: ``--data-seed``, by default ``--seed`` (the samplers' seed)."""
+    return args.seed if getattr(args, "data_seed", None) is None else args.data_seed
+
+
+def worker_env(out: Path, warm: bool) -> dict:
+    """The environment of a worker subprocess: this one's, with empty PyTensor and numba caches under ``out``
+    unless ``warm``."""
     env = dict(os.environ)
-    if not args.warm_cache:
+    if not warm:
         # base_compiledir, not only compiledir: PyTensor keeps its numba cache in base_compiledir/numba
         flags = [f for f in env.get("PYTENSOR_FLAGS", "").split(",") if f and not f.startswith(("compiledir=",
                                                                                              "base_compiledir="))]
         env["PYTENSOR_FLAGS"] = ",".join([*flags, f"base_compiledir={out / 'pytensor'}"])
         env["NUMBA_CACHE_DIR"] = str(out / "numba")
+    return env
+
+
+def run_in_worker(key: str, models: int, items: int, args, workdir: Path) -> dict:
+    """Run a row of this process's venv (bayesirt or naive + nutpie) in a subprocess, by default with empty
+    PyTensor and numba caches (a fresh ``base_compiledir``, which holds PyTensor's numba cache, and
+    ``NUMBA_CACHE_DIR``), so its compile is timed from scratch as Stan's is."""
+    out = Path(tempfile.mkdtemp(prefix=f"{key}_", dir=workdir))
+    env = worker_env(out, args.warm_cache)
     cmd = [sys.executable, __file__, "--worker", key, "--sizes", f"{models}x{items}", "--draws", str(args.draws),
-           "--tune", str(args.tune), "--chains", str(args.chains), "--seed", str(args.seed), "--out", str(out / "row.json"),
+           "--tune", str(args.tune), "--chains", str(args.chains), "--seed", str(args.seed),
+           "--data-seed", str(data_seed(args)), "--out", str(out / "row.json"),
            "--spec", getattr(args, "spec", "2pl"), "--missing", str(getattr(args, "missing", 0.0))]
     p = subprocess.run(cmd, env=env, cwd=HERE.parent, text=True, capture_output=True)
     sys.stdout.write(p.stdout[-2000:])
@@ -336,7 +352,7 @@ def worker(args) -> int:
     from bayesirt.data import simulate_pl
 
     (models, items), = [parse_size(s) for s in args.sizes.split(",")]
-    responses, truth = simulate_pl(args.spec, n_items=items, n_models=models, seed=args.seed, missing=args.missing)
+    responses, truth = simulate_pl(args.spec, n_items=items, n_models=models, seed=data_seed(args), missing=args.missing)
     row = (run_bayesirt if args.worker == "bayesirt" else run_naive_nutpie)(responses, truth, args)
     args.out.write_text(json.dumps(row, default=float))
     return 0
@@ -381,36 +397,37 @@ def gradient_cost(responses, evals: int, seed: int) -> dict:
     return out
 
 
-def diagnostics(post, stats, times: dict, truth) -> dict:
-    """Min bulk ESS over theta, discrimination and intercept (ArviZ), ESS per wall and sampling second,
-    R-hat, divergences, leapfrog steps, and correlation of posterior means with the truth."""
+def diagnostics(post, stats, times: dict, truth, variables=AXES_NUTS) -> dict:
+    """Min bulk ESS over ``variables`` (default theta, discrimination and intercept; elements constant over
+    the draws, which ArviZ gives NaN, are left out) (ArviZ), ESS per wall and sampling second, R-hat,
+    divergences, leapfrog steps, and (with ``truth``) correlation of posterior means with the truth."""
     import arviz as az
 
     def as_ds(x):
         return x.to_dataset() if hasattr(x, "to_dataset") else x
 
-    post = post[list(AXES_NUTS)]
+    post = post[list(variables)]
     ess, rhat = as_ds(az.ess(post, method="bulk")), as_ds(az.rhat(post))
-    min_ess = float(min(np.nanmin(ess[v].values) for v in AXES_NUTS))
-    diff = -post["intercept"] / post["discrimination"]
-    means = {"theta": post["theta"].mean(("chain", "draw")).values,
-             "discrimination": post["discrimination"].mean(("chain", "draw")).values,
-             "difficulty": diff.mean(("chain", "draw")).values}
+    min_ess = float(min(np.nanmin(ess[v].values) for v in variables))
     out = {
         "min_bulk_ess": min_ess,
-        "min_bulk_ess_by_var": {v: float(np.nanmin(ess[v].values)) for v in AXES_NUTS},
-        "median_bulk_ess_by_var": {v: float(np.nanmedian(ess[v].values)) for v in AXES_NUTS},
+        "min_bulk_ess_by_var": {v: float(np.nanmin(ess[v].values)) for v in variables},
+        "median_bulk_ess_by_var": {v: float(np.nanmedian(ess[v].values)) for v in variables},
         "ess_per_wall_s": min_ess / times["wall_s"],
         "ess_per_sample_s": min_ess / times["sample_s"],
         "ess_per_cpu_s": min_ess / times["cpu_s"] if times.get("cpu_s") else None,
         "ess_per_sample_cpu_s": min_ess / times["sample_cpu_s"] if times.get("sample_cpu_s") else None,
-        "max_rhat": float(max(np.nanmax(rhat[v].values) for v in AXES_NUTS)),
+        "max_rhat": float(max(np.nanmax(rhat[v].values) for v in variables)),
         "divergences": int(np.asarray(stats["diverging"].values).sum()),
-        # none for a variable the fit reports as one value (the 1PL's common slope) or the truth holds constant
-        "corr_truth": {v: float(np.corrcoef(means[v], truth[v].values)[0, 1])
-                       if np.shape(means[v]) == truth[v].shape and np.std(truth[v].values) > 0 else None
-                       for v in AXES_TRUTH},
     }
+    if truth is not None:
+        means = {"theta": post["theta"].mean(("chain", "draw")).values,
+                 "discrimination": post["discrimination"].mean(("chain", "draw")).values,
+                 "difficulty": (-post["intercept"] / post["discrimination"]).mean(("chain", "draw")).values}
+        # none for a variable the fit reports as one value (the 1PL's common slope) or the truth holds constant
+        out["corr_truth"] = {v: float(np.corrcoef(means[v], truth[v].values)[0, 1])
+                             if np.shape(means[v]) == truth[v].shape and np.std(truth[v].values) > 0 else None
+                             for v in AXES_TRUTH}
     for name, key in (("n_steps", "mean_leapfrog_steps"), ("tree_depth", "mean_tree_depth")):
         if name in stats:
             out[key] = float(np.asarray(stats[name].values).mean())
@@ -439,10 +456,14 @@ def _stan_settings(cfg: dict, peer: dict) -> str:
             "httpstan cache")
 
 
+def _data_text(cfg: dict) -> str:
+    return f"data seed {cfg.get('data_seed', cfg['seed'])}"
+
+
 def make_rows(size: dict, result: dict) -> list[dict]:
     cfg, peer = result["config"], result["peer_venv"]
     run = size.get("run", {"date": result["date"], "command": result["command"], "source": result.get("bayesirt_source")})
-    data_size = (f"{size['models']:,} models x {size['items']:,} items (simulated 2PL, complete, seed {cfg['seed']}); "
+    data_size = (f"{size['models']:,} models x {size['items']:,} items (simulated 2PL, complete, {_data_text(cfg)}); "
                  f"{cfg['chains']} chains x ({cfg['tune']} tune + {cfg['draws']} draws)")
     b = size["runs"]["bayesirt"]
     b_ok = b.get("status") == "ok"
@@ -519,7 +540,7 @@ def markdown(result: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in (peer.get("versions") or {}).items()),
         "",
         f"Priors theta ~ N(0, 1), a ~ LogNormal(0, 0.5), d ~ N(0, 2); {cfg['chains']} chains x ({cfg['tune']} tune + "
-        f"{cfg['draws']} draws), seed {cfg['seed']}. Stan: {_stan_settings(cfg, peer)}.",
+        f"{cfg['draws']} draws), seed {cfg['seed']}, {_data_text(cfg)}. Stan: {_stan_settings(cfg, peer)}.",
         "",
     ]
     for size in result["sizes"]:
@@ -603,7 +624,9 @@ def main(argv=None) -> int:
     p.add_argument("--draws", type=int, default=500)
     p.add_argument("--tune", type=int, default=500)
     p.add_argument("--chains", type=int, default=2)
-    p.add_argument("--seed", type=int, default=20261129, help="data seed and every sampler's seed")
+    p.add_argument("--seed", type=int, default=20261129, help="every sampler's seed (and the data seed)")
+    p.add_argument("--data-seed", type=int, default=None, help="generator seed of the simulated matrices [--seed]: "
+                                                               "nuts_numpyro.py --data-seeds's datasets, one per run")
     p.add_argument("--skip", default="", help=f"comma-separated rows to skip: {', '.join(ROWS)}, gradient")
     p.add_argument("--grad-evals", type=int, default=30, help="evaluations per logp + gradient timing")
     p.add_argument("--reinstall-peer", action="store_true", help="delete and re-create the Stan venv first")
@@ -655,7 +678,7 @@ def main(argv=None) -> int:
     try:
         for models, items in sizes:
             print(f"=== {models} models x {items} items", flush=True)
-            responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=args.seed)
+            responses, truth = simulate_pl("2pl", n_items=items, n_models=models, seed=data_seed(args))
             size = {"models": models, "items": items, "cells": models * items,
                     "mean_response": float((responses["responses"].values == 1).mean()), "runs": {}}
             if "gradient" not in skip:
@@ -692,7 +715,8 @@ def main(argv=None) -> int:
         "command": command, "date": date, "machine": machine(), "versions": versions(PACKAGES),
         "bayesirt_source": source, "peer_venv": peer,
         "config": {"sizes": [f"{m}x{i}" for m, i in sizes], "draws": args.draws, "tune": args.tune,
-                   "chains": args.chains, "seed": args.seed, "quick": args.quick, "skip": sorted(skip),
+                   "chains": args.chains, "seed": args.seed, "data_seed": data_seed(args), "quick": args.quick,
+                   "skip": sorted(skip),
                    "reuse_stan_build": args.reuse_stan_build, "warm_cache": args.warm_cache},
         "loadavg_start": load_start, "loadavg_end": _load(), "total_wall_s": time.perf_counter() - t_start,
         "sizes": results,
