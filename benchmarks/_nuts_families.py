@@ -7,7 +7,8 @@ Every NumPyro model has the priors of bayesirt's spec (``models/*.toml``, ``baye
 
 * ``1pl`` ... ``4pl`` -- ``models/rasch.toml``, ``2pl.toml``, ``3pl.toml``, ``4pl.toml``; data
   ``bayesirt.data.simulate_pl``. Naive: theta ~ N(0, 1), logit a theta + d. Reparameterized: theta = mean +
-  zero-sum deviation, the mean moved into the intercepts (``d_centered ~ N(a theta_mean, 2)``).
+  zero-sum deviation, the mean moved into the intercepts (``d_centered ~ N(a theta_mean, 2)``); the 1PL
+  samples the scaled deviation a * deviation ~ ZeroSumNormal(a), as bayesirt does.
 * ``2pl-hierarchical`` -- ``models/2pl-hierarchical.toml``: log a ~ N(mu_a, sigma_a), b ~ N(mu_b, sigma_b)
   with mu_a ~ N(0, .5), sigma_a ~ HalfNormal(.5), mu_b ~ N(0, 1), sigma_b ~ HalfNormal(2); logit a (theta - b).
   Reparameterized: b = difficulty_centered + theta_mean, difficulty_centered ~ N(mu_b - theta_mean, sigma_b),
@@ -73,8 +74,13 @@ def slopes(n_items):
 def reparam(y, observed):
     n_items, n_models = y.shape
     theta_mean = numpyro.sample("theta_mean", dist.Normal(0.0, 1.0 / np.sqrt(n_models)))
-    dev = numpyro.sample("theta_deviation", dist.ZeroSumNormal(1.0, event_shape=(n_models,)))
     a = slopes(n_items)
+    if SPEC["spec"] == "1pl":
+        # bayesirt's form (build_logistic): the scaled deviation u = a * deviation ~ ZeroSumNormal(a)
+        u = numpyro.sample("theta_deviation_scaled", dist.ZeroSumNormal(a[0], event_shape=(n_models,)))
+        dev = numpyro.deterministic("theta_deviation", u / a[0])
+    else:
+        dev = numpyro.sample("theta_deviation", dist.ZeroSumNormal(1.0, event_shape=(n_models,)))
     d_c = numpyro.sample("d_centered", dist.Normal(a * theta_mean, 2.0))
     likelihood(y, observed, a[:, None] * dev[None, :] + d_c[:, None], n_items)
 
