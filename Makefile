@@ -33,14 +33,10 @@ test: bootstrap
 # tests in 113 CPU-s (user+sys, /usr/bin/time) against 127 CPU-s without those two changes, run back to back on 2
 # cores shared with other work (load 2-3; wall 72 s against 125 s). With PYTHONDONTWRITEBYTECODE set, pytest
 # rewrites every test module's asserts on every run: it caches the rewritten modules only where bytecode is written.
-# With TEST_ENV as well, at 0321988 on 2 quiet cores: 1,811 tests in 58.6 s wall (103 + 6 CPU-s).
-# At 063acae it sat on the 60 s line (58.6-69.6 s at different commits); unmarked ADVI fits, which the guard missed
-# (bayesirt's own ADVI loop, now guarded), and four Monte Carlo coverage studies were then marked slow and the 300-item
-# SQUAREM check run on 150 models: 1,802 tests in 98 CPU-s (91.4 user + 6.3 sys) against 120 CPU-s (112.4 + 7.5)
-# before, run back to back under nice on 2 cores shared with other work (load 8-16: wall 425 s and 340 s say nothing
-# here); after merging main (493c22f, 1,803 tests, numba cache warm) 105.7 CPU-s (100.0 + 5.7) at load 6-9, 3:46 wall.
-# Scaled by the 109 CPU-s and 58.6 s of 0321988 that is 89-96 CPU-s and 48-52 s on 2 quiet cores: an estimate, not
-# measured on a quiet machine.
+# At 063acae it sat on the 60 s line (58.6-69.6 s); unmarked ADVI fits, which the guard missed (bayesirt's own ADVI
+# loop, now guarded), and four Monte Carlo coverage studies were then marked slow and the 300-item SQUAREM check run
+# on 150 models. Measured at 2bca42f on 2 quiet cores (load 0.1, /usr/bin/time make test-fast, numba cache warm):
+# 1,811 passed in 43.4 s wall, 81 CPU-s (74.8 user + 6.2 sys).
 # numba's on-disk cache is in bayesirt/**/__pycache__ (written there even with PYTHONDONTWRITEBYTECODE), shared by both
 # workers and kept between runs: a fresh clone's first run compiles the kernels (137 CPU-s at 063acae, 120 warm).
 test-fast: bootstrap
