@@ -124,6 +124,8 @@ def write(app) -> None:
         target = out / name
         if not target.exists() or target.read_text() != text:
             target.write_text(text)
+    for stale in set(out.glob("*.md")) - {out / name for name in pages}:  # a results file deleted since
+        stale.unlink()
 
 
 def setup(app):
