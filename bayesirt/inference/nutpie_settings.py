@@ -4,8 +4,8 @@ from __future__ import annotations
 
 __all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "spec_nutpie_settings"]
 
-#: nutpie's adaptation for NUTS on 1PL-4PL specs (recorded in the fit's settings; MIRT and the models
-#: of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix estimated from
+#: nutpie's adaptation for NUTS on 1PL-4PL and confirmatory MIRT specs (recorded in the fit's settings;
+#: exploratory MIRT and the models of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix estimated from
 #: the variance of the draws, as Stan and PyMC adapt it ("draw_diag"), instead of nutpie's default
 #: estimate from draws and gradients, with its estimator windows switched every 120 draws instead of
 #: 80. On a 300 x 1,000 2PL, 2 chains x (500 + 500), the smallest bulk ESS over theta, a and d was
@@ -22,14 +22,20 @@ NUTPIE_SETTINGS = {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "s
 #: smallest bulk ESS (293 to 600, 309 to 645, 241 to 487): 33-42% more ESS per gradient, tuning included,
 #: and per CPU second (benchmarks/results/nutpie_adaptation_3pl.md and _3pl_probe.md).
 ASYMPTOTE_TARGET_ACCEPT = 0.9
+#: Why confirmatory MIRT takes :data:`NUTPIE_SETTINGS` and exploratory MIRT nutpie's defaults: on the
+#: 200 x 500 2-D data of ``benchmarks/_nuts_families.py`` (data seeds 20261129-31, 2 chains x (500 + 500)),
+#: the factor correlation's bulk ESS summed over the three seeds was 173 against 48 at the defaults on
+#: complete matrices (largest R-hat 1.04 against 1.18) and 171 against 175 at 50% missing. Exploratory
+#: fits mixed badly either way (sign-aligned R-hat up to 1.6 at the defaults, 2.2 with these settings;
+#: summed smallest ESS 39 / 15 against 16 / 96): chains stay in separate modes, which no adaptation fixes.
 
 
 def spec_nutpie_settings(spec) -> dict | None:
     """nutpie's settings for NUTS on ``spec``: :data:`NUTPIE_SETTINGS`, with
     :data:`ASYMPTOTE_TARGET_ACCEPT` for a spec with a guessing or slip asymptote; None (nutpie's defaults)
-    for MIRT."""
+    for exploratory MIRT."""
     if spec.kind == "mirt":
-        return None
+        return dict(NUTPIE_SETTINGS) if spec.structure == "confirmatory" else None
     if spec.has_guessing or spec.has_slip:
         return NUTPIE_SETTINGS | {"target_accept": ASYMPTOTE_TARGET_ACCEPT}
     return dict(NUTPIE_SETTINGS)
