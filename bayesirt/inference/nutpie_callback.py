@@ -110,12 +110,12 @@ def _isolated(cfunc, defined: set) -> Callback:
 
     A callback compiled in this process, or loaded from numba's cache after one of the functions it calls
     was compiled here (``defined``: the symbols numba's engine held before; its runtime's, the same code
-    everywhere, do not count), runs from an execution engine
-    of its own, where those copies are the only definitions: from numba's object code when compiled here,
-    else from its optimized module emitted again (0.2-0.6 s). A callback loaded into a process that has
-    built none of its functions runs from numba's engine, which resolves its calls to its copies. numba's
-    internals are used here (``_library``, the code library's target machine, object code and the engine's
-    symbol set), as ``numba.core.caching`` uses them; ``tests/test_nutpie_callback.py`` checks each case."""
+    everywhere, do not count), runs from an execution engine of its own, where those copies are the only
+    definitions: from numba's object code when compiled here, else from its optimized module emitted again
+    (0.2-0.6 s). A callback loaded into a process that has built none of its functions runs from numba's
+    engine, which resolves its calls to its copies. numba's internals are used here (``_library``, the
+    code library's target machine, object code and the engine's symbol set), as ``numba.core.caching``
+    uses them; ``tests/test_nutpie_callback.py`` checks each case."""
     library = cfunc._library
     if cfunc.cache_hits:
         module = library._get_module_for_linking()
