@@ -11,6 +11,7 @@ BENCHMARKS.md:
                                                                                   bayesirt's reparameterization
     numpyro nuts_numpyro.py         nuts_numpyro.json                             NumPyro on CPU (own venv): bayesirt's
                                                                                   reparameterization and the naive model
+    numpyro-<family> (8: NUTS_FAMILIES) nuts_numpyro_200x500_<family>.json        the same, per spec family, 200 x 500
     advi    advi_pyirt.py           advi_pyirt.json                               py-irt
     mml     mml_mirt.py             mml_mirt.json                                 mirt (PyPI)
     cat     cat_catsim.py           cat_catsim.json                               catsim
@@ -90,21 +91,25 @@ class Comparison:
     target: str  # the issue's target, for the header and placeholder rows
     peers: tuple = ()  # keys of PEERS installed before running
     note: str = ""  # shown in the "not run yet" row of a full render
+    args: tuple = ()  # the script's arguments of a full run (none: its defaults)
 
     def results(self, quick: bool) -> Path:
         return RESULTS / f"{self.stem}{'_quick' if quick else ''}.json"
 
     def argv(self, quick: bool) -> list[str]:
-        """Script arguments: full runs use the script's defaults (its results go to results/<stem>.json);
-        quick runs name the separate quick results file."""
-        if not quick:
-            return []
-        return ["--quick", "--out", str(self.results(True).relative_to(ROOT))]
+        """Script arguments: full runs use ``args`` and results/<stem>.json (none: the script's defaults,
+        which write there); quick runs add --quick and name the separate quick results file."""
+        out = ["--out", str(self.results(quick).relative_to(ROOT))]
+        if quick:
+            return [*self.args, "--quick", *out]
+        return [*self.args, *out] if self.args else []
 
     def command(self, quick: bool) -> str:
         return " ".join([PY, f"benchmarks/{self.script}", *self.argv(quick)])
 
 
+#: The spec families of benchmarks/_nuts_families.py, each a comparison of its own (issue 43).
+NUTS_FAMILIES = ("1pl", "2pl", "3pl", "4pl", "2pl-hierarchical", "mirt", "mirt-confirmatory", "dif")
 COMPARISONS = (
     Comparison("nuts", "nuts_2pl.py", "nuts_2pl", "2PL posterior sampling, NUTS (min bulk ESS per second)",
                "naive PyMC 2PL + nutpie (control) and + pm.NUTS", "bayesirt >= 2x the naive model in min bulk ESS/s"),
@@ -117,6 +122,14 @@ COMPARISONS = (
                "NumPyro 0.22 / JAX 0.12 on CPU (its own venv, benchmarks/.peer-venvs/numpyro): bayesirt's "
                "reparameterization and the naive model",
                "bayesirt >= 2x NumPyro with the same reparameterization at 300 x 1,000 (wall incl. compile)"),
+    *(Comparison(f"numpyro-{family}", "nuts_numpyro.py", f"nuts_numpyro_200x500_{family}",
+                 f"{family} posterior sampling, NUTS vs NumPyro on CPU, 200 x 500 (min bulk ESS per second)",
+                 "NumPyro 0.22 / JAX 0.12 on CPU (its own venv): bayesirt's reparameterization and the naive model",
+                 "bayesirt >= 1x NumPyro's reparameterized model and >= 2x its naive one, complete and 50% missing "
+                 "(issue 43)",
+                 args=("--size", "200x500", "--spec", family, "--missing", "0,0.5", "--seeds", "3", "--skip",
+                       "bayesirt_warm"))
+      for family in NUTS_FAMILIES),
     Comparison("advi", "advi_pyirt.py", "advi_pyirt", "2PL ADVI vs py-irt", "py-irt",
                ">= 3x faster than py-irt at equal or better correlation with the truth"),
     Comparison("mml", "mml_mirt.py", "mml_mirt", "2PL / 3PL marginal ML (Bock-Aitkin EM)", "mirt (PyPI)",
@@ -144,6 +157,10 @@ ISSUE_TARGETS = (
                      "the nutpie control reported beside it)"),
     ("NUTS vs NumPyro", "bayesirt >= 2x NumPyro (CPU defaults) given bayesirt's reparameterization in minimum bulk ESS "
                         "per wall second, compile included, at 300 models x 1,000 items (issue 31)"),
+    ("NUTS vs NumPyro, every spec family", "bayesirt >= 2x NumPyro's naive model and >= 1x its reparameterized "
+                                           "one in minimum bulk ESS per wall second, compile included, at 200 models "
+                                           "x 500 items, complete and 50% missing, pooled over 3 seeds (issue 43; "
+                                           "not judged where a sampler's largest R-hat is above 1.1)"),
     ("ADVI", "bayesirt >= 3x faster than py-irt at equal or better correlation with the truth"),
     ("MML", "bayesirt no slower than mirt"),
     ("CAT", "bayesirt no slower than catsim"),
@@ -326,6 +343,8 @@ def rows_for(comp: Comparison, quick: bool, runs: dict) -> tuple[list[dict], dic
             result = json.loads(path.read_text())
         except ValueError as e:
             result = {"_unreadable": f"{type(e).__name__}: {e}"}
+    if result and result.get("cases") and "date" not in result:  # a run of several cases: its first's date and source
+        result |= {k: result["cases"][0][k] for k in ("date", "bayesirt_source") if k in result["cases"][0]}
     date = None if result is None else result.get("date")
     source = {"name": comp.name, "results": rel, "date": date, "command": comp.command(quick), "origin": "not run yet",
               "source": source_of(result if isinstance(result, dict) else None, path) if result is not None else "—"}

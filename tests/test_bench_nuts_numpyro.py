@@ -66,6 +66,19 @@ def test_targets_are_not_judged_below_three_seeds_or_five_datasets_and_bad_agree
     assert "not judged (1 runs" in "\n".join(bench.target_status(_result([30.0], datasets=1, seeds=1)))
 
 
+def test_targets_are_not_judged_where_a_sampler_has_not_converged():
+    result = _result([30.0] * 5)
+    result["runs"]["bayesirt_cold"]["max_rhat"] = 1.4
+    text = "\n".join(bench.target_status(result))
+    assert "target >= 2x not judged (max R-hat above 1.1: bayesirt 1.400)" in text and "**met**" not in text
+    config = result["config"] | {"chains": 2, "tune": 500, "draws": 500}
+    rows = bench.make_rows(result | {"config": config, "command": "c", "date": "d", "machine": "m"})
+    assert rows[0]["target_met"] is None and "not judged: max R-hat above 1.1: bayesirt 1.400" in rows[0]["target"]
+    result["runs"]["bayesirt_cold"]["max_rhat"] = 1.05
+    result["runs"]["numpyro_reparam"]["max_rhat"] = 1.2
+    assert "not judged (max R-hat above 1.1: NumPyro 1.200)" in "\n".join(bench.target_status(result))
+
+
 def test_agreement_skips_constant_elements_sees_a_sign_flip_and_a_shifted_scalar():
     rng = np.random.default_rng(2)
     draws = {"theta": rng.normal([0.1, -1.0, 2.0, 0.5], 0.1, size=(2, 50, 4)),
