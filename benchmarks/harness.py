@@ -71,6 +71,8 @@ ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 LOGS = RESULTS / "logs"
 PY = ".venv/bin/python"  # how commands are shown (the harness itself runs scripts with sys.executable)
+sys.path.insert(0, str(BENCH))
+from _nuts_families import FAMILIES  # noqa: E402 (the families' table: benchmarks/ is not a package)
 
 # Peer packages: where their pin lives. An extra of pyproject.toml is installed whole, as
 # `make bench-mml` does (".[bench]"); catsim has no extra, so its pin is here.
@@ -109,7 +111,7 @@ class Comparison:
 
 
 #: The spec families of benchmarks/_nuts_families.py, each a comparison of its own (issue 43).
-NUTS_FAMILIES = ("1pl", "2pl", "3pl", "4pl", "2pl-hierarchical", "mirt", "mirt-confirmatory", "dif")
+NUTS_FAMILIES = tuple(FAMILIES)
 COMPARISONS = (
     Comparison("nuts", "nuts_2pl.py", "nuts_2pl", "2PL posterior sampling, NUTS (min bulk ESS per second)",
                "naive PyMC 2PL + nutpie (control) and + pm.NUTS", "bayesirt >= 2x the naive model in min bulk ESS/s"),

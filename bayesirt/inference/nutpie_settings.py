@@ -4,16 +4,16 @@ from __future__ import annotations
 
 __all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "spec_nutpie_settings"]
 
-#: nutpie's adaptation for NUTS on 1PL-4PL and confirmatory MIRT specs (recorded in the fit's settings;
-#: exploratory MIRT and the models of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix estimated from
-#: the variance of the draws, as Stan and PyMC adapt it ("draw_diag"), instead of nutpie's default
-#: estimate from draws and gradients, with its estimator windows switched every 120 draws instead of
-#: 80. On a 300 x 1,000 2PL, 2 chains x (500 + 500), the smallest bulk ESS over theta, a and d was
-#: 589 on average over 7 seeds (361-724) against 336 over 5 (270-359) at the default, for about 25%
-#: more gradient evaluations; switching every 120 draws gave 776 and 732 where 80 gave 608 and 654
-#: (benchmarks/README.md, "nuts_stan.py"). The step size is not jittered between draws (Stan's default;
-#: nutpie jitters it by +-10%): over 6 seeds the smallest bulk ESS rose from 3,798 to 4,597 in all and
-#: the ESS per sampling second from 33.3 to 35.8 (benchmarks/results/nutpie_adaptation.md).
+#: nutpie's adaptation for NUTS on 1PL-4PL and confirmatory MIRT specs (recorded in the fit's settings; exploratory
+#: MIRT and the models of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix
+#: estimated from the variance of the draws, as Stan and PyMC adapt it ("draw_diag"), instead of nutpie's default
+#: estimate from draws and gradients, with its estimator windows switched every 120 draws instead of 80. On a
+#: 300 x 1,000 2PL, 2 chains x (500 + 500), the smallest bulk ESS over theta, a and d was 589 on average over 7
+#: seeds (361-724) against 336 over 5 (270-359) at the default, for about 25% more gradient evaluations; switching
+#: every 120 draws gave 776 and 732 where 80 gave 608 and 654 (benchmarks/README.md, "nuts_stan.py"). The step size
+#: is not jittered between draws (Stan's default; nutpie jitters it by +-10%): over 6 seeds the smallest bulk ESS
+#: rose from 3,798 to 4,597 in all and the ESS per sampling second from 33.3 to 35.8
+#: (benchmarks/results/nutpie_adaptation.md).
 NUTPIE_SETTINGS = {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "step_size_jitter": 0.0}
 #: The step size's target acceptance for specs with a guessing or slip asymptote (nutpie's and Stan's
 #: default 0.8 otherwise). Their posteriors have curved ridges (a hard item's intercept against its
