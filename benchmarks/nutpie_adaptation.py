@@ -2,11 +2,12 @@
 
 For each generator seed (the data) and each sampler seed, a simulated matrix of ``--spec`` (default the
 complete 2PL at 300 models x 1,000 items; ``--spec 3pl --size 200x500`` the 3PL of
-``benchmarks/nuts_numpyro.py``), the direct nutpie model ``fit`` samples
-(``bayesirt.inference.nutpie_direct``), and 2 chains x (500 tune + 500 draws) under each setting, the
+``benchmarks/nuts_numpyro.py``; any family of ``benchmarks/_nuts_families.py`` but exploratory MIRT, whose
+draws need sign alignment), the direct nutpie model ``fit`` samples (``bayesirt.inference.nutpie_direct``,
+``direct_mirt`` for a MIRT spec), and 2 chains x (500 tune + 500 draws) under each setting, the
 settings interleaved per (dataset, sampler seed) so that the machine's load falls on all alike. Reported
 per run, per dataset and pooled over every run: the smallest bulk ESS over theta, discrimination and
-intercept, the gradient evaluations of tuning and draws together (nutpie's ``n_steps``), ESS per 1,000 of
+intercept (MIRT: theta, loading, intercept and the factor correlation's off-diagonal), the gradient evaluations of tuning and draws together (nutpie's ``n_steps``), ESS per 1,000 of
 them, sampling wall and CPU seconds, ESS per sampling wall second, mean leapfrog steps per draw, and the
 1-minute load average after the run. The chains run on ``--cores`` threads (default 1: one chain after
 the other, so wall ~ CPU on a machine others share). The model's build and compile are the same for
@@ -17,6 +18,8 @@ Usage::
     python benchmarks/nutpie_adaptation.py --out benchmarks/results/nutpie_adaptation_2pl.json
     python benchmarks/nutpie_adaptation.py --spec 3pl --size 200x500 --out benchmarks/results/nutpie_adaptation_3pl.json
     python benchmarks/nutpie_adaptation.py --settings '{"cur": {"adaptation": "draw_diag"}}'
+    python benchmarks/nutpie_adaptation.py --spec mirt-confirmatory --size 200x500 --missing 0.5 \
+        --data-seeds 20261129,20261130,20261131 --sampler-seeds 1 --settings '{"default": {}, ...}'
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _common import machine, source_state  # noqa: E402
+from _nuts_families import FAMILIES  # noqa: E402
+
+#: The reported variables whose smallest bulk ESS is taken (those the model has).
+VARIABLES = ("theta", "discrimination", "loading", "intercept", "factor_correlation")
 
 SETTINGS = {
     "cur": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "step_size_jitter": 0.0},
@@ -72,12 +79,13 @@ def markdown(result: dict) -> str:
     for seed, by in result["by_dataset"].items():
         lines.append(f"| {seed} | " + " | ".join(f"{by[n]['ess_per_wall_s']:.2f} ({by[n]['ess_per_1k_gradients']:.2f})"
                                                  for n in names) + " |")
-    lines += ["", "Every run:", "", "| data seed | sampler seed | settings | min bulk ESS (theta / a / d) | gradients | "
+    variables = list(result["runs"][0]["ess_by_var"])
+    lines += ["", "Every run:", "", f"| data seed | sampler seed | settings | min bulk ESS ({' / '.join(variables)}) | gradients | "
               "leapfrog / draw | sampling s | CPU s | load after |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in result["runs"]:
         by = r["ess_by_var"]
         lines.append(f"| {r['data_seed']} | {r['sampler_seed']} | {r['settings']} | {r['min_bulk_ess']:.0f} "
-                     f"({by['theta']:.0f} / {by['discrimination']:.0f} / {by['intercept']:.0f}) | {r['gradients']} | "
+                     f"({' / '.join(f'{by[v]:.0f}' for v in variables)}) | {r['gradients']} | "
                      f"{r['leapfrog_per_draw']:.1f} | {r['sampling_s']:.1f} | {r['cpu_s']:.1f} | {r['load']:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -95,10 +103,13 @@ def main(argv=None) -> int:
     p.add_argument("--cores", type=int, default=1)
     p.add_argument("--out", type=Path, help="results JSON (a Markdown beside it)")
     args = p.parse_args(argv)
+    if args.spec not in FAMILIES or args.spec in ("mirt", "dif"):
+        p.error(f"--spec: one of {', '.join(f for f in FAMILIES if f not in ('mirt', 'dif'))} (exploratory MIRT's draws "
+                "need sign alignment, which this script does not do; the DIF model is not a spec)")
     import arviz as az
     import nutpie
 
-    from bayesirt.data import simulate_pl
+    from bayesirt.inference.direct_mirt import direct_mirt_model
     from bayesirt.inference.nutpie_direct import direct_model
     from bayesirt.models.specs import load_spec
 
@@ -109,8 +120,8 @@ def main(argv=None) -> int:
     spec, runs = load_spec(args.spec), []
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     for data_seed in data_seeds:
-        responses, _ = simulate_pl(args.spec, n_items=n_items, n_models=n_models, seed=data_seed, missing=args.missing)
-        model = direct_model(responses, spec).compiled
+        responses, _ = FAMILIES[args.spec].simulate(n_models, n_items, data_seed, args.missing)
+        model = (direct_mirt_model(responses, spec)[0] if spec.kind == "mirt" else direct_model(responses, spec)).compiled
         for seed in sampler_seeds:
             for name, settings in args.settings.items():
                 t, c = time.perf_counter(), time.process_time()
@@ -118,7 +129,8 @@ def main(argv=None) -> int:
                                      save_warmup=True, progress_bar=False, **settings)
                 seconds, cpu = time.perf_counter() - t, time.process_time() - c
                 post = tree["posterior"].to_dataset()
-                by_var = {v: float(az.ess(post[[v]], method="bulk")[v].min()) for v in ("theta", "discrimination", "intercept")}
+                # min skips NaN: the ESS of a constant element (the correlation matrix's diagonal) is undefined
+                by_var = {v: float(az.ess(post[[v]], method="bulk")[v].min()) for v in VARIABLES if v in post}
                 stats, warm = tree["sample_stats"].to_dataset(), tree["warmup_sample_stats"].to_dataset()
                 grads = int(stats["n_steps"].sum() + warm["n_steps"].sum())
                 ess = min(by_var.values())
