@@ -10,7 +10,8 @@ import pytest
 from bayesirt.data import simulate_pl
 from bayesirt.errors import BayesIRTError
 from bayesirt.inference.fitting import NUTPIE_SETTINGS, fit
-from bayesirt.inference.nutpie_settings import ASYMPTOTE_TARGET_ACCEPT, spec_nutpie_settings
+from bayesirt.inference.nutpie_settings import (ASYMPTOTE_TARGET_ACCEPT, CONFIRMATORY_MIRT_TARGET_ACCEPT,
+                                               spec_nutpie_settings)
 from bayesirt.models.specs import load_spec
 
 
@@ -40,12 +41,14 @@ def test_thin_is_for_nuts_only():
 
 
 def test_specs_with_an_asymptote_sample_at_a_higher_target_accept():
-    """The 3PL and 4PL run at ASYMPTOTE_TARGET_ACCEPT, the 1PL/2PL and confirmatory MIRT at nutpie's default
-    target with NUTPIE_SETTINGS' adaptation; exploratory MIRT at nutpie's defaults."""
+    """The 3PL and 4PL run at ASYMPTOTE_TARGET_ACCEPT, confirmatory MIRT at CONFIRMATORY_MIRT_TARGET_ACCEPT, the
+    1PL/2PL at nutpie's default target, all with NUTPIE_SETTINGS' adaptation; exploratory MIRT at nutpie's defaults."""
     for name in ("3pl", "4pl"):
         assert spec_nutpie_settings(load_spec(name)) == NUTPIE_SETTINGS | {"target_accept": ASYMPTOTE_TARGET_ACCEPT}
     assert ASYMPTOTE_TARGET_ACCEPT > 0.8
     for name in ("2pl", "rasch", "2pl-hierarchical"):
         assert spec_nutpie_settings(load_spec(name)) == NUTPIE_SETTINGS
-    assert spec_nutpie_settings(load_spec("mirt-confirmatory")) == NUTPIE_SETTINGS
+    assert CONFIRMATORY_MIRT_TARGET_ACCEPT > 0.8
+    assert spec_nutpie_settings(load_spec("mirt-confirmatory")) == NUTPIE_SETTINGS | {
+        "target_accept": CONFIRMATORY_MIRT_TARGET_ACCEPT}
     assert spec_nutpie_settings(load_spec("mirt")) is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "spec_nutpie_settings"]
+__all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "CONFIRMATORY_MIRT_TARGET_ACCEPT", "spec_nutpie_settings"]
 
 #: nutpie's adaptation for NUTS on 1PL-4PL and confirmatory MIRT specs (recorded in the fit's settings; exploratory
 #: MIRT and the models of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix
@@ -22,20 +22,25 @@ NUTPIE_SETTINGS = {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "s
 #: smallest bulk ESS (293 to 600, 309 to 645, 241 to 487): 33-42% more ESS per gradient, tuning included,
 #: and per CPU second (benchmarks/results/nutpie_adaptation_3pl.md and _3pl_probe.md).
 ASYMPTOTE_TARGET_ACCEPT = 0.9
-#: Why confirmatory MIRT takes :data:`NUTPIE_SETTINGS` and exploratory MIRT nutpie's defaults: on the
-#: 200 x 500 2-D data of ``benchmarks/_nuts_families.py`` (data seeds 20261129-31, 2 chains x (500 + 500)),
-#: the factor correlation's bulk ESS summed over the three seeds was 173 against 48 at the defaults on
-#: complete matrices (largest R-hat 1.04 against 1.18) and 171 against 175 at 50% missing. Exploratory
-#: fits mixed badly either way (sign-aligned R-hat up to 1.6 at the defaults, 2.2 with these settings;
-#: summed smallest ESS 39 / 15 against 16 / 96): chains stay in separate modes, which no adaptation fixes.
+#: The target acceptance for confirmatory MIRT, with :data:`NUTPIE_SETTINGS`' adaptation (exploratory MIRT
+#: keeps nutpie's defaults). The factor correlation mixes slowest; on the 200 x 500 2-D data of
+#: ``benchmarks/_nuts_families.py`` (data seeds 20261129-31, sampler seed 1, 2 chains x (500 + 500)) the summed
+#: smallest bulk ESS was, at nutpie's defaults / NUTPIE_SETTINGS / with this target: 91 / 166 / 227 on complete
+#: matrices (6.8 / 9.5 / 10.1 per sampling second) and 214 / 195 / 433 at 50% missing (14.7 / 11.9 / 18.2)
+#: (benchmarks/results/nutpie_adaptation_mirt_confirmatory_complete.md and _missing50.md). Exploratory fits
+#: mix badly at any setting: their chains stay in separate modes (sign-aligned R-hat up to 1.6-2.2).
+CONFIRMATORY_MIRT_TARGET_ACCEPT = 0.9
 
 
 def spec_nutpie_settings(spec) -> dict | None:
     """nutpie's settings for NUTS on ``spec``: :data:`NUTPIE_SETTINGS`, with
-    :data:`ASYMPTOTE_TARGET_ACCEPT` for a spec with a guessing or slip asymptote; None (nutpie's defaults)
-    for exploratory MIRT."""
+    :data:`ASYMPTOTE_TARGET_ACCEPT` for a spec with a guessing or slip asymptote, or
+    :data:`CONFIRMATORY_MIRT_TARGET_ACCEPT` for confirmatory MIRT; None (nutpie's defaults) for exploratory
+    MIRT."""
     if spec.kind == "mirt":
-        return dict(NUTPIE_SETTINGS) if spec.structure == "confirmatory" else None
+        if spec.structure != "confirmatory":
+            return None
+        return NUTPIE_SETTINGS | {"target_accept": CONFIRMATORY_MIRT_TARGET_ACCEPT}
     if spec.has_guessing or spec.has_slip:
         return NUTPIE_SETTINGS | {"target_accept": ASYMPTOTE_TARGET_ACCEPT}
     return dict(NUTPIE_SETTINGS)
