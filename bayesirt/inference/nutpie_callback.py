@@ -13,9 +13,10 @@ Each callback runs from an execution engine of its own (:func:`_isolated`), not 
 every numba function a callback calls on its own first, into its one engine for the process, then links a
 copy of it into the callback's code; the copies are weak symbols, so in numba's engine the callback calls
 the standalone builds, which run slower: the MIRT likelihood's row loop, for one, is vectorized in the
-callback's copy and scalar in its standalone build. A process that compiled a callback sampled 2-3x slower
-than one that loaded it from numba's cache, with the same draws (confirmatory MIRT 200 x 500, one chain:
-10.3 s against 3.5 s; 3.6 s from the callback's own engine).
+callback's copy and scalar in its standalone build. A process that compiled a callback sampled slower
+than one that loaded it from numba's cache, with the same draws: confirmatory MIRT at 200 x 500, 15.3 s
+against 6.5 s; from the callback's own engine 7.4 s against 8.1 s (``benchmarks/nuts_numpyro.py``,
+results/nuts_numpyro_200x500_cold_warm.md, before at d751c63 and after).
 
 The callbacks follow nutpie's own codes (those of ``nutpie.compile_pymc``'s callback): 0 success, -1 a
 point of the wrong dimension, 3 a non-finite gradient, 4 a non-finite density.
