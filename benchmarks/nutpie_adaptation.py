@@ -37,8 +37,10 @@ sys.path.insert(0, str(HERE))
 from _common import machine, source_state  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
-#: The reported variables whose smallest bulk ESS is taken (those the model has).
-VARIABLES = ("theta", "discrimination", "loading", "intercept", "factor_correlation")
+#: The reported variables whose smallest bulk ESS and largest R-hat are taken (those the model has; a hierarchical
+#: spec's learned prior parameters too).
+VARIABLES = ("theta", "discrimination", "loading", "intercept", "factor_correlation", "discrimination_mu",
+             "discrimination_sigma", "difficulty_mu", "difficulty_sigma", "intercept_mu", "intercept_sigma")
 
 SETTINGS = {
     "cur": {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "step_size_jitter": 0.0},
@@ -81,12 +83,12 @@ def markdown(result: dict) -> str:
                                                  for n in names) + " |")
     variables = list(result["runs"][0]["ess_by_var"])
     lines += ["", "Every run:", "", f"| data seed | sampler seed | settings | min bulk ESS ({' / '.join(variables)}) | gradients | "
-              "leapfrog / draw | sampling s | CPU s | load after |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
+              "leapfrog / draw | max R-hat | sampling s | CPU s | load after |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["runs"]:
         by = r["ess_by_var"]
         lines.append(f"| {r['data_seed']} | {r['sampler_seed']} | {r['settings']} | {r['min_bulk_ess']:.0f} "
                      f"({' / '.join(f'{by[v]:.0f}' for v in variables)}) | {r['gradients']} | "
-                     f"{r['leapfrog_per_draw']:.1f} | {r['sampling_s']:.1f} | {r['cpu_s']:.1f} | {r['load']:.2f} |")
+                     f"{r['leapfrog_per_draw']:.1f} | {r.get('max_rhat', float('nan')):.3f} | {r['sampling_s']:.1f} | {r['cpu_s']:.1f} | {r['load']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -134,8 +136,9 @@ def main(argv=None) -> int:
                 stats, warm = tree["sample_stats"].to_dataset(), tree["warmup_sample_stats"].to_dataset()
                 grads = int(stats["n_steps"].sum() + warm["n_steps"].sum())
                 ess = min(by_var.values())
+                rhat = max(float(az.rhat(post[[v]])[v].max()) for v in by_var)
                 row = {"settings": name, "data_seed": data_seed, "sampler_seed": seed, "min_bulk_ess": ess,
-                       "ess_by_var": by_var, "gradients": grads, "ess_per_1k_gradients": 1000 * ess / grads,
+                       "ess_by_var": by_var, "max_rhat": rhat, "gradients": grads, "ess_per_1k_gradients": 1000 * ess / grads,
                        "sampling_s": seconds, "cpu_s": cpu, "leapfrog_per_draw": float(stats["n_steps"].mean()),
                        "step_size": float(stats["step_size"].mean()), "divergences": int(stats["diverging"].sum()),
                        "load": os.getloadavg()[0]}

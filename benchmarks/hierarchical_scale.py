@@ -1,0 +1,102 @@
+"""Why the hierarchical 2PL mixes slowly under NUTS (issue 43): the latent scale's direction.
+
+The 2PL's likelihood depends on a_i (theta_m - b_i) only, so it is unchanged when every ability and
+difficulty is multiplied by k and every slope divided by it. With fixed item priors the slopes' prior pins
+that direction (the mean log slope of 500 items has prior sd 0.5 / sqrt(500)); in ``2pl-hierarchical`` the
+slopes' location ``discrimination_mu`` is learned, so only the abilities' N(0, 1) prior pins it (about
+1 / sqrt(2 n_models) in log scale), and a move along it changes every ability, slope and difficulty together,
+which a diagonal mass matrix cannot do in one step.
+
+For each generator seed, the direct model of ``fit`` (``bayesirt.inference.nutpie_direct``) with the spec's
+nutpie settings samples 2 chains x (500 + 500) of ``benchmarks/_nuts_families.py``'s 2pl-hierarchical data
+(200 models x 500 items). Reported: bulk ESS and R-hat of the four hyperparameters, of the log of the
+abilities' spread (the sd of theta over models, per draw) and of the mean log slope, and the within-chain
+correlation of those two (near -1: the draws move along the scale direction).
+
+Usage::
+
+    .venv/bin/python benchmarks/hierarchical_scale.py --out benchmarks/results/hierarchical_scale.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _common import machine, source_state  # noqa: E402
+from _nuts_families import FAMILIES  # noqa: E402
+
+HYPER = ("discrimination_mu", "discrimination_sigma", "difficulty_mu", "difficulty_sigma")
+
+
+def diagnose(data_seed: int, sampler_seed: int, n_models: int, n_items: int) -> dict:
+    """The ESS, R-hat and correlations of one fit (see the module text)."""
+    import arviz as az
+    import nutpie
+    import xarray as xr
+
+    from bayesirt.inference.nutpie_direct import direct_model
+    from bayesirt.inference.nutpie_settings import spec_nutpie_settings
+    from bayesirt.models.specs import load_spec
+
+    spec = load_spec("2pl-hierarchical")
+    responses, _ = FAMILIES["2pl-hierarchical"].simulate(n_models, n_items, data_seed, 0.0)
+    tree = nutpie.sample(direct_model(responses, spec).compiled, draws=500, tune=500, chains=2, cores=2,
+                         seed=sampler_seed, progress_bar=False, **spec_nutpie_settings(spec))
+    post = tree["posterior"].to_dataset()
+    spread = np.log(post["theta"].std("model"))
+    mean_log_slope = np.log(post["discrimination"]).mean("item")
+    summary = xr.Dataset({**{v: post[v] for v in HYPER}, "log_theta_spread": spread, "mean_log_slope": mean_log_slope})
+    ess, rhat = az.ess(summary, method="bulk"), az.rhat(summary)
+    corr = [float(np.corrcoef(spread.values[c], mean_log_slope.values[c])[0, 1]) for c in range(spread.sizes["chain"])]
+    return {"data_seed": data_seed, "sampler_seed": sampler_seed,
+            "ess": {v: float(ess[v]) for v in summary}, "rhat": {v: float(rhat[v]) for v in summary},
+            "within_chain_correlation": corr}
+
+
+def markdown(result: dict) -> str:
+    names = [*HYPER, "log_theta_spread", "mean_log_slope"]
+    lines = ["# The hierarchical 2PL's scale direction under NUTS (issue 43)", "",
+             f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
+             f"{result['source'].get('head')}", "",
+             "200 models x 500 items of `benchmarks/_nuts_families.py`'s 2pl-hierarchical generator, the direct model "
+             "with the spec's nutpie settings, 2 chains x (500 + 500). Bulk ESS (R-hat) of the hyperparameters, of the "
+             "log of the abilities' spread over models and of the mean log slope, per draw; r: their correlation within "
+             "each chain.", "",
+             "| data seed | " + " | ".join(names) + " | r (chain 1 / 2) |", "|---|" + "---:|" * (len(names) + 1)]
+    for r in result["runs"]:
+        lines.append(f"| {r['data_seed']} | " + " | ".join(f"{r['ess'][v]:.0f} ({r['rhat'][v]:.2f})" for v in names)
+                     + " | " + " / ".join(f"{c:.2f}" for c in r["within_chain_correlation"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-seeds", default="20261129,20261130,20261131")
+    p.add_argument("--sampler-seed", type=int, default=1)
+    p.add_argument("--size", default="200x500", help="MODELSxITEMS")
+    p.add_argument("--out", type=Path, help="results JSON (a Markdown beside it)")
+    args = p.parse_args(argv)
+    n_models, n_items = map(int, args.size.split("x"))
+    command = " ".join([".venv/bin/python", "benchmarks/hierarchical_scale.py", *(argv if argv is not None else sys.argv[1:])])
+    result = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
+              "source": source_state(),
+              "runs": [diagnose(int(s), args.sampler_seed, n_models, n_items) for s in args.data_seeds.split(",")]}
+    text = markdown(result)
+    print(text)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
