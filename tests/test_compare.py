@@ -49,6 +49,11 @@ def test_marginal_log_likelihood_is_the_kernel_per_draw(fits, data):
     assert slow.attrs["integration"] == "adaptive Gauss-Hermite"
     np.testing.assert_array_equal(slow.isel(chain=0, draw=5).values, adaptive)
     np.testing.assert_allclose(ll.values, slow.values, rtol=0, atol=1e-6)
+    # draws in threads: each draw's row is computed alone, so any thread count gives the same numbers
+    for threads in (1, 3):
+        np.testing.assert_array_equal(marginal_log_likelihood(tree, progress=False, threads=threads).values, ll.values)
+        np.testing.assert_array_equal(marginal_log_likelihood(tree, nodes=21, progress=False, threads=threads).values,
+                                      slow.values)
     # the 2PL population is the spec's theta prior, N(0, 1)
     assert draw.mean.tolist() == [0.0] and draw.covariance.tolist() == [[1.0]]
 

@@ -41,7 +41,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from bayesirt.comparison.marginal import ItemDraws
-from bayesirt.comparison.grid_kernel import grid_log_terms
+from bayesirt.comparison.grid_kernel import grid_log_q_sums, grid_log_terms
 
 __all__ = ["Patterns", "grid_log_marginal", "GRID_SPACING", "GRID_REACH", "GRID_MAX_POINTS", "NEGLIGIBLE"]
 
@@ -81,27 +81,30 @@ class Patterns:
 @dataclass(frozen=True)
 class _Grid:
     """Per-point terms of one draw on a grid: theta (G,), log p - log q (G, I) or None for the
-    1PL/2PL, log q (G, I) and the log population density (G,)."""
+    1PL/2PL, log q (G, I) or None for a complete matrix under the 1PL/2PL, its sums over items (G,) or None
+    for a matrix with missing cells, and the log population density (G,)."""
 
     theta: np.ndarray
     log_ratio: np.ndarray | None
-    log_q: np.ndarray
+    log_q: np.ndarray | None
+    log_q_sum: np.ndarray | None
     log_prior: np.ndarray
 
     @classmethod
-    def of(cls, theta: np.ndarray, draw: ItemDraws) -> _Grid:
+    def of(cls, theta: np.ndarray, draw: ItemDraws, complete: bool) -> _Grid:
+        """The terms at ``theta`` for patterns without (``complete``) or with missing cells."""
         n_items = draw.loading.shape[0]
         c = np.broadcast_to(np.asarray(draw.guessing, dtype=float), n_items)
         s = np.broadcast_to(np.asarray(draw.slip, dtype=float), n_items)
         logistic = bool(np.all(c == 0) and np.all(s == 0))
+        theta = np.ascontiguousarray(theta, dtype=float)
+        a, d = (np.ascontiguousarray(v, dtype=float) for v in (draw.loading[:, 0], draw.intercept))
+        log_prior = stats.norm.logpdf(theta, loc=float(draw.mean[0]), scale=float(np.sqrt(draw.covariance[0, 0])))
+        if logistic and complete:  # only the sums of log q over items (comparison.grid_kernel)
+            return cls(theta, None, None, grid_log_q_sums(theta, a, d), log_prior)
         # models.response.log_probabilities at outer(theta, a) + d, compiled (comparison.grid_kernel)
-        log_ratio, log_q = grid_log_terms(np.ascontiguousarray(theta, dtype=float),
-                                          np.ascontiguousarray(draw.loading[:, 0], dtype=float),
-                                          np.ascontiguousarray(draw.intercept, dtype=float),
-                                          np.ascontiguousarray(c), np.ascontiguousarray(s), not logistic)
-        sd = float(np.sqrt(draw.covariance[0, 0]))
-        return cls(theta, None if logistic else log_ratio, log_q,
-                   stats.norm.logpdf(theta, loc=float(draw.mean[0]), scale=sd))
+        log_ratio, log_q = grid_log_terms(theta, a, d, np.ascontiguousarray(c), np.ascontiguousarray(s), not logistic)
+        return cls(theta, None if logistic else log_ratio, log_q, log_q.sum(axis=1) if complete else None, log_prior)
 
     def log_integrand(self, pat: Patterns, draw: ItemDraws, cols: slice = slice(None)) -> np.ndarray:
         """log p(y_m | theta_g, phi) + log N(theta_g) for every model of ``pat`` and point of ``cols``."""
@@ -110,8 +113,7 @@ class _Grid:
             ll = np.outer(pat.correct @ draw.loading[:, 0], theta) + (pat.correct @ draw.intercept)[:, None]
         else:
             ll = pat.correct @ self.log_ratio[cols].T
-        log_q = self.log_q[cols]
-        ll += log_q.sum(axis=1)[None, :] if pat.observed is None else pat.observed @ log_q.T
+        ll += self.log_q_sum[cols][None, :] if pat.observed is None else pat.observed @ self.log_q[cols].T
         return ll + self.log_prior[cols][None, :]
 
 
@@ -156,7 +158,8 @@ def grid_log_marginal(pat: Patterns, draw: ItemDraws) -> tuple[np.ndarray, np.nd
     """
     mu, sd_pop = float(draw.mean[0]), float(np.sqrt(draw.covariance[0, 0]))
     coarse = mu + sd_pop * _COARSE
-    log_coarse = _Grid.of(coarse, draw).log_integrand(pat, draw)
+    complete = pat.observed is None
+    log_coarse = _Grid.of(coarse, draw, complete).log_integrand(pat, draw)
     j, vertex, width = _peaks(log_coarse, coarse[1] - coarse[0])
     mode = coarse[j] + vertex
     # support: the coarse points within NEGLIGIBLE nats of the peak, one point more either side
@@ -173,7 +176,7 @@ def grid_log_marginal(pat: Patterns, draw: ItemDraws) -> tuple[np.ndarray, np.nd
     lo, hi = float(np.min(low[rows])), float(np.max(high[rows]))
     step = max(GRID_SPACING * float(np.min(width[rows])), (hi - lo) / (GRID_MAX_POINTS - 1))
     n_points = int(np.ceil((hi - lo) / step)) + 1
-    fine = _Grid.of(lo + step * np.arange(n_points), draw)
+    fine = _Grid.of(lo + step * np.arange(n_points), draw, complete)
     with np.errstate(invalid="ignore"):
         first = np.clip(np.floor((low - lo) / step), 0, n_points - 1).astype(int, copy=False)
         last = np.clip(np.ceil((high - lo) / step), 0, n_points - 1).astype(int, copy=False)

@@ -7,6 +7,12 @@ For grid points ``theta`` (G,) and items with slope ``a``, intercept ``d``, gues
 tail forms and caps, cell by cell; ``tests/test_grid.py`` checks them equal to rounding), in one pass
 over the cells with one exponential per cell instead of NumPy's dozen temporaries of G x I floats: the
 NumPy form was 60% of the CPU time of a 3PL marginal likelihood at 755 x 1,351.
+
+A complete matrix under the 1PL/2PL needs only each point's sum of ``log q`` over the items
+(:func:`grid_log_q_sums`): ``-sum_i softplus(eta)`` as the sum of ``max(eta, 0)`` and the log of the
+product of the factors ``1 + exp(-|eta|)``, one log per point, with the vectorized exp and the binary
+renormalization of the NUTS kernel (:mod:`bayesirt.models.kernels`); at 400 points x 2,854 items 0.8 ms
+against 19 ms for :func:`grid_log_terms` and the sum.
 """
 
 from __future__ import annotations
@@ -14,9 +20,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from bayesirt.models.kernels import exp_clipped, renormalize
 from bayesirt.models.response import TINY
 
-__all__ = ["grid_log_terms"]
+__all__ = ["grid_log_terms", "grid_log_q_sums"]
+
+#: Items between renormalizations of the products in :func:`grid_log_q_sums` (each factor is at most 2).
+_RENORM_ITEMS = 512
+_LN2 = np.log(2.0)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -62,3 +73,25 @@ def grid_log_terms(theta, a, d, c, s, asymptotes):
             log_ratio[g, i] = lp - lq
             log_q[g, i] = lq
     return log_ratio, log_q
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def grid_log_q_sums(theta, a, d):
+    """``sum_i log q`` at every point of ``theta`` (G,) for the 1PL/2PL, ``q = 1 - sigmoid(a_i theta + d_i)``:
+    ``-(sum_i max(eta, 0) + log prod_i (1 + exp(-|eta|)))`` (the module's notes). The loop over points is
+    the inner one, so it vectorizes without reordering a sum."""
+    n_points = theta.shape[0]
+    linear, product = np.zeros(n_points), np.ones(n_points)
+    exponent = np.zeros(n_points, dtype=np.int64)
+    for i in range(a.shape[0]):
+        a_i, d_i = a[i], d[i]
+        for g in range(n_points):
+            x = a_i * theta[g] + d_i
+            linear[g] += max(x, 0.0)
+            product[g] *= 1.0 + exp_clipped(-abs(x))
+        if i % _RENORM_ITEMS == _RENORM_ITEMS - 1:
+            renormalize(product, exponent)
+    out = np.empty(n_points)
+    for g in range(n_points):
+        out[g] = -(linear[g] + (np.log(product[g]) + exponent[g] * _LN2))
+    return out

@@ -38,7 +38,7 @@ from pytensor.graph.op import Op
 from numba import literal_unroll, types
 from numba.extending import intrinsic
 
-__all__ = ["LogisticLoglik", "logistic_loglik", "loglik_and_gradient", "asymptote_loglik_and_gradient",
+__all__ = ["LogisticLoglik", "logistic_loglik", "loglik_and_gradient", "asymptote_loglik_and_gradient", "renormalize",
            "exp_clipped"]
 
 # No fast-math flags: with them (PyTensor's set, "contract" and "reassoc" among them) LLVM may round
@@ -229,7 +229,7 @@ def _dot_and_three_sums(res, r_c, r_s, v):
 
 
 @numba.njit(inline="always")
-def _renormalize(product, exponent):
+def renormalize(product, exponent):
     """Move each product's binary exponent into ``exponent`` (exact: a power of two), leaving a mantissa in [1, 2)."""
     for c in range(product.size):
         bits = _reinterpret(product[c])
@@ -292,8 +292,8 @@ def _row_kernel(u, v, offset, y, row_offset):
                 gz[c] += residual
         gu[r], gw[r] = _dot_and_sum(res, vv)
         if r % _RENORM_ROWS == _RENORM_ROWS - 1:
-            _renormalize(product, exponent)
-    _renormalize(product, exponent)
+            renormalize(product, exponent)
+    renormalize(product, exponent)
     total = 0.0
     for c in range(n_cols):
         total += linear[c] - (np.log(product[c]) + exponent[c] * _LN2)
@@ -374,10 +374,10 @@ def asymptote_loglik_and_gradient(a, t, d, c, s, y):
             gt[m] = _fma(res[m], ai, gt[m])
         ga[i], gd[i], gc[i], gs[i] = _dot_and_three_sums(res, r_c, r_s, tt)
         if i % _ASYMPTOTE_RENORM_ROWS == _ASYMPTOTE_RENORM_ROWS - 1:
-            _renormalize(numerator, exp_num)
-            _renormalize(denominator, exp_den)
-    _renormalize(numerator, exp_num)
-    _renormalize(denominator, exp_den)
+            renormalize(numerator, exp_num)
+            renormalize(denominator, exp_den)
+    renormalize(numerator, exp_num)
+    renormalize(denominator, exp_den)
     total = 0.0
     for m in range(n_models):
         total += linear[m] + (np.log(numerator[m]) - np.log(denominator[m])) + (exp_num[m] - exp_den[m]) * _LN2
