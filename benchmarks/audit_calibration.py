@@ -232,7 +232,7 @@ def _pooled_lines(rows) -> list[str]:
 
 def markdown(result: dict) -> str:
     lines = ["# Calibration of the near-tie table off the easy case (issue 46)", "",
-             f"{result['date']}; {result['machine']} (shared and loaded: ~8 users on 2 cores); command "
+             f"{result['date']}; {result['machine']}; command "
              f"`{result['command']}`; {result['wall_s']:.0f} s wall.",
              f"Versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.", "",
              "## Paired model: gap coverage and called pairs", "",
