@@ -24,11 +24,11 @@ every spec at once, :func:`kfold_specs`) are fitted in parallel through
 from __future__ import annotations
 
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import arviz as az
+import numba
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -100,8 +100,8 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
         dimension (default 21/11/7 for D = 1/2/3), or importance samples (default 2,000 for
         D >= 4) drawn with ``seed``. See :func:`bayesirt.comparison.marginal.quadrature_rule`.
     threads : int, optional
-        Draws computed at once, in threads of this process (default: one per core); the result does not
-        depend on it.
+        Draws computed at once, in threads of this process; the result does not depend on it. Default: numba's
+        thread count (``NUMBA_NUM_THREADS``, one per core unless set: the grid is a numba kernel).
 
     Returns
     -------
@@ -138,7 +138,7 @@ def marginal_log_likelihood(tree: xr.DataTree, responses: xr.Dataset | None = No
     # draws in threads (the grid kernel and NumPy's products release the GIL; each draw's row is computed alone,
     # so the result is the same at any thread count), each product on one BLAS thread: the products are small, and
     # extra BLAS threads only spin (CPU per draw at 755 x 1,351, 3PL: 27 ms with one thread, 80 ms with two)
-    pool = ThreadPoolExecutor(threads or os.cpu_count() or 1)
+    pool = ThreadPoolExecutor(threads or numba.config.NUMBA_NUM_THREADS)
     try:
         with progress_bar(len(draws), "marginal likelihood", enabled=progress) as advance, blas_threads(1):
             for k, (row, unresolved) in enumerate(pool.map(draw_marginal, range(len(draws)))):
