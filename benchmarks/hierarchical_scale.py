@@ -13,9 +13,18 @@ nutpie settings samples 2 chains x (500 + 500) of ``benchmarks/_nuts_families.py
 abilities' spread (the sd of theta over models, per draw) and of the mean log slope, and the within-chain
 correlation of those two (near -1: the draws move along the scale direction).
 
+``--model scale-free`` samples instead a proposed parameterization of the same posterior, as a PyMC model
+through nutpie's PyMC path (same settings), in which the scale is one coordinate: with
+g = exp(discrimination_mu), u = g theta_deviation ~ ZeroSumNormal(g), m = g theta_mean ~ N(0, g / sqrt(n)),
+r = a / g ~ LogNormal(0, discrimination_sigma), beta = g (b - theta_mean) ~ N(g mu_b - m, g sigma_b) and g mu_b ~
+N(0, g), g sigma_b ~ HalfNormal(2 g) in place of the difficulty hyperparameters. Each is an exact change of
+variables given discrimination_mu, and the likelihood, r_i (u_m - beta_i), no longer holds discrimination_mu,
+which then moves alone.
+
 Usage::
 
     .venv/bin/python benchmarks/hierarchical_scale.py --out benchmarks/results/hierarchical_scale.json
+    .venv/bin/python benchmarks/hierarchical_scale.py --model scale-free --out benchmarks/results/hierarchical_scale_free.json
 """
 
 from __future__ import annotations
@@ -34,10 +43,40 @@ sys.path.insert(0, str(HERE))
 from _common import machine, source_state  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
+MODELS = {"direct": "fit's direct nutpie model, in build_logistic's coordinates",
+          "scale-free": "the proposed scale-free coordinates, a PyMC model through nutpie's PyMC path"}
 HYPER = ("discrimination_mu", "discrimination_sigma", "difficulty_mu", "difficulty_sigma")
 
 
-def diagnose(data_seed: int, sampler_seed: int, n_models: int, n_items: int) -> dict:
+def scale_free_model(responses):
+    """The PyMC model of 2pl-hierarchical's posterior in the scale-free coordinates (module text)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from bayesirt.data.responses import MISSING
+
+    y = responses["responses"].values
+    items, models = np.nonzero(y != MISSING)
+    n_models = y.shape[1]
+    with pm.Model(coords={"item": responses["item"].values, "model": responses["model"].values}) as model:
+        mu_a = pm.Normal("discrimination_mu", 0.0, 0.5)
+        sigma_a = pm.HalfNormal("discrimination_sigma", 0.5)
+        g = pt.exp(mu_a)
+        m = pm.Normal("theta_mean_scaled", 0.0, g / np.sqrt(n_models))
+        u = pm.ZeroSumNormal("theta_deviation_scaled", sigma=g, dims="model")
+        r = pm.LogNormal("discrimination_relative", 0.0, sigma_a, dims="item")
+        mu_b = pm.Normal("difficulty_mu_scaled", 0.0, g * 1.0)
+        sigma_b = pm.HalfNormal("difficulty_sigma_scaled", g * 2.0)
+        beta = pm.Normal("difficulty_centered_scaled", mu_b - m, sigma_b, dims="item")
+        pm.Bernoulli("y", logit_p=r[items] * (u[models] - beta[items]), observed=y[items, models])
+        pm.Deterministic("theta", (m + u) / g, dims="model")
+        pm.Deterministic("discrimination", g * r, dims="item")
+        pm.Deterministic("difficulty_mu", mu_b / g)
+        pm.Deterministic("difficulty_sigma", sigma_b / g)
+    return model
+
+
+def diagnose(data_seed: int, sampler_seed: int, n_models: int, n_items: int, model: str = "direct") -> dict:
     """The ESS, R-hat and correlations of one fit (see the module text)."""
     import arviz as az
     import nutpie
@@ -49,25 +88,29 @@ def diagnose(data_seed: int, sampler_seed: int, n_models: int, n_items: int) -> 
 
     spec = load_spec("2pl-hierarchical")
     responses, _ = FAMILIES["2pl-hierarchical"].simulate(n_models, n_items, data_seed, 0.0)
-    tree = nutpie.sample(direct_model(responses, spec).compiled, draws=500, tune=500, chains=2, cores=2,
-                         seed=sampler_seed, progress_bar=False, **spec_nutpie_settings(spec))
+    compiled = (direct_model(responses, spec).compiled if model == "direct"
+                else nutpie.compile_pymc_model(scale_free_model(responses)))
+    tree = nutpie.sample(compiled, draws=500, tune=500, chains=2, cores=2, seed=sampler_seed, progress_bar=False,
+                         **spec_nutpie_settings(spec))
     post = tree["posterior"].to_dataset()
     spread = np.log(post["theta"].std("model"))
     mean_log_slope = np.log(post["discrimination"]).mean("item")
     summary = xr.Dataset({**{v: post[v] for v in HYPER}, "log_theta_spread": spread, "mean_log_slope": mean_log_slope})
     ess, rhat = az.ess(summary, method="bulk"), az.rhat(summary)
     corr = [float(np.corrcoef(spread.values[c], mean_log_slope.values[c])[0, 1]) for c in range(spread.sizes["chain"])]
-    return {"data_seed": data_seed, "sampler_seed": sampler_seed,
+    return {"data_seed": data_seed, "sampler_seed": sampler_seed, "model": model,
             "ess": {v: float(ess[v]) for v in summary}, "rhat": {v: float(rhat[v]) for v in summary},
+            "mean": {v: float(summary[v].mean()) for v in summary}, "sd": {v: float(summary[v].std()) for v in summary},
             "within_chain_correlation": corr}
 
 
 def markdown(result: dict) -> str:
     names = [*HYPER, "log_theta_spread", "mean_log_slope"]
     lines = ["# The hierarchical 2PL's scale direction under NUTS (issue 43)", "",
+             f"Model: {result.get('model', 'direct')} ({MODELS[result.get('model', 'direct')]})", "",
              f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
              f"{result['source'].get('head')}", "",
-             "200 models x 500 items of `benchmarks/_nuts_families.py`'s 2pl-hierarchical generator, the direct model "
+             "200 models x 500 items of `benchmarks/_nuts_families.py`'s 2pl-hierarchical generator, the model above "
              "with the spec's nutpie settings, 2 chains x (500 + 500). Bulk ESS (R-hat) of the hyperparameters, of the "
              "log of the abilities' spread over models and of the mean log slope, per draw; r: their correlation within "
              "each chain.", "",
@@ -75,6 +118,10 @@ def markdown(result: dict) -> str:
     for r in result["runs"]:
         lines.append(f"| {r['data_seed']} | " + " | ".join(f"{r['ess'][v]:.0f} ({r['rhat'][v]:.2f})" for v in names)
                      + " | " + " / ".join(f"{c:.2f}" for c in r["within_chain_correlation"]) + " |")
+    lines += ["", "Posterior mean (sd) of the same quantities:", "", "| data seed | " + " | ".join(names) + " |",
+              "|---|" + "---:|" * len(names)]
+    for r in result["runs"]:
+        lines.append(f"| {r['data_seed']} | " + " | ".join(f"{r['mean'][v]:.3f} ({r['sd'][v]:.3f})" for v in names) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -83,13 +130,15 @@ def main(argv=None) -> int:
     p.add_argument("--data-seeds", default="20261129,20261130,20261131")
     p.add_argument("--sampler-seed", type=int, default=1)
     p.add_argument("--size", default="200x500", help="MODELSxITEMS")
+    p.add_argument("--model", choices=list(MODELS), default="direct")
     p.add_argument("--out", type=Path, help="results JSON (a Markdown beside it)")
     args = p.parse_args(argv)
     n_models, n_items = map(int, args.size.split("x"))
     command = " ".join([".venv/bin/python", "benchmarks/hierarchical_scale.py", *(argv if argv is not None else sys.argv[1:])])
     result = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
-              "source": source_state(),
-              "runs": [diagnose(int(s), args.sampler_seed, n_models, n_items) for s in args.data_seeds.split(",")]}
+              "source": source_state(), "model": args.model,
+              "runs": [diagnose(int(s), args.sampler_seed, n_models, n_items, args.model)
+                       for s in args.data_seeds.split(",")]}
     text = markdown(result)
     print(text)
     if args.out:
