@@ -4,7 +4,6 @@ constant under the builder's reparameterization, and SciPy's Bernoulli pmf."""
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 import pytest
 import xarray as xr
 from scipy import stats
@@ -15,6 +14,7 @@ from bayesirt.models.information import item_information
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
 from bayesirt.models.response import response_probability
 from bayesirt.models.specs import load_spec
+from pymc_points import value_point
 
 KINDS = {"rasch": "1pl", "2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "difficulty-2pl": "2pl"}
 
@@ -69,18 +69,6 @@ def _reference_model(responses, spec):
     return ref
 
 
-def _value_point(model, constrained):
-    """Map constrained values {rv name: array} to the model's value variables."""
-    point = {}
-    for rv in model.free_RVs:
-        value = np.asarray(constrained[rv.name], dtype="float64")
-        transform = model.rvs_to_transforms.get(rv)
-        if transform is not None:
-            value = transform.forward(pt.as_tensor_variable(value), *rv.owner.inputs).eval()
-        point[model.rvs_to_values[rv].name] = value
-    return point
-
-
 def _random_parameters(rng, spec, n_items, n_models):
     theta = rng.normal(0.5, 1.0, n_models)
     a = {"item": rng.lognormal(0, 0.4, n_items), "common": rng.lognormal(0, 0.4), "fixed": spec.discrimination_value}
@@ -116,13 +104,13 @@ def test_builder_logp_equals_naive_iid_model_up_to_a_constant(name, missing, tmp
     # a common slope's scaled deviation u = a * (theta - mean) has density a^-(n - 1) times the deviation's
     jacobian = [(11 - 1) * np.log(p["discrimination"]) if spec.discrimination_structure == "common" else 0.0
                 for p in points]
-    ours_vals = [ours_logp(_value_point(ours, _as_builder_point(p, spec))) + j for p, j in zip(points, jacobian)]
-    ref_vals = [ref_logp(_value_point(ref, p)) for p in points]
+    ours_vals = [ours_logp(value_point(ours, _as_builder_point(p, spec))) + j for p, j in zip(points, jacobian)]
+    ref_vals = [ref_logp(value_point(ref, p)) for p in points]
     assert np.ptp(np.diff(ref_vals)) > 1.0  # the points differ enough for the check to bite
     np.testing.assert_allclose(np.diff(ours_vals), np.diff(ref_vals), rtol=1e-9, atol=1e-9)
     names = ("theta", "discrimination", "intercept", "difficulty")
     det = ours.compile_fn(ours.replace_rvs_by_values([ours[v] for v in names]), inputs=ours.value_vars, on_unused_input="ignore")
-    for got, want in zip(det(_value_point(ours, _as_builder_point(points[0], spec))),
+    for got, want in zip(det(value_point(ours, _as_builder_point(points[0], spec))),
                          [points[0][v] for v in names]):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
@@ -155,8 +143,8 @@ def test_hierarchical_builder_logp_equals_naive_model_up_to_a_constant(missing):
     # a common slope's scaled deviation u = a * (theta - mean) has density a^-(n - 1) times the deviation's
     jacobian = [(11 - 1) * np.log(p["discrimination"]) if spec.discrimination_structure == "common" else 0.0
                 for p in points]
-    ours_vals = [ours_logp(_value_point(ours, _as_builder_point(p, spec))) + j for p, j in zip(points, jacobian)]
-    ref_vals = [ref_logp(_value_point(ref, p)) for p in points]
+    ours_vals = [ours_logp(value_point(ours, _as_builder_point(p, spec))) + j for p, j in zip(points, jacobian)]
+    ref_vals = [ref_logp(value_point(ref, p)) for p in points]
     assert np.ptp(np.diff(ref_vals)) > 1.0
     np.testing.assert_allclose(np.diff(ours_vals), np.diff(ref_vals), rtol=1e-9, atol=1e-9)
 
@@ -233,7 +221,7 @@ def test_long_and_dense_layouts_give_the_same_log_density(name, tmp_path, monkey
     f_dense, f_long = dense.compile_logp(), long.compile_logp()
     rng = np.random.default_rng(1)
     for _ in range(3):
-        point = _value_point(dense, _as_builder_point(_random_parameters(rng, spec, 9, 13), spec))
+        point = value_point(dense, _as_builder_point(_random_parameters(rng, spec, 9, 13), spec))
         np.testing.assert_allclose(f_long(point), f_dense(point), rtol=1e-12)
 
 
@@ -256,7 +244,7 @@ def test_float32_model_is_float32_and_agrees_with_float64(dense_from, monkeypatc
     f64 = wide.compile_logp()
     rng = np.random.default_rng(5)
     for _ in range(3):
-        point = _value_point(wide, _as_builder_point(_random_parameters(rng, spec, 40, 30), spec))
+        point = value_point(wide, _as_builder_point(_random_parameters(rng, spec, 40, 30), spec))
         value = f32({k: v.astype("float32") for k, v in point.items()})
         assert value.dtype == np.float32
         np.testing.assert_allclose(value, f64(point), rtol=2e-6)
