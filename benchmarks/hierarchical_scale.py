@@ -24,7 +24,8 @@ which then moves alone.
 Usage::
 
     .venv/bin/python benchmarks/hierarchical_scale.py --out benchmarks/results/hierarchical_scale.json
-    .venv/bin/python benchmarks/hierarchical_scale.py --model scale-free --out benchmarks/results/hierarchical_scale_free.json
+    .venv/bin/python benchmarks/hierarchical_scale.py --model scale-free \
+        --out benchmarks/results/hierarchical_scale_free.json
 """
 
 from __future__ import annotations
@@ -112,8 +113,8 @@ def markdown(result: dict) -> str:
              f"{result['source'].get('head')}", "",
              "200 models x 500 items of `benchmarks/_nuts_families.py`'s 2pl-hierarchical generator, the model above "
              "with the spec's nutpie settings, 2 chains x (500 + 500). Bulk ESS (R-hat) of the hyperparameters, of the "
-             "log of the abilities' spread over models and of the mean log slope, per draw; r: their correlation within "
-             "each chain.", "",
+             "log of the abilities' spread over models and of the mean log slope, per draw; r: their correlation "
+             "within each chain.", "",
              "| data seed | " + " | ".join(names) + " | r (chain 1 / 2) |", "|---|" + "---:|" * (len(names) + 1)]
     for r in result["runs"]:
         lines.append(f"| {r['data_seed']} | " + " | ".join(f"{r['ess'][v]:.0f} ({r['rhat'][v]:.2f})" for v in names)
@@ -121,7 +122,8 @@ def markdown(result: dict) -> str:
     lines += ["", "Posterior mean (sd) of the same quantities:", "", "| data seed | " + " | ".join(names) + " |",
               "|---|" + "---:|" * len(names)]
     for r in result["runs"]:
-        lines.append(f"| {r['data_seed']} | " + " | ".join(f"{r['mean'][v]:.3f} ({r['sd'][v]:.3f})" for v in names) + " |")
+        lines.append(f"| {r['data_seed']} | " + " | ".join(f"{r['mean'][v]:.3f} ({r['sd'][v]:.3f})" for v in names)
+                     + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -134,7 +136,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, help="results JSON (a Markdown beside it)")
     args = p.parse_args(argv)
     n_models, n_items = map(int, args.size.split("x"))
-    command = " ".join([".venv/bin/python", "benchmarks/hierarchical_scale.py", *(argv if argv is not None else sys.argv[1:])])
+    command = " ".join([".venv/bin/python", "benchmarks/hierarchical_scale.py",
+                        *(argv if argv is not None else sys.argv[1:])])
     result = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
               "source": source_state(), "model": args.model,
               "runs": [diagnose(int(s), args.sampler_seed, n_models, n_items, args.model)

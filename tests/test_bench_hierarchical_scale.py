@@ -28,13 +28,15 @@ def test_scale_free_coordinates_are_a_change_of_variables(missing):
     gaps, values = [], []
     for _ in range(4):
         theta, a, b = rng.normal(0.3, 1, n_models), rng.lognormal(0, 0.4, n_items), rng.normal(0, 1.2, n_items)
-        mu_a, sigma_a, mu_b, sigma_b = rng.normal(0, 0.4), rng.uniform(0.2, 0.8), rng.normal(0, 0.5), rng.uniform(0.5, 2)
+        mu_a, sigma_a = rng.normal(0, 0.4), rng.uniform(0.2, 0.8)
+        mu_b, sigma_b = rng.normal(0, 0.5), rng.uniform(0.5, 2)
         mean, g = theta.mean(), np.exp(mu_a)
-        old = {"theta_mean": mean, "theta_deviation": theta - mean, "discrimination": a, "difficulty_centered": b - mean,
-               "discrimination_mu": mu_a, "discrimination_sigma": sigma_a, "difficulty_mu": mu_b, "difficulty_sigma": sigma_b}
-        new = {"theta_mean_scaled": g * mean, "theta_deviation_scaled": g * (theta - mean), "discrimination_relative": a / g,
-               "difficulty_centered_scaled": g * (b - mean), "difficulty_mu_scaled": g * mu_b,
-               "difficulty_sigma_scaled": g * sigma_b, "discrimination_mu": mu_a, "discrimination_sigma": sigma_a}
+        hyper = {"discrimination_mu": mu_a, "discrimination_sigma": sigma_a}
+        old = hyper | {"theta_mean": mean, "theta_deviation": theta - mean, "discrimination": a,
+                       "difficulty_centered": b - mean, "difficulty_mu": mu_b, "difficulty_sigma": sigma_b}
+        new = hyper | {"theta_mean_scaled": g * mean, "theta_deviation_scaled": g * (theta - mean),
+                       "discrimination_relative": a / g, "difficulty_centered_scaled": g * (b - mean),
+                       "difficulty_mu_scaled": g * mu_b, "difficulty_sigma_scaled": g * sigma_b}
         values.append(ours_logp(value_point(ours, old)))
         gaps.append(free_logp(value_point(free, new)) - values[-1] + (n_models + 2) * mu_a)
         # and the scale-free model's reported variables are the point's
