@@ -16,11 +16,12 @@ run: bootstrap
 # against each other (make test-fast at 7374bdf: 162 CPU-s, 149 s wall without these; 103 CPU-s, 57 s with them).
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
-# Two worker processes, each test file on one of them (module fixtures are computed once). Measured at 581ef9a on
-# 2 quiet cores (load 0, /usr/bin/time make test): 2,297 passed, 14 skipped in 12 min 47 s wall, 1,475 CPU-s
-# (1,374 user + 101 sys); the largest process held 2.5 GB. The slowest test is the documented Python block of
-# docs/getting-started.md (82 s: NUTS fits of chembench and their comparison, whose marginal likelihood took 118 s
-# until a89051e); then the safety-suite command (44 s) and K-fold by model (37 s) (`pytest --durations=40`).
+# Two worker processes, each test file on one of them (module fixtures are computed once). Measured at 6460bcc on
+# 2 quiet cores (load 1, /usr/bin/time make test): 2,299 passed, 14 skipped in 10 min 48 s wall, 1,257 CPU-s
+# (1,169 user + 88 sys); the largest process held 2.4 GB. At 581ef9a, just after an edit to models/kernels.py (its
+# numba caches compiled again) and with --durations=40: 12 min 47 s. The slowest test is the documented Python block
+# of docs/getting-started.md (82 s: NUTS fits of chembench and their comparison, whose marginal likelihood took 118 s
+# until a89051e); then the safety-suite command (44 s) and K-fold by model (37 s).
 # It includes tests/test_docs_commands.py, which runs each of the 41 distinct bayesirt commands of docs/ on stand-in
 # files (the README's own are the first hour's test): at 6183857, 43 tests in 401 CPU-s (355.8 user + 45.2 sys, with
 # -n 4 under nice at load 11-20: 18 min wall, which says nothing here), about 6-7 min of one worker on 2 quiet cores.
