@@ -129,8 +129,7 @@ COMPARISONS = (
                  "NumPyro 0.22 / JAX 0.12 on CPU (its own venv): bayesirt's reparameterization and the naive model",
                  "bayesirt >= 1x NumPyro's reparameterized model and >= 2x its naive one, complete and 50% missing "
                  "(issue 43)",
-                 args=("--size", "200x500", "--spec", family, "--missing", "0,0.5", "--seeds", "3", "--skip",
-                       "bayesirt_warm"))
+                 args=("--size", "200x500", "--spec", family, "--missing", "0,0.5", "--seeds", "3"))
       for family in NUTS_FAMILIES),
     Comparison("advi", "advi_pyirt.py", "advi_pyirt", "2PL ADVI vs py-irt", "py-irt",
                ">= 3x faster than py-irt at equal or better correlation with the truth"),
