@@ -31,7 +31,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -41,7 +40,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine, source_state  # noqa: E402
+from _common import machine, source_state, write_results  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
 MODELS = {"direct": "fit's direct nutpie model, in build_logistic's coordinates",
@@ -142,11 +141,10 @@ def main(argv=None) -> int:
               "source": source_state(), "model": args.model,
               "runs": [diagnose(int(s), args.sampler_seed, n_models, n_items, args.model)
                        for s in args.data_seeds.split(",")]}
-    text = markdown(result)
-    print(text)
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-        args.out.with_suffix(".md").write_text(text)
+        write_results(args.out, result, markdown, echo=True)
+    else:
+        print(markdown(result))
     return 0
 
 

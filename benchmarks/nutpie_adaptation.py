@@ -34,7 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine, source_state  # noqa: E402
+from _common import machine, source_state, write_results  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
 #: The reported variables whose smallest bulk ESS and largest R-hat are taken (those the model has; a hierarchical
@@ -154,11 +154,10 @@ def main(argv=None) -> int:
               "pooled": {n: summarize([r for r in runs if r["settings"] == n]) for n in names},
               "by_dataset": {str(d): {n: summarize([r for r in runs if r["settings"] == n and r["data_seed"] == d])
                                       for n in names} for d in data_seeds}}
-    text = markdown(result)
-    print(text)
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-        args.out.with_suffix(".md").write_text(text)
+        write_results(args.out, result, markdown, echo=True)
+    else:
+        print(markdown(result))
     return 0
 
 
