@@ -21,7 +21,9 @@ models x 1,000 items, seeds 20261129, 20261130, 20261131: ``--seeds 3``), the pr
                             as JAX compiles on every run); this script's ``--worker``. Its row records
                             which model nutpie sampled (the fit's settings' ``nutpie_model``: "direct"
                             or "pymc").
-  * ``bayesirt warm``    -- the same with this user's caches (a user's second fit of this shape).
+  * ``bayesirt warm``    -- the same with this user's caches: the direct model's callbacks, compiled by an
+                            earlier fit on this machine, serve any data of their layout (PyMC-path rows: a
+                            fit of the same structure and size).
   * ``NumPyro reparam``  -- bayesirt's reparameterization written in NumPyro: theta = theta_mean +
                             ZeroSumNormal deviation, theta_mean ~ N(0, 1 / sqrt(M)), d_centered ~ N(a *
                             theta_mean, 2), logit a * deviation + d_centered (the ability shift moved into
@@ -105,7 +107,7 @@ AGREEMENT_MIN = 0.95  # posterior means of a peer row against bayesirt's: below 
 RHAT_JUDGED = 1.1
 ROWS = {
     "bayesirt_cold": "bayesirt fit (nutpie), empty caches",
-    "bayesirt_warm": "bayesirt fit, warm caches (a second fit of this shape)",
+    "bayesirt_warm": "bayesirt fit, warm caches (compiled by an earlier fit on this machine)",
     "numpyro_reparam": "NumPyro, bayesirt's reparameterization",
     "numpyro_naive": "NumPyro, naive model",
 }
