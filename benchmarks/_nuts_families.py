@@ -11,8 +11,10 @@ Every NumPyro model has the priors of bayesirt's spec (``models/*.toml``, ``baye
   samples the scaled deviation a * deviation ~ ZeroSumNormal(a), as bayesirt does.
 * ``2pl-hierarchical`` -- ``models/2pl-hierarchical.toml``: log a ~ N(mu_a, sigma_a), b ~ N(mu_b, sigma_b)
   with mu_a ~ N(0, .5), sigma_a ~ HalfNormal(.5), mu_b ~ N(0, 1), sigma_b ~ HalfNormal(2); logit a (theta - b).
-  Reparameterized: b = difficulty_centered + theta_mean, difficulty_centered ~ N(mu_b - theta_mean, sigma_b),
-  logit a (deviation - difficulty_centered). Data: ``simulate_pl("2pl")``.
+  Reparameterized: bayesirt's scale-free coordinates (``build_logistic``): with g = exp(mu_a), m = g theta_mean
+  ~ N(0, g / sqrt(n)), u = g deviation ~ ZeroSumNormal(g), r = a / g ~ LogNormal(0, sigma_a), g mu_b ~ N(0, g),
+  g sigma_b ~ HalfNormal(2 g), beta = g (b - theta_mean) ~ N(g mu_b - m, g sigma_b), logit r (u - beta).
+  Data: ``simulate_pl("2pl")``.
 * ``mirt`` -- ``models/mirt.toml``: 2-D exploratory compensatory, loadings N(0, 1.5) with the echelon
   pattern of ``bayesirt.models.mirt.anchor_items`` (computed here from the data and given to NumPyro: the
   same anchors and zeros), intercepts N(0, 2), theta ~ N(0, I). Both samplers' draws are sign-aligned
@@ -102,12 +104,19 @@ def item_priors(n_items):
     return numpyro.sample("a", dist.LogNormal(a_mu, a_sigma).expand([n_items])), b_mu, b_sigma
 
 def reparam(y, observed):
+    """bayesirt's scale-free coordinates (build_logistic): g = exp(mu_a), m = g theta_mean, u = g deviation,
+    r = a / g, beta = g (b - theta_mean), the difficulty's hyperparameters times g."""
     n_items, n_models = y.shape
-    theta_mean = numpyro.sample("theta_mean", dist.Normal(0.0, 1.0 / np.sqrt(n_models)))
-    dev = numpyro.sample("theta_deviation", dist.ZeroSumNormal(1.0, event_shape=(n_models,)))
-    a, b_mu, b_sigma = item_priors(n_items)
-    b_c = numpyro.sample("b_centered", dist.Normal(b_mu - theta_mean, b_sigma).expand([n_items]))
-    masked(y, observed, dist.Bernoulli(logits=a[:, None] * (dev[None, :] - b_c[:, None])))
+    a_mu = numpyro.sample("discrimination_mu", dist.Normal(0.0, 0.5))
+    a_sigma = numpyro.sample("discrimination_sigma", dist.HalfNormal(0.5))
+    g = jnp.exp(a_mu)
+    m = numpyro.sample("theta_mean_scaled", dist.Normal(0.0, g / np.sqrt(n_models)))
+    u = numpyro.sample("theta_deviation_scaled", dist.ZeroSumNormal(g, event_shape=(n_models,)))
+    r = numpyro.sample("discrimination_relative", dist.LogNormal(0.0, a_sigma).expand([n_items]))
+    b_mu = numpyro.sample("difficulty_mu_scaled", dist.Normal(0.0, g))
+    b_sigma = numpyro.sample("difficulty_sigma_scaled", dist.HalfNormal(2.0 * g))
+    beta = numpyro.sample("b_centered_scaled", dist.Normal(b_mu - m, b_sigma).expand([n_items]))
+    masked(y, observed, dist.Bernoulli(logits=r[:, None] * (u[None, :] - beta[:, None])))
 
 def naive(y, observed):
     n_items, n_models = y.shape
@@ -240,12 +249,15 @@ def _pl_posterior(draws: dict, kind: str, responses, extra) -> dict:
 
 
 def _hierarchical_posterior(draws: dict, kind: str, responses, extra) -> dict:
-    a = draws["a"]
-    if kind == "reparam":
-        theta = draws["theta_mean"][..., None] + draws["theta_deviation"]
-        b = draws["b_centered"] + draws["theta_mean"][..., None]
+    if kind == "reparam":  # the scale-free coordinates (HIERARCHICAL_MODELS)
+        g = np.exp(draws["discrimination_mu"])
+        m, g_items = draws["theta_mean_scaled"][..., None], g[..., None]
+        theta = (m + draws["theta_deviation_scaled"]) / g_items
+        a, b = g_items * draws["discrimination_relative"], (draws["b_centered_scaled"] + m) / g_items
+        hyper = {k: draws[f"{k}_scaled"] / g for k in ("difficulty_mu", "difficulty_sigma")}
     else:
-        theta, b = draws["theta"], draws["b"]
+        theta, a, b, hyper = draws["theta"], draws["a"], draws["b"], {}
+    draws = draws | hyper
     return {"theta": (("model",), theta), "discrimination": (("item",), a), "intercept": (("item",), -a * b),
             **{k: ((), draws[k]) for k in HIERARCHY}}
 

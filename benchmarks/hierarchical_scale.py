@@ -13,19 +13,18 @@ nutpie settings samples 2 chains x (500 + 500) of ``benchmarks/_nuts_families.py
 abilities' spread (the sd of theta over models, per draw) and of the mean log slope, and the within-chain
 correlation of those two (near -1: the draws move along the scale direction).
 
-``--model scale-free`` samples instead a proposed parameterization of the same posterior, as a PyMC model
-through nutpie's PyMC path (same settings), in which the scale is one coordinate: with
-g = exp(discrimination_mu), u = g theta_deviation ~ ZeroSumNormal(g), m = g theta_mean ~ N(0, g / sqrt(n)),
-r = a / g ~ LogNormal(0, discrimination_sigma), beta = g (b - theta_mean) ~ N(g mu_b - m, g sigma_b) and g mu_b ~
-N(0, g), g sigma_b ~ HalfNormal(2 g) in place of the difficulty hyperparameters. Each is an exact change of
-variables given discrimination_mu, and the likelihood, r_i (u_m - beta_i), no longer holds discrimination_mu,
-which then moves alone.
+Since the package samples this spec in scale-free coordinates (``build_logistic``: with g = exp(discrimination_mu),
+u = g theta_deviation, m = g theta_mean, r = a / g, beta = g (b - theta_mean) and the difficulty's
+hyperparameters times g, the likelihood r_i (u_m - beta_i) no longer holds discrimination_mu, which then moves
+alone), ``--model direct`` measures those; ``--model plain`` samples the coordinates before that change (theta
+mean and deviation, log a ~ N(discrimination_mu, discrimination_sigma), b_centered ~ N(mu_b - theta_mean,
+sigma_b)) as a PyMC model through nutpie's PyMC path with the same settings, for the comparison.
 
 Usage::
 
     .venv/bin/python benchmarks/hierarchical_scale.py --out benchmarks/results/hierarchical_scale.json
-    .venv/bin/python benchmarks/hierarchical_scale.py --model scale-free \
-        --out benchmarks/results/hierarchical_scale_free.json
+    .venv/bin/python benchmarks/hierarchical_scale.py --model plain \
+        --out benchmarks/results/hierarchical_scale_plain.json
 """
 
 from __future__ import annotations
@@ -43,15 +42,16 @@ sys.path.insert(0, str(HERE))
 from _common import machine, source_state, write_results  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
-MODELS = {"direct": "fit's direct nutpie model, in build_logistic's coordinates",
-          "scale-free": "the proposed scale-free coordinates, a PyMC model through nutpie's PyMC path"}
+MODELS = {"direct": "fit's direct nutpie model, in build_logistic's (scale-free) coordinates",
+          "plain": "the coordinates before the scale-free ones, a PyMC model through nutpie's PyMC path"}
 HYPER = ("discrimination_mu", "discrimination_sigma", "difficulty_mu", "difficulty_sigma")
 
 
-def scale_free_model(responses):
-    """The PyMC model of 2pl-hierarchical's posterior in the scale-free coordinates (module text)."""
+def plain_model(responses):
+    """The PyMC model of 2pl-hierarchical's posterior in the coordinates before the scale-free ones (module
+    text): theta = theta_mean + theta_deviation, log a ~ N(discrimination_mu, discrimination_sigma), b =
+    difficulty_centered + theta_mean."""
     import pymc as pm
-    import pytensor.tensor as pt
 
     from bayesirt.data.responses import MISSING
 
@@ -59,20 +59,14 @@ def scale_free_model(responses):
     items, models = np.nonzero(y != MISSING)
     n_models = y.shape[1]
     with pm.Model(coords={"item": responses["item"].values, "model": responses["model"].values}) as model:
+        theta_mean = pm.Normal("theta_mean", 0.0, 1.0 / np.sqrt(n_models))
+        deviation = pm.ZeroSumNormal("theta_deviation", sigma=1.0, dims="model")
         mu_a = pm.Normal("discrimination_mu", 0.0, 0.5)
-        sigma_a = pm.HalfNormal("discrimination_sigma", 0.5)
-        g = pt.exp(mu_a)
-        m = pm.Normal("theta_mean_scaled", 0.0, g / np.sqrt(n_models))
-        u = pm.ZeroSumNormal("theta_deviation_scaled", sigma=g, dims="model")
-        r = pm.LogNormal("discrimination_relative", 0.0, sigma_a, dims="item")
-        mu_b = pm.Normal("difficulty_mu_scaled", 0.0, g * 1.0)
-        sigma_b = pm.HalfNormal("difficulty_sigma_scaled", g * 2.0)
-        beta = pm.Normal("difficulty_centered_scaled", mu_b - m, sigma_b, dims="item")
-        pm.Bernoulli("y", logit_p=r[items] * (u[models] - beta[items]), observed=y[items, models])
-        pm.Deterministic("theta", (m + u) / g, dims="model")
-        pm.Deterministic("discrimination", g * r, dims="item")
-        pm.Deterministic("difficulty_mu", mu_b / g)
-        pm.Deterministic("difficulty_sigma", sigma_b / g)
+        a = pm.LogNormal("discrimination", mu_a, pm.HalfNormal("discrimination_sigma", 0.5), dims="item")
+        mu_b, sigma_b = pm.Normal("difficulty_mu", 0.0, 1.0), pm.HalfNormal("difficulty_sigma", 2.0)
+        b_c = pm.Normal("difficulty_centered", mu_b - theta_mean, sigma_b, dims="item")
+        pm.Bernoulli("y", logit_p=a[items] * (deviation[models] - b_c[items]), observed=y[items, models])
+        pm.Deterministic("theta", theta_mean + deviation, dims="model")
     return model
 
 
@@ -89,7 +83,7 @@ def diagnose(data_seed: int, sampler_seed: int, n_models: int, n_items: int, mod
     spec = load_spec("2pl-hierarchical")
     responses, _ = FAMILIES["2pl-hierarchical"].simulate(n_models, n_items, data_seed, 0.0)
     compiled = (direct_model(responses, spec).compiled if model == "direct"
-                else nutpie.compile_pymc_model(scale_free_model(responses)))
+                else nutpie.compile_pymc_model(plain_model(responses)))
     tree = nutpie.sample(compiled, draws=500, tune=500, chains=2, cores=2, seed=sampler_seed, progress_bar=False,
                          **spec_nutpie_settings(spec))
     post = tree["posterior"].to_dataset()

@@ -108,11 +108,17 @@ def test_pl_and_hierarchical_parameterizations_map_to_the_same_reported_values()
                                   "d_centered": -a * b + a * mean[..., None]}, "reparam", None, None)
     hyper = {k: rng.normal(size=(c, d)) for k in fams.HIERARCHY}
     h_naive = fams._hierarchical_posterior({"theta": theta, "a": a, "b": b, **hyper}, "naive", None, None)
-    h_reparam = fams._hierarchical_posterior({"theta_mean": mean, "theta_deviation": theta - mean[..., None], "a": a,
-                                              "b_centered": b - mean[..., None], **hyper}, "reparam", None, None)
+    g = np.exp(hyper["discrimination_mu"])[..., None]  # the scale-free coordinates' unit
+    h_reparam = fams._hierarchical_posterior(
+        {"theta_mean_scaled": g[..., 0] * mean, "theta_deviation_scaled": g * (theta - mean[..., None]),
+         "discrimination_relative": a / g, "b_centered_scaled": g * (b - mean[..., None]),
+         **{f"{k}_scaled": g[..., 0] * hyper[k] for k in ("difficulty_mu", "difficulty_sigma")},
+         **{k: hyper[k] for k in ("discrimination_mu", "discrimination_sigma")}}, "reparam", None, None)
     for one, other in ((naive, reparam), (naive, h_naive), (h_naive, h_reparam)):
         for name in fams._PL_VARIABLES:
             np.testing.assert_allclose(one[name][1], other[name][1], atol=1e-12)
+    for name in fams.HIERARCHY:
+        np.testing.assert_allclose(h_reparam[name][1], hyper[name], atol=1e-12)
 
 
 def test_mirt_draws_follow_bayesirts_anchors_and_signs():

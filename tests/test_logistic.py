@@ -13,7 +13,7 @@ from bayesirt.data import MISSING, simulate_pl
 from bayesirt.models.information import item_information
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
 from bayesirt.models.response import response_probability
-from bayesirt.models.specs import load_spec
+from bayesirt.models.specs import Prior, load_spec, parse_spec
 from pymc_points import value_point
 
 KINDS = {"rasch": "1pl", "2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "difficulty-2pl": "2pl"}
@@ -115,38 +115,160 @@ def test_builder_logp_equals_naive_iid_model_up_to_a_constant(name, missing, tmp
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-HYPER = ("discrimination_mu", "discrimination_sigma", "difficulty_mu", "difficulty_sigma")
+#: Specs with learned item-prior hyperparameters beyond the built-in one, with numbers away from 0 and 1 so that
+#: every constant counts: the slope-intercept form, fixed difficulty priors, a half-normal slope, a 3PL.
+HIERARCHICAL = {
+    "intercept form": """parameterization = "slope-intercept"
+[priors.theta]
+distribution = "normal"
+mu = 0.3
+sigma = 1.4
+[priors.discrimination]
+distribution = "lognormal"
+mu = { distribution = "normal", mu = 0.2, sigma = 0.4 }
+sigma = { distribution = "halfnormal", sigma = 0.7 }
+[priors.intercept]
+distribution = "normal"
+mu = { distribution = "normal", mu = -0.3, sigma = 1.5 }
+sigma = 1.7
+""",
+    "fixed difficulty prior": """parameterization = "difficulty"
+[priors.theta]
+distribution = "normal"
+mu = -0.2
+sigma = 0.8
+[priors.discrimination]
+distribution = "lognormal"
+mu = { distribution = "normal", mu = 0.1, sigma = 0.5 }
+sigma = 0.45
+[priors.difficulty]
+distribution = "normal"
+mu = 0.4
+sigma = 1.6
+""",
+    "half-normal slope": """parameterization = "difficulty"
+[priors.theta]
+distribution = "normal"
+mu = 0.0
+sigma = 1.0
+[priors.discrimination]
+distribution = "halfnormal"
+sigma = { distribution = "halfnormal", sigma = 1.5 }
+[priors.difficulty]
+distribution = "normal"
+mu = { distribution = "normal", mu = 0.2, sigma = 1.1 }
+sigma = { distribution = "halfnormal", sigma = 1.8 }
+""",
+    "3pl": """parameterization = "slope-intercept"
+[priors.theta]
+distribution = "normal"
+mu = 0.0
+sigma = 1.0
+[priors.discrimination]
+distribution = "lognormal"
+mu = { distribution = "normal", mu = 0.0, sigma = 0.5 }
+sigma = { distribution = "halfnormal", sigma = 0.5 }
+[priors.intercept]
+distribution = "normal"
+mu = 0.0
+sigma = 2.0
+[priors.guessing]
+distribution = "beta"
+alpha = 5.0
+beta = 17.0
+""",
+}
 
 
+def _hierarchical_spec(name):
+    return load_spec(name) if name == "2pl-hierarchical" else parse_spec(f'name = "test"\n{HIERARCHICAL[name]}')
+
+
+def _naive_rv(name, prior, dims=None):
+    """The spec's prior written directly, its learned hyperparameters as plain random variables."""
+    p = {k: _naive_rv(f"{name}_{k}", v) if isinstance(v, Prior) else v for k, v in prior.params.items()}
+    make = {"normal": pm.Normal, "lognormal": pm.LogNormal, "halfnormal": pm.HalfNormal, "beta": pm.Beta}
+    return make[prior.distribution](name, **p, dims=dims)
+
+
+def _random_hierarchical_point(rng, spec, n_items, n_models):
+    """(theta, a, b, d, c and the hyperparameters) at random, and the slope scale g they imply."""
+    point = _random_parameters(rng, spec, n_items, n_models)
+    hyper = {"mu": lambda: rng.normal(0, 0.4), "sigma": lambda: rng.uniform(0.3, 1.5)}
+    for name in ("discrimination", spec.location):
+        point |= {f"{name}_{k}": hyper[k]() for k, v in spec.priors[name].params.items() if isinstance(v, Prior)}
+    disc = spec.priors["discrimination"]
+    g = np.exp(point["discrimination_mu"]) if disc.distribution == "lognormal" else point["discrimination_sigma"]
+    return point, g
+
+
+def _scale_free_point(p, g, spec):
+    """build_logistic's scale-free coordinates of a point (see its body): m = g theta_mean, u = g deviation,
+    r = a / g, beta = g (b - theta_mean) and the difficulty's hyperparameters times g."""
+    m = p["theta"].mean()
+    return {**p, "theta_mean_scaled": g * m, "theta_deviation_scaled": g * (p["theta"] - m),
+            "discrimination_relative": p["discrimination"] / g,
+            "intercept_centered": p["intercept"] + p["discrimination"] * m,
+            "difficulty_centered_scaled": g * (p["difficulty"] - m),
+            **{f"difficulty_{k}_scaled": g * p[f"difficulty_{k}"] for k in ("mu", "sigma") if f"difficulty_{k}" in p}}
+
+
+@pytest.mark.parametrize("name", ["2pl-hierarchical", *HIERARCHICAL])
 @pytest.mark.parametrize("missing", [0.0, 0.5])
 @pytest.mark.slow
-def test_hierarchical_builder_logp_equals_naive_model_up_to_a_constant(missing):
-    """models/2pl-hierarchical.toml against the same model written naively: log a_i ~ N(mu_a, sigma_a),
-    b_i ~ N(mu_b, sigma_b) with the spec's hyperpriors, iid abilities, one pm.Bernoulli."""
-    spec = load_spec("2pl-hierarchical")
-    responses, _ = simulate_pl("2pl", n_items=7, n_models=11, seed=5, missing=missing)
+def test_hierarchical_builder_logp_equals_naive_model_after_the_change_of_variables(name, missing):
+    """Specs whose slopes have a learned scale g are sampled in units of g (``build_logistic``): against the
+    same spec written naively (iid abilities, the item priors and hyperpriors as written, one pm.Bernoulli),
+    the unconstrained log densities differ by the change of variables' log Jacobian, -(n_models + n_items +
+    [learned difficulty mu]) log g in the difficulty form (theta, b and mu_b are divided by g; sigma_b's log
+    and log a are shifts) and -n_models log g in the slope-intercept form, up to a constant; the
+    Deterministics return the point. The test fails without the Jacobian's item term."""
+    spec = _hierarchical_spec(name)
+    n_items, n_models = 7, 11
+    responses, _ = simulate_pl("3pl" if spec.has_guessing else "2pl", n_items=n_items, n_models=n_models, seed=5,
+                               missing=missing)
     y = responses["responses"].values
     ii, mm = np.nonzero(y != MISSING)
     with pm.Model(coords={"item": responses["item"].values, "model": responses["model"].values}) as ref:
-        theta = pm.Normal("theta", 0, 1, dims="model")
-        a = pm.LogNormal("discrimination", pm.Normal("discrimination_mu", 0, 0.5),
-                         pm.HalfNormal("discrimination_sigma", 0.5), dims="item")
-        b = pm.Normal("difficulty", pm.Normal("difficulty_mu", 0, 1), pm.HalfNormal("difficulty_sigma", 2), dims="item")
-        pm.Bernoulli("y", p=pm.math.sigmoid(a[ii] * (theta[mm] - b[ii])), observed=y[ii, mm])
+        theta = pm.Normal("theta", **spec.priors["theta"].params, dims="model")
+        a = _naive_rv("discrimination", spec.priors["discrimination"], dims="item")
+        location = _naive_rv(spec.location, spec.priors[spec.location], dims="item")
+        eta = a[ii] * (theta[mm] - location[ii]) if spec.location == "difficulty" else a[ii] * theta[mm] + location[ii]
+        c = _naive_rv("guessing", spec.priors["guessing"], dims="item")[ii] if spec.has_guessing else 0.0
+        pm.Bernoulli("y", p=c + (1 - c) * pm.math.sigmoid(eta), observed=y[ii, mm])
     ours = build_logistic(responses, spec)
-    assert set(HYPER) <= set(ours.reported_variables)
-    ours_logp, ref_logp = ours.compile_logp(jacobian=False), ref.compile_logp(jacobian=False)
+    assert spec.learned_slope_scale and "discrimination_relative" in ours.named_vars
+    hyper = [v for v in ref.free_RVs if v.name.endswith(("_mu", "_sigma"))]
+    assert {v.name for v in hyper} <= set(ours.reported_variables)
+    ours_logp, ref_logp = ours.compile_logp(jacobian=True), ref.compile_logp(jacobian=True)
     rng = np.random.default_rng(1)
-    points = [_random_parameters(rng, spec, 7, 11) | dict(zip(HYPER, (rng.normal(0, 0.3), rng.uniform(0.2, 0.8),
-                                                                       rng.normal(0, 0.5), rng.uniform(0.5, 2.0))))
-              for _ in range(4)]
-    # a common slope's scaled deviation u = a * (theta - mean) has density a^-(n - 1) times the deviation's
-    jacobian = [(11 - 1) * np.log(p["discrimination"]) if spec.discrimination_structure == "common" else 0.0
-                for p in points]
-    ours_vals = [ours_logp(value_point(ours, _as_builder_point(p, spec))) + j for p, j in zip(points, jacobian)]
-    ref_vals = [ref_logp(value_point(ref, p)) for p in points]
-    assert np.ptp(np.diff(ref_vals)) > 1.0
+    points = [_random_hierarchical_point(rng, spec, n_items, n_models) for _ in range(4)]
+    learned_mu = isinstance(spec.priors[spec.location].params["mu"], Prior)
+    per_log_g = n_models + (n_items + learned_mu if spec.location == "difficulty" else 0)
+    ours_vals = [ours_logp(value_point(ours, _scale_free_point(p, g, spec))) + per_log_g * np.log(g)
+                 for p, g in points]
+    ref_vals = [ref_logp(value_point(ref, p)) for p, _ in points]
+    assert np.ptp(np.diff(ref_vals)) > 1.0  # the points differ enough for the check to bite
     np.testing.assert_allclose(np.diff(ours_vals), np.diff(ref_vals), rtol=1e-9, atol=1e-9)
+    names = ("theta", "discrimination", "intercept", "difficulty", *(v.name for v in hyper))
+    det = ours.compile_fn(ours.replace_rvs_by_values([ours[v] for v in names]), inputs=ours.value_vars,
+                          on_unused_input="ignore")
+    p, g = points[0]
+    for got, v in zip(det(value_point(ours, _scale_free_point(p, g, spec))), names):
+        np.testing.assert_allclose(got, p[v], rtol=1e-12, atol=1e-12)
+
+
+def test_scale_free_only_for_a_learned_slope_scale(tmp_path):
+    """Fixed item priors, a learned slope spread alone (it does not scale the slopes) and a learned
+    location keep build_logistic's plain coordinates."""
+    assert load_spec("2pl-hierarchical").learned_slope_scale and not load_spec("2pl").learned_slope_scale
+    spread = HIERARCHICAL["intercept form"].replace('mu = { distribution = "normal", mu = 0.2, sigma = 0.4 }',
+                                                      "mu = 0.2")
+    spec = parse_spec(f'name = "test"\n{spread}')
+    assert spec.hierarchical and not spec.learned_slope_scale
+    responses, _ = simulate_pl("2pl", n_items=4, n_models=5, seed=1)
+    assert {v.name for v in build_logistic(responses, spec).free_RVs} >= {"theta_mean", "theta_deviation",
+                                                                         "discrimination"}
 
 
 @pytest.mark.filterwarnings("ignore:The effect of Potentials:UserWarning")

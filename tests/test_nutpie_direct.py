@@ -45,6 +45,16 @@ SPECS = {
     "difficulty, item slopes": ("difficulty", 'distribution = "lognormal"\nmu = 0.2\nsigma = 0.6', "difficulty", 0.5),
     "difficulty, common slope": ("difficulty", 'structure = "common"\ndistribution = "lognormal"\nmu = -0.1\n'
                                                "sigma = 0.4", "difficulty", -0.2),
+    # a learned slope scale (the scale-free coordinates) in the slope-intercept form, with fixed difficulty
+    # priors, and with a guessing asymptote
+    "hierarchical, intercept": ("slope-intercept", 'distribution = "lognormal"\nmu = { distribution = "normal", '
+                                'mu = 0.2, sigma = 0.4 }\nsigma = { distribution = "halfnormal", sigma = 0.7 }',
+                                "intercept", '{ distribution = "normal", mu = -0.3, sigma = 1.5 }'),
+    "hierarchical, fixed difficulty prior": ("difficulty", 'distribution = "lognormal"\nmu = { distribution = '
+                                             '"normal", mu = 0.1, sigma = 0.5 }\nsigma = 0.45', "difficulty", 0.4),
+    "hierarchical 3pl": ("slope-intercept", 'distribution = "lognormal"\nmu = { distribution = "normal", mu = 0.0, '
+                         'sigma = 0.5 }\nsigma = { distribution = "halfnormal", sigma = 0.5 }', "intercept", -0.2,
+                         '[priors.guessing]\ndistribution = "beta"\nalpha = 5.0\nbeta = 17.0\n'),
 }
 
 
@@ -53,10 +63,10 @@ def _spec(name):
         return load_spec(name)
     if name in SPECS and isinstance(SPECS[name], str):
         return load_spec(SPECS[name])
-    parameterization, discrimination, location, location_mu = SPECS[name]
+    parameterization, discrimination, location, location_mu, *more = SPECS[name]
     text = f'name = "test"\nparameterization = "{parameterization}"\n' + _PRIORS.format(
         discrimination=discrimination, location=location, location_mu=location_mu)
-    return parse_spec(text)
+    return parse_spec(text + "".join(more))
 
 
 def _responses(n_items, n_models, missing, seed=0):
@@ -202,28 +212,33 @@ def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
     assert make()[0].from_cache
 
 
-@pytest.mark.parametrize("name", ["2pl", "difficulty, common slope", "fixed slope"])
+@pytest.mark.parametrize("name", ["2pl", "difficulty, common slope", "fixed slope", "2pl-hierarchical",
+                                  *(name for name in SPECS if name.startswith("hierarchical"))])
 def test_start_is_pymcs_support_point_plus_jitter(name):
-    """The start: PyMC's support point in the unconstrained space (that of the location at the jittered
-    start of theta_mean and the slope) plus U(-1, 1) jitter; the same seed gives the same start."""
+    """The start: every free variable at PyMC's support point in the unconstrained space, evaluated at the
+    jittered start of its parents (PyMC's ``support_point`` graph of each variable, through its transform),
+    plus U(-1, 1) jitter; the same seed gives the same start."""
+    from pymc.distributions.distribution import support_point
+
     spec, responses = _spec(name), _responses(11, 7, 0.0)
     model, pm_model = direct_model(responses, spec), build_logistic(responses, spec)
-    support = _pymc_point(pm_model, np.concatenate([np.ravel(v) for v in pm_model.initial_point().values()]))
+    supports = []
+    for rv in pm_model.free_RVs:
+        value = support_point(rv)
+        transform = pm_model.rvs_to_transforms.get(rv)
+        if transform is not None:
+            value = transform.forward(value, *rv.owner.inputs)
+        supports.append(value)
+    support = pm_model.compile_fn(pm_model.replace_rvs_by_values(supports), inputs=pm_model.value_vars,
+                                  on_unused_input="ignore")
     make = model.initial_point
     x = make(5)
     np.testing.assert_array_equal(x, make(5))
     assert not np.array_equal(x, make(6))
     start = _pymc_point(pm_model, x)
-    names = list(start)
-    for var in names[:-1]:  # theta_mean, the zero-sum coordinates, the log slope
-        assert np.all(np.abs(start[var] - support[var]) <= 1.0), var
-    # the location's support point at this start (PyMC evaluates it at the parents' jittered values)
-    theta_mean = float(start["theta_mean"])
-    a = np.exp(start["discrimination_log__"]) if "discrimination_log__" in start else spec.discrimination_value
-    mu = spec.priors[spec.location].params["mu"]
-    centre = mu - theta_mean if spec.location == "difficulty" else mu + a * theta_mean
-    assert np.all(np.abs(start[names[-1]] - centre) <= 1.0)
-    assert np.std(start[names[-1]] - centre) > 0.1  # jittered
+    for value_var, centre in zip(pm_model.value_vars, support(start)):
+        gap = start[value_var.name] - centre
+        assert np.all(np.abs(gap) <= 1.0) and (gap.size == 1 or np.std(gap) > 0.1), value_var.name  # jittered
 
 
 def test_eligibility():

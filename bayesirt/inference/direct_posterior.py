@@ -22,6 +22,15 @@ unconstrained point is, in PyMC's order of the free variables and its transforms
 * the log-odds of ``guessing`` c ~ Beta and of ``slip`` s ~ Beta (PyMC's ``LogOddsTransform``, Jacobian
   log c + log(1 - c)).
 
+Item slopes with a learned ``discrimination_mu`` are sampled in units of g = exp(discrimination_mu)
+(``build_logistic``'s scale-free coordinates, ``IRTSpec.learned_slope_scale``): the slope's
+hyperparameters come first, then m = g theta_mean ~ N(g mu, g sigma / sqrt(n_models)), u = g theta_deviation
+~ ZeroSumNormal(g sigma), log r = log(a / g) ~ N(0, discrimination_sigma), the location's hyperparameters
+and the location: ``intercept_centered`` ~ N(mu + r m, sigma) unscaled, or beta = g b_centered ~ N(g mu - m,
+g sigma) with a learned mu and sigma sampled as g mu ~ N(g mu', g sigma') and g sigma ~ HalfNormal(g sigma').
+The likelihood's slope is r and its deviation u; the derivative with respect to discrimination_mu
+collects every density's part in log g.
+
 Every normalizing constant is PyMC's, so the value equals ``pm.Model.compile_logp(jacobian=True)``
 (``tests/test_nutpie_direct.py``).
 """
@@ -41,15 +50,16 @@ _LOG_SQRT_2_OVER_PI = math.log(math.sqrt(2.0 / math.pi))  # HalfNormal's constan
 #: Header slots: sizes; the fixed prior parameters (theta mu, sigma of theta_mean, theta sigma,
 #: discrimination mu and sigma, location mu and sigma: used where not learned); the offsets in the
 #: point of each block (-1: absent); the hyperpriors' parameters; the Beta priors' (alpha, beta, log B); the
-#: offset of the deviation's coordinates and whether they are the scaled deviation of a common slope.
+#: offset of the deviation's coordinates and whether they are the scaled deviation of a common slope; the offset of
+#: theta_mean's coordinate and whether the point is in units of a learned slope scale (the module text).
 (N_MODELS, N_ITEMS, N_SLOPES, SLOPE, DIFFICULTY, ROWS, COLS, REPORT_SLOPE) = range(8)
 HYPER = slice(8, 15)
 N_CELLS = 15
 OFF_A_MU, OFF_A_SIGMA, OFF_SLOPES, OFF_L_MU, OFF_L_SIGMA, OFF_LOC, OFF_C, OFF_S, N_DIM = range(16, 25)
 A_MU_PRIOR, A_SIGMA_PRIOR, L_MU_PRIOR, L_SIGMA_PRIOR = slice(25, 27), 27, slice(28, 30), 30
 C_PRIOR, S_PRIOR = slice(31, 34), slice(34, 37)
-OFF_DEV, SCALED = 37, 38
-HEADER = 40
+OFF_DEV, SCALED, OFF_MEAN, SCALE_FREE = 37, 38, 39, 40
+HEADER = 41
 
 
 @numba.njit
@@ -113,25 +123,28 @@ def slopes_at(x, head):
 
 
 @numba.njit
-def _hyperpriors(x, head, grad, mu_slot, sigma_slot, mu_prior, sigma_prior, g_mu, g_sigma):
-    """The log density of a learned mu ~ N and log sigma ~ HalfNormal (with the log transform's Jacobian),
-    and their gradients added to ``grad`` with the likelihood-and-prior parts ``g_mu`` and ``g_sigma`` (with
-    respect to mu and to log sigma)."""
-    logp = 0.0
+def _hyperpriors(x, head, grad, mu_slot, sigma_slot, mu_prior, sigma_prior, g_mu, g_sigma, scale):
+    """(log density, its derivative in log ``scale``) of a learned mu ~ N(scale mu', scale sigma') and
+    log sigma, sigma ~ HalfNormal(scale sigma') (with the log transform's Jacobian); their gradients are
+    set in ``grad`` with the likelihood-and-prior parts ``g_mu`` and ``g_sigma`` (with respect to mu and
+    to log sigma). ``scale`` is 1 but for the difficulty's hyperparameters in the scale-free coordinates."""
+    logp = d_log_scale = 0.0
     o = np.int64(head[mu_slot])
     if o >= 0:
-        m, sd = head[mu_prior][0], head[mu_prior][1]
+        m, sd = scale * head[mu_prior][0], scale * head[mu_prior][1]
         r = (x[o] - m) / sd
         logp += -0.5 * r * r - np.log(sd) - _LOG_SQRT_2PI
         grad[o] = g_mu - r / sd
+        d_log_scale += r * x[o] / sd - 1.0
     o = np.int64(head[sigma_slot])
     if o >= 0:
-        sd = head[sigma_prior]
+        sd = scale * head[sigma_prior]
         v = np.exp(x[o])
         r = v / sd
         logp += -0.5 * r * r + _LOG_SQRT_2_OVER_PI - np.log(sd) + x[o]
         grad[o] = g_sigma - r * r + 1.0
-    return logp
+        d_log_scale += r * r - 1.0
+    return logp, d_log_scale
 
 
 @numba.njit
@@ -157,38 +170,44 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
     """(log posterior density, its gradient) at ``x`` from the likelihood and its gradient with respect to
     (a, deviation, intercept, c, s) at :func:`parameters`' values."""
     n_models, n_items, n_slopes = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES])
-    difficulty = head[DIFFICULTY] != 0.0
+    difficulty, free = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0
     hyper = head[HYPER]
     mu_t, sigma_mean, sigma_t = hyper[0], hyper[1], hyper[2]
     mu_a = _learned(x, head, OFF_A_MU, hyper[3], False)
     sigma_a = _learned(x, head, OFF_A_SIGMA, hyper[4], True)
-    mu_l = _learned(x, head, OFF_L_MU, hyper[5], False)
-    sigma_l = _learned(x, head, OFF_L_SIGMA, hyper[6], True)
+    # the scale-free coordinates' unit g (1 otherwise), and the location prior's (g in the difficulty form)
+    g = np.exp(mu_a) if free else 1.0
+    g_loc = g if difficulty else 1.0
+    mu_l = _learned(x, head, OFF_L_MU, g_loc * hyper[5], False)
+    sigma_l = _learned(x, head, OFF_L_SIGMA, g_loc * hyper[6], True)
     grad = np.empty(x.size)
-    theta_mean = x[0]
+    mean0 = np.int64(head[OFF_MEAN])
+    theta_mean = x[mean0]  # m = g theta_mean in the scale-free coordinates
     scaled, dev0 = head[SCALED] != 0.0, np.int64(head[OFF_DEV])
-    slope = slopes_at(x, head)
-    # theta_mean ~ N(mu_t, sigma_mean)
-    r = (theta_mean - mu_t) / sigma_mean
-    logp = loglik - 0.5 * r * r - np.log(sigma_mean) - _LOG_SQRT_2PI
-    grad_mean = -r / sigma_mean
-    # theta_deviation ~ ZeroSumNormal(sigma_t), or the scaled one ~ ZeroSumNormal(a * sigma_t): n - 1 degrees
-    # of freedom; gradient through the transform
-    sigma_dev = sigma_t * slope[0] if scaled else sigma_t
-    g = np.empty(n_models)
+    slope = slopes_at(x, head)  # r = a / g in the scale-free coordinates
+    # theta_mean ~ N(g mu_t, g sigma_mean); d_log_g collects d logp / d log g
+    r = (theta_mean - g * mu_t) / (g * sigma_mean)
+    logp = loglik - 0.5 * r * r - np.log(g * sigma_mean) - _LOG_SQRT_2PI
+    grad_mean = -r / (g * sigma_mean)
+    d_log_g = r * theta_mean / (g * sigma_mean) - 1.0
+    # theta_deviation ~ ZeroSumNormal(sigma_t), or a scaled one ~ ZeroSumNormal(a * sigma_t) (common slope) or
+    # ZeroSumNormal(g * sigma_t): n - 1 degrees of freedom; gradient through the transform
+    sigma_dev = sigma_t * slope[0] if scaled else sigma_t * g
+    g_dev = np.empty(n_models)
     square = 0.0
     for m in range(n_models):
         v = deviation[m] / sigma_dev
         square += v * v
-        g[m] = grad_t[m] - v / sigma_dev
+        g_dev[m] = grad_t[m] - v / sigma_dev
     logp += -0.5 * square - (n_models - 1) * (_LOG_SQRT_2PI + np.log(sigma_dev))
+    d_log_g += square - (n_models - 1.0)
     n = np.float64(n_models)
     shared = 0.0
     for m in range(n_models - 1):
-        shared += g[m]
-    shared = shared / (np.sqrt(n) + n) + g[n_models - 1] / np.sqrt(n)
+        shared += g_dev[m]
+    shared = shared / (np.sqrt(n) + n) + g_dev[n_models - 1] / np.sqrt(n)
     for m in range(n_models - 1):
-        grad[dev0 + m] = g[m] - shared
+        grad[dev0 + m] = g_dev[m] - shared
     # the centred location and its prior; grad_slope collects d logp / d a_i (the likelihood's own slope
     # is 1 for a scaled deviation: its gradient there is no parameter's)
     start, slopes = np.int64(head[OFF_LOC]), np.int64(head[OFF_SLOPES])
@@ -210,12 +229,16 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
         logp += -0.5 * r * r - np.log(sigma_l) - _LOG_SQRT_2PI
         g_mu_l += r / sigma_l
         g_sigma_l += r * r - 1.0
-    grad[0] = grad_mean
-    # log a ~ N(mu_a, sigma_a): LogNormal's -log(a) cancels the log transform's Jacobian
+    grad[mean0] = grad_mean
+    # a location prior's fixed mu and sigma are g times the spec's numbers in the difficulty form
+    if free and difficulty:
+        d_log_g += (g_mu_l * mu_l if head[OFF_L_MU] < 0 else 0.0) + (g_sigma_l if head[OFF_L_SIGMA] < 0 else 0.0)
+    # log a ~ N(mu_a, sigma_a), or log r ~ N(0, sigma_a): LogNormal's -log(a) cancels the log transform's Jacobian
     g_mu_a = g_sigma_a = 0.0
+    slope_mu = 0.0 if free else mu_a
     for k in range(n_slopes):
         u = x[slopes + k]
-        r = (u - mu_a) / sigma_a
+        r = (u - slope_mu) / sigma_a
         logp += -0.5 * r * r - np.log(sigma_a) - _LOG_SQRT_2PI
         if n_slopes == n_items and not scaled:
             chain = grad_slope[k] * slope[k]
@@ -226,8 +249,12 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
         grad[slopes + k] = chain - r / sigma_a
         g_mu_a += r / sigma_a
         g_sigma_a += r * r - 1.0
-    logp += _hyperpriors(x, head, grad, OFF_A_MU, OFF_A_SIGMA, A_MU_PRIOR, A_SIGMA_PRIOR, g_mu_a, g_sigma_a)
-    logp += _hyperpriors(x, head, grad, OFF_L_MU, OFF_L_SIGMA, L_MU_PRIOR, L_SIGMA_PRIOR, g_mu_l, g_sigma_l)
+    part, d_log_loc = _hyperpriors(x, head, grad, OFF_L_MU, OFF_L_SIGMA, L_MU_PRIOR, L_SIGMA_PRIOR, g_mu_l,
+                                   g_sigma_l, g_loc)
+    logp += part
+    # discrimination_mu: the slopes' location, or in the scale-free coordinates log g
+    g_mu_a = d_log_g + (d_log_loc if difficulty else 0.0) if free else g_mu_a
+    logp += _hyperpriors(x, head, grad, OFF_A_MU, OFF_A_SIGMA, A_MU_PRIOR, A_SIGMA_PRIOR, g_mu_a, g_sigma_a, 1.0)[0]
     logp += _beta_logits(x, head, grad, OFF_C, C_PRIOR, c, grad_c)
     logp += _beta_logits(x, head, grad, OFF_S, S_PRIOR, s, grad_s)
     return logp, grad
@@ -238,26 +265,27 @@ def expand(x, head, out):
     """Write the reported variables at ``x`` into ``out``, flat, in ``build_logistic``'s order: theta,
     discrimination (per item or one value), intercept, difficulty when the location prior is on it,
     guessing, slip, and the learned hyperparameters."""
-    n_models, n_items = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS])
-    difficulty = head[DIFFICULTY] != 0.0
+    n_models, n_items, n_dim = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_DIM])
+    difficulty, free = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0
     _, deviation, _, c, s = parameters(x, head)
-    a = slopes_at(x, head)
-    theta_mean, start = x[0], np.int64(head[OFF_LOC])
-    scale = a[0] if head[SCALED] != 0.0 else 1.0  # the scaled deviation's slope
+    slope = slopes_at(x, head)  # r = a / g in the scale-free coordinates
+    theta_mean, start = x[np.int64(head[OFF_MEAN])], np.int64(head[OFF_LOC])  # m = g theta_mean there
+    g = np.exp(x[np.int64(head[OFF_A_MU])]) if free else 1.0
+    scale = slope[0] if head[SCALED] != 0.0 else 1.0  # the scaled deviation's slope
     for m in range(n_models):
-        out[m] = theta_mean + deviation[m] / scale
+        out[m] = (theta_mean + deviation[m] / scale) / g
     k = n_models
     n_reported = np.int64(head[REPORT_SLOPE])
     for i in range(n_reported):
-        out[k + i] = a[i]
+        out[k + i] = g * slope[i]
     k += n_reported
     for i in range(n_items):
         centred = x[start + i]
-        if difficulty:
-            out[k + i] = -a[i] * (centred + theta_mean)
-            out[k + n_items + i] = centred + theta_mean
-        else:
-            out[k + i] = centred - a[i] * theta_mean
+        if difficulty:  # b = (b_c + theta_mean) / g, intercept -a b
+            out[k + i] = -slope[i] * (centred + theta_mean)
+            out[k + n_items + i] = (centred + theta_mean) / g
+        else:  # d = d_c - a theta_mean = d_c - r m
+            out[k + i] = centred - slope[i] * theta_mean
     k += n_items * (2 if difficulty else 1)
     # plain loops, not loops over tuples of blocks nor slice assignments: those took numba 3.3 s of CPU to
     # compile this function from empty caches, these 0.7 s
@@ -268,10 +296,11 @@ def expand(x, head, out):
         if has_s:
             out[k + n_items * has_c + i] = s[i]
     k += n_items * (has_c + has_s)
-    slopes, n_slopes = np.int64(head[OFF_SLOPES]), np.int64(head[N_SLOPES])
-    a_sigma, l_sigma = np.int64(head[OFF_A_SIGMA]), np.int64(head[OFF_L_SIGMA])
-    # the hyperparameters: after the deviation, before the slopes and between them and the locations
-    for j in range(np.int64(head[OFF_DEV]) + n_models - 1, start):
-        if j < slopes or j >= slopes + n_slopes:
-            out[k] = np.exp(x[j]) if j == a_sigma or j == l_sigma else x[j]
+    # the learned hyperparameters in the point's order; the difficulty's in units of g in the scale-free one
+    a_mu, a_sigma = np.int64(head[OFF_A_MU]), np.int64(head[OFF_A_SIGMA])
+    l_mu, l_sigma = np.int64(head[OFF_L_MU]), np.int64(head[OFF_L_SIGMA])
+    for j in range(n_dim):
+        if j == a_mu or j == a_sigma or j == l_mu or j == l_sigma:
+            value = np.exp(x[j]) if j == a_sigma or j == l_sigma else x[j]
+            out[k] = value / g if (j == l_mu or j == l_sigma) and difficulty else value
             k += 1

@@ -37,7 +37,8 @@ from bayesirt.data.responses import MISSING
 from bayesirt.inference import direct_posterior, nutpie_callback
 from bayesirt.inference.direct_posterior import (
     A_MU_PRIOR, A_SIGMA_PRIOR, C_PRIOR, COLS, HEADER, HYPER, L_MU_PRIOR, L_SIGMA_PRIOR, N_CELLS, N_DIM, OFF_A_MU,
-    OFF_C, OFF_DEV, OFF_L_MU, OFF_LOC, OFF_S, OFF_SLOPES, ROWS, S_PRIOR, SCALED, expand, log_posterior, parameters,
+    OFF_C, OFF_DEV, OFF_L_MU, OFF_LOC, OFF_MEAN, OFF_S, OFF_SLOPES, ROWS, S_PRIOR, SCALE_FREE, SCALED, expand,
+    log_posterior, parameters,
 )
 from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
 from bayesirt.models import cell_kernel, kernels
@@ -167,23 +168,36 @@ def _layout(y: np.ndarray, spec: IRTSpec) -> int:
 
 def _free_variables(spec: IRTSpec, n_models: int, n_items: int) -> tuple[dict, list]:
     """(offset of each block of the point, the learned hyperparameters' names in order), the blocks in
-    ``build_logistic``'s order of its free variables (module docstring of ``direct_posterior``)."""
-    blocks = [("discrimination", "slopes", {"item": n_items, "fixed": 0}.get(spec.discrimination_structure)),
-              (spec.location, "loc", n_items)]
-    offsets, names, k = {"deviation": 1}, [], n_models
-    if spec.discrimination_structure == "common":  # the slope, then the scaled deviation (build_logistic)
-        offsets |= {"slopes": 1, "deviation": 2}
-        k = n_models + 1
-        blocks = blocks[1:]
-    for name, block, size in blocks:
-        if name in spec.priors:
-            for key, value in spec.priors[name].params.items():
-                if isinstance(value, Prior):
-                    offsets[(name, key)] = k
-                    names.append(f"{name}_{key}")
-                    k += 1
-        offsets[block] = k
+    ``build_logistic``'s order of its free variables (module docstring of ``direct_posterior``): theta_mean,
+    the deviation, the slope's hyperparameters, the slopes; a common slope before the (scaled) deviation; in
+    the scale-free coordinates the slope's hyperparameters first. Then the location's hyperparameters, the
+    locations, guessing and slip."""
+    offsets, names, k = {}, [], 0
+
+    def block(name, size):
+        nonlocal k
+        offsets[name] = k
         k += size
+
+    def hyperparameters(name):
+        for key, value in spec.priors[name].params.items() if name in spec.priors else ():
+            if isinstance(value, Prior):
+                block((name, key), 1)
+                names.append(f"{name}_{key}")
+
+    structure, free = spec.discrimination_structure, spec.learned_slope_scale
+    if free:
+        hyperparameters("discrimination")
+    block("mean", 1)
+    if structure == "common":  # the slope, then the scaled deviation (build_logistic)
+        block("slopes", 1)
+    block("deviation", n_models - 1)
+    if structure != "common":
+        if not free:
+            hyperparameters("discrimination")
+        block("slopes", {"item": n_items, "fixed": 0}[structure])
+    hyperparameters(spec.location)
+    block("loc", n_items)
     for name in ("guessing", "slip"):
         offsets[name] = k if name in spec.priors else -1
         k += n_items if name in spec.priors else 0
@@ -209,6 +223,7 @@ def _header(spec: IRTSpec, n_models: int, n_items: int, layout: int, rows: int, 
                    number(disc["sigma"]), number(location["mu"]), number(location["sigma"]))
     head[N_CELLS] = n_cells
     head[OFF_DEV], head[SCALED] = offsets["deviation"], structure == "common"
+    head[OFF_MEAN], head[SCALE_FREE] = offsets["mean"], spec.learned_slope_scale
     for (name, slot, prior_slot, sigma_slot) in (("discrimination", OFF_A_MU, A_MU_PRIOR, A_SIGMA_PRIOR),
                                                  (spec.location, OFF_L_MU, L_MU_PRIOR, L_SIGMA_PRIOR)):
         params = priors[name].params if name in priors else {}
@@ -263,39 +278,47 @@ def start_point(spec: IRTSpec, offsets: dict, n_models: int, n_items: int, seed)
     block in the point's order."""
     rng = np.random.default_rng(seed)
     x = np.empty(offsets["n_dim"])
-    priors, structure = spec.priors, spec.discrimination_structure
-    theta = priors["theta"].params
-    x[0] = theta["mu"] + rng.uniform(-1.0, 1.0)
-    common, dev = structure == "common", offsets["deviation"]
-    if not common:  # a common slope comes before the (scaled) deviation
-        x[dev:dev + n_models - 1] = rng.uniform(-1.0, 1.0, n_models - 1)
+    priors, structure, free = spec.priors, spec.discrimination_structure, spec.learned_slope_scale
+    jitter = lambda size=None: rng.uniform(-1.0, 1.0, size)  # noqa: E731
 
-    def learned(name):
-        """The prior's parameters at the start: a learned one's value, jittered, written into x."""
+    def learned(name, scale=1.0):
+        """The prior's parameters at the start: a learned one's value, jittered, written into x (in units of
+        ``scale``: its hyperprior's parameters times it)."""
         params = dict(priors[name].params)
         for key, value in params.items():
             if isinstance(value, Prior):
                 o = offsets[(name, key)]
-                support = value.params["mu"] if key == "mu" else math.log(value.params["sigma"])
-                x[o] = support + rng.uniform(-1.0, 1.0)
+                support = scale * value.params["mu"] if key == "mu" else math.log(scale * value.params["sigma"])
+                x[o] = support + jitter()
                 params[key] = x[o] if key == "mu" else math.exp(x[o])
+            elif scale != 1.0:
+                params[key] = scale * value
         return params
 
-    slopes, loc = offsets["slopes"], offsets["loc"]
+    disc = learned("discrimination") if free else None
+    g = math.exp(disc["mu"]) if free else 1.0
+    theta = priors["theta"].params
+    mean, dev, slopes = offsets["mean"], offsets["deviation"], offsets["slopes"]
+    x[mean] = g * theta["mu"] + jitter()
+    common = structure == "common"
+    if not common:  # a common slope comes before the (scaled) deviation
+        x[dev:dev + n_models - 1] = jitter(n_models - 1)
     if structure == "fixed":
         a = np.full(n_items, float(spec.discrimination_value))
     else:
-        disc = learned("discrimination")
+        disc = disc or learned("discrimination")
         n_slopes = 1 if common else n_items
-        x[slopes:slopes + n_slopes] = disc["mu"] + 0.5 * disc["sigma"] ** 2 + rng.uniform(-1.0, 1.0, n_slopes)
+        # a LogNormal's support point is its mean; r = a / g ~ LogNormal(0, sigma) in the scale-free coordinates
+        x[slopes:slopes + n_slopes] = (0.0 if free else disc["mu"]) + 0.5 * disc["sigma"] ** 2 + jitter(n_slopes)
         a = np.exp(x[slopes:slopes + n_slopes])
         if common:
-            x[dev:dev + n_models - 1] = rng.uniform(-1.0, 1.0, n_models - 1)
-    location = learned(spec.location)
-    support = location["mu"] - x[0] if spec.location == "difficulty" else location["mu"] + a * x[0]
-    x[loc:loc + n_items] = support + rng.uniform(-1.0, 1.0, n_items)
+            x[dev:dev + n_models - 1] = jitter(n_models - 1)
+    difficulty = spec.location == "difficulty"
+    location = learned(spec.location, g if difficulty else 1.0)
+    support = location["mu"] - x[mean] if difficulty else location["mu"] + a * x[mean]
+    x[offsets["loc"]:offsets["loc"] + n_items] = support + jitter(n_items)
     for name in ("guessing", "slip"):
         if offsets[name] >= 0:
             alpha, beta = priors[name].params["alpha"], priors[name].params["beta"]
-            x[offsets[name]:offsets[name] + n_items] = math.log(alpha / beta) + rng.uniform(-1.0, 1.0, n_items)
+            x[offsets[name]:offsets[name] + n_items] = math.log(alpha / beta) + jitter(n_items)
     return x

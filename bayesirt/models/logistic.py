@@ -35,6 +35,25 @@ __all__ = ["build_logistic", "pointwise_log_likelihood", "log_likelihood_group",
 ITEM_PARAMETERS = ("discrimination", "difficulty", "intercept", "guessing", "slip")
 
 
+def _scaled_prior_params(name: str, prior: Prior, g) -> dict:
+    """:func:`prior_params` of a location prior in units of the slope scale ``g`` (``build_logistic``'s
+    scale-free coordinates): a number times g; a learned hyperparameter sampled as ``{name}_{key}_scaled``,
+    g times it (its hyperprior's parameters times g), with the hyperparameter itself a Deterministic.
+    ``g = 1.0`` (not scale-free): :func:`prior_params`."""
+    if isinstance(g, float):
+        return prior_params(name, prior)
+    params = {}
+    for key, value in prior.params.items():
+        if isinstance(value, Prior):
+            scaled_prior = Prior(value.distribution, {k: g * v for k, v in value.params.items()})
+            scaled = prior_rv(f"{name}_{key}_scaled", scaled_prior)
+            pm.Deterministic(f"{name}_{key}", scaled / g)
+            params[key] = scaled
+        else:
+            params[key] = g * value
+    return params
+
+
 def prior_params(name: str, prior: Prior) -> dict:
     """The hyperparameters of a spec prior: numbers, or for a hierarchical prior the scalar random
     variables ``{name}_mu`` / ``{name}_sigma`` of its hyperpriors (created in the model context)."""
@@ -93,7 +112,12 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         common slope ``theta_deviation_scaled``, the deviation times the slope),
         ``discrimination``, ``intercept_centered`` (or ``difficulty_centered``) and the
         asymptotes; ``theta``, ``intercept`` and ``difficulty`` are exact Deterministics of them
-        with the spec's priors (see the comment in the body and ``tests/test_logistic.py``).
+        with the spec's priors (see the comment in the body and ``tests/test_logistic.py``). Item
+        slopes with a learned scale g (``IRTSpec.learned_slope_scale``) are sampled in units of it:
+        the slope's hyperparameters, ``theta_mean_scaled``, ``theta_deviation_scaled``,
+        ``discrimination_relative`` (a / g), then the location's hyperparameters and
+        ``intercept_centered`` or, with the difficulty's learned hyperparameters times g,
+        ``difficulty_centered_scaled``.
         The attribute ``reported_variables`` lists what a fit's posterior keeps (the sampler's
         own coordinates are dropped).
     """
@@ -113,8 +137,34 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
         # the priors. Likewise b = difficulty_centered + theta_mean in the difficulty form.
         tp = spec.priors["theta"].params
         n_models = len(coords["model"])
-        # (a Python float, not a NumPy float64, so the graph follows floatX)
-        theta_mean = pm.Normal("theta_mean", mu=tp["mu"], sigma=float(tp["sigma"] / np.sqrt(n_models)))
+        # (Python floats, not NumPy float64, so the graph follows floatX)
+        mean_sigma = float(tp["sigma"] / np.sqrt(n_models))
+        free = spec.learned_slope_scale
+        if free:
+            # Item slopes with a learned scale g (exp of a log-normal's mu, or a half-normal's sigma): the
+            # likelihood is unchanged by theta -> k theta, b -> k b, a -> a / k, and once g is learned only
+            # the abilities' prior pins that direction, along which every ability, slope and difficulty
+            # move together (200 x 500: bulk ESS of discrimination_mu 6-40 of 1,000, R-hat up to 1.28;
+            # benchmarks/results/hierarchical_scale.md). Sampled instead in units of g:
+            #   m = g theta_mean ~ N(g mu, g sigma / sqrt(n)),  u = g theta_deviation ~ ZeroSumNormal(g sigma),
+            #   r = a / g ~ LogNormal(0, sigma_a) (or HalfNormal(1)),
+            #   difficulty form: beta = g b_centered ~ N(g mu_b - m, g sigma_b), its learned hyperparameters
+            #   as g mu_b ~ N(g mu', g sigma'), g sigma_b ~ HalfNormal(g sigma') (the intercept is unitless),
+            # an exact change of variables in which the likelihood, r (u - beta) or r u + intercept_centered,
+            # does not hold g, so g moves alone (bulk ESS 194-359, R-hat <= 1.02:
+            # results/hierarchical_scale_free.md; tests/test_logistic.py checks the log density).
+            dp = prior_params("discrimination", spec.priors["discrimination"])
+            lognormal = spec.priors["discrimination"].distribution == "lognormal"
+            g = pt.exp(dp["mu"]) if lognormal else dp["sigma"]
+            m = pm.Normal("theta_mean_scaled", mu=g * tp["mu"], sigma=g * mean_sigma)
+            dev_lik = pm.ZeroSumNormal("theta_deviation_scaled", sigma=g * tp["sigma"], dims="model")
+            a_lik = (pm.LogNormal("discrimination_relative", mu=0.0, sigma=dp["sigma"], dims="item") if lognormal
+                     else pm.HalfNormal("discrimination_relative", sigma=1.0, dims="item"))
+            theta_mean, theta_dev = m / g, dev_lik / g
+            a = pm.Deterministic("discrimination", g * a_lik, dims="item")
+        else:
+            g = 1.0
+            theta_mean = m = pm.Normal("theta_mean", mu=tp["mu"], sigma=mean_sigma)
         if spec.discrimination_structure == "common":
             # One slope scales every ability: a * theta_deviation is what the responses pin down, and its
             # norm only through a * |theta_deviation|, so in (log a, theta_deviation) the posterior is a thin
@@ -126,23 +176,27 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
             scaled = pm.ZeroSumNormal("theta_deviation_scaled", sigma=a * tp["sigma"], dims="model")
             theta_dev = scaled / a
             a_lik, dev_lik = pt.constant(1.0, dtype=pytensor.config.floatX), scaled  # the likelihood's slope, deviation
-        else:
+        elif not free:
             theta_dev = dev_lik = pm.ZeroSumNormal("theta_deviation", sigma=tp["sigma"], dims="model")
         pm.Deterministic("theta", theta_mean + theta_dev, dims="model")
-        if spec.discrimination_structure == "item":
+        if spec.discrimination_structure == "item" and not free:
             a = a_lik = prior_rv("discrimination", spec.priors["discrimination"], dims="item")
         elif spec.discrimination_structure == "fixed":
             a = a_lik = pm.Deterministic("discrimination", pt.constant(spec.discrimination_value, dtype=pytensor.config.floatX))
-        lp = prior_params(spec.location, spec.priors[spec.location])
         if spec.location == "intercept":
-            d_c = pm.Normal("intercept_centered", mu=lp["mu"] + a * theta_mean, sigma=lp["sigma"], dims="item")
-            d = pm.Deterministic("intercept", d_c - a * theta_mean, dims="item")
+            # a * theta_mean = r * m in the scale-free coordinates
+            shift = a_lik * m if free else a * theta_mean
+            lp = prior_params(spec.location, spec.priors[spec.location])
+            d_c = pm.Normal("intercept_centered", mu=lp["mu"] + shift, sigma=lp["sigma"], dims="item")
+            d = pm.Deterministic("intercept", d_c - shift, dims="item")
             pm.Deterministic("difficulty", -d / a, dims="item")
         else:
-            b_c = pm.Normal("difficulty_centered", mu=lp["mu"] - theta_mean, sigma=lp["sigma"], dims="item")
-            b = pm.Deterministic("difficulty", b_c + theta_mean, dims="item")
+            lp = _scaled_prior_params(spec.location, spec.priors[spec.location], g)
+            name = "difficulty_centered_scaled" if free else "difficulty_centered"
+            b_c = pm.Normal(name, mu=lp["mu"] - m, sigma=lp["sigma"], dims="item")
+            b = pm.Deterministic("difficulty", (b_c + m) / g, dims="item")
             pm.Deterministic("intercept", -a * b, dims="item")
-            d_c = -a * b_c
+            d_c = -(a_lik if free else a) * b_c
         c = prior_rv("guessing", spec.priors["guessing"], dims="item") if spec.has_guessing else None
         s = prior_rv("slip", spec.priors["slip"], dims="item") if spec.has_slip else None
 

@@ -141,6 +141,15 @@ class IRTSpec:
         return any(p.hierarchical for p in self.priors.values())
 
     @property
+    def learned_slope_scale(self) -> bool:
+        """Whether the item slopes' scale is learned: a log-normal slope prior's ``mu`` or a half-normal one's
+        ``sigma`` is a hyperprior (the posterior is then sampled in units of it: ``build_logistic``)."""
+        if self.discrimination_structure != "item":
+            return False
+        prior = self.priors["discrimination"]
+        return isinstance(prior.params.get("mu" if prior.distribution == "lognormal" else "sigma"), Prior)
+
+    @property
     def kind(self) -> str:
         """What the spec has, named as in the IRT literature (one of :data:`LOGISTIC_KINDS`): ``"1pl"`` (a
         common or fixed slope) or ``"2pl"`` (a slope per item) without asymptotes; ``"3pl"`` with a lower
