@@ -144,15 +144,15 @@ def build_logistic(responses: xr.Dataset, spec: IRTSpec, *, batch_size: int | No
             # Item slopes with a learned scale g (exp of a log-normal's mu, or a half-normal's sigma): the
             # likelihood is unchanged by theta -> k theta, b -> k b, a -> a / k, and once g is learned only
             # the abilities' prior pins that direction, along which every ability, slope and difficulty
-            # move together (200 x 500: bulk ESS of discrimination_mu 6-40 of 1,000, R-hat up to 1.28;
-            # benchmarks/results/hierarchical_scale.md). Sampled instead in units of g:
+            # move together (200 x 500: bulk ESS of discrimination_mu 18-26 of 1,000, R-hat up to 1.13;
+            # benchmarks/results/hierarchical_scale_plain.md). Sampled instead in units of g:
             #   m = g theta_mean ~ N(g mu, g sigma / sqrt(n)),  u = g theta_deviation ~ ZeroSumNormal(g sigma),
             #   r = a / g ~ LogNormal(0, sigma_a) (or HalfNormal(1)),
             #   difficulty form: beta = g b_centered ~ N(g mu_b - m, g sigma_b), its learned hyperparameters
             #   as g mu_b ~ N(g mu', g sigma'), g sigma_b ~ HalfNormal(g sigma') (the intercept is unitless),
             # an exact change of variables in which the likelihood, r (u - beta) or r u + intercept_centered,
-            # does not hold g, so g moves alone (bulk ESS 194-359, R-hat <= 1.02:
-            # results/hierarchical_scale_free.md; tests/test_logistic.py checks the log density).
+            # does not hold g, so g moves alone (bulk ESS 129-480, R-hat <= 1.02, the direct model:
+            # results/hierarchical_scale.md; tests/test_logistic.py checks the log density).
             dp = prior_params("discrimination", spec.priors["discrimination"])
             lognormal = spec.priors["discrimination"].distribution == "lognormal"
             g = pt.exp(dp["mu"]) if lognormal else dp["sigma"]
