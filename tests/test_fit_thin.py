@@ -11,7 +11,7 @@ from bayesirt.data import simulate_pl
 from bayesirt.errors import BayesIRTError
 from bayesirt.inference.fitting import NUTPIE_SETTINGS, fit
 from bayesirt.inference.nutpie_settings import (ASYMPTOTE_TARGET_ACCEPT, CONFIRMATORY_MIRT_TARGET_ACCEPT,
-                                               spec_nutpie_settings)
+                                               LEARNED_SCALE_DOUBLINGS, spec_nutpie_settings)
 from bayesirt.models.specs import load_spec
 
 
@@ -42,12 +42,15 @@ def test_thin_is_for_nuts_only():
 
 def test_specs_with_an_asymptote_sample_at_a_higher_target_accept():
     """The 3PL and 4PL run at ASYMPTOTE_TARGET_ACCEPT, confirmatory MIRT at CONFIRMATORY_MIRT_TARGET_ACCEPT, the
-    1PL/2PL at nutpie's default target, all with NUTPIE_SETTINGS' adaptation; exploratory MIRT at nutpie's defaults."""
+    1PL/2PL at nutpie's default target, all with NUTPIE_SETTINGS' adaptation; a learned slope scale adds
+    LEARNED_SCALE_DOUBLINGS; exploratory MIRT at nutpie's defaults."""
     for name in ("3pl", "4pl"):
         assert spec_nutpie_settings(load_spec(name)) == NUTPIE_SETTINGS | {"target_accept": ASYMPTOTE_TARGET_ACCEPT}
     assert ASYMPTOTE_TARGET_ACCEPT > 0.8
-    for name in ("2pl", "rasch", "2pl-hierarchical"):
+    for name in ("2pl", "rasch"):
         assert spec_nutpie_settings(load_spec(name)) == NUTPIE_SETTINGS
+    assert spec_nutpie_settings(load_spec("2pl-hierarchical")) == NUTPIE_SETTINGS | {
+        "extra_doublings": LEARNED_SCALE_DOUBLINGS}
     assert CONFIRMATORY_MIRT_TARGET_ACCEPT > 0.8
     assert spec_nutpie_settings(load_spec("mirt-confirmatory")) == NUTPIE_SETTINGS | {
         "target_accept": CONFIRMATORY_MIRT_TARGET_ACCEPT}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "CONFIRMATORY_MIRT_TARGET_ACCEPT", "spec_nutpie_settings"]
+__all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "CONFIRMATORY_MIRT_TARGET_ACCEPT", "LEARNED_SCALE_DOUBLINGS",
+           "spec_nutpie_settings"]
 
 #: nutpie's adaptation for NUTS on 1PL-4PL and confirmatory MIRT specs (recorded in the fit's settings; exploratory
 #: MIRT and the models of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix
@@ -30,17 +31,29 @@ ASYMPTOTE_TARGET_ACCEPT = 0.9
 #: (benchmarks/results/nutpie_adaptation_mirt_confirmatory_complete.md and _missing50.md). Exploratory fits
 #: mix badly at any setting: their chains stay in separate modes (sign-aligned R-hat up to 1.6-2.2).
 CONFIRMATORY_MIRT_TARGET_ACCEPT = 0.9
+#: Tree doublings past the U-turn (nutpie's ``extra_doublings``) for a spec whose slopes' scale is learned
+#: (``IRTSpec.learned_slope_scale``; the slopes' location mixes slowest). On the 200 x 500 data of
+#: ``benchmarks/_nuts_families.py`` (data seeds 20261129-31, sampler seeds 1-2, 2 chains x (500 + 500)) one doubling
+#: took the summed smallest bulk ESS from 1,618 to 3,634 on complete matrices (smallest run 98 to 544) and from 1,820
+#: to 3,196 at 50% missing (197 to 457), for 1.8x the gradients: ESS per sampling second 1.13x and 0.84x, per wall
+#: second with the compile 1.3-1.6x, and twice the ESS from the same draws
+#: (benchmarks/results/nutpie_adaptation_hierarchical_complete.md and _missing50.md).
+LEARNED_SCALE_DOUBLINGS = 1
 
 
 def spec_nutpie_settings(spec) -> dict | None:
     """nutpie's settings for NUTS on ``spec``: :data:`NUTPIE_SETTINGS`, with
-    :data:`ASYMPTOTE_TARGET_ACCEPT` for a spec with a guessing or slip asymptote, or
+    :data:`ASYMPTOTE_TARGET_ACCEPT` for a spec with a guessing or slip asymptote and
+    :data:`LEARNED_SCALE_DOUBLINGS` for one whose slopes' scale is learned, or
     :data:`CONFIRMATORY_MIRT_TARGET_ACCEPT` for confirmatory MIRT; None (nutpie's defaults) for exploratory
     MIRT."""
     if spec.kind == "mirt":
         if spec.structure != "confirmatory":
             return None
         return NUTPIE_SETTINGS | {"target_accept": CONFIRMATORY_MIRT_TARGET_ACCEPT}
+    settings = dict(NUTPIE_SETTINGS)
     if spec.has_guessing or spec.has_slip:
-        return NUTPIE_SETTINGS | {"target_accept": ASYMPTOTE_TARGET_ACCEPT}
-    return dict(NUTPIE_SETTINGS)
+        settings["target_accept"] = ASYMPTOTE_TARGET_ACCEPT
+    if spec.learned_slope_scale:
+        settings["extra_doublings"] = LEARNED_SCALE_DOUBLINGS
+    return settings
