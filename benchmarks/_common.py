@@ -63,6 +63,33 @@ def write_results(out, result: dict, markdown, *, echo: bool = False) -> str:
     return md
 
 
+def command_line(script: str, argv=None) -> str:
+    """The command that reproduces a run of the benchmark script ``script`` (its ``__file__``) with ``argv``
+    (default: this process's arguments), as its results header states it."""
+    import sys
+    from pathlib import Path
+
+    return " ".join([".venv/bin/python", f"benchmarks/{Path(script).name}",
+                     *(argv if argv is not None else sys.argv[1:])])
+
+
+def run_header(script: str, argv=None) -> dict:
+    """The ``command``, ``date``, ``machine`` and ``source`` every results JSON opens with."""
+    import time
+
+    return {"command": command_line(script, argv), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": machine(), "source": source_state()}
+
+
+def report(out, result: dict, markdown) -> int:
+    """Write ``result`` to ``out`` (:func:`write_results`, echoed) or, without ``out``, print its Markdown; 0."""
+    if out:
+        write_results(out, result, markdown, echo=True)
+    else:
+        print(markdown(result))
+    return 0
+
+
 def run_command(cmd, timeout=None, env=None, cwd=None):
     """``subprocess.run`` of ``cmd`` (items converted to str) with its output captured as text."""
     import subprocess

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import audit_calibration as ac  # noqa: E402
-from _common import machine, source_state, write_results  # noqa: E402
+from _common import report, run_header  # noqa: E402
 
 MISSING = (0.0, 0.2, 0.3)
 PRIORS = (0.5, 5.0, 20.0)
@@ -137,18 +136,11 @@ def main(argv=None) -> int:
                    "the one of the by-generator and right/wrong tables")
     p.add_argument("--out", type=Path, help="results JSON (a Markdown beside it)")
     args = p.parse_args(argv)
-    command = " ".join([".venv/bin/python", "benchmarks/audit_calibration_tail.py",
-                        *(argv if argv is not None else sys.argv[1:])])
     kinds, priors = tuple(args.kinds.split(",")), tuple(float(v) for v in args.priors.split(","))
     rows = _rows(range(args.first_seed, args.first_seed + args.seeds), kinds, priors)
-    result = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
-              "source": source_state(), "seeds": args.seeds, "first_seed": args.first_seed, "kinds": list(kinds),
+    result = {**run_header(__file__, argv), "seeds": args.seeds, "first_seed": args.first_seed, "kinds": list(kinds),
               "summary": summarize(rows, kinds, priors)}
-    if args.out:
-        write_results(args.out, result, markdown, echo=True)
-    else:
-        print(markdown(result))
-    return 0
+    return report(args.out, result, markdown)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine, source_state, write_results  # noqa: E402
+from _common import report, run_header  # noqa: E402
 
 
 def profile(spec_name: str, missing: float) -> dict:
@@ -112,15 +112,8 @@ def main(argv=None) -> int:
                                    str(args.missing)], env=dict(os.environ, NUMBA_CACHE_DIR=cache),
                                   capture_output=True, text=True, check=True)
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    command = " ".join([".venv/bin/python", "benchmarks/direct_compile_profile.py",
-                        *(argv if argv is not None else sys.argv[1:])])
-    result = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
-              "source": source_state(), "spec": args.spec, "missing": args.missing, "runs": runs}
-    if args.out:
-        write_results(args.out, result, markdown, echo=True)
-    else:
-        print(markdown(result))
-    return 0
+    result = {**run_header(__file__, argv), "spec": args.spec, "missing": args.missing, "runs": runs}
+    return report(args.out, result, markdown)
 
 
 if __name__ == "__main__":

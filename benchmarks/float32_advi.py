@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _common import command_line, machine, versions, write_results  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 HERE = Path(__file__).resolve().parent
 PRECISIONS = ("float64", "float32")
@@ -111,8 +111,7 @@ def main(argv=None) -> int:
                    "step_ms_all": times[prec]["step"], "loss_ms_all": times[prec]["loss"],
                    "fit": _fit(responses, truth, prec)} for prec in PRECISIONS}
     result = {"size": f"{models} x {items:,}", "repeats": repeats, "precisions": rows,
-              "command": " ".join([".venv/bin/python", "benchmarks/float32_advi.py",
-                                   *(argv if argv is not None else sys.argv[1:])]),
+              "command": command_line(__file__, argv),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
               "versions": versions(("bayesirt", "pymc", "pytensor", "numpy")),
               "loadavg_start": [round(x, 2) for x in load_start], "loadavg_end": [round(x, 2) for x in os.getloadavg()]}

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine, source_state, write_results  # noqa: E402
+from _common import report, run_header  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
 MODELS = {"direct": "fit's direct nutpie model, in build_logistic's (scale-free) coordinates",
@@ -129,17 +128,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, help="results JSON (a Markdown beside it)")
     args = p.parse_args(argv)
     n_models, n_items = map(int, args.size.split("x"))
-    command = " ".join([".venv/bin/python", "benchmarks/hierarchical_scale.py",
-                        *(argv if argv is not None else sys.argv[1:])])
-    result = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
-              "source": source_state(), "model": args.model,
+    result = {**run_header(__file__, argv), "model": args.model,
               "runs": [diagnose(int(s), args.sampler_seed, n_models, n_items, args.model)
                        for s in args.data_seeds.split(",")]}
-    if args.out:
-        write_results(args.out, result, markdown, echo=True)
-    else:
-        print(markdown(result))
-    return 0
+    return report(args.out, result, markdown)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine, source_state, write_results  # noqa: E402
+from _common import report, run_header  # noqa: E402
 
 
 def _median_ms(function, calls: int = 50) -> float:
@@ -104,15 +104,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, help="results JSON (a Markdown beside it)")
     args = p.parse_args(argv)
-    command = " ".join([".venv/bin/python", "benchmarks/marginal_likelihood_speed.py",
-                        *(argv if argv is not None else sys.argv[1:])])
-    result = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
-              "source": source_state(), "measured": measure()}
-    if args.out:
-        write_results(args.out, result, markdown, echo=True)
-    else:
-        print(markdown(result))
-    return 0
+    result = {**run_header(__file__, argv), "measured": measure()}
+    return report(args.out, result, markdown)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine, source_state, write_results  # noqa: E402
+from _common import command_line, machine, source_state, write_results  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
 #: The reported variables whose smallest bulk ESS and largest R-hat are taken (those the model has; a hierarchical
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     n_models, n_items = map(int, args.size.split("x"))
     data_seeds = [int(s) for s in args.data_seeds.split(",")]
     sampler_seeds = [int(s) for s in args.sampler_seeds.split(",")]
-    command = " ".join([".venv/bin/python", "benchmarks/nutpie_adaptation.py", *(argv if argv is not None else sys.argv[1:])])
+    command = command_line(__file__, argv)
     spec, runs = load_spec(args.spec), []
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     for data_seed in data_seeds:

@@ -81,7 +81,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # _common, _nuts_families, nuts_stan
 
 from _common import (  # noqa: E402
-    benchmark_row, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, peer_python,
+    benchmark_row, command_line, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size, peer_python,
     peer_versions, run_command as _run, source_state, versions, write_results,
 )
 from _nuts_families import FAMILIES, agreement, describe, posterior_means  # noqa: E402
@@ -710,7 +710,7 @@ def main(argv=None) -> int:
 
     import pymc  # noqa: F401  (imported before anything is timed)
 
-    command = " ".join([".venv/bin/python", "benchmarks/nuts_numpyro.py", *(argv if argv is not None else sys.argv[1:])])
+    command = command_line(__file__, argv)
     print("--- NumPyro venv ...", flush=True)
     peer = ensure_numpyro_venv(args.reinstall_peer)
     print(f"--- NumPyro venv: {'ok' if peer['ok'] else 'FAILED: ' + str(peer.get('reason'))} {peer.get('versions') or ''}",

@@ -78,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # _common, nuts_2pl
 
 from _common import (  # noqa: E402
-    benchmark_row, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size,
+    benchmark_row, command_line, ensure_peer_venv, fmt as _f, last_line as _short, loadavg as _load, machine, parse_size,
     peer_python, peer_versions, run_command as _run, source_state, versions, write_results,
 )
 
@@ -664,7 +664,7 @@ def main(argv=None) -> int:
 
     t_start, load_start = time.perf_counter(), _load()
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    command = " ".join([".venv/bin/python", "benchmarks/nuts_stan.py", *(argv if argv is not None else sys.argv[1:])])
+    command = command_line(__file__, argv)
     print("--- Stan venv ...", flush=True)
     peer = ensure_stan_venv(args.reinstall_peer) if not {"stan_reparam", "stan_naive"} <= skip else {"ok": False, "reason": "skipped"}
     print(f"--- Stan venv: {'ok' if peer['ok'] else 'FAILED: ' + str(peer.get('reason'))} {peer.get('versions') or ''}", flush=True)
