@@ -14,6 +14,7 @@ from bayesirt.models.information import item_information
 from bayesirt.models.logistic import build_logistic, pointwise_log_likelihood
 from bayesirt.models.response import response_probability
 from bayesirt.models.specs import Prior, load_spec, parse_spec
+from hierarchical_specs import HIERARCHICAL, hierarchical_spec
 from pymc_points import value_point
 
 KINDS = {"rasch": "1pl", "2pl": "2pl", "3pl": "3pl", "4pl": "4pl", "difficulty-2pl": "2pl"}
@@ -115,73 +116,8 @@ def test_builder_logp_equals_naive_iid_model_up_to_a_constant(name, missing, tmp
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-#: Specs with learned item-prior hyperparameters beyond the built-in one, with numbers away from 0 and 1 so that
-#: every constant counts: the slope-intercept form, fixed difficulty priors, a half-normal slope, a 3PL.
-HIERARCHICAL = {
-    "intercept form": """parameterization = "slope-intercept"
-[priors.theta]
-distribution = "normal"
-mu = 0.3
-sigma = 1.4
-[priors.discrimination]
-distribution = "lognormal"
-mu = { distribution = "normal", mu = 0.2, sigma = 0.4 }
-sigma = { distribution = "halfnormal", sigma = 0.7 }
-[priors.intercept]
-distribution = "normal"
-mu = { distribution = "normal", mu = -0.3, sigma = 1.5 }
-sigma = 1.7
-""",
-    "fixed difficulty prior": """parameterization = "difficulty"
-[priors.theta]
-distribution = "normal"
-mu = -0.2
-sigma = 0.8
-[priors.discrimination]
-distribution = "lognormal"
-mu = { distribution = "normal", mu = 0.1, sigma = 0.5 }
-sigma = 0.45
-[priors.difficulty]
-distribution = "normal"
-mu = 0.4
-sigma = 1.6
-""",
-    "half-normal slope": """parameterization = "difficulty"
-[priors.theta]
-distribution = "normal"
-mu = 0.0
-sigma = 1.0
-[priors.discrimination]
-distribution = "halfnormal"
-sigma = { distribution = "halfnormal", sigma = 1.5 }
-[priors.difficulty]
-distribution = "normal"
-mu = { distribution = "normal", mu = 0.2, sigma = 1.1 }
-sigma = { distribution = "halfnormal", sigma = 1.8 }
-""",
-    "3pl": """parameterization = "slope-intercept"
-[priors.theta]
-distribution = "normal"
-mu = 0.0
-sigma = 1.0
-[priors.discrimination]
-distribution = "lognormal"
-mu = { distribution = "normal", mu = 0.0, sigma = 0.5 }
-sigma = { distribution = "halfnormal", sigma = 0.5 }
-[priors.intercept]
-distribution = "normal"
-mu = 0.0
-sigma = 2.0
-[priors.guessing]
-distribution = "beta"
-alpha = 5.0
-beta = 17.0
-""",
-}
-
-
 def _hierarchical_spec(name):
-    return load_spec(name) if name == "2pl-hierarchical" else parse_spec(f'name = "test"\n{HIERARCHICAL[name]}')
+    return load_spec(name) if name == "2pl-hierarchical" else hierarchical_spec(name)
 
 
 def _naive_rv(name, prior, dims=None):
@@ -258,13 +194,14 @@ def test_hierarchical_builder_logp_equals_naive_model_after_the_change_of_variab
         np.testing.assert_allclose(got, p[v], rtol=1e-12, atol=1e-12)
 
 
-def test_scale_free_only_for_a_learned_slope_scale(tmp_path):
+def test_scale_free_only_for_a_learned_slope_scale():
     """Fixed item priors, a learned slope spread alone (it does not scale the slopes) and a learned
     location keep build_logistic's plain coordinates."""
     assert load_spec("2pl-hierarchical").learned_slope_scale and not load_spec("2pl").learned_slope_scale
     spread = HIERARCHICAL["intercept form"].replace('mu = { distribution = "normal", mu = 0.2, sigma = 0.4 }',
-                                                      "mu = 0.2")
-    spec = parse_spec(f'name = "test"\n{spread}')
+                                                      "mu = 0.2", 1)
+    assert spread != HIERARCHICAL["intercept form"]
+    spec = parse_spec(spread)
     assert spec.hierarchical and not spec.learned_slope_scale
     responses, _ = simulate_pl("2pl", n_items=4, n_models=5, seed=1)
     assert {v.name for v in build_logistic(responses, spec).free_RVs} >= {"theta_mean", "theta_deviation",

@@ -20,6 +20,7 @@ from bayesirt.inference.nutpie_direct import direct_eligible, direct_model
 from bayesirt.models.kernels import BY_MODEL_BELOW
 from bayesirt.models.logistic import build_logistic
 from bayesirt.models.specs import BUILTIN_DIR, load_spec, parse_spec
+from hierarchical_specs import DIRECT, hierarchical_spec
 
 #: Every test here compiles numba kernels or samples (minutes under load): the slow tier.
 pytestmark = pytest.mark.slow
@@ -45,28 +46,24 @@ SPECS = {
     "difficulty, item slopes": ("difficulty", 'distribution = "lognormal"\nmu = 0.2\nsigma = 0.6', "difficulty", 0.5),
     "difficulty, common slope": ("difficulty", 'structure = "common"\ndistribution = "lognormal"\nmu = -0.1\n'
                                                "sigma = 0.4", "difficulty", -0.2),
-    # a learned slope scale (the scale-free coordinates) in the slope-intercept form, with fixed difficulty
-    # priors, and with a guessing asymptote
-    "hierarchical, intercept": ("slope-intercept", 'distribution = "lognormal"\nmu = { distribution = "normal", '
-                                'mu = 0.2, sigma = 0.4 }\nsigma = { distribution = "halfnormal", sigma = 0.7 }',
-                                "intercept", '{ distribution = "normal", mu = -0.3, sigma = 1.5 }'),
-    "hierarchical, fixed difficulty prior": ("difficulty", 'distribution = "lognormal"\nmu = { distribution = '
-                                             '"normal", mu = 0.1, sigma = 0.5 }\nsigma = 0.45', "difficulty", 0.4),
-    "hierarchical 3pl": ("slope-intercept", 'distribution = "lognormal"\nmu = { distribution = "normal", mu = 0.0, '
-                         'sigma = 0.5 }\nsigma = { distribution = "halfnormal", sigma = 0.5 }', "intercept", -0.2,
-                         '[priors.guessing]\ndistribution = "beta"\nalpha = 5.0\nbeta = 17.0\n'),
 }
 
 
+#: The shared specs with a learned slope scale (the scale-free coordinates), by the names of these tests.
+HIERARCHICAL = {f"hierarchical, {name}": name for name in DIRECT}
+
+
 def _spec(name):
+    if name in HIERARCHICAL:
+        return hierarchical_spec(HIERARCHICAL[name])
     if name not in SPECS:
         return load_spec(name)
     if name in SPECS and isinstance(SPECS[name], str):
         return load_spec(SPECS[name])
-    parameterization, discrimination, location, location_mu, *more = SPECS[name]
+    parameterization, discrimination, location, location_mu = SPECS[name]
     text = f'name = "test"\nparameterization = "{parameterization}"\n' + _PRIORS.format(
         discrimination=discrimination, location=location, location_mu=location_mu)
-    return parse_spec(text + "".join(more))
+    return parse_spec(text)
 
 
 def _responses(n_items, n_models, missing, seed=0):
@@ -115,7 +112,7 @@ def _check_against_pymc(spec, responses, seed):
     np.testing.assert_allclose(np.diff(values), np.diff(want), rtol=0, atol=1e-10 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("name", ["2pl", *SPECS])
+@pytest.mark.parametrize("name", ["2pl", *SPECS, *HIERARCHICAL])
 @pytest.mark.parametrize(("n_models", "missing"), [(9, 0.0), (9, 0.15), (BY_MODEL_BELOW + 6, 0.0),
                                                    (BY_MODEL_BELOW + 6, 0.15), (BY_MODEL_BELOW + 6, 0.93)])
 def test_log_density_and_gradient_equal_pymcs(name, n_models, missing):
@@ -213,7 +210,7 @@ def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["2pl", "difficulty, common slope", "fixed slope", "2pl-hierarchical",
-                                  *(name for name in SPECS if name.startswith("hierarchical"))])
+                                  *HIERARCHICAL])
 def test_start_is_pymcs_support_point_plus_jitter(name):
     """The start: every free variable at PyMC's support point in the unconstrained space, evaluated at the
     jittered start of its parents (PyMC's ``support_point`` graph of each variable, through its transform),
