@@ -12,7 +12,10 @@ group are correlated. Generators the paired model does not assume and the 2PL do
   (logN(0.7, 0.3)) or flat (logN(-0.9, 0.3)) items;
 * ``heterogeneous``: 2PL items, plus a model-by-group skill N(0, 0.5^2) (uneven profiles);
 * ``testlets``: 2PL items in testlets of 5 consecutive items (within a group when the group has
-  5 or more items), each model-by-testlet effect N(0, 0.6^2).
+  5 or more items), each model-by-testlet effect N(0, 0.6^2). The paired model is given the testlet
+  labels (``pair_posterior``'s ``testlet``: counts divided by each pair's design effect); the same
+  benchmarks without the labels (items taken as independent) are the rows ``testlets, no labels``,
+  reported per generator and left out of the pooled tables.
 
 Truth: A_m = sum_g (n_g / N) E_{new items of group g}[P(right)] over :data:`FRESH` fresh items per
 group (fresh testlets for ``testlets``; common random numbers across models). Cells are missing
@@ -33,7 +36,8 @@ designs: :mod:`audit_composition` (which also runs alone and writes
 
 Usage::
 
-    nice -n 10 python benchmarks/audit_calibration.py [--benchmarks 3] [--dif-benchmarks 4] [--quick]
+    nice -n 10 python benchmarks/audit_calibration.py [--benchmarks 3] [--dif-benchmarks 4] [--workers 2]
+    nice -n 10 python benchmarks/audit_calibration.py --kinds testlets --benchmarks 18 --dif-benchmarks 0 --replace
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ SELECTIONS = ("full", "both")
 #: Bands of the reported rows: the audit's 1 pp, and wider ones where pairs get called.
 BANDS = (EPSILON, WIDE, 0.05)
 TESTLET = 5
+#: The ``testlets`` benchmarks' rows with the paired model not given the labels.
+UNLABELLED = "testlets, no labels"
 
 
 def _sizes(size, n_items, rng) -> np.ndarray:
@@ -123,7 +129,7 @@ def simulate(kind, size, seed) -> dict:
         fresh = _items(kind, par[block], np.full(block.size, per), rng)
         p = _prob(kind, fresh, theta, extra[block], rng)
         truth += (sizes[block][:, None] / sizes.sum() * p.reshape(block.size, per, MODELS).mean(axis=1)).sum(axis=0)
-    return {"y": y, "group": items["group"], "truth": truth}
+    return {"y": y, "group": items["group"], "truth": truth, "testlet": items.get("testlet")}
 
 
 def both_gaps(y, observed) -> tuple[np.ndarray, np.ndarray]:
@@ -152,10 +158,16 @@ def select(selection, y, observed, full, band) -> tuple[np.ndarray, np.ndarray]:
 
 
 def paired_rows(kind, size, seed) -> list[dict]:
-    from bayesirt.audit.bayes.paired import discordant_counts, paired_accuracy, paired_strata
+    """The rows of one benchmark (both labellings for ``testlets``: module notes)."""
+    from bayesirt.audit.bayes.paired import pair_posterior, paired_strata
 
     sim = simulate(kind, size, seed)
-    stratum, weights, pooled = paired_strata(sim["group"])
+    pooled = paired_strata(sim["group"])[2]
+    variants = [(kind, sim["testlet"])] + ([(UNLABELLED, None)] if sim["testlet"] is not None else [])
+    return [row for name, testlet in variants for row in _paired_rows(name, size, seed, sim, pooled, testlet)]
+
+
+def _paired_rows(kind, size, seed, sim, pooled, testlet) -> list[dict]:
     rows = []
     for missing in MISSING:
         observed = np.random.default_rng(seed + 77).random(sim["y"].shape) >= missing
@@ -163,9 +175,9 @@ def paired_rows(kind, size, seed) -> list[dict]:
         gap, full = both_gaps(y, observed)
         for selection in SELECTIONS if missing else ("both",):  # the same pairs with complete data
             a, b = select(selection, y, observed, full, max(BANDS))
-            counts = discordant_counts(y, observed, stratum, (a, b))
-            t = paired_accuracy(*counts, weights=weights, seed=seed)
-            t2 = paired_accuracy(*counts, weights=weights, seed=seed + 1) if selection == "both" else t  # seed flips
+            t = pair_posterior(y, observed, sim["group"], (a, b), testlet=testlet, seed=seed)
+            t2 = (pair_posterior(y, observed, sim["group"], (a, b), testlet=testlet, seed=seed + 1)
+                  if selection == "both" else t)  # seed flips
             truth = sim["truth"][a] - sim["truth"][b]
             own = gap[a, b] if selection != "full" else full[a] - full[b]
             for band, sel in ((f"{100 * e:g} pp", np.abs(own) <= e + 1e-9) for e in BANDS):
@@ -180,6 +192,7 @@ def paired_rows(kind, size, seed) -> list[dict]:
                     "covered": int(((t["gap_lower"].to_numpy()[sel] <= tr) & (tr <= t["gap_upper"].to_numpy()[sel])).sum()),
                     "low_pairs": int(low.sum()), "low_stated": float(p[low].sum()), "low_ahead": int((tr[low] > 0).sum()),
                     "mcse_sum": float(t["prob_a_ahead_mcse"].to_numpy()[sel].sum()),
+                    "deff_sum": float(t["design_effect"].to_numpy()[sel].sum()),
                     "call_changed": int((call != call2).sum()), "called_either": int(((call != 0) | (call2 != 0)).sum())})
     return rows
 
@@ -194,13 +207,14 @@ def summarize_paired(rows) -> list[dict]:
         tot = {k: sum(r[k] for r in sel) for k in ("pairs", "called", "called_right", "covered", "low_pairs",
                                                     "low_stated", "low_ahead", "mcse_sum", "call_changed",
                                                     "called_either")}
+        tot["deff_sum"] = sum(r.get("deff_sum", r["pairs"]) for r in sel)  # rows before testlet labels: 1
         div = lambda x, y: x / y if y else None  # noqa: E731
         out.append({"band": band, "selection": selection, "missing": missing, "size": size, "kind": kind,
                     "benchmarks": len(sel), "pooled_groups": sel[0]["pooled_groups"], **tot,
                     "coverage": div(tot["covered"], tot["pairs"]), "accuracy": div(tot["called_right"], tot["called"]),
                     "low_stated_mean": div(tot["low_stated"], tot["low_pairs"]),
                     "low_ahead_share": div(tot["low_ahead"], tot["low_pairs"]),
-                    "mcse_mean": div(tot["mcse_sum"], tot["pairs"]),
+                    "mcse_mean": div(tot["mcse_sum"], tot["pairs"]), "deff_mean": div(tot["deff_sum"], tot["pairs"]),
                     "call_change_share": div(tot["call_changed"], tot["called_either"])})
     return out
 
@@ -214,6 +228,7 @@ def _pooled_lines(rows) -> list[str]:
     selection and missing share), then the widest band's rows pooled over the generators by group size."""
     head = ["| band | selection | missing | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
             "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = [r for r in rows if r["kind"] in KINDS]  # the audit as run with the labels it is given
     lines = ["Pooled over the four generators and the five group sizes:", "", *head]
     for s in summarize_paired([r | {"kind": "all", "size": "all"} for r in rows]):
         lines.append(f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['pairs']:,} | "
@@ -245,14 +260,16 @@ def markdown(result: dict) -> str:
              *_pooled_lines(result["rows"]),
              "Per generator:", "",
              "| band | selection | missing | group size | generator | benchmarks | pairs | coverage | called | "
-             "accuracy | stated / observed at .05-.35 | MCSE | seed flips |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "accuracy | stated / observed at .05-.35 | MCSE | seed flips | design effect |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in result["paired"]:
         lines.append(f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['kind']} | "
                      f"{s['benchmarks']} | {s['pairs']:,} | {_pct(s['coverage'])} | {s['called']:,} | "
                      f"{_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / {_pct(s['low_ahead_share'])} | "
-                     f"{s['mcse_mean']:.4f} | {s['call_changed']} of {s['called_either']} |" if s["pairs"] else
+                     f"{s['mcse_mean']:.4f} | {s['call_changed']} of {s['called_either']} | {s['deff_mean']:.2f} |"
+                     if s["pairs"] else
                      f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['kind']} | "
-                     f"{s['benchmarks']} | 0 | | | | | | |")
+                     f"{s['benchmarks']} | 0 | | | | | | | |")
     dif = result.get("composition")
     if dif:
         from audit_composition import markdown_lines  # noqa: E402 (part 2, its own module)
@@ -270,33 +287,44 @@ def main() -> None:
     parser.add_argument("--skip-paired", action="store_true")
     parser.add_argument("--first-seed", type=int, default=0, help="seed offset of the benchmarks of this run")
     parser.add_argument("--append", action="store_true", help="add this run's part-1 rows to those of the last run")
+    parser.add_argument("--replace", action="store_true",
+                        help="as --append, but first drop the last run's rows of the kinds run here")
+    parser.add_argument("--workers", type=int, default=1, help="benchmarks simulated and fitted at once (processes)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     t0 = time.perf_counter()
     rows, previous = [], None
-    if args.skip_paired or args.append:  # keep part 1 of the last run (and add to it)
+    dropped = ({*args.kinds, *((UNLABELLED,) if "testlets" in args.kinds else ())} if args.replace else set())
+    if args.skip_paired or args.append or args.replace:  # keep part 1 of the last run (and add to it)
         import json
 
         previous = json.loads((Path(__file__).parent / "results" / "audit_calibration.json").read_text())
-        rows = previous["rows"]
+        rows = [r for r in previous["rows"] if r["kind"] not in dropped]
     if not args.skip_paired:
-        for kind in args.kinds:
-            for k, size in enumerate(SIZES):
-                for seed in range(args.first_seed, args.first_seed + args.benchmarks):
-                    new = paired_rows(kind, size, 1000 * k + seed + 100 * KINDS.index(kind))
-                    rows += new
-                    print(f"{kind} size {size} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+        from concurrent.futures import ProcessPoolExecutor
+
+        tasks = [(kind, size, seed) for kind in args.kinds for size in SIZES
+                 for seed in range(args.first_seed, args.first_seed + args.benchmarks)]
+        runs = [(kind, size, 1000 * SIZES.index(size) + seed + 100 * KINDS.index(kind)) for kind, size, seed in tasks]
+        with ProcessPoolExecutor(max(1, args.workers)) as pool:
+            for (kind, size, seed), new in zip(tasks, pool.map(paired_rows, *zip(*runs))):
+                rows += new
+                print(f"{kind} size {size} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
     composition = None
     if args.dif_benchmarks:
         from audit_composition import composition_study  # noqa: E402 (part 2, its own module)
 
         composition = composition_study(args.dif_benchmarks)
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0 + (previous["wall_s"] if args.append else 0),
-              "command": (f"{previous['command']}; then " if args.append else "")
+    again = args.append or args.replace
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(),
+              "wall_s": time.perf_counter() - t0 + (previous["wall_s"] if again else 0),
+              "command": (f"{previous['command']}; then " if again else "")
                          + "nice -n 10 python benchmarks/audit_calibration.py --benchmarks "
                          f"{args.benchmarks} --dif-benchmarks {args.dif_benchmarks} --kinds {' '.join(args.kinds)}"
                          + (f" --first-seed {args.first_seed}" if args.first_seed else "")
-                         + (" --append" if args.append else "") + (" --skip-paired" if args.skip_paired else ""),
+                         + (" --append" if args.append else "") + (" --replace" if args.replace else "")
+                         + (f" --workers {args.workers}" if args.workers > 1 else "")
+                         + (" --skip-paired" if args.skip_paired else ""),
               "versions": versions(("bayesirt", "numpy", "scipy")), "paired": summarize_paired(rows),
               "composition": composition, "rows": rows}
     write_results(Path(__file__).parent / "results" / "audit_calibration.json", result, markdown, echo=True)

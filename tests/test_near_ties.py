@@ -294,3 +294,42 @@ def test_pair_dif_p_by_hand_valid_under_the_null_and_powerful_under_dif():
     noisy = delta + rng.normal(0, 0.5, delta.shape)  # the audit half's estimate
     power = pair_dif_p(y, np.ones_like(y, dtype=bool), np.zeros(n_items), noisy, fa, fb, (a, b), permutations=99)
     assert (power <= SENSITIVE_P).mean() > 0.8
+
+
+@pytest.fixture(scope="module")
+def audited_testlets():
+    """The audit of ``audited``'s benchmark with testlets of 4 consecutive items within each item group."""
+    ds = result_responses()
+    group = ds["item_group"].values.astype(str)
+    position = pd.Series(group).groupby(group).cumcount().to_numpy()
+    ds = ds.assign_coords(testlet=("item", np.char.add(np.char.add(group, "/"), (position // 4).astype(str))))
+    config = AuditConfig(quick=True, controls=19, composition_bootstrap=19, owner_bootstrap=19, bayes=True, bayes_draws=60,
+                         bayes_controls=20)
+    return ds, run_audit(ds, config, progress=False)
+
+
+def test_testlet_labels_divide_each_pairs_counts_by_its_design_effect(audited, audited_testlets):
+    """The same pairs as without labels (the deterministic audit ignores testlets); design_effect is
+    pair_posterior's on the pair's responses, >= 1; prob_a_ahead moves toward 1/2 where it is > 1."""
+    from bayesirt.audit.bayes.paired import pair_posterior
+
+    plain = audited[0].near_ties
+    ds, result = audited_testlets
+    table = result.near_ties
+    assert tuple(table.columns) == COLUMNS
+    assert table[["fold", "model_a", "model_b"]].equals(plain[["fold", "model_a", "model_b"]])
+    assert (plain["design_effect"] == 1).all() and (table["design_effect"] >= 1).all()
+    assert (table["design_effect"] > 1).any()
+    y, observed = ds["responses"].values, ds["responses"].values >= 0
+    ids = list(ds["model_id"].values.astype(str))
+    for _, row in table.sample(10, random_state=1).iterrows():
+        pair = ([ids.index(row["model_a"])], [ids.index(row["model_b"])])
+        ref = pair_posterior(y, observed, ds["item_group"].values, pair, testlet=ds["testlet"].values, draws=50_000)
+        assert row["design_effect"] == pytest.approx(ref["design_effect"].iloc[0], rel=1e-12)
+        assert row["prob_a_ahead"] == pytest.approx(ref["prob_a_ahead"].iloc[0], abs=0.03)
+        assert row["mcnemar_p"] == pytest.approx(ref["mcnemar_p"].iloc[0], rel=1e-12)  # the clustered test
+    wider = table["design_effect"] > 1.2
+    assert ((table["gap_upper_pp"] - table["gap_lower_pp"])[wider]
+            > (plain["gap_upper_pp"] - plain["gap_lower_pp"])[wider]).all()
+    info = result.summary["bayes"]["near_ties"]
+    assert info["testlets"] == np.unique(ds["testlet"].values).size and "design effect" in info["paired_model"]

@@ -27,7 +27,7 @@ from bayesirt.errors import DataError
 
 __all__ = ["MATRIX_KEYS", "missing_as_nan", "matrix_layout", "from_matrix", "read_npy"]
 
-_PER_ITEM, _PER_MODEL = ("item_id", "item_group"), ("model_id", "family", "owner")
+_PER_ITEM, _PER_MODEL = ("item_id", "item_group", "testlet"), ("model_id", "family", "owner")
 
 
 def missing_as_nan(arr: Any) -> np.ndarray:

@@ -22,7 +22,7 @@ import xarray as xr
 from bayesirt.data.datasets import DATASETS, load_dataset
 from bayesirt.data.files import read_string_table
 from bayesirt.data.registry import Reader, reader_for, readers
-from bayesirt.data.responses import validate_responses
+from bayesirt.data.responses import testlet_labels, validate_responses
 from bayesirt.data.settings import DATA_HELP, READ_OPTIONS
 from bayesirt.errors import DataError, OutputError, warn
 from bayesirt.utils.outputs import write_netcdf
@@ -60,7 +60,7 @@ def _check_options(reader: Reader, p: Path, kwargs: dict[str, Any]) -> dict[str,
     return given
 
 
-_METADATA = {"model": ("model_id", ("family", "owner")), "item": ("item_id", ("item_group",))}
+_METADATA = {"model": ("model_id", ("family", "owner")), "item": ("item_id", ("item_group", "testlet"))}
 
 
 def attach_metadata(responses: xr.Dataset, path: str | os.PathLike[str], dim: str = "model") -> xr.Dataset:
@@ -72,7 +72,8 @@ def attach_metadata(responses: xr.Dataset, path: str | os.PathLike[str], dim: st
         A response Dataset.
     path : path
         CSV with column ``model_id`` and any of ``family``, ``owner`` (``dim="model"``), or
-        ``item_id`` and ``item_group`` (``dim="item"``); extra columns are ignored. Every id of the
+        ``item_id`` and any of ``item_group``, ``testlet`` (``dim="item"``; a blank testlet: the item
+        stands alone); extra columns are ignored. Every id of the
         Dataset must have a row; rows for other ids are ignored.
     dim : {"model", "item"}
 
@@ -99,7 +100,10 @@ def attach_metadata(responses: xr.Dataset, path: str | os.PathLike[str], dim: st
         raise DataError(f"{p}: {absent.size} {dim} id(s) of the data have no row, e.g. {absent[0]!r}; "
                         "add a row for every id")
     rows = table.loc[ids]
-    return responses.assign_coords({c: (dim, rows[c].to_numpy(dtype=str)) for c in supplied})
+    out = responses.assign_coords({c: (dim, rows[c].to_numpy(dtype=str)) for c in supplied if c != "testlet"})
+    if "testlet" in supplied:
+        out = out.assign_coords(testlet=(dim, testlet_labels(rows["testlet"].to_numpy(dtype=object), ids)))
+    return out
 
 
 def load(source: str | os.PathLike[str], *, drop_empty: bool = True, keep_empty: bool = False,

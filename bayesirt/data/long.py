@@ -52,6 +52,10 @@ def _check_scalars(df: pd.DataFrame, columns: list[str]) -> None:
             )
 
 
+#: Optional metadata columns of a long file: True per item, False per model.
+_META = {"item_group": True, "testlet": True, "family": False, "owner": False}
+
+
 def _per_key(df: pd.DataFrame, key: str, col: str, order: pd.Index) -> np.ndarray:
     """One value of ``col`` per ``key`` (in ``order``); DataError if it varies within a key."""
     n = df.groupby(key, sort=False)[col].nunique(dropna=False)
@@ -74,8 +78,8 @@ def read_long(
     """Read long-format responses: one row per (model, item) with a 0/1 ``correct`` column.
 
     Combinations absent from the file are missing cells; a row whose ``correct`` is empty is
-    missing too. Optional columns ``item_group`` (per item) and ``family``, ``owner`` (per
-    model) are used when present and must be constant within their item / model. Items and
+    missing too. Optional columns ``item_group``, ``testlet`` (per item; a blank testlet: the item
+    stands alone) and ``family``, ``owner`` (per model) are used when present and must be constant within their item / model. Items and
     models are ordered by first appearance.
 
     Parameters
@@ -106,7 +110,7 @@ def read_long(
                 f"long file lacks column(s) {absent} (has {list(df.columns)[:8]}); "
                 "pass model=, item=, correct= with the right column names"
             )
-        _check_scalars(df, [model, item, correct, *(c for c in ("item_group", "family", "owner") if c in df.columns)])
+        _check_scalars(df, [model, item, correct, *(c for c in _META if c in df.columns)])
         for id_col in (model, item):
             blank = df[id_col].isna() | (df[id_col].astype(str).str.strip() == "")
             if blank.any():
@@ -133,9 +137,9 @@ def read_long(
         if key is not None:
             values = score_answers(values, items, models, key, p)
         meta: dict[str, Any] = {}
-        for col, by, order in (("item_group", item, items), ("family", model, models), ("owner", model, models)):
+        for col, per_item in _META.items():
             if col in df.columns:
-                meta[col] = _per_key(df, by, col, order)
+                meta[col] = _per_key(df, item, col, items) if per_item else _per_key(df, model, col, models)
         ids = {"item_id": items.to_numpy(), "model_id": models.to_numpy()}
         ds = make_responses(values, **ids, **meta, name=p.stem, source=str(p), drop_empty=drop_empty,
                             binarize=binarize)
@@ -145,7 +149,7 @@ def read_long(
 
 def is_long_columns(columns: Any) -> bool:
     """The rule for long format, the same for a text header and a Parquet schema: the columns include
-    ``model``, ``item`` and ``correct``; others (the optional ``item_group``, ``family``, ``owner``, or
+    ``model``, ``item`` and ``correct``; others (the optional ``item_group``, ``testlet``, ``family``, ``owner``, or
     any other) are read or ignored as :func:`read_long` says."""
     return set(LONG_COLUMNS) <= {str(c).strip().strip('"').lower() for c in columns}
 

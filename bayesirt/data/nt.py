@@ -29,7 +29,7 @@ def read_nt_npz(
     """Read an NPZ archive (``np.savez``) of a response matrix, with its ids if any.
 
     Arrays: ``responses`` (0/1 with NaN or -1 for missing; answers with ``key``); optional
-    ``item_id``, ``model_id``, ``item_group``, ``family``, ``owner`` (other arrays are ignored with
+    ``item_id``, ``model_id``, ``item_group``, ``testlet``, ``family``, ``owner`` (other arrays are ignored with
     a warning). Rows are items unless the ids' lengths or ``orientation`` say rows are models
     (:func:`~bayesirt.data.arrays.matrix_layout`; without ids, or square, ``auto`` warns). Without
     ``item_id`` / ``model_id`` the ids are ``"0" .. "n-1"``. Pickled (object) arrays are refused;
@@ -66,7 +66,7 @@ def read_nt_dir(
     ``responses.npy`` (items x models, or models x items when the number of rows of ``models.csv``
     or ``orientation`` says so; 0/1 with NaN or -1 for missing, answers with ``key``),
     ``models.csv`` (columns ``model_id`` [, ``family``, ``owner``]) and optionally ``items.csv``
-    (columns ``item_id`` [, ``item_group``]), rows in matrix order. ``drop_empty`` (default
+    (columns ``item_id`` [, ``item_group``, ``testlet``]), rows in matrix order. ``drop_empty`` (default
     True) drops items/models with no observed response, naming them; False refuses them.
     """
     p = existing(path)
@@ -78,7 +78,7 @@ def read_nt_dir(
     with reading(p / "responses.npy"):
         matrix = np_load(p / "responses.npy")
     meta: dict[str, Any] = {}
-    tables = (("models.csv", "model_id", ("family", "owner")), ("items.csv", "item_id", ("item_group",)))
+    tables = (("models.csv", "model_id", ("family", "owner")), ("items.csv", "item_id", ("item_group", "testlet")))
     for fname, id_col, extra in tables:
         f = p / fname
         if not f.is_file():

@@ -8,7 +8,8 @@ response data lives here. The layout is
 - index coordinates ``item`` and ``model`` (string ids), so ``ds.sel(model="GPT-4o")`` works and
   posterior draws with coords ``{"item": ids, "model": ids}`` align by coordinate;
 - non-index coordinates ``item_id`` (item), ``model_id`` (model) mirroring the indexes,
-  ``item_group`` (item), ``family`` (model) and ``owner`` (model);
+  ``item_group`` (item), ``family`` (model) and ``owner`` (model), and, when given, ``testlet``
+  (item: items sharing a stem, passage or scenario);
 - Dataset attrs ``name`` and ``source`` when known.
 """
 
@@ -26,7 +27,8 @@ from bayesirt.data.families import derive_family, derive_owner
 from bayesirt.errors import DataError
 
 __all__ = ["MISSING", "make_responses", "validate_responses", "summarize", "observed_mask", "observed_cells",
-           "informative_items", "drop_constant_items", "to_observed_data", "from_observed_data", "METADATA"]
+           "informative_items", "drop_constant_items", "to_observed_data", "from_observed_data", "METADATA",
+           "OPTIONAL_METADATA", "testlet_labels"]
 
 MISSING = -1
 """Code of a missing (unobserved) cell in the int8 ``responses`` variable."""
@@ -131,6 +133,18 @@ def _as_labels(values: Any, ids: np.ndarray, what: str, noun: str) -> np.ndarray
     return np.array(out, dtype=str)
 
 
+def testlet_labels(values: Any, ids: np.ndarray) -> np.ndarray:
+    """Per-item testlet labels; a missing or blank one makes its item a testlet of its own."""
+    arr = np.asarray(values, dtype=object)
+    if isinstance(values, (str, bytes)) or arr.ndim != 1 or len(arr) != len(ids):
+        raise DataError(f"testlet needs one label per item ({len(ids)}); got "
+                        f"{'one string' if isinstance(values, (str, bytes)) else arr.shape}: pass a label per item, "
+                        "blank for an item that stands alone")
+    blank = np.array([v is None or (not isinstance(v, str) and pd.isna(v)) or not str(v).strip() for v in arr],
+                     dtype=bool)
+    return np.where(blank, np.char.add("item:", ids.astype(str)), arr.astype(str))
+
+
 def check_threshold(binarize: Any) -> float | None:
     """A ``binarize`` threshold as a float (None stays None); anything but a finite number is refused."""
     if binarize is None:
@@ -214,6 +228,7 @@ def make_responses(
     item_group: Sequence[Any] | str | None = None,
     family: Sequence[Any] | str | None = None,
     owner: Sequence[Any] | str | None = None,
+    testlet: Sequence[Any] | None = None,
     name: str | None = None,
     source: str | None = None,
     drop_empty: bool = False,
@@ -234,6 +249,11 @@ def make_responses(
     family, owner : sequence or str, optional
         One label per model. Default: derived from the model ids by
         :func:`~bayesirt.data.families.derive_family` / ``derive_owner``.
+    testlet : sequence, optional
+        One label per item: items of one testlet share a stem, passage or scenario, so they are
+        not independent draws of the item population (the near-tie audit's paired model takes them
+        as clusters). A missing or blank label makes the item a testlet of its own (label
+        ``"item:<item_id>"``). Default: no ``testlet`` coordinate (every item independent).
     name, source : str, optional
         Stored as Dataset attrs (``source`` = where the data was read from).
     drop_empty : bool
@@ -267,6 +287,7 @@ def make_responses(
     groups = _as_labels(_DEFAULT_GROUP if item_group is None else item_group, items, "item_group", "item")
     fams = _as_labels(derive_family(models) if family is None else family, models, "family", "model")
     owners = _as_labels(derive_owner(models) if owner is None else owner, models, "owner", "model")
+    testlets = None if testlet is None else testlet_labels(testlet, items)
     threshold = check_threshold(binarize)
     y = _cell_values(arr, items, models, threshold)
     attrs: dict[str, Any] = {k: str(v) for k, v in (("name", name), ("source", source)) if v is not None}
@@ -280,6 +301,7 @@ def make_responses(
                          dropped_items=json.dumps(items[~keep_i].tolist()),
                          dropped_models=json.dumps(models[~keep_m].tolist()))
             y, items, groups = y[keep_i][:, keep_m], items[keep_i], groups[keep_i]
+            testlets = None if testlets is None else testlets[keep_i]
             models, fams, owners = models[keep_m], fams[keep_m], owners[keep_m]
             if len(items) < 2 or len(models) < 2:
                 raise DataError(
@@ -288,7 +310,7 @@ def make_responses(
                 )
     _check_observed(y, models, 0, "model")
     _check_observed(y, items, 1, "item")
-    return xr.Dataset(
+    out = xr.Dataset(
         {
             "responses": (
                 ("item", "model"),
@@ -307,6 +329,7 @@ def make_responses(
         },
         attrs=attrs,
     )
+    return out if testlets is None else out.assign_coords(testlet=("item", testlets))
 
 
 def validate_responses(ds: xr.Dataset) -> xr.Dataset:
@@ -342,6 +365,7 @@ def validate_responses(ds: xr.Dataset) -> xr.Dataset:
         item_group=coord("item_group"),
         family=coord("family"),
         owner=coord("owner"),
+        testlet=coord("testlet"),
         name=ds.attrs.get("name"),
         source=ds.attrs.get("source"),
     ).assign_attrs({k: v for k, v in ds.attrs.items() if k not in ("name", "source")})
@@ -349,6 +373,8 @@ def validate_responses(ds: xr.Dataset) -> xr.Dataset:
 
 #: Metadata coordinates of a response Dataset that a fit stores in its ``constant_data`` group.
 METADATA = ("item_group", "family", "owner")
+#: Metadata coordinates that only some response Datasets have (also stored in ``constant_data``).
+OPTIONAL_METADATA = ("testlet",)
 
 
 def to_observed_data(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
@@ -364,7 +390,7 @@ def to_observed_data(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
     values[y.values == MISSING] = np.nan
     observed = y.copy(data=values).reset_coords(drop=True)
     observed.attrs = {}
-    constant = xr.Dataset({n: ds[n].reset_coords(drop=True) for n in METADATA if n in ds.coords})
+    constant = xr.Dataset({n: ds[n].reset_coords(drop=True) for n in (*METADATA, *OPTIONAL_METADATA) if n in ds.coords})
     return observed.to_dataset(name="responses").assign_attrs(ds.attrs), constant
 
 
@@ -376,7 +402,7 @@ def from_observed_data(tree: xr.DataTree) -> xr.Dataset:
     observed = tree["observed_data"].to_dataset()
     y = observed["responses"]  # NaN = missing (files of earlier versions: int8 with -1, also read)
     constant = tree["constant_data"].to_dataset() if "constant_data" in tree.children else xr.Dataset()
-    meta = {n: constant[n].values for n in METADATA if n in constant}
+    meta = {n: constant[n].values for n in (*METADATA, *OPTIONAL_METADATA) if n in constant}
     out = make_responses(y.values, item_id=y["item"].values, model_id=y["model"].values, **meta,
                          name=observed.attrs.get("name"), source=observed.attrs.get("source"))
     return out.assign_attrs({k: v for k, v in observed.attrs.items() if k not in out.attrs})

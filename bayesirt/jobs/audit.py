@@ -41,7 +41,8 @@ def _with_family_source(responses: xr.Dataset, derive_families: bool) -> tuple[x
 def run_audit_job(data, out, *,
                   models_csv=option(None, "CSV of model labels: model_id and family and/or owner (replaces derived "
                                           "ones)", type=str, flag="--models", metavar="CSV"),
-                  items_csv=option(None, "CSV of item labels: item_id and item_group", type=str, flag="--items",
+                  items_csv=option(None, "CSV of item labels: item_id and item_group and/or testlet (blank: "
+                                         "the item stands alone)", type=str, flag="--items",
                                    metavar="CSV"),
                   config: AuditConfig | None = None,
                   derive_families: bool = option(False, "replace the data's family labels by the NT C.1 rule on the "
@@ -60,7 +61,7 @@ def run_audit_job(data, out, *,
     ``out``: audit.nc, summary.json, report.md, controls.png and the per-fold CSV tables.
 
     ``models_csv`` (``model_id`` + ``family``/``owner``) and ``items_csv`` (``item_id`` +
-    ``item_group``) replace the labels derived from the ids or read with the data. Family labels
+    ``item_group``/``testlet``) replace the labels derived from the ids or read with the data. Family labels
     are used as given; ``config.families`` (None: every label but "other" and "ambiguous")
     chooses the audited ones. ``derive_families`` replaces the family labels (of the data and of
     ``models_csv``) by the NT C.1 rule on the model ids

@@ -128,7 +128,7 @@ def near_ties_lines(table: pd.DataFrame, info: dict, figure: str | None = None, 
 
 
 def _caveats(info: dict) -> list[str]:
-    """Monte Carlo error, pooled item groups and pairs left out for missing cells, when present."""
+    """Monte Carlo error, pooled item groups (when present) and the testlet labels (or their absence)."""
     out = []
     if info.get("prob_a_ahead_mcse_max") is not None:
         out.append(f"Monte Carlo error of P(a ahead) (`prob_a_ahead_mcse`): at most {info['prob_a_ahead_mcse_max']:.4f}; "
@@ -138,6 +138,13 @@ def _caveats(info: dict) -> list[str]:
     if info.get("pooled_item_groups"):
         out.append(f"{info['pooled_item_groups']:,} item group(s) have fewer than {info.get('min_stratum_items')} items, too "
                    "few to stratify: the paired model pools them into one stratum.")
+    if info.get("testlets"):
+        out.append(f"The items are in {info['testlets']:,} testlets: each pair's counts are divided by its design "
+                   f"effect (`design_effect`, at most {info.get('design_effect_max') or 1:.2f}), so clumped wins and losses "
+                   "count as fewer independent items.")
+    else:
+        out.append("No testlet labels: the items of a group are taken as independent; items that share a passage or "
+                   "stem make the intervals too narrow for the item population (give a `testlet` item column).")
     return [" ".join(out)] if out else []
 
 

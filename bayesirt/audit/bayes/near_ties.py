@@ -81,7 +81,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesirt.audit.bayes.pair_dif import PERMUTATIONS, dif_q, item_directions, pair_dif_p
-from bayesirt.audit.bayes.paired import CALL_LEVEL, MIN_STRATUM, discordant_counts, paired_accuracy, paired_strata
+from bayesirt.audit.bayes.paired import CALL_LEVEL, MIN_STRATUM, pair_posterior, paired_strata
 from bayesirt.audit.engine.ranking import pair_reversals
 from bayesirt.audit.engine.result import AuditResult
 from bayesirt.data.responses import MISSING
@@ -107,6 +107,7 @@ CATEGORIES = ("resolved, composition-robust", "resolved, DIF-sensitive", "resolv
               "not resolved by the data")
 COLUMNS = ("fold", "model_a", "model_b", "family_a", "family_b", "owner_a", "owner_b", "full_gap_pp", "both_gap_pp",
            "prob_a_ahead", "prob_a_ahead_mcse", "gap_lower_pp", "gap_upper_pp", "n10", "n01", "mcnemar_p",
+           "design_effect",
            "prob_theta_a_ahead", "prob_reversal", "random_reversal_rate", "excess_reversal", "excess_lower",
            "excess_upper", "excess_p", "dif_p", "dif_q", "dif_sensitive", "category")
 #: What each probability column is of and what it conditions on (report.md, the netCDF attributes).
@@ -115,11 +116,12 @@ COLUMN_NOTES = {
                     "same item groups, in the benchmark's proportions) exceeds b's, given only the two models' "
                     "responses on the items both answered in the target half (Dirichlet-multinomial of the "
                     f"discordant items within each item group, groups under {MIN_STRATUM} items pooled into one "
-                    "stratum, strata weighted by their share of the benchmark, Jeffreys prior). It takes the items of a group "
-                    "as independent draws: items that share a stem or passage (testlets) are fewer independent draws "
-                    "than items, and the interval then covers the accuracy on these items more than on the item "
-                    "population (simulated testlets in groups of 4-10 items: 86-88% of 90% gap intervals cover the "
-                    "population gap; benchmarks/results/audit_calibration.md)",
+                    "stratum, strata weighted by their share of the benchmark, Jeffreys prior). Without testlet "
+                    "labels it takes the items of a group as independent draws: items that share a stem or passage "
+                    "(testlets) are fewer independent draws than items, and the interval then covers the accuracy on "
+                    "these items more than on the item population (simulated testlets of 5 items: 88% of 90% gap "
+                    "intervals cover the population gap). With them (a testlet item label) each pair's counts are "
+                    "divided by its design_effect (TESTLET_COVERAGE; benchmarks/results/audit_calibration.md)",
     "prob_a_ahead_mcse": "Monte Carlo standard error of prob_a_ahead (0 with one stratum, where it is exact); pairs "
                          "within 2 MCSE of .95 or .05 at the default draws are drawn again with 10 times as many, and "
                          "a call still within about 2 MCSE can change with the seed",
@@ -130,7 +132,11 @@ COLUMN_NOTES = {
     "gap_lower_pp": "5% posterior quantile of that accuracy gap A_a - A_b, percentage points (same model)",
     "gap_upper_pp": "95% posterior quantile of that accuracy gap, percentage points (same model)",
     "mcnemar_p": "exact two-sided McNemar p of the discordant items (n10 a right b wrong, n01 the reverse), items "
-                 "both models answered; conditions on the discordant items, ignores item groups",
+                 "both models answered; conditions on the discordant items, ignores item groups. With testlet "
+                 "labels: the clustered McNemar p (Durkalski et al. 2003, chi-square over the testlets)",
+    "design_effect": "variance of the pair's stratified accuracy gap with its items' testlets as clusters over the "
+                     "variance with independent items (at least 1; 1 without testlet labels): the paired model "
+                     "counts the pair's both-answered items as n / design_effect independent ones",
     "prob_theta_a_ahead": "posterior probability that a's 2PL ability exceeds b's given the MAP-EM item parameters "
                           "of the ability spec fitted to all retained models; conditions on the IRT model, never "
                           "decides a category",
@@ -263,7 +269,7 @@ def excess_interval(reversed_, control_rate) -> tuple[np.ndarray, np.ndarray, np
 
 
 def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, families, seed: int = 0,
-                   directions=None) -> pd.DataFrame:
+                   directions=None, testlet=None) -> pd.DataFrame:
     """One row per deterministically eligible near-tie pair of each fold (columns :data:`COLUMNS`).
 
     Parameters
@@ -286,11 +292,13 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
     directions : sequence of ndarray (item, k), optional
         Per fold, the audit half's ability directions that ``dif_p`` projects the DIF contrasts off
         (:func:`bayesirt.audit.bayes.pair_dif.item_directions`); None: raw contrasts.
+    testlet : array_like (item,), optional
+        Testlet labels: the paired model's counts are divided by each pair's design effect and
+        ``mcnemar_p`` is the clustered test (:mod:`bayesirt.audit.bayes.paired`). None: items independent.
 
     Rows are in leaderboard order within each fold: model a's full score, then model b's,
     descending.
     """
-    stratum, weights, _ = paired_strata(item_group)
     samples = [d for d in theta.dims if d != "model"]
     draws = theta.stack(sample=samples).transpose("sample", "model").values if samples else theta.values[None, :]
     index = pd.Index(theta["model"].values.astype(str))
@@ -316,8 +324,7 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
         pos_a, pos_b = index.get_indexer(ids[a]), index.get_indexer(ids[b])
         if (pos_a < 0).any() or (pos_b < 0).any():
             raise DataError(f"fold {f.audit_fold}: some near-tie models have no ability draws; fit every retained model")
-        paired = paired_accuracy(*discordant_counts(y[:, columns], observed[:, columns], stratum, (a, b)),
-                                 weights=weights, seed=seed)
+        paired = pair_posterior(y[:, columns], observed[:, columns], item_group, (a, b), testlet=testlet, seed=seed)
         reversed_ = post["reversed"].transpose("draw", "pair").values[:, eligible]
         if "control_reversal_rate" in post:
             rates = post["control_reversal_rate"].transpose("draw", "pair").values[:, eligible]
@@ -333,7 +340,7 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
             "prob_a_ahead": paired["prob_a_ahead"].to_numpy(), "prob_a_ahead_mcse": paired["prob_a_ahead_mcse"].to_numpy(),
             "gap_lower_pp": 100 * paired["gap_lower"].to_numpy(), "gap_upper_pp": 100 * paired["gap_upper"].to_numpy(),
             "n10": paired["n10"].to_numpy(), "n01": paired["n01"].to_numpy(),
-            "mcnemar_p": paired["mcnemar_p"].to_numpy(),
+            "mcnemar_p": paired["mcnemar_p"].to_numpy(), "design_effect": paired["design_effect"].to_numpy(),
             "prob_theta_a_ahead": _ahead(draws, pos_a, pos_b),
             "prob_reversal": post["reversal_probability"].values[eligible].astype(float),
             "random_reversal_rate": random_rate, "excess_reversal": excess, "excess_lower": lower,
@@ -389,6 +396,7 @@ def near_ties_summary(table: pd.DataFrame) -> dict:
             "excess_p_le_05": int((table["excess_p"].to_numpy(float) <= SENSITIVE_P).sum()),
             "dif_p_le_05": int((table["dif_p"].to_numpy(float) <= SENSITIVE_P).sum()),
             "prob_a_ahead_mcse_max": (float(np.nanmax(table["prob_a_ahead_mcse"])) if len(table) else None),
+            "design_effect_max": (float(np.nanmax(table["design_effect"])) if len(table) else None),
             "calls_within_2_mcse": int((called & (np.abs(np.abs(ahead - 0.5) - (RESOLVED - 0.5))
                                                   <= 2 * table["prob_a_ahead_mcse"].to_numpy(float))).sum())}
 
@@ -432,8 +440,9 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
     pop = result.population
     directions = [item_directions(y[:, audit], observed[:, audit], pop["family"].to_numpy()[audit])
                   for audit in (np.flatnonzero((pop["fold"] == h).to_numpy()) for h in (0, 1))]  # the folds' audit halves
+    testlet = responses["testlet"].values.astype(str) if "testlet" in responses.coords else None
     result.near_ties = near_tie_table(result.folds, theta, y=y, observed=observed,
-                                      directions=directions,
+                                      directions=directions, testlet=testlet,
                                       item_group=responses["item_group"].values.astype(str),
                                       seed=spawn_seeds(config.seed, 7)[6],
                                       families=sorted(result.population.loc[result.population["status"] == "retained",
@@ -448,7 +457,9 @@ def add_near_ties(result: AuditResult, responses: xr.Dataset, *, progress: bool 
             "draws": int(theta.sizes["chain"] * theta.sizes["draw"]), "seed": int(seed),
             "models_fitted": int(retained.size), "fit_s": round(seconds, 3),
             "eligibility": "deterministic: tied under neither the full nor the low-DIF anchor score",
-            "paired_model": "Dirichlet-multinomial of discordant items by item group (strata), Jeffreys prior",
+            "paired_model": "Dirichlet-multinomial of discordant items by item group (strata), Jeffreys prior"
+                            + (", counts divided by each pair's testlet design effect" if testlet is not None else ""),
+            "testlets": int(np.unique(testlet).size) if testlet is not None else 0,
             "item_groups": int(np.unique(responses["item_group"].values.astype(str)).size),
             "paired_strata": int(strata_weights.size), "pooled_item_groups": int(pooled),
             "min_stratum_items": MIN_STRATUM,

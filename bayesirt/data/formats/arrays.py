@@ -4,7 +4,7 @@ from bayesirt.data.registry import BINARIZE, KEY, ORIENTATION, Reader, has_suffi
 
 __all__ = ["READERS", "MATRIX_KEYS", "MATRIX_OPTIONS"]
 
-MATRIX_KEYS = ("responses", "item_id", "model_id", "item_group", "family", "owner")
+MATRIX_KEYS = ("responses", "item_id", "model_id", "item_group", "testlet", "family", "owner")
 """The arrays of an NPZ archive: ``responses`` (required) and the optional ids and labels."""
 
 MATRIX_OPTIONS = (ORIENTATION, KEY, BINARIZE)
