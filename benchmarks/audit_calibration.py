@@ -159,7 +159,7 @@ def select(selection, y, observed, full, band) -> tuple[np.ndarray, np.ndarray]:
 
 def paired_rows(kind, size, seed) -> list[dict]:
     """The rows of one benchmark (both labellings for ``testlets``: module notes)."""
-    from bayesirt.audit.bayes.paired import pair_posterior, paired_strata
+    from bayesirt.audit.bayes.paired import paired_strata
 
     sim = simulate(kind, size, seed)
     pooled = paired_strata(sim["group"])[2]
@@ -168,6 +168,8 @@ def paired_rows(kind, size, seed) -> list[dict]:
 
 
 def _paired_rows(kind, size, seed, sim, pooled, testlet) -> list[dict]:
+    from bayesirt.audit.bayes.paired import pair_posterior
+
     rows = []
     for missing in MISSING:
         observed = np.random.default_rng(seed + 77).random(sim["y"].shape) >= missing
