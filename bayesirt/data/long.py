@@ -79,8 +79,8 @@ def read_long(
 
     Combinations absent from the file are missing cells; a row whose ``correct`` is empty is
     missing too. Optional columns ``item_group``, ``testlet`` (per item; a blank testlet: the item
-    stands alone) and ``family``, ``owner`` (per model) are used when present and must be constant within their item / model. Items and
-    models are ordered by first appearance.
+    stands alone) and ``family``, ``owner`` (per model) are used when present and must be constant
+    within their item / model. Items and models are ordered by first appearance.
 
     Parameters
     ----------

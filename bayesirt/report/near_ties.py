@@ -140,8 +140,8 @@ def _caveats(info: dict) -> list[str]:
                    "few to stratify: the paired model pools them into one stratum.")
     if info.get("testlets"):
         out.append(f"The items are in {info['testlets']:,} testlets: each pair's counts are divided by its design "
-                   f"effect (`design_effect`, at most {info.get('design_effect_max') or 1:.2f}), so clumped wins and losses "
-                   "count as fewer independent items.")
+                   f"effect (`design_effect`, at most {info.get('design_effect_max') or 1:.2f}), so clumped wins and "
+                   "losses count as fewer independent items.")
     else:
         out.append("No testlet labels: the items of a group are taken as independent; items that share a passage or "
                    "stem make the intervals too narrow for the item population (give a `testlet` item column).")

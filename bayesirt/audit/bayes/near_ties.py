@@ -119,9 +119,10 @@ COLUMN_NOTES = {
                     "stratum, strata weighted by their share of the benchmark, Jeffreys prior). Without testlet "
                     "labels it takes the items of a group as independent draws: items that share a stem or passage "
                     "(testlets) are fewer independent draws than items, and the interval then covers the accuracy on "
-                    "these items more than on the item population (simulated testlets of 5 items: 88% of 90% gap "
-                    "intervals cover the population gap). With them (a testlet item label) each pair's counts are "
-                    "divided by its design_effect (TESTLET_COVERAGE; benchmarks/results/audit_calibration.md)",
+                    "these items more than on the item population (simulated testlets of 5 items: 88-89% of 90% "
+                    "gap intervals cover the population gap). With them (a testlet item label) each pair's counts "
+                    "are divided by its design_effect (the same testlets: 90%; "
+                    "benchmarks/results/audit_calibration.md)",
     "prob_a_ahead_mcse": "Monte Carlo standard error of prob_a_ahead (0 with one stratum, where it is exact); pairs "
                          "within 2 MCSE of .95 or .05 at the default draws are drawn again with 10 times as many, and "
                          "a call still within about 2 MCSE can change with the seed",
