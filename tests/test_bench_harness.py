@@ -18,7 +18,9 @@ def test_every_family_is_a_comparison_with_its_own_command_and_results():
     assert "--spec mirt-confirmatory --missing 0,0.5 --seeds 3" in full
     assert full.endswith("--out benchmarks/results/nuts_numpyro_200x500_mirt-confirmatory.json")
     assert quick.endswith("--quick --out benchmarks/results/nuts_numpyro_200x500_mirt-confirmatory_quick.json")
-    assert harness.BY_NAME["numpyro"].command(False) == f"{harness.PY} benchmarks/nuts_numpyro.py"
+    assert harness.BY_NAME["numpyro"].command(False) == (f"{harness.PY} benchmarks/nuts_numpyro.py --data-seeds 5 "
+                                                         "--data-seed 1 --seeds 3 --seed 1 --out "
+                                                         "benchmarks/results/nuts_numpyro.json")
 
 
 def test_a_run_of_several_cases_takes_its_first_case_date_and_source(tmp_path, monkeypatch):

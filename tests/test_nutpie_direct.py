@@ -198,7 +198,7 @@ def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):
     loaded from the cache while the digest of both files compiled into the cache matches today's, and
     compiled afresh (not loaded) when it does not, as after an edit to kernels.py alone; then cached
     again, with the new digest."""
-    make = functools.partial(nutpie_direct._callbacks.__wrapped__, nutpie_direct.BY_ITEM)
+    make = functools.partial(nutpie_direct._callbacks.__wrapped__, nutpie_direct.BY_ITEM, False, False)
     make()  # compiled, or loaded, and cached
     assert make()[0].from_cache
     monkeypatch.setattr(nutpie_direct, "_SOURCES", nutpie_direct._SOURCES + 1)  # as if a file had changed

@@ -166,20 +166,29 @@ def _beta_logits(x, head, grad, offset, prior, p, g_p):
 
 
 @numba.njit
-def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, grad_c, grad_s):
+def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, grad_c, grad_s, learned, bounded):
     """(log posterior density, its gradient) at ``x`` from the likelihood and its gradient with respect to
-    (a, deviation, intercept, c, s) at :func:`parameters`' values."""
+    (a, deviation, intercept, c, s) at :func:`parameters`' values.
+
+    ``learned`` (the spec has a hyperprior) and ``bounded`` (a guessing or slip asymptote) are True or None:
+    None prunes that code when numba compiles the call, so a plain 2PL's callback compiles neither
+    :func:`_hyperpriors` nor :func:`_beta_logits` (a third of the direct model's compile time:
+    ``benchmarks/results/direct_compile_profile.md``)."""
     n_models, n_items, n_slopes = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES])
     difficulty, free = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0
     hyper = head[HYPER]
     mu_t, sigma_mean, sigma_t = hyper[0], hyper[1], hyper[2]
-    mu_a = _learned(x, head, OFF_A_MU, hyper[3], False)
-    sigma_a = _learned(x, head, OFF_A_SIGMA, hyper[4], True)
+    mu_a, sigma_a = hyper[3], hyper[4]
+    if learned is not None:
+        mu_a = _learned(x, head, OFF_A_MU, hyper[3], False)
+        sigma_a = _learned(x, head, OFF_A_SIGMA, hyper[4], True)
     # the scale-free coordinates' unit g (1 otherwise), and the location prior's (g in the difficulty form)
     g = np.exp(mu_a) if free else 1.0
     g_loc = g if difficulty else 1.0
-    mu_l = _learned(x, head, OFF_L_MU, g_loc * hyper[5], False)
-    sigma_l = _learned(x, head, OFF_L_SIGMA, g_loc * hyper[6], True)
+    mu_l, sigma_l = g_loc * hyper[5], g_loc * hyper[6]
+    if learned is not None:
+        mu_l = _learned(x, head, OFF_L_MU, g_loc * hyper[5], False)
+        sigma_l = _learned(x, head, OFF_L_SIGMA, g_loc * hyper[6], True)
     grad = np.empty(x.size)
     mean0 = np.int64(head[OFF_MEAN])
     theta_mean = x[mean0]  # m = g theta_mean in the scale-free coordinates
@@ -249,14 +258,17 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
         grad[slopes + k] = chain - r / sigma_a
         g_mu_a += r / sigma_a
         g_sigma_a += r * r - 1.0
-    part, d_log_loc = _hyperpriors(x, head, grad, OFF_L_MU, OFF_L_SIGMA, L_MU_PRIOR, L_SIGMA_PRIOR, g_mu_l,
-                                   g_sigma_l, g_loc)
-    logp += part
-    # discrimination_mu: the slopes' location, or in the scale-free coordinates log g
-    g_mu_a = d_log_g + (d_log_loc if difficulty else 0.0) if free else g_mu_a
-    logp += _hyperpriors(x, head, grad, OFF_A_MU, OFF_A_SIGMA, A_MU_PRIOR, A_SIGMA_PRIOR, g_mu_a, g_sigma_a, 1.0)[0]
-    logp += _beta_logits(x, head, grad, OFF_C, C_PRIOR, c, grad_c)
-    logp += _beta_logits(x, head, grad, OFF_S, S_PRIOR, s, grad_s)
+    if learned is not None:
+        part, d_log_loc = _hyperpriors(x, head, grad, OFF_L_MU, OFF_L_SIGMA, L_MU_PRIOR, L_SIGMA_PRIOR, g_mu_l,
+                                       g_sigma_l, g_loc)
+        logp += part
+        # discrimination_mu: the slopes' location, or in the scale-free coordinates log g
+        g_mu_a = d_log_g + (d_log_loc if difficulty else 0.0) if free else g_mu_a
+        logp += _hyperpriors(x, head, grad, OFF_A_MU, OFF_A_SIGMA, A_MU_PRIOR, A_SIGMA_PRIOR, g_mu_a, g_sigma_a,
+                             1.0)[0]
+    if bounded is not None:
+        logp += _beta_logits(x, head, grad, OFF_C, C_PRIOR, c, grad_c)
+        logp += _beta_logits(x, head, grad, OFF_S, S_PRIOR, s, grad_s)
     return logp, grad
 
 

@@ -92,11 +92,12 @@ def _cells_loglik(x, data, head):
     return a, deviation, c, s, total, ga, gt, gd, gc, gs
 
 
-def _logp_callback_for(layout: int):
+def _logp_callback_for(layout: int, hyperpriors: bool, bounds: bool):
     """nutpie's logp callback for the responses in ``layout``, a constant of the compiled callback, so numba
     compiles one likelihood kernel into it, not every layout's (a fit's compile from empty caches at
     300 x 1,000 went from 4.0 to 2.5 s with one of two dense kernels: ``benchmarks/nuts_numpyro.py`` at
-    018b298 and at beed78e)."""
+    018b298 and at beed78e); likewise the prior's hyperpriors and asymptotes only when the spec has them
+    (``direct_posterior.log_posterior``'s ``learned`` and ``bounded``)."""
     cells, by_model, asymptotes = layout == CELLS, layout == BY_MODEL, layout == ASYMPTOTES
 
     def logp_callback(n_dim, x_pointer, gradient_pointer, logp_pointer, data):
@@ -117,7 +118,9 @@ def _logp_callback_for(layout: int):
             y = numba.carray(byte_offset(data, 8 * HEADER), (np.int64(head[ROWS]), np.int64(head[COLS])), np.int8)
             total, ga, gt, gd = loglik_and_gradient(a, deviation, intercept, y, by_model)
             gc, gs = c, s
-        logp, gradient = log_posterior(x, head, a, deviation, total, ga, gt, gd, c, s, gc, gs)
+        learned = True if hyperpriors else None  # constants of the callback: None prunes that part of the prior
+        bounded = True if bounds else None
+        logp, gradient = log_posterior(x, head, a, deviation, total, ga, gt, gd, c, s, gc, gs, learned, bounded)
         return finish_logp(gradient, logp, n_dim, gradient_pointer, logp_pointer)
 
     return logp_callback
@@ -143,16 +146,17 @@ def _compiled_sources():
 
 
 @functools.cache
-def _callbacks(layout: int):
-    """The two C callbacks for responses in ``layout``, compiled on first use in this process or loaded
-    from numba's cache.
+def _callbacks(layout: int, hyperpriors: bool, bounds: bool):
+    """The two C callbacks for responses in ``layout`` of a spec with or without ``hyperpriors`` and
+    asymptotes (``bounds``), compiled on first use in this process or loaded from numba's cache.
 
     numba checks a cached function against its own file only, so the callbacks, which compile in the
     code of other files, are taken from the cache only while :func:`_compiled_sources` (cached with them)
     gives today's digest of every file. Otherwise, as after an edit to the kernel alone, they are dropped
     from the cache (every layout's: one cache index) and compiled afresh (and cached again):
     :func:`bayesirt.utils.numba_cache.drop_stale`."""
-    return compile_callbacks(_logp_callback_for(layout), _expand_callback, _compiled_sources, _SOURCES)
+    return compile_callbacks(_logp_callback_for(layout, hyperpriors, bounds), _expand_callback, _compiled_sources,
+                             _SOURCES)
 
 
 def _layout(y: np.ndarray, spec: IRTSpec) -> int:
@@ -267,7 +271,7 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
     variables = {n: ((n_items,), ("item",)) for n in names} | {"theta": ((n_models,), ("model",))}
     variables |= {"discrimination": ((n_items,), ("item",)) if item_slope else ((), ())}
     variables |= {n: ((), ()) for n in hyper_names}
-    return callback_model(*_callbacks(layout), buffer, offsets["n_dim"], {n: variables[n] for n in names},
+    return callback_model(*_callbacks(layout, spec.hierarchical, spec.has_guessing or spec.has_slip), buffer, offsets["n_dim"], {n: variables[n] for n in names},
                           {"item": responses["item"].values, "model": responses["model"].values},
                           functools.partial(start_point, spec, offsets, n_models, n_items))
 
