@@ -1151,7 +1151,7 @@ CORPUS = [
     # --- NPZ and the NPY+CSV folder
     ("npz-no-responses", {"x.npz": npz_bytes({"model_id": np.array(["a", "b"])}, False)}, "x.npz", "load", {},
      r"NPZ lacks the array 'responses' \(has \['model_id'\]\); save the matrix as responses=, with optional item_id, "
-     r"model_id, item_group, family, owner"),
+     r"model_id, item_group, testlet, family, owner"),
     ("npz-object-responses", {"x.npz": npz_bytes({"responses": R22.astype(object), **NPZ_IDS}, False)}, "x.npz",
      "load", {}, r"'responses' is a pickled object array"),
     ("npz-1d-responses", {"x.npz": npz_bytes({"responses": np.array([1, 0]), **NPZ_IDS}, False)}, "x.npz", "load", {},

@@ -161,8 +161,8 @@ def test_npz_without_responses_names_the_keys(tmp_path):
     f = tmp_path / "wrong.npz"
     np.savez(f, matrix=Y)
     with pytest.raises(DataError, match=r"wrong\.npz: NPZ lacks the array 'responses' \(has \['matrix'\]\); save the "
-                                        r"matrix as responses=, with optional item_id, model_id, item_group, family, "
-                                        r"owner"):
+                                        r"matrix as responses=, with optional item_id, model_id, item_group, testlet, "
+                                        r"family, owner"):
         load(f)
 
 
