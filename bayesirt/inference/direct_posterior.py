@@ -172,8 +172,9 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
 
     ``learned`` (the spec has a hyperprior) and ``bounded`` (a guessing or slip asymptote) are True or None:
     None prunes that code when numba compiles the call, so a plain 2PL's callback compiles neither
-    :func:`_hyperpriors` nor :func:`_beta_logits` (a third of the direct model's compile time:
-    ``benchmarks/results/direct_compile_profile.md``)."""
+    :func:`_hyperpriors` nor :func:`_beta_logits`: its ``direct_model`` compiled in 4.1-4.6 s from an empty
+    cache against 6.3-7.2 s without the pruning (and 4.4-4.9 s with it here but not in :func:`expand`),
+    interleaved runs of ``benchmarks/direct_compile_profile.py`` on a 2-core machine."""
     n_models, n_items, n_slopes = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES])
     difficulty, free = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0
     hyper = head[HYPER]
@@ -273,10 +274,11 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
 
 
 @numba.njit
-def expand(x, head, out):
+def expand(x, head, out, learned, bounded):
     """Write the reported variables at ``x`` into ``out``, flat, in ``build_logistic``'s order: theta,
     discrimination (per item or one value), intercept, difficulty when the location prior is on it,
-    guessing, slip, and the learned hyperparameters."""
+    guessing, slip, and the learned hyperparameters. ``learned`` and ``bounded``: as in
+    :func:`log_posterior` (None: the spec has no hyperparameter, no asymptote)."""
     n_models, n_items, n_dim = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_DIM])
     difficulty, free = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0
     _, deviation, _, c, s = parameters(x, head)
@@ -301,18 +303,19 @@ def expand(x, head, out):
     k += n_items * (2 if difficulty else 1)
     # plain loops, not loops over tuples of blocks nor slice assignments: those took numba 3.3 s of CPU to
     # compile this function from empty caches, these 0.7 s
-    has_c, has_s = head[OFF_C] >= 0, head[OFF_S] >= 0
-    for i in range(n_items):
-        if has_c:
-            out[k + i] = c[i]
-        if has_s:
-            out[k + n_items * has_c + i] = s[i]
-    k += n_items * (has_c + has_s)
-    # the learned hyperparameters in the point's order; the difficulty's in units of g in the scale-free one
-    a_mu, a_sigma = np.int64(head[OFF_A_MU]), np.int64(head[OFF_A_SIGMA])
-    l_mu, l_sigma = np.int64(head[OFF_L_MU]), np.int64(head[OFF_L_SIGMA])
-    for j in range(n_dim):
-        if j == a_mu or j == a_sigma or j == l_mu or j == l_sigma:
-            value = np.exp(x[j]) if j == a_sigma or j == l_sigma else x[j]
-            out[k] = value / g if (j == l_mu or j == l_sigma) and difficulty else value
-            k += 1
+    if bounded is not None:
+        has_c, has_s = head[OFF_C] >= 0, head[OFF_S] >= 0
+        for i in range(n_items):
+            if has_c:
+                out[k + i] = c[i]
+            if has_s:
+                out[k + n_items * has_c + i] = s[i]
+        k += n_items * (has_c + has_s)
+    if learned is not None:  # the learned hyperparameters in the point's order; the difficulty's in units of g
+        a_mu, a_sigma = np.int64(head[OFF_A_MU]), np.int64(head[OFF_A_SIGMA])
+        l_mu, l_sigma = np.int64(head[OFF_L_MU]), np.int64(head[OFF_L_SIGMA])
+        for j in range(n_dim):
+            if j == a_mu or j == a_sigma or j == l_mu or j == l_sigma:
+                value = np.exp(x[j]) if j == a_sigma or j == l_sigma else x[j]
+                out[k] = value / g if (j == l_mu or j == l_sigma) and difficulty else value
+                k += 1

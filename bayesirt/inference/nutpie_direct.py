@@ -126,11 +126,19 @@ def _logp_callback_for(layout: int, hyperpriors: bool, bounds: bool):
     return logp_callback
 
 
-def _expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
-    """nutpie's expand callback: the reported variables of one draw."""
-    expand(numba.carray(x_pointer, (n_dim,)), numba.carray(data, (HEADER,), np.float64),
-           numba.carray(out_pointer, (n_expanded,)))
-    return 0
+def _expand_callback_for(hyperpriors: bool, bounds: bool):
+    """nutpie's expand callback (the reported variables of one draw) for a spec with or without
+    ``hyperpriors`` and asymptotes (``bounds``), constants of the compiled callback as in
+    :func:`_logp_callback_for`."""
+
+    def expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
+        learned = True if hyperpriors else None
+        bounded = True if bounds else None
+        expand(numba.carray(x_pointer, (n_dim,)), numba.carray(data, (HEADER,), np.float64),
+               numba.carray(out_pointer, (n_expanded,)), learned, bounded)
+        return 0
+
+    return expand_callback
 
 
 #: The digest of this module's source and of the files it compiles in, frozen into the cached
@@ -155,8 +163,8 @@ def _callbacks(layout: int, hyperpriors: bool, bounds: bool):
     gives today's digest of every file. Otherwise, as after an edit to the kernel alone, they are dropped
     from the cache (every layout's: one cache index) and compiled afresh (and cached again):
     :func:`bayesirt.utils.numba_cache.drop_stale`."""
-    return compile_callbacks(_logp_callback_for(layout, hyperpriors, bounds), _expand_callback, _compiled_sources,
-                             _SOURCES)
+    return compile_callbacks(_logp_callback_for(layout, hyperpriors, bounds),
+                             _expand_callback_for(hyperpriors, bounds), _compiled_sources, _SOURCES)
 
 
 def _layout(y: np.ndarray, spec: IRTSpec) -> int:
@@ -271,7 +279,8 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
     variables = {n: ((n_items,), ("item",)) for n in names} | {"theta": ((n_models,), ("model",))}
     variables |= {"discrimination": ((n_items,), ("item",)) if item_slope else ((), ())}
     variables |= {n: ((), ()) for n in hyper_names}
-    return callback_model(*_callbacks(layout, spec.hierarchical, spec.has_guessing or spec.has_slip), buffer, offsets["n_dim"], {n: variables[n] for n in names},
+    callbacks = _callbacks(layout, spec.hierarchical, spec.has_guessing or spec.has_slip)
+    return callback_model(*callbacks, buffer, offsets["n_dim"], {n: variables[n] for n in names},
                           {"item": responses["item"].values, "model": responses["model"].values},
                           functools.partial(start_point, spec, offsets, n_models, n_items))
 
