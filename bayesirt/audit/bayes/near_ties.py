@@ -41,7 +41,7 @@ the low-DIF anchor score: the pairs counted in ``eligible_pairs``), so the table
 models answered in the target half (``both_gap_pp``; :func:`bayesirt.audit.engine.ranking.both_answered_gaps`,
 issue 46) and model a is the one ahead on that gap: the same items ``prob_a_ahead`` conditions on.
 Before, pairs were chosen and oriented on each model's own full score, i.e. on items the posterior
-ignores: called pairs were in the true order only .85-.90 of the time at 10-30% missing, and 25% of
+ignores: called pairs were in the true order only .85-.90 of the time at 10-30% missing, and 20-23% of
 the 1 pp near ties called at 10-30% missing were in the wrong order; now none of those is called,
 and within 5 pp 96-98% of calls are right (``benchmarks/results/audit_calibration.md``). This
 changes the audit's pair set with missing cells (a deterministic change: the primary,
