@@ -157,16 +157,18 @@ def discordant_counts(y, observed, item_group, pairs) -> tuple[np.ndarray, np.nd
     if right.ndim != 2 or codes.shape != right.shape[:1] or a.shape != b.shape or a.ndim != 1:
         raise DataError(f"y {right.shape} must be (item, model), item_group one label per item {codes.shape}, and "
                         "pairs two equal 1-D index arrays")
-    onehot = np.zeros((codes.max() + 1 if codes.size else 0, codes.size), dtype=np.float64)
-    onehot[codes, np.arange(codes.size)] = 1.0
-    out = np.zeros((3, a.size, onehot.shape[0]), dtype=np.int64)
+    # items sorted by group: a group's count is a sum over one run of rows (cost per item, not per item and group)
+    order = np.argsort(codes, kind="stable")
+    starts = np.searchsorted(codes[order], np.arange(codes.max() + 1 if codes.size else 0))
+    observed, right = observed[order], right[order]
+    out = np.zeros((3, a.size, starts.size), dtype=np.int64)
     step = max(1, _CHUNK // max(1, codes.size))
-    for start in range(0, a.size, step):
+    for start in range(0, a.size if starts.size else 0, step):
         s = slice(start, start + step)
         both = observed[:, a[s]] & observed[:, b[s]]
         ra, rb = right[:, a[s]], right[:, b[s]]
         for k, cell in enumerate((both & ra & ~rb, both & rb & ~ra, both)):
-            out[k, s] = np.rint(onehot @ cell).T.astype(np.int64)
+            out[k, s] = np.add.reduceat(cell.astype(np.int32), starts, axis=0).T
     return out[0], out[1], out[2]
 
 
