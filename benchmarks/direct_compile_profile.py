@@ -68,7 +68,7 @@ def profile(spec_name: str, missing: float) -> dict:
     from bayesirt.models.specs import load_spec
 
     spec = load_spec(spec_name)
-    responses, _ = simulate_pl(spec_name, n_items=500, n_models=200, seed=1, missing=missing)
+    responses, _ = simulate_pl(spec_name.split("-")[0], n_items=500, n_models=200, seed=1, missing=missing)
     start = time.perf_counter()
     direct_model(responses, spec)
     return {"direct_model_s": time.perf_counter() - start, "llvm_s": sum(llvm.values()),
@@ -96,7 +96,7 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--spec", default="2pl", choices=["rasch", "2pl", "3pl", "4pl"])
+    p.add_argument("--spec", default="2pl", choices=["rasch", "2pl", "3pl", "4pl", "2pl-hierarchical"])
     p.add_argument("--missing", type=float, default=0.0)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -37,7 +37,9 @@ import numpy as np
 
 from bayesirt.inference import nutpie_callback
 from bayesirt.inference.fitting import nuts_settings, run_nutpie, sample_model
-from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
+from bayesirt.inference.nutpie_callback import (
+    DirectModel, byte_offset, callback_code, callback_model, compile_callbacks, finish_logp,
+)
 from bayesirt.models import dif_kernel
 from bayesirt.models.dif_kernel import cells_by_family, family_dif_loglik_and_gradient
 from bayesirt.models.family_dif import EASINESS_SD, family_dif_inputs
@@ -56,7 +58,7 @@ _LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))
 _LOG_SQRT_2_OVER_PI = math.log(math.sqrt(2.0 / math.pi))
 
 
-@numba.njit
+@callback_code
 def _family_effects(x, head):
     """(log sd, sd, delta (item, family)) at the point ``x``: PyMC's zero-sum transform of z."""
     n_items, n_families = np.int64(head[N_ITEMS]), np.int64(head[N_FAMILIES])
@@ -77,7 +79,7 @@ def _family_effects(x, head):
     return log_sd, sd, delta
 
 
-@numba.njit
+@callback_code
 def _log_posterior(x, head, delta, log_sd, sd, total, gb, gd, gradient):
     """The log posterior density at ``x`` (likelihood ``total`` with gradients ``gb``, ``gd``), its gradient
     written into ``gradient``: the priors and the chain rule through the zero-sum transform."""
@@ -110,7 +112,7 @@ def _log_posterior(x, head, delta, log_sd, sd, total, gb, gd, gradient):
     return logp
 
 
-@numba.njit
+@callback_code
 def _cells(data, head):
     """(n_if, start, offset) after the header."""
     n_items, n_families = np.int64(head[N_ITEMS]), np.int64(head[N_FAMILIES])

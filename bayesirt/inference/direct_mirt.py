@@ -38,7 +38,9 @@ import xarray as xr
 
 from bayesirt.data.responses import MISSING
 from bayesirt.inference import nutpie_callback
-from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
+from bayesirt.inference.nutpie_callback import (
+    DirectModel, byte_offset, callback_code, callback_model, compile_callbacks, finish_logp,
+)
 from bayesirt.models import kernels, mirt_kernel
 from bayesirt.models.cell_kernel import cells_by_item
 from bayesirt.models.mirt import anchor_items, dimension_names, dimensions_identified, echelon_free, item_dimensions
@@ -68,7 +70,7 @@ HEADER = 20
 CELLS_BELOW = 0.1
 
 
-@numba.njit
+@callback_code
 def _tables(data, head):
     """(loading map, Cholesky cells, byte offset of the responses) after the header."""
     n_items, n_dims, n_chol = np.int64(head[N_ITEMS]), np.int64(head[N_DIMS]), np.int64(head[N_CHOL])
@@ -77,7 +79,7 @@ def _tables(data, head):
     return source, cells, 8 * (HEADER + n_items * n_dims + 2 * n_chol)
 
 
-@numba.njit
+@callback_code
 def _parameters(x, head, source, cells):
     """(loading (item, dim), unnormalized Cholesky rows, their norms, Cholesky factor, loading @ factor,
     whitened deviations (dim, model)) at ``x``; the deviations by PyMC's ``ZeroSumTransform.extend_axis``
@@ -123,7 +125,7 @@ def _parameters(x, head, source, cells):
     return loading, raw, norms, factor, effective, deviation
 
 
-@numba.njit
+@callback_code
 def _log_posterior(x, head, source, cells, loading, raw, norms, factor, effective, deviation, loglik, g_eff, g_dev,
                    g_int):
     """(log posterior density, gradient) at ``x`` from the likelihood and its gradient with respect to the

@@ -42,6 +42,8 @@ import math
 import numba
 import numpy as np
 
+from bayesirt.inference.nutpie_callback import callback_code
+
 __all__ = ["log_posterior", "parameters", "slopes_at", "expand", "HEADER"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2.0 * math.pi))  # as PyMC writes the normal constant: log(sqrt(2 pi))
@@ -62,22 +64,21 @@ OFF_DEV, SCALED, OFF_MEAN, SCALE_FREE = 37, 38, 39, 40
 HEADER = 41
 
 
-@numba.njit
-def _learned(x, head, offset, fixed, log_scale):
-    """A prior parameter: x at the header's ``offset`` slot (exp of it for a scale), or ``fixed``."""
-    o = np.int64(head[offset])
-    if o < 0:
-        return fixed
-    return np.exp(x[o]) if log_scale else x[o]
+@callback_code
+def _learned(x, offsets, mu, sigma):
+    """A prior's (mu, sigma): x at ``offsets`` (the header's two slots of its offsets in x; exp of x for
+    sigma), or the fixed ``mu``, ``sigma`` where an offset is -1."""
+    o_mu, o_sigma = np.int64(offsets[0]), np.int64(offsets[1])
+    return x[o_mu] if o_mu >= 0 else mu, np.exp(x[o_sigma]) if o_sigma >= 0 else sigma
 
 
-@numba.njit
+@callback_code
 def _sigmoid(u):
     e = np.exp(-abs(u))
     return 1.0 / (1.0 + e) if u >= 0.0 else e / (1.0 + e)
 
 
-@numba.njit
+@callback_code
 def parameters(x, head):
     """(a, deviation, intercept, c, s) per item / model as the likelihood takes them at the unconstrained point
     ``x``; the deviation is PyMC's ``ZeroSumTransform.extend_axis``, written as it is there; c and s are zeros
@@ -109,7 +110,7 @@ def parameters(x, head):
     return a, deviation, intercept, c, s
 
 
-@numba.njit
+@callback_code
 def slopes_at(x, head):
     """Every item's slope at ``x``: its own, the common one, or the fixed value."""
     n_items, n_slopes, slopes = np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES]), np.int64(head[OFF_SLOPES])
@@ -122,23 +123,25 @@ def slopes_at(x, head):
     return slope
 
 
-@numba.njit
-def _hyperpriors(x, head, grad, mu_slot, sigma_slot, mu_prior, sigma_prior, g_mu, g_sigma, scale):
+@callback_code
+def _hyperpriors(x, grad, offsets, mu_prior, sigma_prior, g_mu, g_sigma, scale):
     """(log density, its derivative in log ``scale``) of a learned mu ~ N(scale mu', scale sigma') and
-    log sigma, sigma ~ HalfNormal(scale sigma') (with the log transform's Jacobian); their gradients are
-    set in ``grad`` with the likelihood-and-prior parts ``g_mu`` and ``g_sigma`` (with respect to mu and
-    to log sigma). ``scale`` is 1 but for the difficulty's hyperparameters in the scale-free coordinates."""
+    log sigma, sigma ~ HalfNormal(scale sigma') (with the log transform's Jacobian), at ``offsets`` in x (the
+    header's two slots; -1: not learned), ``mu_prior`` (mu', sigma') and ``sigma_prior`` sigma' the header's;
+    their gradients are set in ``grad`` with the likelihood-and-prior parts ``g_mu`` and ``g_sigma`` (with
+    respect to mu and to log sigma). ``scale`` is 1 but for the difficulty's hyperparameters in the scale-free
+    coordinates."""
     logp = d_log_scale = 0.0
-    o = np.int64(head[mu_slot])
+    o = np.int64(offsets[0])
     if o >= 0:
-        m, sd = scale * head[mu_prior][0], scale * head[mu_prior][1]
+        m, sd = scale * mu_prior[0], scale * mu_prior[1]
         r = (x[o] - m) / sd
         logp += -0.5 * r * r - np.log(sd) - _LOG_SQRT_2PI
         grad[o] = g_mu - r / sd
         d_log_scale += r * x[o] / sd - 1.0
-    o = np.int64(head[sigma_slot])
+    o = np.int64(offsets[1])
     if o >= 0:
-        sd = scale * head[sigma_prior]
+        sd = scale * sigma_prior
         v = np.exp(x[o])
         r = v / sd
         logp += -0.5 * r * r + _LOG_SQRT_2_OVER_PI - np.log(sd) + x[o]
@@ -147,14 +150,15 @@ def _hyperpriors(x, head, grad, mu_slot, sigma_slot, mu_prior, sigma_prior, g_mu
     return logp, d_log_scale
 
 
-@numba.njit
-def _beta_logits(x, head, grad, offset, prior, p, g_p):
+@callback_code
+def _beta_logits(x, grad, offset, prior, p, g_p):
     """The log density of Beta(alpha, beta) probabilities ``p`` in their log-odds coordinates (with the
-    Jacobian), and its gradient with the likelihood's ``g_p`` (with respect to p) set in ``grad``."""
-    o = np.int64(head[offset])
+    Jacobian) at ``offset`` in x (-1: absent), ``prior`` the header's (alpha, beta, log B(alpha, beta)), and its
+    gradient with the likelihood's ``g_p`` (with respect to p) set in ``grad``."""
+    o = np.int64(offset)
     if o < 0:
         return 0.0
-    alpha, beta, log_b = head[prior][0], head[prior][1], head[prior][2]
+    alpha, beta, log_b = prior[0], prior[1], prior[2]
     logp = 0.0
     for i in range(p.size):
         u = x[o + i]
@@ -165,7 +169,7 @@ def _beta_logits(x, head, grad, offset, prior, p, g_p):
     return logp
 
 
-@numba.njit
+@callback_code
 def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, grad_c, grad_s, learned, bounded):
     """(log posterior density, its gradient) at ``x`` from the likelihood and its gradient with respect to
     (a, deviation, intercept, c, s) at :func:`parameters`' values.
@@ -181,15 +185,13 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
     mu_t, sigma_mean, sigma_t = hyper[0], hyper[1], hyper[2]
     mu_a, sigma_a = hyper[3], hyper[4]
     if learned is not None:
-        mu_a = _learned(x, head, OFF_A_MU, hyper[3], False)
-        sigma_a = _learned(x, head, OFF_A_SIGMA, hyper[4], True)
+        mu_a, sigma_a = _learned(x, head[OFF_A_MU:OFF_A_SIGMA + 1], hyper[3], hyper[4])
     # the scale-free coordinates' unit g (1 otherwise), and the location prior's (g in the difficulty form)
     g = np.exp(mu_a) if free else 1.0
     g_loc = g if difficulty else 1.0
     mu_l, sigma_l = g_loc * hyper[5], g_loc * hyper[6]
     if learned is not None:
-        mu_l = _learned(x, head, OFF_L_MU, g_loc * hyper[5], False)
-        sigma_l = _learned(x, head, OFF_L_SIGMA, g_loc * hyper[6], True)
+        mu_l, sigma_l = _learned(x, head[OFF_L_MU:OFF_L_SIGMA + 1], g_loc * hyper[5], g_loc * hyper[6])
     grad = np.empty(x.size)
     mean0 = np.int64(head[OFF_MEAN])
     theta_mean = x[mean0]  # m = g theta_mean in the scale-free coordinates
@@ -260,20 +262,20 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
         g_mu_a += r / sigma_a
         g_sigma_a += r * r - 1.0
     if learned is not None:
-        part, d_log_loc = _hyperpriors(x, head, grad, OFF_L_MU, OFF_L_SIGMA, L_MU_PRIOR, L_SIGMA_PRIOR, g_mu_l,
-                                       g_sigma_l, g_loc)
+        part, d_log_loc = _hyperpriors(x, grad, head[OFF_L_MU:OFF_L_SIGMA + 1], head[L_MU_PRIOR], head[L_SIGMA_PRIOR],
+                                       g_mu_l, g_sigma_l, g_loc)
         logp += part
         # discrimination_mu: the slopes' location, or in the scale-free coordinates log g
         g_mu_a = d_log_g + (d_log_loc if difficulty else 0.0) if free else g_mu_a
-        logp += _hyperpriors(x, head, grad, OFF_A_MU, OFF_A_SIGMA, A_MU_PRIOR, A_SIGMA_PRIOR, g_mu_a, g_sigma_a,
-                             1.0)[0]
+        logp += _hyperpriors(x, grad, head[OFF_A_MU:OFF_A_SIGMA + 1], head[A_MU_PRIOR], head[A_SIGMA_PRIOR], g_mu_a,
+                             g_sigma_a, 1.0)[0]
     if bounded is not None:
-        logp += _beta_logits(x, head, grad, OFF_C, C_PRIOR, c, grad_c)
-        logp += _beta_logits(x, head, grad, OFF_S, S_PRIOR, s, grad_s)
+        logp += _beta_logits(x, grad, head[OFF_C], head[C_PRIOR], c, grad_c)
+        logp += _beta_logits(x, grad, head[OFF_S], head[S_PRIOR], s, grad_s)
     return logp, grad
 
 
-@numba.njit
+@callback_code
 def expand(x, head, out, learned, bounded):
     """Write the reported variables at ``x`` into ``out``, flat, in ``build_logistic``'s order: theta,
     discrimination (per item or one value), intercept, difficulty when the location prior is on it,

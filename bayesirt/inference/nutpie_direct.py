@@ -40,7 +40,9 @@ from bayesirt.inference.direct_posterior import (
     OFF_C, OFF_DEV, OFF_L_MU, OFF_LOC, OFF_MEAN, OFF_S, OFF_SLOPES, ROWS, S_PRIOR, SCALE_FREE, SCALED, expand,
     log_posterior, parameters,
 )
-from bayesirt.inference.nutpie_callback import DirectModel, byte_offset, callback_model, compile_callbacks, finish_logp
+from bayesirt.inference.nutpie_callback import (
+    DirectModel, byte_offset, callback_code, callback_model, compile_callbacks, finish_logp,
+)
 from bayesirt.models import cell_kernel, kernels
 from bayesirt.models.cell_kernel import cell_loglik_and_gradient, cells_by_item
 from bayesirt.models.kernels import BY_MODEL_BELOW, asymptote_loglik_and_gradient, loglik_and_gradient
@@ -79,7 +81,7 @@ def direct_eligible(responses: xr.Dataset, spec) -> bool:
 BY_ITEM, BY_MODEL, CELLS, ASYMPTOTES = 0, 1, 2, 3
 
 
-@numba.njit
+@callback_code
 def _cells_loglik(x, data, head):
     """(parameters at ``x``, log-likelihood and its gradients) over the observed cells after the header."""
     a, deviation, intercept, c, s = parameters(x, head)
