@@ -43,8 +43,9 @@ __all__ = ["Callback", "DirectModel", "byte_offset", "callback_code", "callback_
 #: The decorator of a numba function that only a callback (or another such function) calls: compiled without
 #: the wrapper that makes a numba function callable from Python, which numba otherwise builds, optimizes and
 #: emits for every function it compiles, though a callback links in its own copy of the function's code.
-#: The 2PL direct model's compile from an empty cache went from 4.8-5.0 to 3.9-4.1 s (200 x 500,
-#: ``benchmarks/direct_compile_profile.py``).
+#: With the 1PL-4PL prior's helpers compiled once each (they took slot constants, which numba specialized on),
+#: ``direct_model`` at 200 x 500 from an empty cache, interleaved runs against 6b6142b (``/tmp`` script, not
+#: kept): 2PL 5.1-5.8 s against 5.3-5.5, 3PL 6.4-6.6 against 6.7-7.7, hierarchical 2PL 5.7 against 6.3-6.8.
 callback_code = numba.njit(no_cpython_wrapper=True)
 
 
