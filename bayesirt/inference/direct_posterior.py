@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from bayesirt.inference.nutpie_callback import callback_code
