@@ -12,10 +12,12 @@ import json
 import arviz as az
 import numpy as np
 import pytest
+import xarray as xr
 
 import bayesirt.inference.fitting as fitting
 from bayesirt.data import simulate_pl
 from bayesirt.inference import nutpie_direct
+from bayesirt.inference.nutpie_callback import POINT
 from bayesirt.inference.nutpie_direct import direct_eligible, direct_model
 from bayesirt.models.kernels import BY_MODEL_BELOW
 from bayesirt.models.logistic import build_logistic
@@ -173,9 +175,10 @@ def test_callback_reports_wrong_dimension_and_non_finite_points():
 
 
 @pytest.mark.parametrize("name", ["4pl", "2pl-hierarchical", "difficulty, common slope", "fixed slope"])
-def test_expand_callback_gives_pymcs_reported_variables(name):
-    """The draws' reported variables (the expand callback nutpie calls) equal those of PyMC's model at the same
-    unconstrained point: theta, slopes, intercepts, difficulties, guessing, slip and learned hyperparameters."""
+def test_expanded_draws_give_pymcs_reported_variables(name):
+    """The draws' reported variables (nutpie stores the unconstrained points, the expand callback copying them;
+    the model's ``reported`` expands them) equal those of PyMC's model at the same unconstrained points, with
+    PyMC's shapes and dims: theta, slopes, intercepts, difficulties, guessing, slip and learned hyperparameters."""
     import pymc as pm
 
     spec, responses = _spec(name), _responses(21, 13, 0.2, seed=2)
@@ -183,14 +186,23 @@ def test_expand_callback_gives_pymcs_reported_variables(name):
     compiled, double = model.compiled, ctypes.POINTER(ctypes.c_double)
     outputs = pm_model.replace_rvs_by_values([pm_model[n] for n in model.reported_variables])
     fn = pm.pytensorf.compile(pm_model.value_vars, outputs, on_unused_input="ignore")
-    rng = np.random.default_rng(3)
-    for _ in range(3):
-        x, out = rng.normal(0.0, 0.7, compiled.n_dim), np.empty(compiled.n_expanded)
-        assert compiled.compiled_expand_func.ctypes(compiled.n_dim, compiled.n_expanded, x.ctypes.data_as(double),
-                                                    out.ctypes.data_as(double), compiled.user_data.ctypes.data) == 0
-        point = _pymc_point(pm_model, x)
-        want = np.concatenate([np.ravel(v) for v in fn(*(point[v.name] for v in pm_model.value_vars))])
-        np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    x = np.random.default_rng(3).normal(0.0, 0.7, (2, 3, compiled.n_dim))  # (chain, draw, point)
+    stored = np.empty_like(x)
+    for c, d in np.ndindex(2, 3):
+        assert compiled.compiled_expand_func.ctypes(compiled.n_dim, compiled.n_expanded, x[c, d].ctypes.data_as(double),
+                                                    stored[c, d].ctypes.data_as(double),
+                                                    compiled.user_data.ctypes.data) == 0
+    np.testing.assert_array_equal(stored, x)
+    posterior = xr.Dataset({POINT: (("chain", "draw", "coordinate"), stored)},
+                           coords={"chain": [0, 1], "draw": [0, 1, 2]})
+    reported = model.reported(posterior)
+    assert list(reported.data_vars) == model.reported_variables
+    for c, d in np.ndindex(2, 3):
+        point = _pymc_point(pm_model, x[c, d])
+        for var, want in zip(model.reported_variables, fn(*(point[v.name] for v in pm_model.value_vars)), strict=True):
+            got = reported[var].isel(chain=c, draw=d)
+            assert got.dims == pm_model.named_vars_to_dims.get(var, ())
+            np.testing.assert_allclose(got.values, want, rtol=1e-12, atol=1e-12)
 
 
 def test_logp_callback_cache_is_not_used_after_a_kernel_edit(monkeypatch):

@@ -1,7 +1,7 @@
 """The 1PL-4PL posterior of ``build_logistic``'s model in its unconstrained coordinates, in numba: the
-parameters at a point, the log prior density with its Jacobians, the gradient through the transforms,
-and the draws' reported variables. :mod:`bayesirt.inference.nutpie_direct` wraps them, with a likelihood
-kernel, into the C callbacks nutpie calls.
+parameters at a point, the log prior density with its Jacobians, the gradient through the transforms
+(:mod:`bayesirt.inference.nutpie_direct` wraps them, with a likelihood kernel, into the C callback nutpie
+calls), and in NumPy the draws' reported variables.
 
 The model's numbers are a float64 header (the slots below) in front of its data in one buffer. The
 unconstrained point is, in PyMC's order of the free variables and its transforms:
@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import expit
 
 from bayesirt.inference.nutpie_callback import callback_code
 
@@ -175,9 +176,10 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
 
     ``learned`` (the spec has a hyperprior) and ``bounded`` (a guessing or slip asymptote) are True or None:
     None prunes that code when numba compiles the call, so a plain 2PL's callback compiles neither
-    :func:`_hyperpriors` nor :func:`_beta_logits`, and :func:`expand` no asymptote or hyperparameter output:
-    its ``direct_model`` compiles from an empty cache in about 30% less time (5.3-5.8 s against 7.7-8.7 s,
-    interleaved runs of ``benchmarks/direct_compile_profile.py``; of that, 0.4 s from :func:`expand`)."""
+    :func:`_hyperpriors` nor :func:`_beta_logits` (nor did its expand callback, before :func:`expand` moved to
+    NumPy, the asymptote or hyperparameter output): its ``direct_model`` compiled from an empty cache in about 30%
+    less time (5.3-5.8 s against 7.7-8.7 s, interleaved runs of ``benchmarks/direct_compile_profile.py``; of that,
+    0.4 s from the expand callback)."""
     n_models, n_items, n_slopes = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_SLOPES])
     difficulty, free = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0
     hyper = head[HYPER]
@@ -274,49 +276,48 @@ def log_posterior(x, head, a, deviation, loglik, grad_a, grad_t, grad_d, c, s, g
     return logp, grad
 
 
-@callback_code
-def expand(x, head, out, learned, bounded):
-    """Write the reported variables at ``x`` into ``out``, flat, in ``build_logistic``'s order: theta,
-    discrimination (per item or one value), intercept, difficulty when the location prior is on it,
-    guessing, slip, and the learned hyperparameters. ``learned`` and ``bounded``: as in
-    :func:`log_posterior` (None: the spec has no hyperparameter, no asymptote)."""
-    n_models, n_items, n_dim = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_DIM])
-    difficulty, free = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0
-    _, deviation, _, c, s = parameters(x, head)
-    slope = slopes_at(x, head)  # r = a / g in the scale-free coordinates
-    theta_mean, start = x[np.int64(head[OFF_MEAN])], np.int64(head[OFF_LOC])  # m = g theta_mean there
-    g = np.exp(x[np.int64(head[OFF_A_MU])]) if free else 1.0
-    scale = slope[0] if head[SCALED] != 0.0 else 1.0  # the scaled deviation's slope
-    for m in range(n_models):
-        out[m] = (theta_mean + deviation[m] / scale) / g
-    k = n_models
-    n_reported = np.int64(head[REPORT_SLOPE])
-    for i in range(n_reported):
-        out[k + i] = g * slope[i]
-    k += n_reported
-    for i in range(n_items):
-        centred = x[start + i]
-        if difficulty:  # b = (b_c + theta_mean) / g, intercept -a b
-            out[k + i] = -slope[i] * (centred + theta_mean)
-            out[k + n_items + i] = (centred + theta_mean) / g
-        else:  # d = d_c - a theta_mean = d_c - r m
-            out[k + i] = centred - slope[i] * theta_mean
-    k += n_items * (2 if difficulty else 1)
-    # plain loops, not loops over tuples of blocks nor slice assignments: those took numba 3.3 s of CPU to
-    # compile this function from empty caches, these 0.7 s
-    if bounded is not None:
-        has_c, has_s = head[OFF_C] >= 0, head[OFF_S] >= 0
-        for i in range(n_items):
-            if has_c:
-                out[k + i] = c[i]
-            if has_s:
-                out[k + n_items * has_c + i] = s[i]
-        k += n_items * (has_c + has_s)
-    if learned is not None:  # the learned hyperparameters in the point's order; the difficulty's in units of g
-        a_mu, a_sigma = np.int64(head[OFF_A_MU]), np.int64(head[OFF_A_SIGMA])
-        l_mu, l_sigma = np.int64(head[OFF_L_MU]), np.int64(head[OFF_L_SIGMA])
-        for j in range(n_dim):
-            if j == a_mu or j == a_sigma or j == l_mu or j == l_sigma:
-                value = np.exp(x[j]) if j == a_sigma or j == l_sigma else x[j]
-                out[k] = value / g if (j == l_mu or j == l_sigma) and difficulty else value
-                k += 1
+def expand(points, head) -> list[np.ndarray]:
+    """The reported variables of the draws ``points`` (..., n_dim: unconstrained points, any leading axes), in
+    ``build_logistic``'s order: theta (..., model), discrimination (per item, or one value for a common or fixed
+    slope), intercept, difficulty when the location prior is on it, guessing, slip (where the spec has them), and
+    the learned hyperparameters in the point's order (scalars per draw).
+
+    NumPy over every draw at once after sampling, not a numba callback nutpie calls per draw: the callback
+    cost about 0.5 s of a direct model's compile from an empty cache (``direct_model``, 3 interleaved runs
+    against 7dfb09b, a ``/tmp`` script not kept: 2pl-hierarchical at 200 x 500 4.5-5.0 s against 5.4 s, 2PL
+    at 300 x 1,000 4.2-4.7 s against 5.0-5.4 s). The deviation is :func:`parameters`' (PyMC's ``ZeroSumTransform.extend_axis``), summed in NumPy's
+    order: the values equal the callback's to rounding (``tests/test_nutpie_direct.py`` checks them against
+    PyMC's deterministics)."""
+    x = np.asarray(points, dtype=np.float64)
+    n_models, n_items = int(head[N_MODELS]), int(head[N_ITEMS])
+    difficulty, free, scaled = head[DIFFICULTY] != 0.0, head[SCALE_FREE] != 0.0, head[SCALED] != 0.0
+    dev0, n = int(head[OFF_DEV]), float(n_models)
+    raw = x[..., dev0:dev0 + n_models - 1]
+    total = raw.sum(axis=-1, keepdims=True)
+    norm = total / (np.sqrt(n) + n)
+    deviation = np.concatenate([raw - norm, (norm - total / np.sqrt(n)) - norm], axis=-1)
+    n_slopes, slopes = int(head[N_SLOPES]), int(head[OFF_SLOPES])
+    if n_slopes == 0:
+        slope = np.full(x.shape[:-1] + (n_items,), head[SLOPE])
+    else:  # r = a / g in the scale-free coordinates
+        slope = np.broadcast_to(np.exp(x[..., slopes:slopes + n_slopes]), x.shape[:-1] + (n_items,))
+    theta_mean, centred = x[..., int(head[OFF_MEAN]), None], x[..., int(head[OFF_LOC]):int(head[OFF_LOC]) + n_items]
+    g = np.exp(x[..., int(head[OFF_A_MU]), None]) if free else np.ones_like(theta_mean)
+    scale = slope[..., :1] if scaled else 1.0  # the scaled deviation's slope
+    out = [(theta_mean + deviation / scale) / g]
+    discrimination = g * slope
+    out.append(discrimination[..., :int(head[REPORT_SLOPE])])  # every item's, or the one common or fixed value
+    if difficulty:  # b = (b_c + theta_mean) / g, intercept -a b
+        out += [-slope * (centred + theta_mean), (centred + theta_mean) / g]
+    else:  # d = d_c - a theta_mean = d_c - r m
+        out.append(centred - slope * theta_mean)
+    for slot in (OFF_C, OFF_S):
+        o = int(head[slot])
+        if o >= 0:
+            out.append(expit(x[..., o:o + n_items]))
+    learned = sorted((int(head[slot]), slot) for slot in (OFF_A_MU, OFF_A_SIGMA, OFF_L_MU, OFF_L_SIGMA)
+                     if head[slot] >= 0)
+    for o, slot in learned:  # the difficulty's hyperparameters in units of g
+        value = np.exp(x[..., o]) if slot in (OFF_A_SIGMA, OFF_L_SIGMA) else x[..., o]
+        out.append(value / g[..., 0] if slot in (OFF_L_MU, OFF_L_SIGMA) and difficulty else value)
+    return out

@@ -376,7 +376,8 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed,
     timings["compile_s"] = time.perf_counter() - t0
     tree = run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
                       timings, spec_nutpie_settings(spec) or {})
-    result = xr.DataTree.from_dict({"posterior": tree["posterior"].to_dataset(),
+    posterior = tree["posterior"].to_dataset()
+    result = xr.DataTree.from_dict({"posterior": model.reported(posterior) if model.reported else posterior,
                                     "sample_stats": tree["sample_stats"].to_dataset()})
     settings = {"method": "nuts", "seed": seed} | nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
     result.attrs = {"bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings)}

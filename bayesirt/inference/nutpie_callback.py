@@ -25,6 +25,7 @@ point of the wrong dimension, 3 a non-finite gradient, 4 a non-finite density.
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,13 +33,14 @@ import llvmlite.binding as llvm
 import numba
 import numpy as np
 import pandas as pd
+import xarray as xr
 from numba import types
 from numba.extending import intrinsic
 
 from bayesirt.utils.numba_cache import drop_stale
 
-__all__ = ["Callback", "DirectModel", "byte_offset", "callback_code", "callback_model", "compile_callbacks",
-           "finish_logp"]
+__all__ = ["Callback", "DirectModel", "POINT", "byte_offset", "callback_code", "callback_model", "compile_callbacks",
+           "copy_point", "finish_logp"]
 
 #: The decorator of a numba function that only a callback (or another such function) calls: compiled without
 #: the wrapper that makes a numba function callable from Python, which numba otherwise builds, optimizes and
@@ -49,16 +51,32 @@ __all__ = ["Callback", "DirectModel", "byte_offset", "callback_code", "callback_
 callback_code = numba.njit(no_cpython_wrapper=True)
 
 
+#: The variable and dim of the unconstrained point, nutpie's draws of a model expanded after sampling
+#: (:func:`callback_model`'s ``expand``).
+POINT, POINT_DIM = "unconstrained_point", "unconstrained_coordinate"
+
+
 @dataclass(frozen=True)
 class DirectModel:
     """A nutpie model of a posterior (``compiled``, for ``nutpie.sample``), the variables its draws are
-    expanded to (``reported_variables``), and the functions nutpie calls: ``logp(x)`` -> (log density,
-    gradient) at an unconstrained point, and ``initial_point(seed)``."""
+    expanded to (``reported_variables``), the functions nutpie calls: ``logp(x)`` -> (log density,
+    gradient) at an unconstrained point, and ``initial_point(seed)``, and ``reported(posterior)``, the
+    reported variables of nutpie's posterior (None: nutpie's expand callback wrote them)."""
 
     compiled: object
     reported_variables: list[str]
     logp: Callable[[np.ndarray], tuple[float, np.ndarray]]
     initial_point: Callable[[int], np.ndarray]
+    reported: Callable[[xr.Dataset], xr.Dataset] | None = None
+
+
+def copy_point(n_dim, n_expanded, x_pointer, out_pointer, data):
+    """The expand callback (for :func:`compile_callbacks`) of a model whose reported variables are computed after
+    sampling: the draw is its unconstrained point (``n_expanded`` = ``n_dim``)."""
+    x, out = numba.carray(x_pointer, (n_dim,)), numba.carray(out_pointer, (n_expanded,))
+    for k in range(min(n_dim, n_expanded)):
+        out[k] = x[k]
+    return 0
 
 
 @intrinsic
@@ -145,11 +163,15 @@ def _isolated(cfunc, defined: set) -> Callback:
 
 
 def callback_model(logp_callback: Callback, expand_callback: Callback, buffer: np.ndarray, n_dim: int,
-                   variables: dict, coords: dict, initial_point: Callable[[int], np.ndarray]) -> DirectModel:
+                   variables: dict, coords: dict, initial_point: Callable[[int], np.ndarray],
+                   expand: Callable[[np.ndarray], list] | None = None) -> DirectModel:
     """The nutpie model of compiled callbacks on ``buffer`` (the header and data they read).
 
     ``variables`` maps each reported variable, in the order the expand callback writes them, to its
-    (shape, dims); ``coords`` labels the dims; ``initial_point(seed)`` is the start of a chain."""
+    (shape, dims); ``coords`` labels the dims; ``initial_point(seed)`` is the start of a chain. With ``expand``
+    (draws (..., n_dim) -> the ``variables`` in order, each (..., size)), ``expand_callback`` is
+    :func:`copy_point`'s: nutpie stores the unconstrained point (:data:`POINT`) and the model's ``reported``
+    computes the variables from all the draws at once."""
     from nutpie.compile_pymc import CompiledPyMCModel  # here, not at the top: importing nutpie is slow
 
     def logp(x):
@@ -163,6 +185,11 @@ def callback_model(logp_callback: Callback, expand_callback: Callback, buffer: n
             raise ValueError(f"a point of {x.size} coordinates for a model of {n_dim}")
         return float(value[0]), gradient
 
+    reported, reported_names = None, list(variables)
+    if expand is not None:
+        reported = functools.partial(_reported, expand, variables, coords)
+        variables = {POINT: ((n_dim,), (POINT_DIM,))}
+        coords = coords | {POINT_DIM: np.arange(n_dim)}
     names = list(variables)
     shapes = {n: tuple(variables[n][0]) for n in names}
     compiled = CompiledPyMCModel(
@@ -173,4 +200,15 @@ def callback_model(logp_callback: Callback, expand_callback: Callback, buffer: n
         shape_info=(names, [None] * len(names), [shapes[n] for n in names]), logp_func=None, expand_func=None,
         _n_dim=n_dim, _shapes=shapes, _coords={k: pd.Index(v) for k, v in coords.items()},
     )
-    return DirectModel(compiled, names, logp, initial_point)
+    return DirectModel(compiled, reported_names, logp, initial_point, reported)
+
+
+def _reported(expand, variables: dict, coords: dict, posterior: xr.Dataset) -> xr.Dataset:
+    """The ``variables`` (name -> (shape, dims)) of the draws of :data:`POINT` in nutpie's ``posterior``, by
+    ``expand``; labelled by ``coords`` and the posterior's chain and draw."""
+    draws = posterior[POINT]
+    lead = draws.shape[:-1]
+    values = expand(draws.values)
+    return xr.Dataset({name: (draws.dims[:-1] + tuple(dims), value.reshape(lead + tuple(shape)))
+                       for (name, (shape, dims)), value in zip(variables.items(), values, strict=True)},
+                      coords={d: posterior[d].values for d in draws.dims[:-1]} | coords, attrs=posterior.attrs)

@@ -5,10 +5,10 @@
 compilations that take 11.5 s at 300 models x 1,000 items with empty caches and 4.2 s with warm ones
 (sampling then takes 12-30 s). :func:`direct_model` hands nutpie the same posterior, the log density
 and its gradient in the same unconstrained coordinates, as a C callback (a numba ``cfunc``) made of
-``direct_posterior.parameters``, a likelihood kernel and ``direct_posterior.log_posterior``, and the
-draws' reported variables as a second one (``direct_posterior.expand``), wrapped for nutpie by
-:mod:`bayesirt.inference.nutpie_callback`. nutpie's chains, threads of
-this process, call the callbacks without Python or its GIL: at 300 x 1,000 with 2 chains, 4,023 gradient
+``direct_posterior.parameters``, a likelihood kernel and ``direct_posterior.log_posterior``, wrapped for nutpie
+by :mod:`bayesirt.inference.nutpie_callback`; nutpie stores the unconstrained points, expanded after sampling
+into the reported variables by ``direct_posterior.expand`` (NumPy, all draws at once). nutpie's chains, threads
+of this process, call the callback without Python or its GIL: at 300 x 1,000 with 2 chains, 4,023 gradient
 evaluations a second against 3,713 through nutpie's Python-callback route
 (``nutpie.compiled_pyfunc.from_pyfunc``) with the same kernel (``benchmarks/nuts_numpyro.py``, runs at
 bb9b694 and afeeb2d). ``tests/test_nutpie_direct.py`` samples through it.
@@ -16,8 +16,8 @@ bb9b694 and afeeb2d). ``tests/test_nutpie_direct.py`` samples through it.
 The likelihood kernel is a dense one of :mod:`bayesirt.models.kernels` (missing cells masked; the 2PL's,
 or the 3PL/4PL's with asymptotes) on a matrix at least :data:`CELLS_BELOW` observed, otherwise (and for a
 spec with a slip but no guessing asymptote) the kernel over the observed cells of
-:mod:`bayesirt.models.cell_kernel`, whose cost scales with them. Both callbacks are compiled once per machine and layout (numba's on-disk cache), and
-only while the files they compile in are as they were when they were cached (numba's cache checks a
+:mod:`bayesirt.models.cell_kernel`, whose cost scales with them. The callback is compiled once per machine, layout
+and prior structure (numba's on-disk cache), and only while the files they compile in are as they were when they were cached (numba's cache checks a
 function's own file only: see :func:`_callbacks`). Every normalizing constant is PyMC's, so the value
 equals ``pm.Model.compile_logp(jacobian=True)`` of ``build_logistic``'s model at the same point
 (``tests/test_nutpie_direct.py`` checks value and gradient against it). The draws are expanded to the
@@ -41,7 +41,7 @@ from bayesirt.inference.direct_posterior import (
     log_posterior, parameters,
 )
 from bayesirt.inference.nutpie_callback import (
-    DirectModel, byte_offset, callback_code, callback_model, compile_callbacks, finish_logp,
+    DirectModel, byte_offset, callback_code, callback_model, compile_callbacks, copy_point, finish_logp,
 )
 from bayesirt.models import cell_kernel, kernels
 from bayesirt.models.cell_kernel import cell_loglik_and_gradient, cells_by_item
@@ -128,21 +128,6 @@ def _logp_callback_for(layout: int, hyperpriors: bool, bounds: bool):
     return logp_callback
 
 
-def _expand_callback_for(hyperpriors: bool, bounds: bool):
-    """nutpie's expand callback (the reported variables of one draw) for a spec with or without
-    ``hyperpriors`` and asymptotes (``bounds``), constants of the compiled callback as in
-    :func:`_logp_callback_for`."""
-
-    def expand_callback(n_dim, n_expanded, x_pointer, out_pointer, data):
-        learned = True if hyperpriors else None
-        bounded = True if bounds else None
-        expand(numba.carray(x_pointer, (n_dim,)), numba.carray(data, (HEADER,), np.float64),
-               numba.carray(out_pointer, (n_expanded,)), learned, bounded)
-        return 0
-
-    return expand_callback
-
-
 #: The digest of this module's source and of the files it compiles in, frozen into the cached
 #: :func:`_compiled_sources`.
 _SOURCES = sources_digest(__file__, kernels.__file__, cell_kernel.__file__, direct_posterior.__file__,
@@ -165,8 +150,8 @@ def _callbacks(layout: int, hyperpriors: bool, bounds: bool):
     gives today's digest of every file. Otherwise, as after an edit to the kernel alone, they are dropped
     from the cache (every layout's: one cache index) and compiled afresh (and cached again):
     :func:`bayesirt.utils.numba_cache.drop_stale`."""
-    return compile_callbacks(_logp_callback_for(layout, hyperpriors, bounds),
-                             _expand_callback_for(hyperpriors, bounds), _compiled_sources, _SOURCES)
+    return compile_callbacks(_logp_callback_for(layout, hyperpriors, bounds), copy_point, _compiled_sources,
+                             _SOURCES)
 
 
 def _layout(y: np.ndarray, spec: IRTSpec) -> int:
@@ -284,7 +269,8 @@ def direct_model(responses: xr.Dataset, spec: IRTSpec) -> DirectModel:
     callbacks = _callbacks(layout, spec.hierarchical, spec.has_guessing or spec.has_slip)
     return callback_model(*callbacks, buffer, offsets["n_dim"], {n: variables[n] for n in names},
                           {"item": responses["item"].values, "model": responses["model"].values},
-                          functools.partial(start_point, spec, offsets, n_models, n_items))
+                          functools.partial(start_point, spec, offsets, n_models, n_items),
+                          expand=functools.partial(expand, head=head))
 
 
 def start_point(spec: IRTSpec, offsets: dict, n_models: int, n_items: int, seed) -> np.ndarray:
