@@ -17,8 +17,8 @@ The likelihood kernel is a dense one of :mod:`bayesirt.models.kernels` (missing 
 or the 3PL/4PL's with asymptotes) on a matrix at least :data:`CELLS_BELOW` observed, otherwise (and for a
 spec with a slip but no guessing asymptote) the kernel over the observed cells of
 :mod:`bayesirt.models.cell_kernel`, whose cost scales with them. The callback is compiled once per machine, layout
-and prior structure (numba's on-disk cache), and only while the files they compile in are as they were when they were cached (numba's cache checks a
-function's own file only: see :func:`_callbacks`). Every normalizing constant is PyMC's, so the value
+and prior structure (numba's on-disk cache), and only while the files it compiles in are as they were when it was
+cached (numba's cache checks a function's own file only: see :func:`_callbacks`). Every normalizing constant is PyMC's, so the value
 equals ``pm.Model.compile_logp(jacobian=True)`` of ``build_logistic``'s model at the same point
 (``tests/test_nutpie_direct.py`` checks value and gradient against it). The draws are expanded to the
 variables a fit reports, with the shapes, dims and dtypes of the PyMC path.
