@@ -49,12 +49,19 @@ def test_callbacks_run_from_their_own_engine_unless_loaded_into_a_clean_process(
     assert not compiled["from_cache"] and compiled["own_engine"]
     loaded = _run(tmp_path, "dense")
     assert loaded["dense"]["from_cache"] and not loaded["dense"]["own_engine"]
-    # the cells' callback builds functions the dense one also calls; compiled without Python wrappers
-    # (``callback_code``), their standalone builds carry other symbols than the copies in the dense callback
-    # (cached by the first process), so it may run from numba's engine; either way with the same numbers
+    # the cells' callback builds functions the dense one also calls, under this process's symbols; the dense
+    # callback's copies carry those of the process that compiled it, so nothing here shadows them
     after_build = _run(tmp_path, "cells", "dense")
     assert not after_build["cells"]["from_cache"] and after_build["cells"]["own_engine"]
-    assert after_build["dense"]["from_cache"]
-    for case in (loaded, after_build):
+    assert after_build["dense"]["from_cache"] and not after_build["dense"]["own_engine"]
+    # both compiled by one process, so the copies in both carry the same symbols: the cells' callback, loaded
+    # first into numba's engine, defines them, and the dense one then runs from an engine of its own
+    shared = tmp_path / "shared"
+    both = _run(shared, "dense", "cells")
+    assert not both["dense"]["from_cache"] and not both["cells"]["from_cache"]
+    shadowed = _run(shared, "cells", "dense")
+    assert shadowed["cells"]["from_cache"] and not shadowed["cells"]["own_engine"]
+    assert shadowed["dense"]["from_cache"] and shadowed["dense"]["own_engine"]
+    for case in (loaded, after_build, both, shadowed):
         assert case["dense"]["value"] == compiled["value"]
         assert case["dense"]["gradient"] == compiled["gradient"]

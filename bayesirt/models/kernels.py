@@ -125,12 +125,13 @@ _EXP_COEFFICIENTS = tuple(1.0 / math.factorial(j) for j in range(5, -1, -1))
 
 #: The kernels' scalar helpers below are numba functions of their own, not inlined by numba (``inline="always"``):
 #: LLVM inlines them into the kernels' loops before vectorizing, with the same results and speed
-#: (``loglik_and_gradient`` at 1,000 x 300, 0.30-0.34 ms against 0.31 ms; the 3PL/4PL kernel at 500 x 200, 50%
+#: (``loglik_and_gradient`` at 1,000 x 300, 0.30 ms against 0.31-0.32 ms; the 3PL/4PL kernel at 500 x 200, 50%
 #: missing, 0.20-0.21 ms either way; the same values to the bit), while numba's inlining of them at its IR level
 #: cost 0.65 s of the 2PL kernel's 2.7 s compile from an empty cache, and 0.3-0.9 s of a direct model's
 #: (200 x 500, 3 interleaved runs each against 3567277: 6.1-6.6 s against 6.9-7.0 s for the 3PL at 50% missing,
-#: 5.8-6.3 against 6.7-9.0 for the 4PL, 4.9-6.5 against 5.4-6.3 for the 2PL at 300 x 1,000; ``/tmp`` scripts not
-#: kept).
+#: 5.8-6.3 against 6.7-9.0 for the 4PL, 4.9-6.5 against 5.4-6.3 for the 2PL at 300 x 1,000). Those runs used a
+#: script that was not kept; ``benchmarks/direct_compile_profile.py --spec S`` with ``PYTHONPATH`` at each
+#: checkout measures the same ``direct_model`` call (at 200 x 500).
 @numba.njit
 def exp_clipped(x):
     """exp(min(max(x, _LOW), _HIGH)) as 2^(k / 32) * exp(f): k = round(32 x log2(e)), f = x - k log(2) / 32
