@@ -170,3 +170,19 @@ def test_readers_take_a_testlet_column(tmp_path):
     np.savez(npz, responses=np.array([[1, 0], [0, 1], [1, 1]], dtype=float), item_id=np.array(["a", "b", "c"]),
              model_id=np.array(["m1", "m2"]), testlet=np.array(["t", "t", "u"]))
     assert load(npz)["testlet"].values.tolist() == ["t", "t", "u"]
+
+
+def test_design_effects_in_pair_chunks_equal_one_block(monkeypatch):
+    """pair_posterior forms the (pair, testlet) counts a chunk of pairs at a time: the design effects and
+    clustered McNemar p are those of all pairs at once."""
+    import bayesirt.audit.bayes.paired as paired
+
+    y, testlet = _clustered_pairs(60, 30, 4, seed=3)
+    pairs = (np.arange(0, 120, 2), np.arange(1, 120, 2))
+    observed = np.random.default_rng(1).random(y.shape) >= 0.2
+    group = np.arange(y.shape[0]) // 40
+    whole = pair_posterior(y, observed, group, pairs, testlet=testlet, seed=1)
+    monkeypatch.setattr(paired, "_TESTLET_CHUNK", 7 * 30)  # 7 pairs at once
+    chunked = pair_posterior(y, observed, group, pairs, testlet=testlet, seed=1)
+    pd.testing.assert_frame_equal(chunked, whole)
+    assert whole["design_effect"].max() > 1.5

@@ -131,6 +131,8 @@ INTERVAL = 0.90
 MIN_STRATUM = 20
 _CHUNK = 4_000_000  # item x pair cells formed at once (float64 in the product)
 _DRAW_CHUNK = 4_000_000  # count vector x draw x group cells formed at once
+_TESTLET_CHUNK = 2_000_000  # pair x testlet cells of the design effects formed at once
+_TABLE_CELLS = 25_000_000  # key x draw cells of a call's shared posterior draws (each of two tables, float64)
 
 
 def discordant_counts(y, observed, item_group, pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -332,10 +334,17 @@ def pair_posterior(y, observed, item_group, pairs, *, testlet=None, seed: int = 
         raise DataError(f"testlet has {testlet.size} labels for {stratum.size} items; pass one testlet per item")
     codes = pd.factorize(stratum)[0]  # discordant_counts' strata order: first appearance
     cluster = pd.factorize(pd.MultiIndex.from_arrays([codes, testlet]))[0]  # a testlet within one stratum
-    by_testlet = discordant_counts(y, observed, cluster, pairs)
-    deff = design_effects(*by_testlet, codes[np.unique(cluster, return_index=True)[1]], weights)
+    cluster_stratum = codes[np.unique(cluster, return_index=True)[1]]
+    a, b = (np.asarray(p, dtype=np.intp) for p in pairs)
+    deff, p_clustered = np.ones(a.size), np.ones(a.size)
+    step = max(1, _TESTLET_CHUNK // max(1, cluster_stratum.size))  # pairs at once: (pair, testlet) arrays stay small
+    for start in range(0, a.size, step):
+        s = slice(start, start + step)
+        by_testlet = discordant_counts(y, observed, cluster, (a[s], b[s]))
+        deff[s] = design_effects(*by_testlet, cluster_stratum, weights)
+        p_clustered[s] = clustered_mcnemar_p(by_testlet[0], by_testlet[1])
     out = paired_accuracy(*counts, weights=weights, seed=seed, design_effect=deff, **options)
-    out["mcnemar_p"] = clustered_mcnemar_p(by_testlet[0], by_testlet[1])
+    out["mcnemar_p"] = p_clustered
     return out
 
 
@@ -345,20 +354,43 @@ def _posterior(n10, n01, n, weights, prior, draws, rng, interval) -> np.ndarray:
     Group g's pi10_g - pi01_g and T_g depend only on its counts (n10_g, n01_g, n_g) and the pair's
     N, so they are drawn once per distinct such key and group and shared by the pairs holding it:
     each pair's draws are exact draws of its posterior (independent across its groups), the gammas
-    cost nothing, and the work is one gather and sum per pair, group and draw."""
+    cost nothing, and the work is one gather and sum per pair, group and draw. When the distinct keys'
+    draws would exceed :data:`_TABLE_CELLS` (many pairs, groups and distinct counts: missing cells), the
+    pairs go in blocks whose draws fit, each block sharing its own keys' draws."""
+    keys = _keys(n10, n01, n, weights)
+    if sum(len(k) for k, _ in keys) * draws <= _TABLE_CELLS:
+        return _posterior_block(n10, n01, n, weights, prior, draws, rng, interval, keys)
+    step = max(1, _TABLE_CELLS // (draws * n.shape[1]))
+    return np.concatenate([_posterior_block(n10[s], n01[s], n[s], weights, prior, draws, rng, interval,
+                                            _keys(n10[s], n01[s], n[s], weights))
+                           for s in (slice(start, start + step) for start in range(0, n.shape[0], step))])
+
+
+def _keys(n10, n01, n, weights) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per group: the distinct keys (n10_g, n01_g, n_g, the pair's total or the design's share) and each
+    pair's position among them."""
+    total = n.sum(axis=1)
+    share = (np.broadcast_to((weights * 1_000_000).round(), n.shape).astype(np.int64) if weights is not None
+             else None)
+    out = []
+    for g in range(n.shape[1]):
+        key = total if weights is None else share[:, g]
+        keys, inverse = np.unique(np.column_stack([n10[:, g], n01[:, g], n[:, g], key]), axis=0, return_inverse=True)
+        out.append((keys, inverse.ravel()))
+    return out
+
+
+def _posterior_block(n10, n01, n, weights, prior, draws, rng, interval, group_keys) -> np.ndarray:
+    """:func:`_posterior` of pairs whose keys' draws (``group_keys``: :func:`_keys`) fit in memory."""
     total = n.sum(axis=1)
     if weights is None:
         w = np.divide(n, total[:, None], out=np.zeros(n.shape), where=total[:, None] > 0)
-        share = np.divide(n, total[:, None], out=np.zeros(n.shape), where=total[:, None] > 0)
     else:  # the design's shares; a stratum without common items keeps its weight and its prior
         w = np.broadcast_to(weights, n.shape)
-        share = np.broadcast_to((weights * 1_000_000).round(), n.shape).astype(np.int64)
     n_pairs, n_groups = n.shape
     x_tables, t_tables, index = [], [], np.empty((n_pairs, n_groups), dtype=np.intp)
-    for g in range(n_groups):
-        key = total if weights is None else share[:, g]
-        keys, inverse = np.unique(np.column_stack([n10[:, g], n01[:, g], n[:, g], key]), axis=0, return_inverse=True)
-        index[:, g] = inverse.ravel()
+    for g, (keys, inverse) in enumerate(group_keys):
+        index[:, g] = inverse
         if weights is None:
             alpha = prior * np.divide(keys[:, 2], keys[:, 3], out=np.zeros(len(keys)), where=keys[:, 3] > 0)
             present = keys[:, 2] > 0
