@@ -213,6 +213,27 @@ def test_bootstrap_units_are_groups_or_contiguous_clusters():
     np.testing.assert_array_equal(bootstrap_units(items=30), np.arange(30))  # fewer items than clusters
 
 
+def test_bootstrap_clusters_keep_testlets_whole():
+    """With testlet labels the contiguous clusters never split a testlet: 250 testlets (sizes 1-7, one not
+    contiguous) cut into 100 units of about equal item counts, numbered 0..99; groups as units ignore them."""
+    rng = np.random.default_rng(2)
+    label = np.repeat(np.arange(250), rng.integers(1, 8, 250))
+    label[[3, -1]] = label[-1], label[3]  # an item of the first testlets sits at the end
+    units = bootstrap_units(np.repeat("one", label.size), testlet=label)
+    assert all(np.unique(units[label == t]).size == 1 for t in np.unique(label))
+    assert units.max() == 99 and np.array_equal(np.unique(units), np.arange(100))
+    items = np.bincount(units)
+    assert items.max() - items.min() <= 2 * 7  # about equal: within two testlets
+    one = bootstrap_units(np.repeat("one", 40), testlet=np.repeat(np.arange(8), 5))  # fewer testlets than clusters
+    np.testing.assert_array_equal(one, np.repeat(np.arange(8), 5))
+    big = bootstrap_units(np.repeat("one", 300), testlet=np.r_[np.zeros(200), np.arange(1, 101)])  # a 200-item testlet
+    assert np.array_equal(np.unique(big), np.arange(big.max() + 1)) and np.unique(big[:200]).size == 1
+    groups = np.arange(40) % 5
+    np.testing.assert_array_equal(bootstrap_units(groups, testlet=np.arange(40) // 4), groups)
+    with pytest.raises(DataError, match="one testlet per item"):
+        bootstrap_units(np.repeat("one", 40), testlet=np.arange(10))
+
+
 def test_composition_bootstrap_is_reproducible_and_consistent(folds):
     groups = np.arange(40) % 5
     first = composition_bootstrap(folds, item_group=groups, replicates=60, seed=3, workers=1, progress=False)
@@ -238,6 +259,9 @@ def test_composition_bootstrap_is_reproducible_and_consistent(folds):
     np.testing.assert_array_equal(first["reversed"].sel(pair_set="primary")[:, r], [e[1][0] for e in expected])
     clusters = composition_bootstrap(folds, replicates=5, seed=3, workers=1, progress=False)
     assert clusters.attrs["units"] == "contiguous clusters" and clusters.sizes["unit"] == 40
+    whole = composition_bootstrap(folds, testlet=np.arange(40) // 4, replicates=5, seed=3, workers=1, progress=False)
+    assert whole.attrs["units"] == "contiguous clusters of whole testlets" and whole.sizes["unit"] == 10
+    np.testing.assert_array_equal(whole["unit"], np.arange(40) // 4)
 
 
 def test_owner_bootstrap_moves_all_records_of_an_owner_together():

@@ -207,6 +207,7 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
     observed = y_all != MISSING
     y = np.where(observed, y_all, 0).astype(np.int8)
     item_group = responses["item_group"].values.astype(str)
+    testlet = responses["testlet"].values.astype(str) if "testlet" in responses.coords else None
     families = sorted(pop.loc[pop["status"] == "retained", "family"].unique())
     family_index = np.searchsorted(families, pop["family"].to_numpy())  # only retained models are used
     seeds = spawn_seeds(config.seed, 5)
@@ -272,7 +273,7 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
         timings["controls_s"] = time.perf_counter() - t
         t = time.perf_counter()
         if config.composition_bootstrap:
-            result.composition = composition_bootstrap(fold_inputs, item_group=item_group,
+            result.composition = composition_bootstrap(fold_inputs, item_group=item_group, testlet=testlet,
                                                        replicates=config.composition_bootstrap, seed=seeds[3],
                                                        epsilon=config.epsilon, workers=workers,
                                                        scheduler=scheduler, progress=progress)
@@ -289,6 +290,7 @@ def _run_audit(responses, config, workers, scheduler, progress) -> AuditResult:
             purifications = fraction_purifications(folds, halves, anchor_fraction=config.anchor_fraction)
             result.sensitivity = gap_and_fraction_sensitivity(
                 folds, fold_inputs, halves, anchor_fraction=config.anchor_fraction, epsilon=config.epsilon, item_group=item_group,
+                testlet=testlet,
                 controls=config.controls, bootstrap=config.composition_bootstrap,
                 seeds={"controls": seeds[2], "bootstrap": seeds[3]}, workers=workers, scheduler=scheduler,
                 progress=progress, purifications=purifications)

@@ -39,7 +39,7 @@ def _label(epsilon: float) -> str:
 
 
 def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: list[dict], *, anchor_fraction: float,
-                                 epsilon: float, item_group, controls: int, bootstrap: int, seeds: dict,
+                                 epsilon: float, item_group, controls: int, bootstrap: int, seeds: dict, testlet=None,
                                  thresholds=THRESHOLDS, fractions=FRACTIONS, workers=1, scheduler=None,
                                  progress=False, purifications: dict | None = None) -> xr.Dataset:
     """Reversal rates, matched-random references and bootstrap ranges over (anchor_fraction, threshold).
@@ -57,6 +57,8 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
         The primary anchor fraction and near-tie band.
     item_group : array_like
         Item groups (bootstrap units).
+    testlet : array_like, optional
+        Testlet labels, kept whole by the bootstrap's clusters (:func:`bayesirt.audit.engine.bootstrap.bootstrap_units`).
     controls, bootstrap : int
         Replicates.
     seeds : dict
@@ -102,7 +104,8 @@ def gap_and_fraction_sensitivity(folds, fold_inputs: list[dict], audit_halves: l
             inputs.append(base | {"cell": cell, "anchor_weights": weights, "extra_pairs": extra[h]})
         ctrl = matched_random_controls(inputs, replicates=controls, seed=seeds["controls"], epsilon=epsilon,
                                        workers=workers, scheduler=scheduler, progress=progress).sel(pair_set=names)
-        boot = composition_bootstrap(inputs, item_group=item_group, replicates=bootstrap, seed=seeds["bootstrap"],
+        boot = composition_bootstrap(inputs, item_group=item_group, testlet=testlet, replicates=bootstrap,
+                                     seed=seeds["bootstrap"],
                                      epsilon=epsilon, bands=dict(zip(names, thresholds, strict=True)), workers=workers,
                                      scheduler=scheduler, progress=progress).sel(pair_set=names)
         for key, source in (("low_dif_rate", ctrl["observed_rate"]), ("random_median", ctrl["median"]),

@@ -38,12 +38,17 @@ MIN_GROUP_UNITS = 5
 CLUSTERS = 100
 
 
-def bootstrap_units(item_group=None, *, items: int | None = None) -> np.ndarray:
+def bootstrap_units(item_group=None, *, items: int | None = None, testlet=None) -> np.ndarray:
     """Bootstrap unit of every item (NT C.7).
 
     Item groups are the units when there are at least :data:`MIN_GROUP_UNITS` of them (numbered in
     order of first appearance); otherwise the item order is cut into ``min(CLUSTERS, items)``
-    contiguous clusters whose sizes differ by at most one (the larger ones first).
+    contiguous clusters whose sizes differ by at most one (the larger ones first). With ``testlet``
+    labels the clusters hold whole testlets (items that share a stem or passage are not independent
+    draws, so a resampling unit never splits one): the testlets, in order of first appearance, are cut
+    into ``min(CLUSTERS, testlets)`` runs of about equal item counts, each run one unit. Item groups as
+    units keep a testlet whole when it lies in one group (a testlet crossing groups is resampled with
+    each group's part).
 
     Parameters
     ----------
@@ -51,6 +56,8 @@ def bootstrap_units(item_group=None, *, items: int | None = None) -> np.ndarray:
         Group label of every item; None means one group (then ``items`` is required).
     items : int, optional
         Number of items, when ``item_group`` is None.
+    testlet : array_like, shape (item,), optional
+        Testlet label of every item (a label per stand-alone item); None: every item stands alone.
 
     Returns
     -------
@@ -65,6 +72,17 @@ def bootstrap_units(item_group=None, *, items: int | None = None) -> np.ndarray:
             raise DataError("item_group must be a non-empty 1-D array of labels without missing values")
     if codes.max() + 1 >= MIN_GROUP_UNITS:
         return codes.astype(np.intp)
+    if testlet is not None:
+        labels = np.asarray(testlet)
+        if labels.shape != codes.shape:
+            raise DataError(f"testlet has {labels.size} labels for {codes.size} items; pass one testlet per item")
+        member = pd.factorize(labels)[0]  # testlets in order of first appearance
+        if np.any(member < 0):
+            raise DataError("testlet labels must not be missing; give a stand-alone item its own label")
+        size = np.bincount(member)
+        start = np.concatenate([[0], np.cumsum(size)[:-1]])  # items before each testlet, in that order
+        run = start * min(CLUSTERS, size.size) // codes.size  # a large testlet may leave a run empty: renumbered
+        return np.unique(run, return_inverse=True)[1][member].astype(np.intp)
     clusters = min(CLUSTERS, codes.size)
     sizes = np.full(clusters, codes.size // clusters) + (np.arange(clusters) < codes.size % clusters)
     return np.repeat(np.arange(clusters), sizes)
@@ -144,6 +162,7 @@ def _bootstrap_task(task) -> tuple[np.ndarray, ...]:
 
 @declare()
 def composition_bootstrap(folds, *, item_group=option(None, "item unit labels", type=object),
+                          testlet=option(None, "testlet labels", type=object),
                           replicates: int = option(2000, "bootstrap replicates", low=1),
                           seed: int = option(0, "seed", low=0), epsilon: float = EPSILON,
                           bands=option(None, "near-tie band per pair set", type=object), workers: int | None = WORKERS,
@@ -166,6 +185,8 @@ def composition_bootstrap(folds, *, item_group=option(None, "item unit labels", 
         As for :func:`matched_random_controls` (``cell`` is only validated here).
     item_group : array_like, shape (item,), optional
         Item groups, shared by the folds (:func:`bootstrap_units`); None: one group.
+    testlet : array_like, shape (item,), optional
+        Testlet labels (:func:`bootstrap_units`: clusters never split a testlet); None: items stand alone.
     replicates : int, default 2000
     seed : int, default 0
         Seed of the one generator that draws every multiplicity.
@@ -198,7 +219,7 @@ def composition_bootstrap(folds, *, item_group=option(None, "item unit labels", 
     if set(bands) - set(names):
         raise DataError(f"bands names {sorted(set(bands) - set(names))} are not pair sets of the folds ({names})")
     band = np.array([float(bands.get(name, epsilon)) for name in names])
-    units = bootstrap_units(item_group, items=packed[0].items)
+    units = bootstrap_units(item_group, items=packed[0].items, testlet=testlet)
     if units.size != packed[0].items:
         raise DataError(f"item_group has {units.size} labels but the folds have {packed[0].items} items")
     count = int(units.max()) + 1
@@ -235,7 +256,8 @@ def composition_bootstrap(folds, *, item_group=option(None, "item unit labels", 
     result["multiplicity"] = (("replicate", "unit"), multiplicities)
     result["unit"] = ("item", units)
     groups = 1 if item_group is None else pd.unique(np.asarray(item_group)).size
-    kind = "item groups" if groups >= MIN_GROUP_UNITS else "contiguous clusters"
+    kind = ("item groups" if groups >= MIN_GROUP_UNITS else
+            "contiguous clusters" if testlet is None else "contiguous clusters of whole testlets")
     result.attrs.update(seed=seed, replicates=replicates, units=kind, unit_count=count,
                         reference="NT C.7 (eq. 37-38)")
     return result
