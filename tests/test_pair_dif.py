@@ -90,3 +90,25 @@ def test_dif_q_and_the_category_rule():
                      [0.0, 0.05, 0.0501, 0.01, 0.0, 0.0, np.nan])
     assert list(got) == [CATEGORIES[0], CATEGORIES[1], CATEGORIES[2], CATEGORIES[1], CATEGORIES[3], CATEGORIES[0],
                          CATEGORIES[2]]
+
+
+def test_testlet_permutations_keep_clumped_noise_from_looking_like_dif():
+    """No DIF, but the DIF estimates and each pair's wins clump by testlet (independent noise shared by a
+    testlet's 8 items): permuting single items gives p <= .05 far too often; permuting whole testlets keeps
+    the rate near .05. With one-item testlets the p are those of the item permutations, bit for bit."""
+    rng = np.random.default_rng(11)
+    n_testlets, size, n_pairs = 40, 8, 300
+    testlet = np.repeat(np.arange(n_testlets), size)
+    group = np.repeat(["x", "y"], n_testlets * size // 2)
+    delta = np.repeat(rng.normal(0, 1, (n_testlets, 2)), size, axis=0) + rng.normal(0, 0.3, (testlet.size, 2))
+    shift = np.repeat(rng.normal(0, 1.5, (n_testlets, 2 * n_pairs)), size, axis=0)  # model-by-testlet effects
+    y = (rng.random(shift.shape) < 1 / (1 + np.exp(-shift))).astype(np.int8)
+    obs = np.ones(y.shape, dtype=bool)
+    a, b = np.arange(0, 2 * n_pairs, 2), np.arange(1, 2 * n_pairs, 2)
+    fa, fb = np.zeros(n_pairs, dtype=int), np.ones(n_pairs, dtype=int)
+    items = pair_dif_p(y, obs, group, delta, fa, fb, (a, b), permutations=199, seed=2)
+    blocks = pair_dif_p(y, obs, group, delta, fa, fb, (a, b), permutations=199, testlet=testlet, seed=2)
+    assert (items <= 0.05).mean() > 0.12  # 0.18 here; 0.15-0.18 at generator seeds 11-13
+    assert (blocks <= 0.05).mean() < 0.1  # 0.07 here; 0.04-0.07 at seeds 11-13, and 0.20 at .20
+    alone = pair_dif_p(y, obs, group, delta, fa, fb, (a, b), permutations=99, testlet=np.arange(testlet.size), seed=4)
+    np.testing.assert_array_equal(alone, pair_dif_p(y, obs, group, delta, fa, fb, (a, b), permutations=99, seed=4))

@@ -347,7 +347,7 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
             "random_reversal_rate": random_rate, "excess_reversal": excess, "excess_lower": lower,
             "excess_upper": upper, "_full_a": full[a], "_full_b": full[b],
             "dif_p": _dif_p(f, y[:, columns], observed[:, columns], item_group, families, t["family"].to_numpy(str),
-                            (a, b), seed, None if directions is None else directions[f.audit_fold])}))
+                            (a, b), seed, None if directions is None else directions[f.audit_fold], testlet)}))
         frames[-1]["excess_p"] = excess_p(frames[-1]["prob_reversal"], random_rate)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "_full_a", "_full_b"])
     table["dif_q"] = dif_q(table["dif_p"])  # over the whole table: both folds' pairs are tested at once
@@ -358,15 +358,16 @@ def near_tie_table(folds, theta: xr.DataArray, *, y, observed, item_group, famil
     return table[list(COLUMNS)].reset_index(drop=True)
 
 
-def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed, directions) -> np.ndarray:
+def _dif_p(fold, y, observed, item_group, families, target_family, pairs, seed, directions, testlet) -> np.ndarray:
     """:func:`bayesirt.audit.bayes.pair_dif.pair_dif_p` of the fold's pairs with the posterior mean
-    DIF of its audit half; NaN without the draws."""
+    DIF of its audit half (whole testlets permuted when there are labels); NaN without the draws."""
     a, b = pairs
     if fold.draws is None or "family_effect" not in fold.draws:
         return np.full(a.size, np.nan)
     delta = fold.draws["family_effect"].mean("draw").transpose("item", "family").values
     column = np.searchsorted(np.asarray(families, dtype=str), target_family)
-    return pair_dif_p(y, observed, item_group, delta, column[a], column[b], (a, b), directions=directions, seed=seed)
+    return pair_dif_p(y, observed, item_group, delta, column[a], column[b], (a, b), directions=directions,
+                      testlet=testlet, seed=seed)
 
 
 def near_ties_summary(table: pd.DataFrame) -> dict:

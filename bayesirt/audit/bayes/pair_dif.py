@@ -34,6 +34,14 @@ On four simulated audits without any DIF (``benchmarks/results/audit_composition
 projected p was <= .05 for 7.1% of 2,250 near ties (the raw p: 12%): better, still not a valid
 per-pair p, so no pair is flagged on it alone.
 
+Testlets. Items that share a stem or passage carry shared noise: a model's wins clump by testlet (its
+testlet effects), and so do the audit half's DIF estimates (the testlet effects of its models, averaged
+within the family). Shuffling single items breaks the clumps' alignment, so the permutation spread misses
+the covariance the clumps add to T, and p is too small. With testlet labels the permutations move whole
+testlets instead: within a stratum, among its testlets of the same size, the k-th item of one takes the
+contrast of the k-th item of another (a testlet of a size no other testlet of the stratum has stays in
+place). One-item testlets give the item permutations exactly.
+
 Multiplicity. A table has hundreds of pairs, tested at once; ``dif_q`` is the Benjamini-Hochberg
 adjusted p over the table's pairs (:func:`scipy.stats.false_discovery_control`), and a pair is
 DIF-sensitive when ``dif_q`` <= .05: under the null of no DIF in any pair the chance that any pair
@@ -118,7 +126,7 @@ def dif_q(p) -> np.ndarray:
 
 
 def pair_dif_p(y, observed, item_group, delta, family_a, family_b, pairs, *, permutations: int = PERMUTATIONS,
-               directions=None, seed: int = 0) -> np.ndarray:
+               directions=None, testlet=None, seed: int = 0) -> np.ndarray:
     """Randomization p of each pair's alignment with its families' DIF (module notes).
 
     Parameters
@@ -136,6 +144,8 @@ def pair_dif_p(y, observed, item_group, delta, family_a, family_b, pairs, *, per
     directions : ndarray (item, k), optional
         Orthonormal item directions the contrasts are projected off first (:func:`item_directions`
         of the audit half); None: the raw contrasts.
+    testlet : array_like (item,), optional
+        Testlet labels: the permutations move whole testlets (module notes, testlets); None: items.
     seed : int, default 0
         Of the permutations (the same for every pair).
 
@@ -151,13 +161,8 @@ def pair_dif_p(y, observed, item_group, delta, family_a, family_b, pairs, *, per
                         f"{delta.shape}")
     if directions is not None and (np.ndim(directions) != 2 or np.shape(directions)[0] != y.shape[0]):
         raise DataError(f"directions must be (item, k) over the {y.shape[0]} items; got {np.shape(directions)}")
-    codes = pd.factorize(paired_strata(item_group)[0])[0]
-    rng = np.random.default_rng(seed)
-    order = np.argsort(codes, kind="stable")  # items by stratum; each permutation shuffles within the blocks
-    bounds = np.flatnonzero(np.diff(codes[order])) + 1
-    perm = np.empty((permutations, codes.size), dtype=np.intp)
-    for r in range(permutations):
-        perm[r, order] = np.concatenate([rng.permutation(block) for block in np.split(order, bounds)])
+    perm = _permutations(pd.factorize(paired_strata(item_group)[0])[0], testlet, permutations,
+                         np.random.default_rng(seed))
     out = np.full(a.size, np.nan)
     combos, inverse = np.unique(np.column_stack([fa, fb]), axis=0, return_inverse=True)
     step = max(1, _CHUNK // max(1, y.shape[0]))
@@ -175,3 +180,33 @@ def pair_dif_p(y, observed, item_group, delta, family_a, family_b, pairs, *, per
             null = shuffled @ e  # (permutation, pair)
             out[m] = (1.0 + (null >= t - TIE_TOLERANCE).sum(axis=0)) / (permutations + 1.0)
     return out
+
+
+def _permutations(codes, testlet, permutations: int, rng) -> np.ndarray:
+    """(permutation, item) item maps: item i takes the contrast of item ``perm[r, i]``. Without testlets the
+    items are shuffled within each stratum; with them whole testlets are, among the stratum's testlets of the
+    same size, the k-th item of one taking the k-th item's contrast of another (a testlet crossing strata is
+    cut at their boundary)."""
+    if testlet is None:
+        order = np.argsort(codes, kind="stable")  # items by stratum; each permutation shuffles within the blocks
+        bounds = np.flatnonzero(np.diff(codes[order])) + 1
+        perm = np.empty((permutations, codes.size), dtype=np.intp)
+        for r in range(permutations):
+            perm[r, order] = np.concatenate([rng.permutation(block) for block in np.split(order, bounds)])
+        return perm
+    testlet = np.asarray(testlet)
+    if testlet.shape != codes.shape:
+        raise DataError(f"testlet has {testlet.size} labels for {codes.size} items; pass one testlet per item")
+    cluster = pd.factorize(pd.MultiIndex.from_arrays([codes, testlet.astype(str)]))[0]  # a testlet within a stratum
+    size = np.bincount(cluster)
+    first = np.unique(cluster, return_index=True)[1]  # each testlet's first item: its stratum
+    classes = pd.factorize(pd.MultiIndex.from_arrays([codes[first], size]))[0]  # (stratum, size) of each testlet
+    order = np.argsort(cluster, kind="stable")  # items by testlet, in item order within one
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    members = [order[start[c][:, None] + np.arange(size[c[0]])] for c in (np.flatnonzero(classes == k)
+                                                                       for k in range(classes.max() + 1))]
+    perm = np.empty((permutations, codes.size), dtype=np.intp)
+    for r in range(permutations):
+        for items in members:  # (testlet, position) of one class
+            perm[r, items.ravel()] = items[rng.permutation(len(items))].ravel()
+    return perm
