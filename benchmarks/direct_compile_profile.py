@@ -1,7 +1,8 @@
 """Where the direct model's compile time goes (issue 43): numba's compile events, per function.
 
 In a fresh subprocess with an empty ``NUMBA_CACHE_DIR`` per run, ``direct_model`` builds the 1PL-4PL callbacks
-for a simulated 200 x 500 matrix (``simulate_pl``, seed 1). Listeners on numba's ``numba:compile`` events give
+for a simulated 200 x 500 matrix (``simulate_pl``, seed 1; ``--spec mirt-confirmatory``: ``direct_mirt_model`` on
+``_nuts_families``' 2-D data). Listeners on numba's ``numba:compile`` events give
 each function's compile time, with its callees' (inclusive) and without (exclusive), and on ``numba:llvm_lock``
 the LLVM time, charged to the function being compiled (``<callbacks>``: the C callbacks' own modules, which
 numba compiles outside a dispatcher). Compile times vary by about +-1.5 s between identical runs, so each
@@ -68,7 +69,14 @@ def profile(spec_name: str, missing: float) -> dict:
     from bayesirt.models.specs import load_spec
 
     spec = load_spec(spec_name)
-    responses, _ = simulate_pl(spec_name.split("-")[0], n_items=500, n_models=200, seed=1, missing=missing)
+    if spec_name.startswith("mirt"):  # the 2-D data of benchmarks/_nuts_families.py
+        from _nuts_families import _mirt_data
+
+        from bayesirt.inference.direct_mirt import direct_mirt_model as direct_model
+
+        responses = _mirt_data(200, 500, 1, missing, spec_name == "mirt-confirmatory")
+    else:
+        responses, _ = simulate_pl(spec_name.split("-")[0], n_items=500, n_models=200, seed=1, missing=missing)
     start = time.perf_counter()
     direct_model(responses, spec)
     return {"direct_model_s": time.perf_counter() - start, "llvm_s": sum(llvm.values()),
@@ -96,7 +104,8 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--spec", default="2pl", choices=["rasch", "2pl", "3pl", "4pl", "2pl-hierarchical"])
+    p.add_argument("--spec", default="2pl", choices=["rasch", "2pl", "3pl", "4pl", "2pl-hierarchical",
+                                                                "mirt-confirmatory"])
     p.add_argument("--missing", type=float, default=0.0)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
