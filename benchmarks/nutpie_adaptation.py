@@ -123,7 +123,8 @@ def main(argv=None) -> int:
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     for data_seed in data_seeds:
         responses, _ = FAMILIES[args.spec].simulate(n_models, n_items, data_seed, args.missing)
-        model = (direct_mirt_model(responses, spec)[0] if spec.kind == "mirt" else direct_model(responses, spec)).compiled
+        direct = direct_mirt_model(responses, spec)[0] if spec.kind == "mirt" else direct_model(responses, spec)
+        model = direct.compiled
         for seed in sampler_seeds:
             for name, settings in args.settings.items():
                 t, c = time.perf_counter(), time.process_time()
@@ -131,6 +132,8 @@ def main(argv=None) -> int:
                                      save_warmup=True, progress_bar=False, **settings)
                 seconds, cpu = time.perf_counter() - t, time.process_time() - c
                 post = tree["posterior"].to_dataset()
+                if direct.reported is not None:  # the draws hold the unconstrained point: the reported variables
+                    post = direct.reported(post)
                 # min skips NaN: the ESS of a constant element (the correlation matrix's diagonal) is undefined
                 by_var = {v: float(az.ess(post[[v]], method="bulk")[v].min()) for v in VARIABLES if v in post}
                 stats, warm = tree["sample_stats"].to_dataset(), tree["warmup_sample_stats"].to_dataset()
