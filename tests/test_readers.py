@@ -186,3 +186,20 @@ def test_helm_instances_under_two_run_specs_are_named(tmp_path, capsys):
             "multiple_choice_joint and mmlu:subject=anatomy,method=multiple_choice_separate_original): each run spec "
             "makes its own items") in err
     assert load(suite).sizes["item"] == 16  # read as they are, but never unremarked
+
+
+def test_a_long_table_with_other_column_names_gets_a_hint(tmp_path):
+    """A long file whose columns are model_id, item_id, correct is read as wide (a long table needs model, item,
+    correct) and fails on repeated model ids: the error says how to read it as long."""
+    from bayesirt.errors import DataError
+
+    path = tmp_path / "long.csv"
+    path.write_text("model_id,item_id,correct\nm1,i1,1\nm1,i2,0\nm2,i1,1\nm2,i2,1\n")
+    with pytest.raises(DataError, match="duplicate model id.*needs the columns model, item and correct"):
+        load(path)
+    assert load(path, model="model_id", item="item_id").sizes == {"item": 2, "model": 2}
+    wide = tmp_path / "wide.csv"
+    wide.write_text("model,q1,q2\nm1,1,0\nm1,0,1\n")
+    with pytest.raises(DataError, match="duplicate model id") as err:
+        load(wide)
+    assert "long table" not in str(err.value)  # no item column: no hint

@@ -220,9 +220,29 @@ def read_wide_csv(
     """
     p = existing(path)
     with reading(p):
-        values, row_ids, cols, layout = wide_parts(p, orientation, id_column)
-        return _assemble(values, row_ids, cols, layout, key=key, where=p, name=p.stem, source=str(p),
-                         drop_empty=drop_empty, binarize=binarize)
+        try:
+            values, row_ids, cols, layout = wide_parts(p, orientation, id_column)
+            return _assemble(values, row_ids, cols, layout, key=key, where=p, name=p.stem, source=str(p),
+                             drop_empty=drop_empty, binarize=binarize)
+        except DataError as err:
+            hint = _long_hint(p)
+            if hint is None:
+                raise
+            raise DataError(f"{err}. {hint}") from None
+
+
+def _long_hint(path: Path) -> str | None:
+    """What to do when a file read as wide failed and its header names both a model and an item column: it is
+    probably a long table whose columns are not named ``model``, ``item``, ``correct``."""
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        first = fh.readline().rstrip("\r\n")
+    sep = TEXT_SUFFIXES.get(path.suffix.lower()) or ("\t" if "\t" in first else ",")
+    names = {c.strip().strip('"').lower() for c in first.split(sep)}
+    if not (names & _MODEL_NAMES and names & _ITEM_NAMES):
+        return None
+    return ("Its header names a model and an item column, as a long table (one row per model and item) does: "
+            "it was read as a wide table because a long table needs the columns model, item and correct; rename "
+            "them (or in Python pass load(path, model=..., item=..., correct=...))")
 
 
 def from_dataframe(df: pd.DataFrame, *, orientation: str = "auto", drop_empty: bool = True) -> xr.Dataset:
