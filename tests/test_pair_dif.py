@@ -6,8 +6,10 @@ the residual family effects are estimated by family-by-item means of the audit h
 not by the audit's posterior."""
 
 import numpy as np
+import pytest
 
 from bayesirt.audit.bayes.near_ties import CATEGORIES, SENSITIVE_P, categorize
+from bayesirt.errors import DataError
 from bayesirt.audit.bayes.pair_dif import dif_q, item_directions, pair_dif_p
 
 N_ITEMS, N_FAMILIES, PER_FAMILY, DIMS = 400, 4, 40, 3
@@ -112,3 +114,5 @@ def test_testlet_permutations_keep_clumped_noise_from_looking_like_dif():
     assert (blocks <= 0.05).mean() < 0.1  # 0.07 here; 0.04-0.07 at seeds 11-13, and 0.20 at .20
     alone = pair_dif_p(y, obs, group, delta, fa, fb, (a, b), permutations=99, testlet=np.arange(testlet.size), seed=4)
     np.testing.assert_array_equal(alone, pair_dif_p(y, obs, group, delta, fa, fb, (a, b), permutations=99, seed=4))
+    with pytest.raises(DataError, match="one testlet per item"):
+        pair_dif_p(y, obs, group, delta, fa, fb, (a, b), permutations=9, testlet=testlet[:-1])

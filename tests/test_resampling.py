@@ -232,6 +232,8 @@ def test_bootstrap_clusters_keep_testlets_whole():
     np.testing.assert_array_equal(bootstrap_units(groups, testlet=np.arange(40) // 4), groups)
     with pytest.raises(DataError, match="one testlet per item"):
         bootstrap_units(np.repeat("one", 40), testlet=np.arange(10))
+    with pytest.raises(DataError, match="must not be missing"):
+        bootstrap_units(np.repeat("one", 3), testlet=np.array(["t1", None, "t2"], dtype=object))
 
 
 def test_composition_bootstrap_is_reproducible_and_consistent(folds):

@@ -86,15 +86,13 @@ def _parameters(x, head, source, cells):
     for each dimension, written as it is there."""
     n_models, n_items, n_dims = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_DIMS])
     log_slopes = head[LOG_SLOPES] != 0.0
-    loading = np.empty((n_items, n_dims))  # np.empty and loops: numba compiles no np.zeros / np.eye overloads
+    loading = np.zeros((n_items, n_dims))
     for i in range(n_items):
         for k in range(n_dims):
             o = np.int64(source[i, k])
-            loading[i, k] = (np.exp(x[o]) if log_slopes else x[o]) if o >= 0 else 0.0
-    raw = np.empty((n_dims, n_dims))
-    for r in range(n_dims):
-        for c in range(n_dims):
-            raw[r, c] = 1.0 if r == c else 0.0
+            if o >= 0:
+                loading[i, k] = np.exp(x[o]) if log_slopes else x[o]
+    raw = np.eye(n_dims)
     off_chol = np.int64(head[OFF_CHOL])
     for j in range(np.int64(head[N_CHOL])):
         raw[np.int64(cells[0, j]), np.int64(cells[1, j])] = x[off_chol + j]
@@ -107,13 +105,11 @@ def _parameters(x, head, source, cells):
         norms[r] = np.sqrt(square)
         for c in range(n_dims):
             factor[r, c] = raw[r, c] / norms[r]
-    effective = np.empty((n_items, n_dims))
+    effective = np.zeros((n_items, n_dims))
     for i in range(n_items):
-        for c in range(n_dims):
-            total = 0.0
-            for j in range(n_dims):
-                total += loading[i, j] * factor[j, c]
-            effective[i, c] = total
+        for j in range(n_dims):
+            for c in range(n_dims):
+                effective[i, c] += loading[i, j] * factor[j, c]
     n = np.float64(n_models)
     deviation = np.empty((n_dims, n_models))
     off_dev = np.int64(head[OFF_DEV])
@@ -135,16 +131,12 @@ def _log_posterior(x, head, source, cells, loading, raw, norms, factor, effectiv
     """(log posterior density, gradient) at ``x`` from the likelihood and its gradient with respect to the
     effective loadings, the deviations and the centred intercepts."""
     n_models, n_items, n_dims = np.int64(head[N_MODELS]), np.int64(head[N_ITEMS]), np.int64(head[N_DIMS])
-    grad = np.empty(x.size)
-    for k in range(x.size):
-        grad[k] = 0.0
+    grad = np.zeros(x.size)
     logp = loglik
     # intercept_centered ~ N(mu + effective_i . z_mean, sigma)
     off_mean, off_int = np.int64(head[OFF_MEAN]), np.int64(head[OFF_INTERCEPT])
     mu_d, sigma_d = head[INTERCEPT_MU], head[INTERCEPT_SIGMA]
-    g_mean = np.empty(n_dims)
-    for k in range(n_dims):
-        g_mean[k] = 0.0
+    g_mean = np.zeros(n_dims)
     for i in range(n_items):
         shift = 0.0
         for k in range(n_dims):
@@ -178,12 +170,7 @@ def _log_posterior(x, head, source, cells, loading, raw, norms, factor, effectiv
             grad[off_dev + k * (n_models - 1) + m] = g_dev[k, m] - shared
         logp += -0.5 * square - (n_models - 1) * _LOG_SQRT_2PI
     # effective = loading @ factor: back to the loadings and the factor
-    g_loading, g_factor = np.empty((n_items, n_dims)), np.empty((n_dims, n_dims))
-    for j in range(n_dims):
-        for c in range(n_dims):
-            g_factor[j, c] = 0.0
-        for i in range(n_items):
-            g_loading[i, j] = 0.0
+    g_loading, g_factor = np.zeros((n_items, n_dims)), np.zeros((n_dims, n_dims))
     for i in range(n_items):
         for j in range(n_dims):
             for c in range(n_dims):

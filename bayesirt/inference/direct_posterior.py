@@ -99,12 +99,14 @@ def parameters(x, head):
     start = np.int64(head[OFF_LOC])
     off_c, off_s = np.int64(head[OFF_C]), np.int64(head[OFF_S])
     a, intercept = np.empty(n_items), np.empty(n_items)
-    c, s = np.empty(n_items), np.empty(n_items)
+    c, s = np.zeros(n_items), np.zeros(n_items)
     for i in range(n_items):
         a[i] = 1.0 if scaled else slope[i]
         intercept[i] = -slope[i] * x[start + i] if difficulty else x[start + i]
-        c[i] = _sigmoid(x[off_c + i]) if off_c >= 0 else 0.0
-        s[i] = _sigmoid(x[off_s + i]) if off_s >= 0 else 0.0
+        if off_c >= 0:
+            c[i] = _sigmoid(x[off_c + i])
+        if off_s >= 0:
+            s[i] = _sigmoid(x[off_s + i])
     return a, deviation, intercept, c, s
 
 
@@ -160,8 +162,8 @@ def _beta_logits(x, grad, offset, prior, p, g_p):
     logp = 0.0
     for i in range(p.size):
         u = x[o + i]
-        log_p = -((0.0 if 0.0 > -u else -u) + np.log1p(np.exp(-abs(u))))  # log sigmoid(u): max(-u, 0) + ...
-        log_q = -((0.0 if 0.0 > u else u) + np.log1p(np.exp(-abs(u))))  # log sigmoid(-u)
+        log_p = -(max(-u, 0.0) + np.log1p(np.exp(-abs(u))))  # log sigmoid(u)
+        log_q = -(max(u, 0.0) + np.log1p(np.exp(-abs(u))))  # log sigmoid(-u)
         logp += alpha * log_p + beta * log_q - log_b
         grad[o + i] = (g_p[i] * p[i] + alpha) * (1.0 - p[i]) - beta * p[i]
     return logp

@@ -74,7 +74,7 @@ def copy_point(n_dim, n_expanded, x_pointer, out_pointer, data):
     """The expand callback (for :func:`compile_callbacks`) of a model whose reported variables are computed after
     sampling: the draw is its unconstrained point (``n_expanded`` = ``n_dim``)."""
     x, out = numba.carray(x_pointer, (n_dim,)), numba.carray(out_pointer, (n_expanded,))
-    for k in range(n_dim if n_dim < n_expanded else n_expanded):
+    for k in range(min(n_dim, n_expanded)):
         out[k] = x[k]
     return 0
 

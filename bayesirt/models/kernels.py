@@ -138,8 +138,7 @@ def exp_clipped(x):
     by Cody-Waite reduction, 2^(k mod 32 / 32) from a table, 2^floor(k / 32) built from bits, exp(f) by a
     degree-5 polynomial (Horner's rule). Relative error below 3e-15; every step vectorizes (the table
     read as a gather), where libm's scalar exp would not."""
-    low = _LOW if _LOW > x else x  # max(x, _LOW) and min(., _HIGH) as Python's (a NaN passes), without their overloads
-    clipped = _HIGH if _HIGH < low else low
+    clipped = min(max(x, _LOW), _HIGH)
     shifted = _fma(clipped, _LOG2E * _TABLE_SIZE, _SHIFT)
     k = shifted - _SHIFT
     f = _fma(-k, _LN2_LO / _TABLE_SIZE, _fma(-k, _LN2_HI / _TABLE_SIZE, clipped))
@@ -269,14 +268,14 @@ def _row_kernel(u, v, offset, y, row_offset):
     """
     _prefer_512_bit_vectors()
     n_rows, n_cols = y.shape
-    gu, gw = np.empty(n_rows), np.empty(n_rows)  # set row by row
-    gv, gz, res = np.empty(n_cols), np.empty(n_cols), np.empty(n_cols)
-    linear = np.empty(n_cols)  # per column: sum of y * eta - (eta - min(eta, _HIGH)) over observed cells
-    product, exponent = np.empty(n_cols), np.empty(n_cols, dtype=np.int64)
-    for c in range(n_cols):  # np.empty and a loop: np.zeros and np.ones would each compile their own overloads
-        gv[c] = gz[c] = linear[c] = 0.0
-        product[c] = 1.0
-        exponent[c] = 0
+    gu = np.zeros(n_rows)
+    gw = np.zeros(n_rows)
+    gv = np.zeros(n_cols)
+    gz = np.zeros(n_cols)
+    linear = np.zeros(n_cols)  # per column: sum of y * eta - (eta - min(eta, _HIGH)) over observed cells
+    product = np.ones(n_cols)
+    exponent = np.zeros(n_cols, dtype=np.int64)
+    res = np.empty(n_cols)
     vv = v.astype(np.float64)
     shift = offset.astype(np.float64)
     for r in range(n_rows):
@@ -343,14 +342,11 @@ def asymptote_loglik_and_gradient(a, t, d, c, s, y):
     2PL kernel's :func:`_row_kernel`."""
     _prefer_512_bit_vectors()
     n_items, n_models = y.shape
-    ga, gd, gc, gs = np.empty(n_items), np.empty(n_items), np.empty(n_items), np.empty(n_items)  # set item by item
-    gt, linear, numerator, denominator = np.empty(n_models), np.empty(n_models), np.empty(n_models), np.empty(n_models)
-    exp_num, exp_den = np.empty(n_models, dtype=np.int64), np.empty(n_models, dtype=np.int64)
+    ga, gd, gc, gs = np.zeros(n_items), np.zeros(n_items), np.zeros(n_items), np.zeros(n_items)
+    gt = np.zeros(n_models)
+    numerator, denominator, linear = np.ones(n_models), np.ones(n_models), np.zeros(n_models)
+    exp_num, exp_den = np.zeros(n_models, dtype=np.int64), np.zeros(n_models, dtype=np.int64)
     res, r_c, r_s = np.empty(n_models), np.empty(n_models), np.empty(n_models)
-    for m in range(n_models):  # as in _row_kernel: no np.zeros / np.ones overloads to compile
-        gt[m] = linear[m] = 0.0
-        numerator[m] = denominator[m] = 1.0
-        exp_num[m] = exp_den[m] = 0
     tt = t.astype(np.float64)
     for i in range(n_items):
         ai, di, ci, si = np.float64(a[i]), np.float64(d[i]), np.float64(c[i]), np.float64(s[i])

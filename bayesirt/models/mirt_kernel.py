@@ -65,14 +65,9 @@ def mirt_loglik_and_gradient(b, z, d, y):
     the row's sums against the abilities take :func:`_dot`."""
     n_items, n_models = y.shape
     n_dims = b.shape[1]
-    gb, gz, gd = np.empty((n_items, n_dims)), np.empty((n_dims, n_models)), np.empty(n_items)  # gb, gd: set by item
-    eta, residual, ones = np.empty(n_models), np.empty(n_models), np.empty(n_models)
-    linear, product = np.empty(n_models), np.empty(n_models)
-    for m in range(n_models):  # np.empty and loops: numba compiles no np.zeros / np.ones overloads
-        ones[m] = product[m] = 1.0
-        linear[m] = 0.0
-        for k in range(n_dims):
-            gz[k, m] = 0.0
+    gb, gz, gd = np.zeros((n_items, n_dims)), np.zeros((n_dims, n_models)), np.zeros(n_items)
+    eta, residual, ones = np.empty(n_models), np.empty(n_models), np.ones(n_models)
+    linear, product = np.zeros(n_models), np.ones(n_models)
     log_products = 0.0
     for i in range(n_items):
         yi = y[i]
@@ -89,7 +84,7 @@ def mirt_loglik_and_gradient(b, z, d, y):
             p = (1.0 if x >= 0.0 else e) / (1.0 + e)  # sigmoid(x)
             observed, correct = yi[m] >= 0, yi[m] > 0
             residual[m] = ((1.0 if correct else 0.0) - p) if observed else 0.0
-            linear[m] += ((x if correct else 0.0) - (0.0 if 0.0 > x else x)) if observed else 0.0  # max(x, 0)
+            linear[m] += ((x if correct else 0.0) - max(x, 0.0)) if observed else 0.0
             product[m] *= (1.0 + e) if observed else 1.0
         if (i + 1) % _PRODUCT_ROWS == 0 or i == n_items - 1:
             for m in range(n_models):
@@ -113,17 +108,12 @@ def mirt_cell_loglik_and_gradient(b, z, d, start, model, y):
     n_items, n_dims = b.shape
     n_models = z.shape[1]
     zt = np.ascontiguousarray(z.T)  # (model, dim): each cell reads one row
-    gb, gzt, gd = np.empty((n_items, n_dims)), np.empty((n_models, n_dims)), np.empty(n_items)  # gb, gd: by item
-    for m in range(n_models):
-        for k in range(n_dims):
-            gzt[m, k] = 0.0
-    acc = np.empty(n_dims)
+    gb, gzt, gd = np.zeros((n_items, n_dims)), np.zeros((n_models, n_dims)), np.zeros(n_items)
     total = 0.0
     for i in range(n_items):
         bi = b[i]
         g_row = 0.0
-        for k in range(n_dims):
-            acc[k] = 0.0
+        acc = np.zeros(n_dims)
         for c in range(start[i], start[i + 1]):
             m = model[c]
             zm = zt[m]
@@ -133,7 +123,7 @@ def mirt_cell_loglik_and_gradient(b, z, d, start, model, y):
             e = np.exp(-abs(x))
             p = (1.0 if x >= 0.0 else e) / (1.0 + e)
             correct = y[c] > 0
-            total += (x if correct else 0.0) - (0.0 if 0.0 > x else x) - np.log1p(e)  # max(x, 0)
+            total += (x if correct else 0.0) - max(x, 0.0) - np.log1p(e)
             r = (1.0 if correct else 0.0) - p
             g_row += r
             gzm = gzt[m]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from bayesirt.errors import ConfigError, did_you_mean
+from bayesirt.errors import ConfigError, DataError, did_you_mean
 
 __all__ = ["parameter_error", "check_choice", "check_int", "check_number", "check_probability", "check_bool"]
 
@@ -85,3 +85,14 @@ def check_bool(value, *, name: str, caller: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise parameter_error(name, caller, "True or False", value)
     return bool(value)
+
+
+def testlet_labels(testlet, n_items: int) -> np.ndarray:
+    """Testlet labels as strings, one per item, none missing (a stand-alone item has a label of its own), or a
+    :class:`~bayesirt.errors.DataError` naming the problem."""
+    labels = np.asarray(testlet, dtype=object)
+    if labels.shape != (n_items,):
+        raise DataError(f"testlet has {labels.size} labels for {n_items} items; pass one testlet per item")
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in labels):
+        raise DataError("testlet labels must not be missing; give a stand-alone item its own label")
+    return labels.astype(str)

@@ -67,6 +67,7 @@ from scipy.stats import false_discovery_control
 from bayesirt.audit.bayes.paired import paired_strata
 from bayesirt.audit.engine.ranking import TIE_TOLERANCE
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import testlet_labels
 
 __all__ = ["pair_dif_p", "item_directions", "dif_q", "PERMUTATIONS", "DIRECTIONS"]
 
@@ -194,10 +195,8 @@ def _permutations(codes, testlet, permutations: int, rng) -> np.ndarray:
         for r in range(permutations):
             perm[r, order] = np.concatenate([rng.permutation(block) for block in np.split(order, bounds)])
         return perm
-    testlet = np.asarray(testlet)
-    if testlet.shape != codes.shape:
-        raise DataError(f"testlet has {testlet.size} labels for {codes.size} items; pass one testlet per item")
-    cluster = pd.factorize(pd.MultiIndex.from_arrays([codes, testlet.astype(str)]))[0]  # a testlet within a stratum
+    labels = testlet_labels(testlet, codes.size)
+    cluster = pd.factorize(pd.MultiIndex.from_arrays([codes, labels]))[0]  # a testlet within a stratum
     size = np.bincount(cluster)
     first = np.unique(cluster, return_index=True)[1]  # each testlet's first item: its stratum
     classes = pd.factorize(pd.MultiIndex.from_arrays([codes[first], size]))[0]  # (stratum, size) of each testlet

@@ -112,6 +112,7 @@ from scipy.special import betainc
 from scipy.stats import binom, chi2
 
 from bayesirt.errors import DataError
+from bayesirt.utils.validation import testlet_labels
 
 __all__ = ["discordant_counts", "paired_accuracy", "paired_strata", "pair_posterior", "design_effects",
            "clustered_mcnemar_p", "mcnemar_p", "PRIOR", "PAIR_DRAWS", "INTERVAL",
@@ -329,9 +330,7 @@ def pair_posterior(y, observed, item_group, pairs, *, testlet=None, seed: int = 
     counts = discordant_counts(y, observed, stratum, pairs)
     if testlet is None:
         return paired_accuracy(*counts, weights=weights, seed=seed, **options)
-    testlet = np.asarray(testlet).astype(str)
-    if testlet.shape != stratum.shape:
-        raise DataError(f"testlet has {testlet.size} labels for {stratum.size} items; pass one testlet per item")
+    testlet = testlet_labels(testlet, stratum.size)
     codes = pd.factorize(stratum)[0]  # discordant_counts' strata order: first appearance
     cluster = pd.factorize(pd.MultiIndex.from_arrays([codes, testlet]))[0]  # a testlet within one stratum
     cluster_stratum = codes[np.unique(cluster, return_index=True)[1]]

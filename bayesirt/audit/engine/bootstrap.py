@@ -24,7 +24,7 @@ from bayesirt.audit.engine.resampling import (check_integer, fold_statistics, pa
                                  replicate_dataset, control_blocks)
 from bayesirt.errors import DataError
 from bayesirt.utils.parallel import parallel_map
-from bayesirt.utils.validation import check_number
+from bayesirt.utils.validation import check_number, testlet_labels
 
 __all__ = ["bootstrap_units", "recomposed_scores", "composition_bootstrap", "owner_bootstrap", "BOOTSTRAP_BLOCK",
            "MIN_GROUP_UNITS", "CLUSTERS"]
@@ -73,12 +73,7 @@ def bootstrap_units(item_group=None, *, items: int | None = None, testlet=None) 
     if codes.max() + 1 >= MIN_GROUP_UNITS:
         return codes.astype(np.intp)
     if testlet is not None:
-        labels = np.asarray(testlet)
-        if labels.shape != codes.shape:
-            raise DataError(f"testlet has {labels.size} labels for {codes.size} items; pass one testlet per item")
-        member = pd.factorize(labels)[0]  # testlets in order of first appearance
-        if np.any(member < 0):
-            raise DataError("testlet labels must not be missing; give a stand-alone item its own label")
+        member = pd.factorize(testlet_labels(testlet, codes.size))[0]  # testlets in order of first appearance
         size = np.bincount(member)
         start = np.concatenate([[0], np.cumsum(size)[:-1]])  # items before each testlet, in that order
         run = start * min(CLUSTERS, size.size) // codes.size  # a large testlet may leave a run empty: renumbered
