@@ -38,6 +38,8 @@ Usage::
 
     nice -n 10 python benchmarks/audit_calibration.py [--benchmarks 3] [--dif-benchmarks 4] [--workers 2]
     nice -n 10 python benchmarks/audit_calibration.py --kinds testlets --benchmarks 18 --dif-benchmarks 0 --replace
+    nice -n 10 python benchmarks/audit_calibration.py --sizes mixed --first-seed 18 --benchmarks 12 --dif-benchmarks 0 --append
+    python benchmarks/audit_calibration.py --render   # the Markdown again from the stored rows
 """
 
 from __future__ import annotations
@@ -195,7 +197,8 @@ def _paired_rows(kind, size, seed, sim, pooled, testlet) -> list[dict]:
                     "low_pairs": int(low.sum()), "low_stated": float(p[low].sum()), "low_ahead": int((tr[low] > 0).sum()),
                     "mcse_sum": float(t["prob_a_ahead_mcse"].to_numpy()[sel].sum()),
                     "deff_sum": float(t["design_effect"].to_numpy()[sel].sum()),
-                    "call_changed": int((call != call2).sum()), "called_either": int(((call != 0) | (call2 != 0)).sum())})
+                    "call_changed": int((call != call2).sum()), "called_either": int(((call != 0) | (call2 != 0)).sum()),
+                    "called_stated": float(np.maximum(p, 1 - p)[call != 0].sum())})
     return rows
 
 
@@ -210,10 +213,14 @@ def summarize_paired(rows) -> list[dict]:
                                                     "low_stated", "low_ahead", "mcse_sum", "call_changed",
                                                     "called_either")}
         tot["deff_sum"] = sum(r.get("deff_sum", r["pairs"]) for r in sel)  # rows before testlet labels: 1
+        stated = (sum(r["called_stated"] for r in sel) if all("called_stated" in r for r in sel) else None)  # rows since 2026-12-07
         div = lambda x, y: x / y if y else None  # noqa: E731
         out.append({"band": band, "selection": selection, "missing": missing, "size": size, "kind": kind,
                     "benchmarks": len(sel), "pooled_groups": sel[0]["pooled_groups"], **tot,
                     "coverage": div(tot["covered"], tot["pairs"]), "accuracy": div(tot["called_right"], tot["called"]),
+                    "coverage_se": cluster_se([r["covered"] for r in sel], [r["pairs"] for r in sel]),
+                    "accuracy_se": cluster_se([r["called_right"] for r in sel], [r["called"] for r in sel]),
+                    "stated": div(stated, tot["called"]) if stated is not None else None,
                     "low_stated_mean": div(tot["low_stated"], tot["low_pairs"]),
                     "low_ahead_share": div(tot["low_ahead"], tot["low_pairs"]),
                     "mcse_mean": div(tot["mcse_sum"], tot["pairs"]), "deff_mean": div(tot["deff_sum"], tot["pairs"]),
@@ -221,28 +228,48 @@ def summarize_paired(rows) -> list[dict]:
     return out
 
 
+def cluster_se(hits, totals) -> float | None:
+    """Standard error of the pooled share sum(hits) / sum(totals) with the benchmarks as clusters (the ratio
+    estimator's linearized variance, K / (K - 1) sum_k (h_k - r t_k)^2 / T^2): the pairs of one benchmark share its
+    items and models, so their errors are correlated and a binomial SE over pairs would be too small. None
+    with fewer than 2 benchmarks holding pairs."""
+    h, t = np.asarray(hits, dtype=np.float64), np.asarray(totals, dtype=np.float64)
+    k = int((t > 0).sum())
+    if k < 2:
+        return None
+    r = h.sum() / t.sum()
+    return float(np.sqrt(k / (k - 1) * ((h - r * t) ** 2).sum()) / t.sum())
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _pct_se(x, se) -> str:
+    """A share with its cluster SE in percentage points."""
+    return _pct(x) if x is None or se is None else f"{100 * x:.1f}% ({100 * se:.1f})"
 
 
 def _pooled_lines(rows) -> list[str]:
     """The rows pooled over the four generators and group sizes (the acceptance table: by band,
     selection and missing share), then the widest band's rows pooled over the generators by group size."""
-    head = ["| band | selection | missing | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
-            "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+    head = ["| band | selection | missing | pairs | coverage (se) | called | accuracy (se) | stated | "
+            "stated / observed at .05-.35 | seed flips |", "|---|---|---|---|---|---|---|---|---|---|"]
     rows = [r for r in rows if r["kind"] in KINDS]  # the audit as run with the labels it is given
     lines = ["Pooled over the four generators and the five group sizes:", "", *head]
     for s in summarize_paired([r | {"kind": "all", "size": "all"} for r in rows]):
         lines.append(f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['pairs']:,} | "
-                     f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
+                     f"{_pct_se(s['coverage'], s['coverage_se'])} | {s['called']:,} | "
+                     f"{_pct_se(s['accuracy'], s['accuracy_se'])} | {_pct(s['stated'])} | {_pct(s['low_stated_mean'])} / "
                      f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")
     wide = f"{100 * max(BANDS):g} pp"
     lines += ["", f"Pooled over the four generators ({wide} band):", "",
-              "| selection | missing | group size | pairs | coverage | called | accuracy | stated / observed at .05-.35 | "
-              "seed flips |", "|---|---|---|---|---|---|---|---|---|"]
+              "| selection | missing | group size | pairs | coverage (se) | called | accuracy (se) | stated | "
+              "stated / observed at .05-.35 | seed flips |", "|---|---|---|---|---|---|---|---|---|---|"]
     for s in summarize_paired([r | {"kind": "all"} for r in rows if r["band"] == wide]):
         lines.append(f"| {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['pairs']:,} | "
-                     f"{_pct(s['coverage'])} | {s['called']:,} | {_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / "
+                     f"{_pct_se(s['coverage'], s['coverage_se'])} | {s['called']:,} | "
+                     f"{_pct_se(s['accuracy'], s['accuracy_se'])} | {_pct(s['stated'])} | {_pct(s['low_stated_mean'])} / "
                      f"{_pct(s['low_ahead_share'])} | {s['call_changed']} of {s['called_either']} |")
     return [*lines, ""]
 
@@ -256,18 +283,22 @@ def markdown(result: dict) -> str:
              f"{MODELS} models x {ITEMS:,} items per benchmark; group size `mixed` = uneven groups of 20-200 items; "
              "groups under 20 items pooled into one stratum. Coverage: share of 90% gap intervals covering the true "
              "expected-accuracy gap (target >= 88%); accuracy: share of called pairs (P(a ahead) >= .95 or <= .05) in "
-             "the true order (target >= 95%); stated/observed: mean P(a ahead) and share truly ahead among pairs "
+             "the true order (target >= 95%); (se): standard errors in percentage points with the benchmarks as "
+             "clusters (a benchmark's pairs share its items and models, so their errors are correlated); stated: the "
+             "mean stated probability of the called order over the calls, which a calibrated posterior's accuracy "
+             "matches (n/a where rows from runs before it was recorded are pooled); stated/observed: mean P(a ahead) "
+             "and share truly ahead among pairs "
              "stated at .05-.35; MCSE: mean Monte Carlo SE of P(a ahead); seed flips: calls that change between two "
              "seeds of the paired model's draws, among pairs called in either.", "",
              *_pooled_lines(result["rows"]),
              "Per generator:", "",
              "| band | selection | missing | group size | generator | benchmarks | pairs | coverage | called | "
-             "accuracy | stated / observed at .05-.35 | MCSE | seed flips | design effect |",
+             "accuracy (se) | stated / observed at .05-.35 | MCSE | seed flips | design effect |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in result["paired"]:
         lines.append(f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['kind']} | "
                      f"{s['benchmarks']} | {s['pairs']:,} | {_pct(s['coverage'])} | {s['called']:,} | "
-                     f"{_pct(s['accuracy'])} | {_pct(s['low_stated_mean'])} / {_pct(s['low_ahead_share'])} | "
+                     f"{_pct_se(s['accuracy'], s['accuracy_se'])} | {_pct(s['low_stated_mean'])} / {_pct(s['low_ahead_share'])} | "
                      f"{s['mcse_mean']:.4f} | {s['call_changed']} of {s['called_either']} | {s['deff_mean']:.2f} |"
                      if s["pairs"] else
                      f"| {s['band']} | {s['selection']} | {100 * s['missing']:.0f}% | {s['size']} | {s['kind']} | "
@@ -292,7 +323,19 @@ def main() -> None:
     parser.add_argument("--replace", action="store_true",
                         help="as --append, but first drop the last run's rows of the kinds run here")
     parser.add_argument("--workers", type=int, default=1, help="benchmarks simulated and fitted at once (processes)")
+    parser.add_argument("--sizes", nargs="+", default=[str(s) for s in SIZES], choices=[str(s) for s in SIZES],
+                        help="group sizes of this run's benchmarks")
+    parser.add_argument("--render", action="store_true",
+                        help="rewrite the results (summaries and Markdown) from the stored rows; run nothing")
     args = parser.parse_args()
+    results = Path(__file__).parent / "results" / "audit_calibration.json"
+    if args.render:
+        import json
+
+        stored = json.loads(results.read_text())
+        write_results(results, stored | {"paired": summarize_paired(stored["rows"])}, markdown, echo=True)
+        return
+    sizes = [next(s for s in SIZES if str(s) == name) for name in args.sizes]
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     t0 = time.perf_counter()
     rows, previous = [], None
@@ -300,12 +343,12 @@ def main() -> None:
     if args.skip_paired or args.append or args.replace:  # keep part 1 of the last run (and add to it)
         import json
 
-        previous = json.loads((Path(__file__).parent / "results" / "audit_calibration.json").read_text())
+        previous = json.loads(results.read_text())
         rows = [r for r in previous["rows"] if r["kind"] not in dropped]
     if not args.skip_paired:
         from concurrent.futures import ProcessPoolExecutor
 
-        tasks = [(kind, size, seed) for kind in args.kinds for size in SIZES
+        tasks = [(kind, size, seed) for kind in args.kinds for size in sizes
                  for seed in range(args.first_seed, args.first_seed + args.benchmarks)]
         runs = [(kind, size, 1000 * SIZES.index(size) + seed + 100 * KINDS.index(kind)) for kind, size, seed in tasks]
         with ProcessPoolExecutor(max(1, args.workers)) as pool:
@@ -324,12 +367,13 @@ def main() -> None:
                          + "nice -n 10 python benchmarks/audit_calibration.py --benchmarks "
                          f"{args.benchmarks} --dif-benchmarks {args.dif_benchmarks} --kinds {' '.join(args.kinds)}"
                          + (f" --first-seed {args.first_seed}" if args.first_seed else "")
+                         + (f" --sizes {' '.join(args.sizes)}" if sizes != list(SIZES) else "")
                          + (" --append" if args.append else "") + (" --replace" if args.replace else "")
                          + (f" --workers {args.workers}" if args.workers > 1 else "")
                          + (" --skip-paired" if args.skip_paired else ""),
               "versions": versions(("bayesirt", "numpy", "scipy")), "paired": summarize_paired(rows),
               "composition": composition, "rows": rows}
-    write_results(Path(__file__).parent / "results" / "audit_calibration.json", result, markdown, echo=True)
+    write_results(results, result, markdown, echo=True)
 
 
 if __name__ == "__main__":
