@@ -24,6 +24,14 @@ share flagged; "category recall": the share of them in the "resolved, DIF-sensit
 Audits: :data:`N_OWNERS` owners x NT's five families, :data:`N_ITEMS` items in four groups,
 ``AuditConfig(quick=True, controls=99, composition_bootstrap=0, owner_bootstrap=0, bayes=True,
 bayes_draws=DRAWS)`` with the default 100 controls per draw (floor of the p: 1/101).
+
+Testlets (option --testlets K): the same designs with the items of each group in testlets of K
+consecutive group members and a model-by-testlet effect N(0, 0.6^2) on the logit (TESTLET_SD; a
+generator the DIF model does not fit: clumped, persistent, but not by family). It is part of both
+truths, with and without the planted DIF, so it orders no pair by DIF; under null every flag is
+still false. Each design runs twice on the same data: with the labels in the responses' testlet
+coordinate (dif_p permutes whole testlets) and without ("no labels": items permuted one by one).
+Results go to results/audit_composition_testlets.*.
 """
 
 from __future__ import annotations
@@ -39,13 +47,25 @@ N_OWNERS, N_ITEMS, DRAWS = 60, 600, 100
 DESIGNS = {"null": 0.0, "target-null": 0.8, "moderate": 0.4, "medium": 0.8, "strong": 1.2}
 #: Designs whose DIF is in every model (recall is measured there).
 DIF_DESIGNS = ("moderate", "medium", "strong")
+#: SD of the model-by-testlet logit effects of ``--testlets``.
+TESTLET_SD = 0.6
+
+
+def group_testlets(item_group, size: int) -> np.ndarray:
+    """Testlet labels: each group's items, in item order, in runs of ``size`` (the last run may be shorter)."""
+    group = np.asarray(item_group).astype(str)
+    rank = np.zeros(group.size, dtype=np.int64)
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        rank[members] = np.arange(members.size) // size
+    return np.char.add(np.char.add(group, "-t"), rank.astype(str))
 
 
 def _eta(truth) -> np.ndarray:
     return truth["easiness"][:, None] + truth["loading"] @ truth["theta"].T
 
 
-def one(design: str, seed: int) -> dict:
+def one(design: str, seed: int, testlet: int = 0, labelled: bool = True) -> dict:
     from bayesirt.audit import AuditConfig, run_audit
     from bayesirt.data import simulate_dif_benchmark
     from bayesirt.data.families import FAMILIES
@@ -57,6 +77,12 @@ def one(design: str, seed: int) -> dict:
     family = np.arange(ds.sizes["model"]) % len(FAMILIES)  # models by owner, then family: the truth's columns
     dif = np.ones(ds.sizes["model"], dtype=bool)
     eta = _eta(truth)
+    if testlet:
+        labels = group_testlets(ds["item_group"].values, testlet)
+        codes = np.unique(labels, return_inverse=True)[1]
+        eta = eta + np.random.default_rng(seed + 20_000).normal(0, TESTLET_SD, (codes.max() + 1, eta.shape[1]))[codes]
+        if labelled:
+            ds = ds.assign_coords(testlet=("item", labels))
     uniform = np.random.default_rng(seed + 10_000).random(eta.shape)
     delta = truth["family_effect"][:, family]
     y = (uniform < expit(eta + delta)).astype(np.int8)
@@ -82,7 +108,8 @@ def one(design: str, seed: int) -> dict:
         else np.zeros(a.size, dtype=bool)
     flagged = table["dif_sensitive"].to_numpy(bool)
     category = (table["category"] == "resolved, DIF-sensitive").to_numpy()
-    return {"design": design, "seed": seed, "pairs": int(len(table)), "flagged": int(flagged.sum()),
+    name = design if not testlet else f"{design}, testlets of {testlet}" + ("" if labelled else ", no labels")
+    return {"design": name, "seed": seed, "pairs": int(len(table)), "flagged": int(flagged.sum()),
             "dif_pairs": int(ordered.sum()), "dif_flagged": int((flagged & ordered).sum()),
             "other_flagged": int((flagged & ~ordered).sum()),
             "old_flagged": int((table["excess_p"].to_numpy(float) <= 0.05).sum()),
@@ -94,21 +121,24 @@ def one(design: str, seed: int) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def composition_study(benchmarks: int, designs=tuple(DESIGNS)) -> dict:
+def composition_study(benchmarks: int, designs=tuple(DESIGNS), testlet: int = 0) -> dict:
     rows = []
     for design in designs:
         for seed in range(benchmarks):
-            rows.append(one(design, 500 + seed))
-            r = rows[-1]
-            print(f"composition {design} seed {seed}: {r['pairs']} pairs, {r['flagged']} flagged, {r['dif_pairs']} "
-                  f"DIF-ordered ({r['dif_flagged']} flagged), old {r['old_flagged']}, {r['seconds']:.0f} s", flush=True)
+            for labelled in (True, False) if testlet else (True,):
+                rows.append(one(design, 500 + seed, testlet, labelled))
+                r = rows[-1]
+                print(f"composition {r['design']} seed {seed}: {r['pairs']} pairs, {r['flagged']} flagged, "
+                      f"{r['dif_pairs']} DIF-ordered ({r['dif_flagged']} flagged), old {r['old_flagged']}, "
+                      f"{r['seconds']:.0f} s", flush=True)
     summary = []
-    for design in designs:
-        sel = [r for r in rows if r["design"] == design]
+    for name in dict.fromkeys(r["design"] for r in rows):
+        sel = [r for r in rows if r["design"] == name]
+        design = name.split(",")[0]
         tot = {k: sum(r[k] for r in sel) for k in ("pairs", "flagged", "dif_pairs", "dif_flagged", "other_flagged",
                                                     "old_flagged", "raw_flagged", "resolved_dif_sensitive",
                                                     "dif_category", "resolved")}
-        summary.append({"design": design, "dif_sd": DESIGNS[design], "benchmarks": len(sel), **tot,
+        summary.append({"design": name, "dif_sd": DESIGNS[design], "benchmarks": len(sel), **tot,
                         "tables_flagged": sum(r["flagged"] > 0 for r in sel),
                         "flag_rate": tot["flagged"] / tot["pairs"] if tot["pairs"] else None,
                         "raw_rate": tot["raw_flagged"] / tot["pairs"] if tot["pairs"] else None,
@@ -123,7 +153,8 @@ def composition_study(benchmarks: int, designs=tuple(DESIGNS)) -> dict:
             "target models carry DIF shared with the audit half, so flags are not all false. Moderate / medium / "
             "strong: DIF sd 0.4 / 0.8 / 1.2 in every model; DIF-ordered = the pair's order in expected accuracy with "
             "the planted DIF differs from its order without it. Flagged: dif_sensitive (dif_q <= .05); raw: "
-            "unadjusted dif_p <= .05; old: excess_p <= .05, the rule before issue 46.")
+            "unadjusted dif_p <= .05; old: excess_p <= .05, the rule before issue 46."
+            + (f" Testlets of {testlet} items within the groups." if testlet else ""))
     return {"summary": summary, "rows": rows, "note": note}
 
 
@@ -149,7 +180,15 @@ def markdown(result: dict) -> str:
     return "\n".join(["# The near-tie table's DIF-sensitive rule on simulated DIF of known size (issue 46 item 5)", "",
                        f"{result['date']}; {result['machine']} (shared, loaded); command `{result['command']}`; "
                        f"{result['wall_s']:.0f} s wall, {result['cpu_s']:.0f} CPU-s.", "",
-                       __doc__.split("\n\n")[1].replace("\n", " "), "", *markdown_lines(result["study"])]) + "\n"
+                       *(paragraph.replace("\n", " ") + "\n" for paragraph in _notes(result)),
+                       *markdown_lines(result["study"])]) + "\n"
+
+
+def _notes(result: dict) -> list[str]:
+    """The module notes' definitions, and the testlets paragraph for a run with ``--testlets``."""
+    paragraphs = __doc__.split("\n\n")
+    testlet = any("testlets" in s["design"] for s in result["study"]["summary"])
+    return [paragraphs[1], *([paragraphs[-1].rstrip()] if testlet else [])]
 
 
 def main() -> None:
@@ -164,15 +203,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--benchmarks", type=int, default=4)
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
+    parser.add_argument("--testlets", type=int, default=0, metavar="K",
+                        help="items in testlets of K with model-by-testlet effects, with and without labels (module notes)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     t0, c0 = time.perf_counter(), time.process_time()
-    study = composition_study(args.benchmarks, tuple(args.designs))
+    study = composition_study(args.benchmarks, tuple(args.designs), args.testlets)
     result = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "wall_s": time.perf_counter() - t0,
               "cpu_s": time.process_time() - c0,
               "command": f"nice -n 10 python benchmarks/audit_composition.py --benchmarks {args.benchmarks} --designs "
-                         + " ".join(args.designs), "versions": versions(("bayesirt", "numpy", "scipy")), "study": study}
-    write_results(Path(__file__).parent / "results" / "audit_composition.json", result, markdown, echo=True)
+                         + " ".join(args.designs) + (f" --testlets {args.testlets}" if args.testlets else ""),
+              "versions": versions(("bayesirt", "numpy", "scipy")), "study": study}
+    name = "audit_composition_testlets.json" if args.testlets else "audit_composition.json"
+    write_results(Path(__file__).parent / "results" / name, result, markdown, echo=True)
 
 
 if __name__ == "__main__":
