@@ -81,6 +81,12 @@ def run_header(script: str, argv=None) -> dict:
             "machine": machine(), "source": source_state()}
 
 
+def run_header_lines(result: dict) -> list[str]:
+    """The Markdown lines of :func:`run_header`'s fields (command, date, machine, source commit) and a blank line."""
+    return [f"Command: `{result['command']}`  ",
+            f"Date: {result['date']}; {result['machine']}; source {result['source'].get('head')}", ""]
+
+
 def report(out, result: dict, markdown) -> int:
     """Write ``result`` to ``out`` (:func:`write_results`, echoed) or, without ``out``, print its Markdown; 0."""
     if out:

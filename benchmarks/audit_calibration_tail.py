@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import audit_calibration as ac  # noqa: E402
-from _common import report, run_header  # noqa: E402
+from _common import report, run_header, run_header_lines  # noqa: E402
 
 MISSING = (0.0, 0.2, 0.3)
 PRIORS = (0.5, 5.0, 20.0)
@@ -99,8 +99,7 @@ def markdown(result: dict) -> str:
     pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}%"  # noqa: E731
     pp = lambda x: "n/a" if x is None else f"{100 * x:+.2f}"  # noqa: E731
     lines = ["# Issue 46's short cell: the 3PL generator's called pairs in the 3 pp band", "",
-             f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
-             f"{result['source'].get('head')}", "",
+             *run_header_lines(result),
              f"`audit_calibration`'s generators {', '.join(result.get('kinds', ['3pl']))} ({ac.MODELS} models x "
              f"{ac.ITEMS:,} items), benchmark seeds {result.get('first_seed', 0)}-"
              f"{result.get('first_seed', 0) + result['seeds'] - 1}, group sizes {', '.join(map(str, ac.SIZES))}; "

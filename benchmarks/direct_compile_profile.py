@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import report, run_header  # noqa: E402
+from _common import report, run_header, run_header_lines  # noqa: E402
 
 
 def profile(spec_name: str, missing: float) -> dict:
@@ -87,8 +87,7 @@ def profile(spec_name: str, missing: float) -> dict:
 
 def markdown(result: dict) -> str:
     lines = [f"# Compile profile of the direct model: {result['spec']}, 200 x 500, {result['missing']:.0%} missing",
-             "", f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
-             f"{result['source'].get('head')}", "",
+             "", *run_header_lines(result),
              "Per run (each a fresh process with an empty numba cache): `direct_model` wall s, LLVM s in all, of it "
              "the callbacks' own modules.", "", "| run | direct_model s | LLVM s | callbacks' LLVM s |",
              "|---:|---:|---:|---:|"]

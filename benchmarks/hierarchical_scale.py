@@ -38,7 +38,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import report, run_header  # noqa: E402
+from _common import report, run_header, run_header_lines  # noqa: E402
 from _nuts_families import FAMILIES  # noqa: E402
 
 MODELS = {"direct": "fit's direct nutpie model, in build_logistic's (scale-free) coordinates",
@@ -101,8 +101,7 @@ def markdown(result: dict) -> str:
     names = [*HYPER, "log_theta_spread", "mean_log_slope"]
     lines = ["# The hierarchical 2PL's scale direction under NUTS (issue 43)", "",
              f"Model: {result.get('model', 'direct')} ({MODELS[result.get('model', 'direct')]})", "",
-             f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
-             f"{result['source'].get('head')}", "",
+             *run_header_lines(result),
              "200 models x 500 items of `benchmarks/_nuts_families.py`'s 2pl-hierarchical generator, the model above "
              "with the spec's nutpie settings, 2 chains x (500 + 500). Bulk ESS (R-hat) of the hyperparameters, of the "
              "log of the abilities' spread over models and of the mean log slope, per draw; r: their correlation "

@@ -29,7 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import report, run_header  # noqa: E402
+from _common import report, run_header, run_header_lines  # noqa: E402
 
 
 def _median_ms(function, calls: int = 50) -> float:
@@ -86,8 +86,7 @@ def markdown(result: dict) -> str:
     r = result["measured"]
     return "\n".join([
         "# Marginal likelihood of `compare` by model: speed on chembench", "",
-        f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
-        f"{result['source'].get('head')}", "",
+        *run_header_lines(result),
         f"2PL NUTS fit of chembench ({r['models']} models x {r['items']:,} items, complete), 4 chains x (300 + 250) "
         "draws; `marginal_log_likelihood` of its 1,000 draws.", "",
         "| route | wall s |", "|---|---:|",

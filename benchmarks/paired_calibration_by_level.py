@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import audit_calibration as ac  # noqa: E402
-from _common import report, run_header  # noqa: E402
+from _common import report, run_header, run_header_lines  # noqa: E402
 
 MISSING = (0.0, 0.3)
 LEVELS = (0.0, 0.5, 0.7, 0.8, 0.85, 0.9, 1.0001)
@@ -90,8 +90,7 @@ def markdown(result: dict) -> str:
     s = result["summary"]
     share = lambda c: "n/a" if not c[0] else f"{c[1]} of {c[0]} = {100 * c[1] / c[0]:.1f}% (stated {100 * c[2]:.1f}%)"  # noqa: E731
     lines = ["# The paired model's calls by accuracy level (issue 46's short cell)", "",
-             f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
-             f"{result['source'].get('head')}", "",
+             *run_header_lines(result),
              f"Generator `{result['kind']}`, groups `{result['size']}`, {ac.MODELS} models x {ac.ITEMS:,} items, "
              f"benchmark seeds {result['first_seed']}-{result['first_seed'] + result['seeds'] - 1}; pairs within 5 pp "
              "on the items both answered. z = (true gap - posterior mean) / posterior sd: mean 0 and sd 1 in every "

@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import audit_calibration as ac  # noqa: E402
-from _common import report, run_header  # noqa: E402
+from _common import report, run_header, run_header_lines  # noqa: E402
 
 MISSING = (0.1, 0.2, 0.3)
 BAND = 0.03
@@ -125,8 +125,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def markdown(result: dict) -> str:
     lines = ["# Issue 46's short cell: calls within 3 pp under other priors", "",
-             f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
-             f"{result['source'].get('head')}", "",
+             *run_header_lines(result),
              f"Generator `3pl`, groups `mixed`, {ac.MODELS} models x {ac.ITEMS:,} items, benchmark seeds "
              f"0-{result['seeds'] - 1}; pairs within 3 pp on the items both answered. Right: the share of calls "
              "(P(a ahead) >= .95 or <= .05) in the true order, (se) over benchmarks as clusters in percentage points; "

@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import report, run_header  # noqa: E402
+from _common import report, run_header, run_header_lines  # noqa: E402
 
 ITEMS, MODELS, PAIRS, TESTLET, GROUPS = 5000, 1000, 5000, 5, 50
 KINDS = ("plain", "labelled", "block")
@@ -98,8 +98,7 @@ def main(argv=None) -> int:
 
 def markdown(result: dict) -> str:
     lines = ["# Peak memory of the paired model with testlet labels", "",
-             f"Command: `{result['command']}`  ", f"Date: {result['date']}; {result['machine']}; source "
-             f"{result['source'].get('head')}", "",
+             *run_header_lines(result),
              f"`pair_posterior` on {result['items']:,} items x {result['models']:,} models (20% missing, {GROUPS} "
              f"item groups), {result['pairs']:,} pairs; labelled: testlets of {TESTLET} items. Each run a fresh "
              "process; peak RSS includes the data (about 0.1 GB); the block run computes only the design effects.", "",
