@@ -76,7 +76,7 @@ def diagnose(data_seed: int, sampler_seed: int, n_models: int, n_items: int, mod
     import xarray as xr
 
     from bayesirt.inference.nutpie_direct import direct_model
-    from bayesirt.inference.nutpie_settings import spec_nutpie_settings
+    from bayesirt.inference.nutpie_settings import responses_per_item, spec_nutpie_settings
     from bayesirt.models.specs import load_spec
 
     spec = load_spec("2pl-hierarchical")
@@ -84,7 +84,7 @@ def diagnose(data_seed: int, sampler_seed: int, n_models: int, n_items: int, mod
     compiled = (direct_model(responses, spec).compiled if model == "direct"
                 else nutpie.compile_pymc_model(plain_model(responses)))
     tree = nutpie.sample(compiled, draws=500, tune=500, chains=2, cores=2, seed=sampler_seed, progress_bar=False,
-                         **spec_nutpie_settings(spec))
+                         **spec_nutpie_settings(spec, responses_per_item(responses)))
     post = tree["posterior"].to_dataset()
     spread = np.log(post["theta"].std("model"))
     mean_log_slope = np.log(post["discrimination"]).mean("item")

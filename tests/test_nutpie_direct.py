@@ -284,7 +284,7 @@ def test_fit_has_the_structure_of_the_pymc_paths(name, monkeypatch):
     assert json.loads(direct.attrs["bayesirt_settings"])["nutpie_model"] == "direct"
     assert json.loads(pymc.attrs["bayesirt_settings"])["nutpie_model"] == "pymc"
     settings = [json.loads(t.attrs["bayesirt_settings"]) for t in (direct, pymc)]
-    assert settings[0]["nutpie"] == settings[1]["nutpie"] == fitting.spec_nutpie_settings(spec)
+    assert settings[0]["nutpie"] == settings[1]["nutpie"] == fitting.spec_nutpie_settings(spec, fitting.responses_per_item(responses))
     assert set(json.loads(direct.attrs["bayesirt_timings"])) == set(json.loads(pymc.attrs["bayesirt_timings"]))
     assert set(direct.children) == set(pymc.children)
     for group in direct.children:

@@ -27,7 +27,8 @@ import numpy as np
 from bayesirt.errors import ConfigError
 from bayesirt.inference.methods import (ADVI_ITERATIONS, ADVI_LEARNING_RATE, ADVI_TOLERANCE, CHAINS, CORES, DRAWS,
                                        METHODS, MODEL_METHODS, SAMPLER, SEED, TUNE)
-from bayesirt.inference.nutpie_settings import NUTPIE_SETTINGS, spec_nutpie_settings  # noqa: F401 (re-exported)
+from bayesirt.inference.nutpie_settings import (NUTPIE_SETTINGS, responses_per_item,  # noqa: F401 (re-exported)
+                                                 spec_nutpie_settings)
 from bayesirt.models.specs import IRTSpec, MIRTSpec, load_spec
 from bayesirt.utils.interrupts import check_interrupt
 from bayesirt.utils.options import declare, option
@@ -226,7 +227,7 @@ def fit(
         tree = sample_model(pm_model, method=method, sampler=sampler, draws=draws, tune=tune, chains=chains,
                             cores=cores, seed=seed, advi_iterations=advi_iterations, advi_tolerance=advi_tolerance,
                             advi_learning_rate=advi_learning_rate, progress=progress,
-                            nutpie_settings=spec_nutpie_settings(spec))
+                            nutpie_settings=spec_nutpie_settings(spec, responses_per_item(responses)))
     timings = {"build_s": build_s} | json.loads(tree.attrs["bayesirt_timings"])
     extra_attrs = {k: v for k, v in tree.attrs.items() if k.startswith("advi_")}
     if anchors is not None:
@@ -374,12 +375,13 @@ def _sample_direct(responses, spec, draws, tune, chains, cores, seed,
     model, anchors = direct_mirt_model(responses, spec) if spec.kind == "mirt" else (direct_model(responses, spec),
                                                                                       None)
     timings["compile_s"] = time.perf_counter() - t0
+    nutpie_settings = spec_nutpie_settings(spec, responses_per_item(responses))
     tree = run_nutpie(model.compiled, draws, tune, chains, min(chains, cores or os.cpu_count() or 1), seed, progress,
-                      timings, spec_nutpie_settings(spec) or {})
+                      timings, nutpie_settings or {})
     posterior = tree["posterior"].to_dataset()
     result = xr.DataTree.from_dict({"posterior": model.reported(posterior) if model.reported else posterior,
                                     "sample_stats": tree["sample_stats"].to_dataset()})
-    settings = {"method": "nuts", "seed": seed} | nuts_settings("nutpie", draws, tune, chains, spec_nutpie_settings(spec))
+    settings = {"method": "nuts", "seed": seed} | nuts_settings("nutpie", draws, tune, chains, nutpie_settings)
     result.attrs = {"bayesirt_settings": json.dumps(settings), "bayesirt_timings": json.dumps(timings)}
     return result, model, anchors
 

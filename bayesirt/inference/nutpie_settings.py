@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "CONFIRMATORY_MIRT_TARGET_ACCEPT", "LEARNED_SCALE_DOUBLINGS",
-           "spec_nutpie_settings"]
+__all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "SPARSE_GUESSING_RESPONSES", "CONFIRMATORY_MIRT_TARGET_ACCEPT",
+           "LEARNED_SCALE_DOUBLINGS", "responses_per_item", "spec_nutpie_settings"]
 
 #: nutpie's adaptation for NUTS on 1PL-4PL and confirmatory MIRT specs (recorded in the fit's settings; exploratory
 #: MIRT and the models of :func:`sample_model`'s other callers keep nutpie's defaults). A diagonal mass matrix
@@ -16,13 +16,29 @@ __all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "CONFIRMATORY_MIRT_TARG
 #: rose from 3,798 to 4,597 in all and the ESS per sampling second from 33.3 to 35.8
 #: (benchmarks/results/nutpie_adaptation.md).
 NUTPIE_SETTINGS = {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "step_size_jitter": 0.0}
-#: The step size's target acceptance for specs with a guessing or slip asymptote (nutpie's and Stan's
-#: default 0.8 otherwise). Their posteriors have curved ridges (a hard item's intercept against its
+#: The step size's target acceptance for specs with a guessing or slip asymptote but a sparse 3PL's
+#: (:data:`SPARSE_GUESSING_RESPONSES`; nutpie's and Stan's default 0.8 otherwise). Their posteriors have curved ridges (a hard item's intercept against its
 #: guessing) that the 2PL's lacks. On 200 x 500 3PLs from three generator seeds, 2 chains x (500 + 500),
 #: 0.9 doubled the steps per draw (31 to 63, NumPyro's count at its default 0.8 on the same model) and the
 #: smallest bulk ESS (293 to 600, 309 to 645, 241 to 487): 33-42% more ESS per gradient, tuning included,
 #: and per CPU second (benchmarks/results/nutpie_adaptation_3pl.md and _3pl_probe.md).
 ASYMPTOTE_TARGET_ACCEPT = 0.9
+#: A 3PL (guessing, no slip) with fewer observed responses per item than this, on average, samples at nutpie's
+#: default target instead (0.8). What the target buys is trajectory length: NUTS's trees are 31 or 63 leapfrog
+#: steps here, and the slowest direction (a hard item's intercept against its guessing) needs about 5-6 units of
+#: step size x steps. With many responses per item, 0.9 turns 31-step trees at step ~0.14 (length ~4.3) into 63-step
+#: trees at ~0.095 (~6); with few, the smaller step still U-turns at 31-44 steps (length ~3.4-4.8) while 0.8's
+#: larger step gives 31 steps at ~0.155 (~4.8). Smallest bulk ESS per 1,000 gradients, 0.8 against 0.9 (2 chains x
+#: (500 + 500)), by mean responses per item: 100 (200 x 500 at 50% missing, 6 runs; 100 x 500 complete, generator
+#: seeds 7, 11, 13): 7.03 / 3.44 and 7.04 / 3.37 (250 x 1,000 at 60% missing, seeds 7, 11, 13: 4.81 / 4.64, where 0.9
+#: reached 63 steps); 120 (300 x 1,000 at 60% missing, seeds 7, 11, 13): 3.54 / 4.48;
+#: 130 (200 x 500 at 35% missing): 5.85 / 5.97; 160 (20% missing): 4.15 / 5.56; 200 (200 x 500 complete; 400 x 500
+#: at 50% missing, seeds 7, 11, 13): 3.15 / 4.21 and 3.33 / 4.46 (benchmarks/results/nutpie_adaptation_3pl*.md).
+#: That responses per item decide, not the missing share, was read off the 200 x 500 runs; the runs at generator
+#: seeds 7, 11, 13 and other sizes tested it (the threshold was set before the 300 x 1,000 run).
+#: The 4PL keeps 0.9 at 100 responses per item too (4.60 / 5.71 at 50% missing:
+#: benchmarks/results/nutpie_adaptation_4pl_missing50.md).
+SPARSE_GUESSING_RESPONSES = 120
 #: The target acceptance for confirmatory MIRT, with :data:`NUTPIE_SETTINGS`' adaptation (exploratory MIRT
 #: keeps nutpie's defaults). The factor correlation mixes slowest; on the 200 x 500 2-D data of
 #: ``benchmarks/_nuts_families.py`` (data seeds 20261129-31, sampler seed 1, 2 chains x (500 + 500)) the summed
@@ -41,9 +57,17 @@ CONFIRMATORY_MIRT_TARGET_ACCEPT = 0.9
 LEARNED_SCALE_DOUBLINGS = 1
 
 
-def spec_nutpie_settings(spec) -> dict | None:
-    """nutpie's settings for NUTS on ``spec``: :data:`NUTPIE_SETTINGS`, with
-    :data:`ASYMPTOTE_TARGET_ACCEPT` for a spec with a guessing or slip asymptote and
+def responses_per_item(responses) -> float:
+    """The observed responses per item of a responses Dataset (``responses``, item x model, negative where
+    missing), on average: the count :func:`spec_nutpie_settings` compares with :data:`SPARSE_GUESSING_RESPONSES`."""
+    y = responses["responses"].values
+    return float((y >= 0).sum() / max(1, y.shape[0]))
+
+
+def spec_nutpie_settings(spec, per_item: float) -> dict | None:
+    """nutpie's settings for NUTS on ``spec`` fitted to responses with ``per_item`` observed responses per item on
+    average (:func:`responses_per_item`): :data:`NUTPIE_SETTINGS`, with :data:`ASYMPTOTE_TARGET_ACCEPT` for a spec
+    with a guessing or slip asymptote (but a 3PL with fewer than :data:`SPARSE_GUESSING_RESPONSES` per item) and
     :data:`LEARNED_SCALE_DOUBLINGS` for one whose slopes' scale is learned, or
     :data:`CONFIRMATORY_MIRT_TARGET_ACCEPT` for confirmatory MIRT; None (nutpie's defaults) for exploratory
     MIRT."""
@@ -52,7 +76,8 @@ def spec_nutpie_settings(spec) -> dict | None:
             return None
         return NUTPIE_SETTINGS | {"target_accept": CONFIRMATORY_MIRT_TARGET_ACCEPT}
     settings = dict(NUTPIE_SETTINGS)
-    if spec.has_guessing or spec.has_slip:
+    sparse_guessing = spec.has_guessing and not spec.has_slip and per_item < SPARSE_GUESSING_RESPONSES
+    if (spec.has_guessing or spec.has_slip) and not sparse_guessing:
         settings["target_accept"] = ASYMPTOTE_TARGET_ACCEPT
     if spec.learned_slope_scale:
         settings["extra_doublings"] = LEARNED_SCALE_DOUBLINGS
