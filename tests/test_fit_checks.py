@@ -180,3 +180,19 @@ def test_blocks_of_items_and_models_give_the_one_pass_numbers(monkeypatch):
     np.testing.assert_allclose(blocked_items.to_numpy(float), whole_items.to_numpy(float), rtol=1e-12, atol=1e-15)
     for name in ("l0", "expected", "variance", "lz", "lz_star"):
         np.testing.assert_allclose(getattr(blocked_lz, name), getattr(whole_lz, name), rtol=1e-12, atol=1e-14)
+
+
+def test_noise_corrected_rmsd_names_misfit_not_noise_at_a_hundred_models_per_item():
+    """At about 100 models per item (a 3PL the truth fits, 50% missing) the raw RMSD passes 0.1 on many items (41% here) by
+    sampling noise alone; the noise-corrected RMSD that the rule uses names few of them, and still names an item
+    answered against ability."""
+    ds, truth = simulate_pl("3pl", n_items=300, n_models=200, seed=5, missing=0.5)
+    est = {k: truth[k].values for k in ("theta", "discrimination", "intercept", "guessing", "slip")}
+    y = ds["responses"].values.copy()
+    observed = y[0] >= 0
+    theta = truth["theta"].values[observed]
+    y[0, observed] = np.random.default_rng(0).random(observed.sum()) < 1 / (1 + np.exp(1.5 * theta))
+    fits = item_fit(y, est)
+    assert (fits["rmsd"][1:] > 0.1).mean() > 0.3
+    assert (fits["rmsd_bc"][1:] > 0.1).mean() < 0.15
+    assert fits["rmsd_bc"][0] > 0.3 and (fits["rmsd_bc"] <= fits["rmsd"]).all()
