@@ -130,26 +130,32 @@ def benchmark(seed: int) -> list[dict]:
     return rows
 
 
+def _pooled(sel: list[dict], table: str, i: int, field: str) -> float:
+    """The sum over benchmarks ``sel`` of ``field`` in bin ``i`` of ``table``."""
+    return sum(r[table][i][field] for r in sel)
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     out = []
     for missing in MISSING:
         sel = [r for r in rows if r["missing"] == missing]
         rnd = {k: sum(r["random"][k] for r in sel) for k in sel[0]["random"]}
-        s = {"missing": missing, "random_pairs": rnd["pairs"], "random_sd_z": float(np.sqrt(rnd["sum_z2"] / rnd["pairs"])),
-             "random_mean_z": rnd["sum_z"] / rnd["pairs"], "random_beyond_1.645": rnd["beyond_1.645"] / rnd["pairs"],
-             "random_beyond_2": rnd["beyond_2"] / rnd["pairs"], "by_discordance": [], "by_ratio": [], "calls": {}}
+        n = rnd["pairs"]
+        s = {"missing": missing, "random_pairs": n, "random_sd_z": float(np.sqrt(rnd["sum_z2"] / n)),
+             "random_mean_z": rnd["sum_z"] / n, "random_beyond_1.645": rnd["beyond_1.645"] / n,
+             "random_beyond_2": rnd["beyond_2"] / n, "by_discordance": [], "by_ratio": [], "calls": {}}
         for i, (lo, hi) in enumerate(zip(T_BINS[:-1], T_BINS[1:])):
-            pairs = sum(r["band_by_discordance"][i]["pairs"] for r in sel)
-            s["by_discordance"].append({"bin": [lo, hi], "pairs": pairs,
-                                        "sd_z": float(np.sqrt(sum(r["band_by_discordance"][i]["sum_z2"] for r in sel)
-                                                              / pairs)) if pairs else None,
-                                        "beyond_2": sum(r["band_by_discordance"][i]["beyond_2"] for r in sel) / pairs
-                                        if pairs else None})
+            pairs = _pooled(sel, "band_by_discordance", i, "pairs")
+            s["by_discordance"].append({
+                "bin": [lo, hi], "pairs": pairs,
+                "sd_z": float(np.sqrt(_pooled(sel, "band_by_discordance", i, "sum_z2") / pairs)) if pairs else None,
+                "beyond_2": _pooled(sel, "band_by_discordance", i, "beyond_2") / pairs if pairs else None})
         for i, (lo, hi) in enumerate(zip(RATIO_BINS[:-1], RATIO_BINS[1:])):
-            pairs = sum(r["band_by_ratio"][i]["pairs"] for r in sel)
-            s["by_ratio"].append({"bin": [lo, hi], "pairs": pairs,
-                                  "other_sign": sum(r["band_by_ratio"][i]["other_sign"] for r in sel) / pairs if pairs else None,
-                                  "expected": sum(r["band_by_ratio"][i]["expected"] for r in sel) / pairs if pairs else None})
+            pairs = _pooled(sel, "band_by_ratio", i, "pairs")
+            s["by_ratio"].append({
+                "bin": [lo, hi], "pairs": pairs,
+                "other_sign": _pooled(sel, "band_by_ratio", i, "other_sign") / pairs if pairs else None,
+                "expected": _pooled(sel, "band_by_ratio", i, "expected") / pairs if pairs else None})
         for name in sel[0]["calls"]:
             c = [r["calls"][name] for r in sel]
             called = sum(x["called"] for x in c)
@@ -169,26 +175,30 @@ def markdown(result: dict) -> str:
              f"Generator `3pl`, groups `mixed`, {ac.MODELS} models x {ac.ITEMS:,} items, benchmark seeds "
              f"0-{result['seeds'] - 1}. z = (posterior mean gap - true gap) / posterior sd (sd = 90% interval width / "
              "3.29); a posterior of the right width has sd(z) = 1, 9.9% beyond 1.645 and 4.6% beyond 2.", "",
-             "Random pairs:", "", "| missing | pairs | mean z | sd z | beyond 1.645 | beyond 2 |", "|---:|---:|---:|---:|---:|---:|"]
+             "Random pairs:", "", "| missing | pairs | mean z | sd z | beyond 1.645 | beyond 2 |",
+             "|---:|---:|---:|---:|---:|---:|"]
     for s in result["summary"]:
         lines.append(f"| {100 * s['missing']:.0f}% | {s['random_pairs']:,} | {s['random_mean_z']:.3f} | "
                      f"{s['random_sd_z']:.3f} | {_pct(s['random_beyond_1.645'])} | {_pct(s['random_beyond_2'])} |")
-    lines += ["", "Pairs within 3 pp (both answered), by discordance T (the design-weighted share of both-answered items "
-              "exactly one model got right):", "", "| missing | T | pairs | sd z | beyond 2 |", "|---:|---|---:|---:|---:|"]
+    lines += ["", "Pairs within 3 pp (both answered), by discordance T (the design-weighted share of both-answered "
+              "items exactly one model got right):", "", "| missing | T | pairs | sd z | beyond 2 |",
+              "|---:|---|---:|---:|---:|"]
     for s in result["summary"]:
         for b in s["by_discordance"]:
             sd = "n/a" if b["sd_z"] is None else f"{b['sd_z']:.3f}"
             lines.append(f"| {100 * s['missing']:.0f}% | {b['bin'][0]:g}-{b['bin'][1]:g} | {b['pairs']:,} | {sd} | "
                          f"{_pct(b['beyond_2'])} |")
-    lines += ["", "Pairs within 3 pp, by |posterior mean / sd|: the share whose true gap has the other sign, against the "
-              "normal tail a calibrated posterior implies:", "", "| missing | mean/sd | pairs | other sign | expected |",
+    lines += ["", "Pairs within 3 pp, by |posterior mean / sd|: the share whose true gap has the other sign, against "
+              "the normal tail a calibrated posterior implies:", "",
+              "| missing | mean/sd | pairs | other sign | expected |",
               "|---:|---|---:|---:|---:|"]
     for s in result["summary"]:
         for b in s["by_ratio"]:
             lines.append(f"| {100 * s['missing']:.0f}% | {b['bin'][0]:g}-{b['bin'][1]:g} | {b['pairs']:,} | "
                          f"{_pct(b['other_sign'])} | {_pct(b['expected'])} |")
-    lines += ["", "Calls within 3 pp (P >= .95 or <= .05): share right (se over benchmarks as clusters, pp) and the mean "
-              "stated probability of the called order:", "", "| missing | posterior | calls | right (se) | stated |",
+    lines += ["", "Calls within 3 pp (P >= .95 or <= .05): share right (se over benchmarks as clusters, pp) and the "
+              "mean stated probability of the called order:", "",
+              "| missing | posterior | calls | right (se) | stated |",
               "|---:|---|---:|---|---:|"]
     for s in result["summary"]:
         for name, c in s["calls"].items():

@@ -183,8 +183,8 @@ def test_blocks_of_items_and_models_give_the_one_pass_numbers(monkeypatch):
 
 
 def test_noise_corrected_rmsd_names_misfit_not_noise_at_a_hundred_models_per_item():
-    """At about 100 models per item (a 3PL the truth fits, 50% missing) the raw RMSD passes 0.1 on many items (41% here) by
-    sampling noise alone; the noise-corrected RMSD that the rule uses names few of them, and still names an item
+    """At about 100 models per item (a 3PL the truth fits, 50% missing) the raw RMSD passes 0.1 on many items (41%
+    here) by sampling noise alone; the noise-corrected RMSD that the rule uses names few of them, and still names an item
     answered against ability."""
     ds, truth = simulate_pl("3pl", n_items=300, n_models=200, seed=5, missing=0.5)
     est = {k: truth[k].values for k in ("theta", "discrimination", "intercept", "guessing", "slip")}

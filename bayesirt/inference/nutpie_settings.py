@@ -17,9 +17,9 @@ __all__ = ["NUTPIE_SETTINGS", "ASYMPTOTE_TARGET_ACCEPT", "SPARSE_GUESSING_RESPON
 #: (benchmarks/results/nutpie_adaptation.md).
 NUTPIE_SETTINGS = {"adaptation": "draw_diag", "mass_matrix_switch_freq": 120, "step_size_jitter": 0.0}
 #: The step size's target acceptance for specs with a guessing or slip asymptote but a sparse 3PL's
-#: (:data:`SPARSE_GUESSING_RESPONSES`; nutpie's and Stan's default 0.8 otherwise). Their posteriors have curved ridges (a hard item's intercept against its
-#: guessing) that the 2PL's lacks. On 200 x 500 3PLs from three generator seeds, 2 chains x (500 + 500),
-#: 0.9 doubled the steps per draw (31 to 63, NumPyro's count at its default 0.8 on the same model) and the
+#: (:data:`SPARSE_GUESSING_RESPONSES`; nutpie's and Stan's default 0.8 otherwise). Their posteriors have curved
+#: ridges (a hard item's intercept against its guessing) that the 2PL's lacks. On 200 x 500 3PLs from three
+#: generator seeds, 2 chains x (500 + 500), 0.9 doubled the steps per draw (31 to 63, NumPyro's count at its default 0.8 on the same model) and the
 #: smallest bulk ESS (293 to 600, 309 to 645, 241 to 487): 33-42% more ESS per gradient, tuning included,
 #: and per CPU second (benchmarks/results/nutpie_adaptation_3pl.md and _3pl_probe.md).
 ASYMPTOTE_TARGET_ACCEPT = 0.9

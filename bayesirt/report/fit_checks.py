@@ -63,7 +63,8 @@ def _item_lines(item: dict) -> list[str]:
         "",
     ]
     if item["worst"]:
-        lines += [f"Largest noise-corrected RMSD ({len(item['worst'])} shown):", "", markdown_table(pd.DataFrame(item["worst"])), ""]
+        lines += [f"Largest noise-corrected RMSD ({len(item['worst'])} shown):", "",
+                  markdown_table(pd.DataFrame(item["worst"])), ""]
     return lines
 
 

@@ -137,7 +137,8 @@ def _item_block(y, est, theta, nodes, post) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         outfit = (resid**2 / (p * (1 - p))).sum(axis=1) / n
         infit = (resid**2).sum(axis=1) / (obs * p * (1 - p)).sum(axis=1)
-    return pd.DataFrame({"rmsd": rmsd, "rmsd_bc": rmsd_bc, "infit": infit, "outfit": outfit, "n_observed": n.astype(int)})
+    return pd.DataFrame({"rmsd": rmsd, "rmsd_bc": rmsd_bc, "infit": infit, "outfit": outfit,
+                         "n_observed": n.astype(int)})
 
 
 def rank_disagreement(theta: np.ndarray, accuracy: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
