@@ -96,6 +96,21 @@ def report(out, result: dict, markdown) -> int:
     return 0
 
 
+def run_seeds(script: str, argv, description: str, benchmark, summarize, markdown, *, seeds: int = 60) -> int:
+    """The command line of a probe over benchmark seeds 0..--seeds-1: ``benchmark(seed)`` gives rows, ``summarize``
+    pools them; the results (header, ``seeds``, ``summary``, ``rows``) go to ``--out`` (:func:`report`)."""
+    import argparse
+    from pathlib import Path
+
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--seeds", type=int, default=seeds)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    rows = [row for seed in range(args.seeds) for row in benchmark(seed)]
+    return report(args.out, {**run_header(script, argv), "seeds": args.seeds, "summary": summarize(rows),
+                             "rows": rows}, markdown)
+
+
 def run_command(cmd, timeout=None, env=None, cwd=None):
     """``subprocess.run`` of ``cmd`` (items converted to str) with its output captured as text."""
     import subprocess

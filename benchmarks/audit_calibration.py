@@ -241,6 +241,16 @@ def cluster_se(hits, totals) -> float | None:
     return float(np.sqrt(k / (k - 1) * ((h - r * t) ** 2).sum()) / t.sum())
 
 
+def pooled_calls(records) -> dict:
+    """Calls pooled over benchmarks, from per-benchmark dicts of ``called``, ``right`` and ``stated`` (the summed
+    stated probability of the called order): ``called``, ``accuracy`` (share right), ``accuracy_se``
+    (:func:`cluster_se`) and ``stated`` (the mean stated probability); None where nothing was called."""
+    called = sum(r["called"] for r in records)
+    return {"called": called, "accuracy": sum(r["right"] for r in records) / called if called else None,
+            "accuracy_se": cluster_se([r["right"] for r in records], [r["called"] for r in records]),
+            "stated": sum(r["stated"] for r in records) / called if called else None}
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 

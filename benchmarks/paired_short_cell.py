@@ -29,7 +29,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -40,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import audit_calibration as ac  # noqa: E402
-from _common import report, run_header, run_header_lines  # noqa: E402
+from _common import run_header_lines, run_seeds  # noqa: E402
 
 MISSING = (0.1, 0.2, 0.3)
 BAND = 0.03
@@ -113,12 +112,8 @@ def summarize(rows: list[dict]) -> list[dict]:
     for missing in MISSING:
         for name in VARIANTS:
             sel = [r for r in rows if r["missing"] == missing and r["variant"] == name]
-            called = sum(r["called"] for r in sel)
             wrong = [r["called"] - r["right"] for r in sel]
-            out.append({"missing": missing, "variant": name, "benchmarks": len(sel), "called": called,
-                        "accuracy": sum(r["right"] for r in sel) / called if called else None,
-                        "accuracy_se": ac.cluster_se([r["right"] for r in sel], [r["called"] for r in sel]),
-                        "stated": sum(r["stated"] for r in sel) / called if called else None,
+            out.append({"missing": missing, "variant": name, "benchmarks": len(sel), **ac.pooled_calls(sel),
                         "largest_benchmark_share_of_wrong": max(wrong) / sum(wrong) if sum(wrong) else None})
     return out
 
@@ -134,22 +129,15 @@ def markdown(result: dict) -> str:
              "| missing | prior | calls | right (se) | stated | one benchmark's share of the wrong calls |",
              "|---:|---|---:|---|---|---|"]
     for s in result["summary"]:
-        right = "n/a" if s["accuracy"] is None else f"{100 * s['accuracy']:.1f}% ({100 * (s['accuracy_se'] or 0):.1f})"
-        stated = "n/a" if s["stated"] is None else f"{100 * s['stated']:.1f}%"
         share = s["largest_benchmark_share_of_wrong"]
-        lines.append(f"| {100 * s['missing']:.0f}% | {s['variant']} | {s['called']:,} | {right} | {stated} | "
+        lines.append(f"| {100 * s['missing']:.0f}% | {s['variant']} | {s['called']:,} | "
+                     f"{ac._pct_se(s['accuracy'], s['accuracy_se'])} | {ac._pct(s['stated'])} | "
                      f"{'n/a' if share is None else f'{100 * share:.0f}%'} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", type=int, default=60)
-    p.add_argument("--out", type=Path)
-    args = p.parse_args(argv)
-    rows = [row for seed in range(args.seeds) for row in benchmark(seed)]
-    return report(args.out, {**run_header(__file__, argv), "seeds": args.seeds, "summary": summarize(rows),
-                             "rows": rows}, markdown)
+    return run_seeds(__file__, argv, __doc__.split("\n\n")[0], benchmark, summarize, markdown)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -36,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import audit_calibration as ac  # noqa: E402
-from _common import report, run_header, run_header_lines  # noqa: E402
+from _common import run_header_lines, run_seeds  # noqa: E402
 
 MISSING = (0.0, 0.2, 0.3)
 BAND = 0.03
@@ -143,7 +142,7 @@ def summarize(rows: list[dict]) -> list[dict]:
         n = rnd["pairs"]
         s = {"missing": missing, "random_pairs": n, "random_sd_z": float(np.sqrt(rnd["sum_z2"] / n)),
              "random_mean_z": rnd["sum_z"] / n, "random_beyond_1.645": rnd["beyond_1.645"] / n,
-             "random_beyond_2": rnd["beyond_2"] / n, "by_discordance": [], "by_ratio": [], "calls": {}}
+             "random_beyond_2": rnd["beyond_2"] / n, "by_discordance": [], "by_ratio": []}
         for i, (lo, hi) in enumerate(zip(T_BINS[:-1], T_BINS[1:])):
             pairs = _pooled(sel, "band_by_discordance", i, "pairs")
             s["by_discordance"].append({
@@ -156,18 +155,9 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "bin": [lo, hi], "pairs": pairs,
                 "other_sign": _pooled(sel, "band_by_ratio", i, "other_sign") / pairs if pairs else None,
                 "expected": _pooled(sel, "band_by_ratio", i, "expected") / pairs if pairs else None})
-        for name in sel[0]["calls"]:
-            c = [r["calls"][name] for r in sel]
-            called = sum(x["called"] for x in c)
-            s["calls"][name] = {"called": called, "accuracy": sum(x["right"] for x in c) / called if called else None,
-                                "accuracy_se": ac.cluster_se([x["right"] for x in c], [x["called"] for x in c]),
-                                "stated": sum(x["stated"] for x in c) / called if called else None}
+        s["calls"] = {name: ac.pooled_calls([r["calls"][name] for r in sel]) for name in sel[0]["calls"]}
         out.append(s)
     return out
-
-
-def _pct(x, digits=1) -> str:
-    return "n/a" if x is None else f"{100 * x:.{digits}f}%"
 
 
 def markdown(result: dict) -> str:
@@ -179,7 +169,7 @@ def markdown(result: dict) -> str:
              "|---:|---:|---:|---:|---:|---:|"]
     for s in result["summary"]:
         lines.append(f"| {100 * s['missing']:.0f}% | {s['random_pairs']:,} | {s['random_mean_z']:.3f} | "
-                     f"{s['random_sd_z']:.3f} | {_pct(s['random_beyond_1.645'])} | {_pct(s['random_beyond_2'])} |")
+                     f"{s['random_sd_z']:.3f} | {ac._pct(s['random_beyond_1.645'])} | {ac._pct(s['random_beyond_2'])} |")
     lines += ["", "Pairs within 3 pp (both answered), by discordance T (the design-weighted share of both-answered "
               "items exactly one model got right):", "", "| missing | T | pairs | sd z | beyond 2 |",
               "|---:|---|---:|---:|---:|"]
@@ -187,7 +177,7 @@ def markdown(result: dict) -> str:
         for b in s["by_discordance"]:
             sd = "n/a" if b["sd_z"] is None else f"{b['sd_z']:.3f}"
             lines.append(f"| {100 * s['missing']:.0f}% | {b['bin'][0]:g}-{b['bin'][1]:g} | {b['pairs']:,} | {sd} | "
-                         f"{_pct(b['beyond_2'])} |")
+                         f"{ac._pct(b['beyond_2'])} |")
     lines += ["", "Pairs within 3 pp, by |posterior mean / sd|: the share whose true gap has the other sign, against "
               "the normal tail a calibrated posterior implies:", "",
               "| missing | mean/sd | pairs | other sign | expected |",
@@ -195,27 +185,20 @@ def markdown(result: dict) -> str:
     for s in result["summary"]:
         for b in s["by_ratio"]:
             lines.append(f"| {100 * s['missing']:.0f}% | {b['bin'][0]:g}-{b['bin'][1]:g} | {b['pairs']:,} | "
-                         f"{_pct(b['other_sign'])} | {_pct(b['expected'])} |")
+                         f"{ac._pct(b['other_sign'])} | {ac._pct(b['expected'])} |")
     lines += ["", "Calls within 3 pp (P >= .95 or <= .05): share right (se over benchmarks as clusters, pp) and the "
               "mean stated probability of the called order:", "",
               "| missing | posterior | calls | right (se) | stated |",
               "|---:|---|---:|---|---:|"]
     for s in result["summary"]:
         for name, c in s["calls"].items():
-            se = "n/a" if c["accuracy_se"] is None else f"{100 * c['accuracy_se']:.1f}"
-            right = "n/a" if c["accuracy"] is None else f"{100 * c['accuracy']:.1f}% ({se})"
-            lines.append(f"| {100 * s['missing']:.0f}% | {name} | {c['called']:,} | {right} | {_pct(c['stated'])} |")
+            lines.append(f"| {100 * s['missing']:.0f}% | {name} | {c['called']:,} | "
+                         f"{ac._pct_se(c['accuracy'], c['accuracy_se'])} | {ac._pct(c['stated'])} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", type=int, default=60)
-    p.add_argument("--out", type=Path)
-    args = p.parse_args(argv)
-    rows = [row for seed in range(args.seeds) for row in benchmark(seed)]
-    return report(args.out, {**run_header(__file__, argv), "seeds": args.seeds, "summary": summarize(rows),
-                             "rows": rows}, markdown)
+    return run_seeds(__file__, argv, __doc__.split("\n\n")[0], benchmark, summarize, markdown)
 
 
 if __name__ == "__main__":

@@ -49,10 +49,12 @@ def _item_lines(item: dict) -> list[str]:
         "each model is spread over an ability grid by its posterior given its responses, the item's observed "
         "proportion correct at each grid point is compared with the fitted curve, and RMSD is the root mean square "
         "difference weighted by how many models sit there (a difference of proportions; near 0 when the curve fits "
-        "and many models answer the item). The noise-corrected RMSD takes out what sampling alone adds under the "
-        "model, which with about a hundred models per item passes 0.1 by itself. "
+        "and many models answer the item). The noise-corrected RMSD takes out what sampling alone adds on average "
+        "under the model, which with about a hundred models per item passes 0.1 by itself. "
         f"**{item['n_flagged']} of {item['n_items']} items ({item['share_flagged']:.1%})** have {item['rule']}: their "
-        "curve does not follow how the models answer them (wrong shape, or answered against ability). Median RMSD "
+        "curve departs from how the models answer them by more than that noise (wrong shape, or answered against "
+        "ability). It is a size threshold, not a test at a stated error rate: where about a hundred models answer "
+        "each item, a few percent of items the model fits still pass it. Median RMSD "
         f"{item['median_rmsd']:.3f} (noise-corrected {item['median_rmsd_bc']:.3f}), largest {item['max_rmsd']:.3f} "
         f"({item['max_rmsd_bc']:.3f}).",
         "",
